@@ -1,0 +1,2 @@
+//! The `tessera` command (placeholder until the CLI lands).
+fn main() {}

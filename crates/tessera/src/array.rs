@@ -1,0 +1,267 @@
+//! Arrays: creating one on storage, opening it for reading (schema plus the metadata of every
+//! committed fragment, loaded once and shared by all queries) or for writing, and the entry
+//! points of queries.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::context::Context;
+use crate::error::{ArrayError, Error, QueryError, Result};
+use crate::footer::{seal, unseal};
+use crate::fragment::{
+    list_committed, now_ms, FragmentMetadata, FragmentName, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE,
+};
+use crate::geometry::{Subarray, TileGrid};
+use crate::read::{Layout, ReadQuery, ReadResult};
+use crate::schema::ArraySchema;
+use crate::storage::StorageError;
+use crate::write::{AttrInput, DenseWriter};
+
+/// Folder holding the schema files.
+pub const SCHEMA_DIR: &str = "__schema";
+/// Folder reserved for array metadata (key-value).
+pub const META_DIR: &str = "__meta";
+const SCHEMA_MAGIC: &[u8; 8] = b"TSRASCHM";
+
+/// How an array is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Queries read.
+    Read,
+    /// Queries write new fragments.
+    Write,
+}
+
+impl Mode {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Read => "read",
+            Mode::Write => "write",
+        }
+    }
+}
+
+/// An open array.
+#[derive(Debug, Clone)]
+pub struct Array {
+    pub(crate) ctx: Context,
+    pub(crate) uri: PathBuf,
+    pub(crate) mode: Mode,
+    pub(crate) schema: Arc<ArraySchema>,
+    pub(crate) grid: Arc<TileGrid>,
+    pub(crate) fragments: Arc<Vec<FragmentMetadata>>,
+}
+
+impl Array {
+    /// Creates an empty array with `schema` at `uri`.
+    ///
+    /// # Errors
+    /// An invalid schema, an existing non-empty folder, or a storage failure. On error nothing
+    /// that looks like an array is left behind.
+    pub fn create(ctx: &Context, uri: impl AsRef<Path>, schema: &ArraySchema) -> Result<()> {
+        schema.validate()?;
+        let uri = uri.as_ref();
+        let storage = ctx.storage();
+        if storage.is_file(uri) {
+            return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
+        }
+        if storage.is_dir(uri) && !storage.list_dir(uri)?.is_empty() {
+            return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
+        }
+        for dir in [FRAGMENTS_DIR, COMMITS_DIR, META_DIR, SCHEMA_DIR] {
+            storage.create_dir_all(&uri.join(dir))?;
+        }
+        let name = format!("__{}_{}", now_ms(), uuid::Uuid::new_v4().simple());
+        let bytes = seal(schema.to_json().into_bytes(), SCHEMA_MAGIC);
+        // The schema file is written last: a folder without it is not an array.
+        storage.write_atomic(&uri.join(SCHEMA_DIR).join(name), &bytes)?;
+        if let Some(parent) = uri.parent().filter(|p| !p.as_os_str().is_empty()) {
+            storage.sync_dir(parent)?;
+        }
+        storage.sync_dir(uri)?;
+        Ok(())
+    }
+
+    /// Opens the array at `uri`, seeing every committed fragment.
+    ///
+    /// # Errors
+    /// A missing path, a folder that is not an array, a corrupt schema or fragment metadata.
+    pub fn open(ctx: &Context, uri: impl AsRef<Path>, mode: Mode) -> Result<Self> {
+        Self::open_at(ctx, uri, mode, None)
+    }
+
+    /// Opens the array at `uri` as of `timestamp` (milliseconds since the epoch): only fragments
+    /// whose end timestamp is at most `timestamp` are seen.
+    ///
+    /// # Errors
+    /// As [`Array::open`].
+    pub fn open_at(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, timestamp: Option<u64>) -> Result<Self> {
+        let uri = uri.as_ref().to_path_buf();
+        let storage = ctx.storage().clone();
+        if !storage.is_dir(&uri) {
+            if storage.is_file(&uri) {
+                return Err(ArrayError::NotAnArray { path: uri }.into());
+            }
+            return Err(ArrayError::NotFound { path: uri }.into());
+        }
+        let schema = Arc::new(load_schema(ctx, &uri)?);
+        let grid = Arc::new(TileGrid::new(&schema));
+        let mut names = list_committed(storage.as_ref(), &uri)?;
+        if let Some(t) = timestamp {
+            names.retain(|n| n.t1 <= t);
+        }
+        let fragments = if mode == Mode::Read {
+            ctx.install(|| {
+                names.into_par_iter().map(|n| load_fragment(ctx, &uri, n, &schema)).collect::<Result<Vec<_>>>()
+            })?
+        } else {
+            Vec::new()
+        };
+        Ok(Self { ctx: ctx.clone(), uri, mode, schema, grid, fragments: Arc::new(fragments) })
+    }
+
+    /// The array's location.
+    pub fn uri(&self) -> &Path {
+        &self.uri
+    }
+
+    /// The mode it was opened in.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &ArraySchema {
+        &self.schema
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The fragments this array sees, oldest first (empty in write mode).
+    pub fn fragments(&self) -> &[FragmentMetadata] {
+        &self.fragments
+    }
+
+    /// The bounding box of all written cells in domain coordinates, or `None` if nothing was
+    /// written.
+    pub fn nonempty_domain(&self) -> Option<Vec<(i128, i128)>> {
+        let first = self.fragments.first()?;
+        let mut acc = first.domain.clone();
+        for f in self.fragments.iter().skip(1) {
+            for (a, b) in acc.iter_mut().zip(&f.domain) {
+                a[0] = a[0].min(b[0]);
+                a[1] = a[1].max(b[1]);
+            }
+        }
+        Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| (d.denormalize(*lo), d.denormalize(*hi))).collect())
+    }
+
+    pub(crate) fn require(&self, mode: Mode, op: &'static str) -> Result<()> {
+        if self.mode != mode {
+            return Err(QueryError::WrongMode {
+                uri: self.uri.display().to_string(),
+                mode: self.mode.name(),
+                op,
+                needed: mode.name(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Starts a dense write of `subarray` (one range per dimension) whose cells arrive in
+    /// `layout`; see [`DenseWriter`].
+    ///
+    /// # Errors
+    /// Wrong mode, or a subarray outside the domain.
+    pub fn writer(&self, subarray: &Subarray, layout: Layout) -> Result<DenseWriter> {
+        self.require(Mode::Write, "write")?;
+        DenseWriter::new(self, subarray, layout)
+    }
+
+    /// Writes `subarray` in one submit and commits it as a new fragment.
+    ///
+    /// # Errors
+    /// As [`DenseWriter::submit`] and [`DenseWriter::finish`]; nothing is committed on error.
+    pub fn write(&self, subarray: &Subarray, layout: Layout, inputs: &[AttrInput<'_>]) -> Result<FragmentName> {
+        let mut w = self.writer(subarray, layout)?;
+        w.submit(inputs)?;
+        Ok(w.finish()?.name)
+    }
+
+    /// A read of `attrs` over `subarray` with results in `layout`; see [`ReadQuery`].
+    ///
+    /// # Errors
+    /// Wrong mode, unknown attributes, a bad subarray.
+    pub fn read_query(&self, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<ReadQuery> {
+        self.require(Mode::Read, "read")?;
+        ReadQuery::new(self, subarray, attrs, layout)
+    }
+
+    /// Reads `attrs` over `subarray` into new buffers.
+    ///
+    /// # Errors
+    /// As [`Array::read_query`], plus storage failures and corrupt tiles.
+    pub fn read(&self, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<ReadResult> {
+        let mut q = self.read_query(subarray, attrs, layout)?;
+        q.read_all()
+    }
+}
+
+fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
+    let storage = ctx.storage();
+    let dir = uri.join(SCHEMA_DIR);
+    let names = match storage.list_dir(&dir) {
+        Ok(n) => n,
+        Err(StorageError::NotFound { .. }) => return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into()),
+        Err(e) => return Err(e.into()),
+    };
+    // The newest schema: names are __<ms>_<uuid>; order by the number, then the uuid.
+    let newest = names
+        .iter()
+        .filter_map(|n| {
+            let rest = n.strip_prefix("__")?;
+            let (t, id) = rest.split_once('_')?;
+            Some((t.parse::<u64>().ok()?, id.to_string(), n))
+        })
+        .max();
+    let Some((_, _, name)) = newest else {
+        return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into());
+    };
+    let path = dir.join(name);
+    let bytes = storage.read_all(&path)?;
+    let payload = unseal(&bytes, SCHEMA_MAGIC, &path)?;
+    let text = std::str::from_utf8(payload).map_err(|_| Error::corrupt(&path, "schema is not UTF-8"))?;
+    ArraySchema::from_json(text).map_err(|e| Error::corrupt(&path, e.to_string()))
+}
+
+fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySchema) -> Result<FragmentMetadata> {
+    let path = uri.join(FRAGMENTS_DIR).join(name.to_string()).join(METADATA_FILE);
+    let bytes = match ctx.storage().read_all(&path) {
+        Ok(b) => b,
+        Err(StorageError::NotFound { .. }) => {
+            return Err(Error::corrupt(&path, "fragment is committed but its metadata is missing"))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let meta = FragmentMetadata::decode(&bytes, name, &path)?;
+    // Cross-check against the schema so later stages can index without fear.
+    let grid = TileGrid::new(schema);
+    if meta.domain.len() != schema.ndim() || meta.domain.iter().zip(&schema.dims).any(|(r, d)| r[1] >= d.domain_size())
+    {
+        return Err(Error::corrupt(&path, "non-empty domain does not fit the array's domain"));
+    }
+    let specs = crate::fragment::FileSpec::for_schema(schema);
+    let tiles = grid.tile_range(&meta.domain).iter().map(|[a, b]| b - a + 1).product::<u64>();
+    if meta.files.len() != specs.len()
+        || specs.iter().zip(&meta.files).any(|(s, f)| s.name != f.0 || f.1.len() as u64 != tiles)
+    {
+        return Err(Error::corrupt(&path, "file list or tile count does not match the schema"));
+    }
+    Ok(meta)
+}

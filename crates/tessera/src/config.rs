@@ -1,0 +1,119 @@
+//! Configuration: string keys and values as users of TileDB know them, parsed and checked once.
+
+use std::collections::BTreeMap;
+
+use crate::error::ArrayError;
+use crate::storage::ReadMode;
+
+/// Every key `Config` understands, with its default and meaning.
+pub const KEYS: &[(&str, &str, &str)] = &[
+    ("sm.compute_concurrency", "0", "threads that filter and unfilter tiles (0: all cores)"),
+    ("sm.io_concurrency", "0", "threads that read tiles in parallel (0: all cores)"),
+    ("sm.memory_budget", "1073741824", "bytes of unfiltered tiles a read holds at once"),
+    ("sm.tile_cache_size", "0", "bytes of the unfiltered-tile cache (reserved; see issue 5)"),
+    ("sm.consolidation.buffer_size", "268435456", "bytes of each consolidation buffer (reserved)"),
+    ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),
+    ("vfs.coalesce_gap", "1048576", "byte ranges of one file closer than this are read as one"),
+    ("vfs.coalesce_max", "134217728", "largest byte range a coalesced read may span"),
+];
+
+/// A set of configuration values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    values: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key` to `value` after checking both.
+    ///
+    /// # Errors
+    /// `ArrayError::Config` for an unknown key or a value of the wrong form.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ArrayError> {
+        let err = |detail: String| ArrayError::Config { key: key.to_string(), detail };
+        if !KEYS.iter().any(|k| k.0 == key) {
+            let known: Vec<&str> = KEYS.iter().map(|k| k.0).collect();
+            return Err(err(format!("unknown key (known: {})", known.join(", "))));
+        }
+        if key == "vfs.read_mode" {
+            if value != "pread" && value != "mmap" {
+                return Err(err(format!("{value:?} is not pread or mmap")));
+            }
+        } else if value.parse::<u64>().is_err() {
+            return Err(err(format!("{value:?} is not a non-negative integer")));
+        }
+        self.values.insert(key.to_string(), value.to_string());
+        Ok(self)
+    }
+
+    /// The value of `key` (its default when unset).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str).or_else(|| KEYS.iter().find(|k| k.0 == key).map(|k| k.1))
+    }
+
+    fn num(&self, key: &str) -> u64 {
+        self.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    fn threads(&self, key: &str) -> usize {
+        match self.num(key) {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            n => n as usize,
+        }
+    }
+
+    /// Threads for filtering.
+    pub fn compute_concurrency(&self) -> usize {
+        self.threads("sm.compute_concurrency")
+    }
+    /// Threads for reading.
+    pub fn io_concurrency(&self) -> usize {
+        self.threads("sm.io_concurrency")
+    }
+    /// Bytes of unfiltered tiles a read holds at once.
+    pub fn memory_budget(&self) -> u64 {
+        self.num("sm.memory_budget").max(1)
+    }
+    /// How tiles are read.
+    pub fn read_mode(&self) -> ReadMode {
+        if self.get("vfs.read_mode") == Some("mmap") {
+            ReadMode::Mmap
+        } else {
+            ReadMode::Pread
+        }
+    }
+    /// Largest gap between byte ranges read as one.
+    pub fn coalesce_gap(&self) -> u64 {
+        self.num("vfs.coalesce_gap")
+    }
+    /// Largest coalesced read.
+    pub fn coalesce_max(&self) -> u64 {
+        self.num("vfs.coalesce_max")
+    }
+    /// The values set explicitly.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked() {
+        let mut c = Config::new();
+        assert_eq!(c.get("vfs.read_mode"), Some("pread"));
+        c.set("vfs.read_mode", "mmap").unwrap();
+        assert_eq!(c.read_mode(), ReadMode::Mmap);
+        assert!(c.set("vfs.read_mode", "fast").is_err());
+        assert!(c.set("sm.no_such_key", "1").is_err());
+        assert!(c.set("sm.compute_concurrency", "-1").is_err());
+        c.set("sm.compute_concurrency", "3").unwrap();
+        assert_eq!(c.compute_concurrency(), 3);
+    }
+}

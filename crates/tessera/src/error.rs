@@ -1,0 +1,172 @@
+//! The crate-wide `Error`: every module's error enum collected in one place, each variant saying
+//! what was wrong and where (array, fragment, attribute, tile, cell).
+
+use std::path::PathBuf;
+
+use crate::filter::FilterError;
+use crate::schema::SchemaError;
+use crate::storage::StorageError;
+
+/// Result alias for the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors of queries: the caller asked for something the array cannot do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// A subarray range lies (partly) outside the dimension's domain.
+    #[error("dimension {dim}: range [{lo}, {hi}] is outside the domain [{dom_lo}, {dom_hi}]")]
+    OutOfDomain {
+        /// Dimension name.
+        dim: String,
+        /// Requested low bound.
+        lo: i128,
+        /// Requested high bound.
+        hi: i128,
+        /// Domain low bound.
+        dom_lo: i128,
+        /// Domain high bound.
+        dom_hi: i128,
+    },
+    /// A range whose low bound exceeds its high bound.
+    #[error("dimension {dim}: range [{lo}, {hi}] is reversed (low > high)")]
+    Reversed {
+        /// Dimension name.
+        dim: String,
+        /// Low bound.
+        lo: i128,
+        /// High bound.
+        hi: i128,
+    },
+    /// The subarray has the wrong number of dimensions or no range on a dimension.
+    #[error("subarray: {0}")]
+    BadSubarray(String),
+    /// An attribute name the schema does not have.
+    #[error("unknown attribute {name:?} (the array has: {known})")]
+    UnknownAttribute {
+        /// The requested name.
+        name: String,
+        /// The schema's attribute names.
+        known: String,
+    },
+    /// A buffer whose size does not match the number of cells written.
+    #[error("attribute {attr}: {what} holds {got} {unit}, expected {expected}")]
+    BufferSize {
+        /// Attribute name.
+        attr: String,
+        /// Which buffer ("data", "offsets", "validity").
+        what: &'static str,
+        /// Its size.
+        got: u64,
+        /// The size the subarray needs.
+        expected: u64,
+        /// "bytes" or "values".
+        unit: &'static str,
+    },
+    /// Malformed buffer contents (offsets not increasing, invalid UTF-8, validity not 0/1, ...).
+    #[error("attribute {attr}: {detail}")]
+    BadBuffer {
+        /// Attribute name.
+        attr: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An attribute listed twice or missing from a write.
+    #[error("{0}")]
+    AttributeSet(String),
+    /// The operation needs another open mode.
+    #[error("array {uri} is open for {mode}; {op} needs mode {needed}")]
+    WrongMode {
+        /// Array location.
+        uri: String,
+        /// Current mode.
+        mode: &'static str,
+        /// The operation attempted.
+        op: &'static str,
+        /// The mode it needs.
+        needed: &'static str,
+    },
+    /// A layout the operation does not support.
+    #[error("{0}")]
+    Layout(String),
+    /// A write that did not cover its whole subarray, or a submit after finalize.
+    #[error("{0}")]
+    WriteState(String),
+    /// A datatype other than the attribute's.
+    #[error("attribute {attr}: buffer type {got} does not match the attribute type {expected}")]
+    Datatype {
+        /// Attribute name.
+        attr: String,
+        /// The caller's type.
+        got: String,
+        /// The attribute's type.
+        expected: String,
+    },
+}
+
+/// Errors of the array as a whole (existence, locations).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArrayError {
+    /// No array at the path.
+    #[error("{path} does not exist")]
+    NotFound {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A folder that is not a Tessera array.
+    #[error("{path} is not a Tessera array (no __schema folder with a schema)")]
+    NotAnArray {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Creating an array where something already exists.
+    #[error("{path} already exists and is not empty")]
+    AlreadyExists {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A configuration key or value that is not understood.
+    #[error("config {key}: {detail}")]
+    Config {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Every error of the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An invalid schema.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// A bad query (subarray, buffers, attributes, mode).
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// Array-level problem (missing, not an array, exists).
+    #[error(transparent)]
+    Array(#[from] ArrayError),
+    /// A storage failure.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A filter configuration error.
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    /// Bytes on disk that are not what they must be: never returned as data.
+    #[error("corrupt data in {path}: {detail}")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong, naming the tile or field.
+        detail: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
+        Error::Corrupt { path: path.into(), detail: detail.into() }
+    }
+}

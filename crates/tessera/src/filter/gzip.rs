@@ -1,0 +1,152 @@
+//! Gzip filter: Deflate compression (RFC 1951) in a zlib stream (RFC 1950), levels 0..=9.
+//!
+//! Byte format of the stage output:
+//!
+//! | offset | size | content                                                         |
+//! |--------|------|-----------------------------------------------------------------|
+//! | 0      | 8    | `n`, the length of the stage input (u64 LE)                     |
+//! | 8      | rest | one complete zlib stream (2-byte header, deflate data, Adler-32) |
+//!
+//! The stream decompresses to exactly `n` bytes and nothing may follow it. It is what zlib's
+//! `compress2` produces, so `zlib.decompress(stage[8:])` in Python decodes it.
+
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+
+use super::{alloc_output, corrupt, read_len_header, with_len_header, FilterError, LEN_HEADER};
+
+/// The filter's name in errors.
+const NAME: &str = "gzip";
+/// The highest compression level.
+pub(super) const MAX_LEVEL: u32 = 9;
+/// Deflate cannot expand data by more than this factor (a 258-byte match in 2 bits is 1032:1).
+const MAX_RATIO: usize = 1032;
+
+/// Compresses `data` at `level` (already validated to be in 0..=9).
+pub(super) fn encode(data: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {
+    let bound = data.len().saturating_add(data.len() / 1024).saturating_add(64);
+    let mut out = with_len_header(data.len(), LEN_HEADER.saturating_add(bound));
+    let mut z = Compress::new(Compression::new(level.min(MAX_LEVEL)), true);
+    loop {
+        let consumed = position(z.total_in());
+        let produced = z.total_out();
+        if out.len() == out.capacity() {
+            out.reserve(out.capacity() / 8 + 4096);
+        }
+        let input = data.get(consumed..).unwrap_or_default();
+        let status = z.compress_vec(input, &mut out, FlushCompress::Finish).map_err(|e| compress_failed(&e))?;
+        if status == Status::StreamEnd {
+            return Ok(out);
+        }
+        if position(z.total_in()) == consumed && z.total_out() == produced && out.len() < out.capacity() {
+            return Err(compress_failed(&"deflate made no progress"));
+        }
+    }
+}
+
+/// Decompresses one stage, whose input was at most `max_len` bytes.
+pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError> {
+    let (len, body) = read_len_header(NAME, data, max_len)?;
+    if len > body.len().saturating_mul(MAX_RATIO).saturating_add(64) {
+        return Err(corrupt(NAME, format!("{} bytes cannot inflate to {len}", body.len())));
+    }
+    // One spare byte so that a stream longer than `len` is noticed rather than cut short.
+    let mut out = alloc_output(NAME, len.saturating_add(1))?;
+    let mut z = Decompress::new(true);
+    loop {
+        let consumed = position(z.total_in());
+        let produced = out.len();
+        let input = body.get(consumed..).unwrap_or_default();
+        let status =
+            z.decompress_vec(input, &mut out, FlushDecompress::Finish).map_err(|e| corrupt(NAME, e.to_string()))?;
+        if status == Status::StreamEnd {
+            break;
+        }
+        if position(z.total_in()) == consumed && out.len() == produced {
+            return Err(corrupt(NAME, format!("stream truncated or longer than {len} bytes")));
+        }
+    }
+    if out.len() != len {
+        return Err(corrupt(NAME, format!("stream holds {} bytes, header says {len}", out.len())));
+    }
+    if position(z.total_in()) != body.len() {
+        return Err(corrupt(NAME, "bytes after the end of the stream"));
+    }
+    Ok(out)
+}
+
+/// A stream position as an index (saturating; positions never exceed the slice length).
+fn position(total: u64) -> usize {
+    usize::try_from(total).unwrap_or(usize::MAX)
+}
+
+fn compress_failed(e: &dyn std::fmt::Display) -> FilterError {
+    FilterError::InvalidConfig { filter: NAME, detail: format!("compression failed: {e}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::{int32_grid, random, runs, LENGTHS};
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn roundtrip_all_levels_and_lengths() {
+        for level in 0..=MAX_LEVEL {
+            for &len in LENGTHS {
+                for data in [random(len, 7), runs(len, 4)] {
+                    let enc = encode(&data, level).unwrap();
+                    assert_eq!(decode(&enc, len).unwrap(), data, "level {level} len {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn format_is_len_header_then_zlib() {
+        let data = int32_grid(100_000);
+        let enc = encode(&data, 6).unwrap();
+        assert_eq!(enc[..8], 100_000u64.to_le_bytes());
+        // zlib header: CM=8 (deflate), header checksum.
+        assert_eq!(enc[8] & 0x0F, 8);
+        assert_eq!((u16::from(enc[8]) << 8 | u16::from(enc[9])) % 31, 0);
+        let mut plain = Vec::with_capacity(data.len());
+        let mut z = Decompress::new(true);
+        z.decompress_vec(&enc[8..], &mut plain, FlushDecompress::Finish).unwrap();
+        assert_eq!(plain, data);
+        assert!(enc.len() < data.len() / 2);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let data = random(10_000, 1);
+        let enc = encode(&data, 6).unwrap();
+        for cut in [0, 7, 8, 9, 100, enc.len() - 1] {
+            assert!(decode(&enc[..cut], 10_000).is_err(), "cut {cut}");
+        }
+        let mut longer = enc.clone();
+        longer.push(0);
+        assert!(decode(&longer, 10_000).is_err());
+        assert!(decode(&enc, 9_999).is_err());
+        let mut wrong_len = enc.clone();
+        wrong_len[..8].copy_from_slice(&9_999u64.to_le_bytes());
+        assert!(decode(&wrong_len, 10_000).is_err());
+        wrong_len[..8].copy_from_slice(&10_001u64.to_le_bytes());
+        assert!(decode(&wrong_len, 20_000).is_err());
+        let mut flipped = enc;
+        flipped[500] ^= 0x55;
+        assert!(decode(&flipped, 10_000).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..300), max in 0usize..1_000_000) {
+            let _ = decode(&data, max);
+        }
+
+        #[test]
+        fn roundtrip(data in proptest::collection::vec(0u8..4, 0..5000), level in 0u32..=9) {
+            let enc = encode(&data, level).unwrap();
+            prop_assert_eq!(decode(&enc, data.len()).unwrap(), data);
+        }
+    }
+}

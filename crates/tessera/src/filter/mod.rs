@@ -1,0 +1,615 @@
+//! Tile filters: the per-attribute pipeline that turns an unfiltered tile into the bytes stored on
+//! disk (compression, byte shuffling, delta and run-length encoding) and back.
+//! See docs/format.md, section "Filtered tiles".
+//!
+//! A pipeline is an ordered list of [`Filter`]s. Writing applies them first to last, each stage
+//! consuming the previous stage's output; reading undoes them last to first. Every stage is
+//! decodable by itself: the stages whose decoder needs the length of their input (the three
+//! compressors and RLE) start their output with that length as a `u64` little-endian; delta and
+//! byte shuffle preserve the length exactly. All integers are little-endian.
+//!
+//! Each stage sees an element width: the pipeline's `elem_size` for the first stage, then the
+//! width produced by the previous stage. Compressors and RLE produce a byte stream (width 1);
+//! delta and byte shuffle keep the width they were given. Data whose length is not a multiple
+//! of the width has its trailing `len % width` bytes carried through unchanged.
+
+mod byteshuffle;
+mod delta;
+mod gzip;
+mod lz4;
+mod rle;
+mod zstd;
+
+use serde::{Deserialize, Serialize};
+
+/// One stage of a filter pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Filter {
+    /// Deflate in a zlib stream (RFC 1950, as produced by zlib's `compress2`), level 0..=9.
+    Gzip {
+        /// Compression level, 0..=9.
+        level: u32,
+    },
+    /// Zstandard, level -7..=22.
+    Zstd {
+        /// Compression level.
+        level: i32,
+    },
+    /// LZ4 block compression.
+    Lz4,
+    /// Run-length encoding of equal consecutive elements.
+    Rle,
+    /// Differences of consecutive elements (wrapping integer arithmetic on the element's bits).
+    Delta,
+    /// Byte transposition: all first bytes of the elements, then all second bytes, ...
+    #[serde(rename = "byteshuffle")]
+    ByteShuffle,
+}
+
+impl Filter {
+    /// The filter's name, as used in its serialized form and in errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Filter::Gzip { .. } => "gzip",
+            Filter::Zstd { .. } => "zstd",
+            Filter::Lz4 => "lz4",
+            Filter::Rle => "rle",
+            Filter::Delta => "delta",
+            Filter::ByteShuffle => "byteshuffle",
+        }
+    }
+
+    /// Checks the filter's parameters.
+    ///
+    /// # Errors
+    /// `InvalidConfig` when a compression level is out of range.
+    pub fn validate(&self) -> Result<(), FilterError> {
+        match *self {
+            Filter::Gzip { level } if level > gzip::MAX_LEVEL => Err(FilterError::InvalidConfig {
+                filter: self.name(),
+                detail: format!("level {level} is outside 0..={}", gzip::MAX_LEVEL),
+            }),
+            Filter::Zstd { level } if !(zstd::MIN_LEVEL..=zstd::MAX_LEVEL).contains(&level) => {
+                Err(FilterError::InvalidConfig {
+                    filter: self.name(),
+                    detail: format!("level {level} is outside {}..={}", zstd::MIN_LEVEL, zstd::MAX_LEVEL),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The element width the next stage sees when this filter is given elements of `elem_size`
+    /// bytes: 1 after a compressor or RLE (a byte stream), unchanged after delta or byte shuffle.
+    pub fn output_elem_size(&self, elem_size: usize) -> usize {
+        match self {
+            Filter::Delta | Filter::ByteShuffle => elem_size,
+            Filter::Gzip { .. } | Filter::Zstd { .. } | Filter::Lz4 | Filter::Rle => 1,
+        }
+    }
+
+    /// The largest output this filter's encoder produces for an input of `len` bytes (a generous
+    /// bound; the decoder rejects stages claiming to decode to more than the bound of the stage
+    /// before them, which caps the memory a corrupt length header can make it allocate).
+    pub fn max_encoded_len(&self, len: usize) -> usize {
+        match self {
+            Filter::Delta | Filter::ByteShuffle => len,
+            Filter::Gzip { .. } | Filter::Zstd { .. } | Filter::Lz4 | Filter::Rle => {
+                len.saturating_add(len / 16).saturating_add(1024)
+            }
+        }
+    }
+
+    /// Applies this filter to one buffer.
+    fn encode(&self, data: Vec<u8>, elem_size: usize) -> Result<Vec<u8>, FilterError> {
+        match *self {
+            Filter::Gzip { level } => gzip::encode(&data, level),
+            Filter::Zstd { level } => zstd::encode(&data, level),
+            Filter::Lz4 => Ok(lz4::encode(&data)),
+            Filter::Rle => Ok(rle::encode(&data, elem_size)),
+            Filter::Delta => Ok(delta::encode(data, elem_size)),
+            Filter::ByteShuffle => Ok(byteshuffle::encode(data, elem_size)),
+        }
+    }
+
+    /// Reverses [`Filter::encode`]; the result is at most `max_len` bytes long.
+    fn decode(&self, data: Vec<u8>, elem_size: usize, max_len: usize) -> Result<Vec<u8>, FilterError> {
+        match *self {
+            Filter::Gzip { .. } => gzip::decode(&data, max_len),
+            Filter::Zstd { .. } => zstd::decode(&data, max_len),
+            Filter::Lz4 => lz4::decode(&data, max_len),
+            Filter::Rle => rle::decode(&data, elem_size, max_len),
+            Filter::Delta | Filter::ByteShuffle if data.len() > max_len => {
+                Err(corrupt(self.name(), format!("{} bytes, more than the {max_len} expected", data.len())))
+            }
+            Filter::Delta => Ok(delta::decode(data, elem_size)),
+            Filter::ByteShuffle => Ok(byteshuffle::decode(data, elem_size)),
+        }
+    }
+}
+
+/// Errors of the filter pipeline.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilterError {
+    /// A filter's parameters are invalid (e.g. a compression level out of range).
+    #[error("invalid filter {filter}: {detail}")]
+    InvalidConfig {
+        /// The filter's name.
+        filter: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Filtered bytes could not be decoded.
+    #[error("cannot decode {filter} data: {detail}")]
+    Corrupt {
+        /// The filter's name.
+        filter: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// An ordered list of filters applied to every tile of an attribute (first to last when writing,
+/// last to first when reading).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FilterPipeline {
+    filters: Vec<Filter>,
+}
+
+impl FilterPipeline {
+    /// A pipeline of the given filters.
+    pub fn new(filters: Vec<Filter>) -> Self {
+        Self { filters }
+    }
+    /// The filters, in write order.
+    pub fn filters(&self) -> &[Filter] {
+        &self.filters
+    }
+    /// Whether the pipeline stores tiles unchanged.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+    /// Checks every filter's parameters.
+    ///
+    /// # Errors
+    /// `InvalidConfig` naming the first bad filter.
+    pub fn validate(&self) -> Result<(), FilterError> {
+        self.filters.iter().try_for_each(Filter::validate)
+    }
+    /// Filters one tile. `elem_size` is the width in bytes of one value (1, 2, 4 or 8).
+    ///
+    /// # Errors
+    /// A compressor failure.
+    pub fn encode(&self, data: Vec<u8>, elem_size: usize) -> Result<Vec<u8>, FilterError> {
+        if self.filters.is_empty() {
+            return Ok(data);
+        }
+        self.validate()?;
+        check_elem_size(elem_size)?;
+        let mut width = elem_size;
+        let mut buf = data;
+        for filter in &self.filters {
+            buf = filter.encode(buf, width)?;
+            width = filter.output_elem_size(width);
+        }
+        Ok(buf)
+    }
+    /// Reverses `encode`. `expected_len` is the unfiltered length recorded in the tile index.
+    ///
+    /// # Errors
+    /// `Corrupt` when the bytes cannot be decoded or do not decode to `expected_len` bytes.
+    pub fn decode(&self, data: Vec<u8>, elem_size: usize, expected_len: usize) -> Result<Vec<u8>, FilterError> {
+        let Some(first) = self.filters.first() else {
+            return if data.len() == expected_len {
+                Ok(data)
+            } else {
+                Err(corrupt("pipeline", format!("unfiltered tile has {} bytes, expected {expected_len}", data.len())))
+            };
+        };
+        check_elem_size(elem_size)?;
+        // Element width and largest legitimate decoded length of every stage, in write order.
+        let mut stages = Vec::with_capacity(self.filters.len());
+        let (mut width, mut bound) = (elem_size, expected_len);
+        for filter in &self.filters {
+            stages.push((width, bound));
+            width = filter.output_elem_size(width);
+            bound = filter.max_encoded_len(bound);
+        }
+        let mut buf = data;
+        for (filter, &(width, bound)) in self.filters.iter().zip(&stages).rev() {
+            buf = filter.decode(buf, width, bound)?;
+        }
+        if buf.len() != expected_len {
+            return Err(corrupt(first.name(), format!("decoded {} bytes, expected {expected_len}", buf.len())));
+        }
+        Ok(buf)
+    }
+}
+
+/// Rejects element widths no filter can work with.
+fn check_elem_size(elem_size: usize) -> Result<(), FilterError> {
+    if elem_size == 0 {
+        return Err(FilterError::InvalidConfig {
+            filter: "pipeline",
+            detail: "element size must be at least 1 byte".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A `Corrupt` error.
+fn corrupt(filter: &'static str, detail: impl Into<String>) -> FilterError {
+    FilterError::Corrupt { filter, detail: detail.into() }
+}
+
+/// Size of the length header of the stages that have one.
+const LEN_HEADER: usize = 8;
+
+/// Writes the length header (`len` as u64 LE) into a fresh buffer of the given capacity.
+fn with_len_header(len: usize, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity.max(LEN_HEADER));
+    out.extend_from_slice(&(len as u64).to_le_bytes());
+    out
+}
+
+/// Splits a stage's length header from its body, checking the length is at most `max_len`.
+fn read_len_header<'a>(filter: &'static str, data: &'a [u8], max_len: usize) -> Result<(usize, &'a [u8]), FilterError> {
+    let Some((head, body)) = data.split_first_chunk::<LEN_HEADER>() else {
+        return Err(corrupt(filter, format!("{} bytes, too short for the length header", data.len())));
+    };
+    let len = u64::from_le_bytes(*head);
+    match usize::try_from(len) {
+        Ok(len) if len <= max_len => Ok((len, body)),
+        _ => Err(corrupt(filter, format!("length header {len} exceeds the expected {max_len}"))),
+    }
+}
+
+/// An empty buffer able to hold `len` bytes, or `Corrupt` when that cannot be allocated.
+fn alloc_output(filter: &'static str, len: usize) -> Result<Vec<u8>, FilterError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|e| corrupt(filter, format!("cannot allocate {len} bytes: {e}")))?;
+    Ok(out)
+}
+
+/// Random test data shared by the filters' tests.
+#[cfg(test)]
+pub(crate) mod testdata {
+    /// Deterministic pseudo-random bytes (xorshift), `len` of them.
+    pub(crate) fn random(len: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// Bytes with long runs of equal elements of width `w` (and a partial tail element).
+    pub(crate) fn runs(len: usize, w: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut elem = 0usize;
+        while out.len() < len {
+            let value = ((elem / 37) as u64).wrapping_mul(0x0101_0101_0101_0101).wrapping_add(7);
+            for b in value.to_le_bytes().iter().cycle().take(w) {
+                if out.len() < len {
+                    out.push(*b);
+                }
+            }
+            elem += 1;
+        }
+        out
+    }
+
+    /// int32 values `i % 1000 + j` over a 2-D tile, little-endian.
+    pub(crate) fn int32_grid(len: usize) -> Vec<u8> {
+        let n = len / 4;
+        let cols = 1000usize;
+        let mut out = Vec::with_capacity(len);
+        for k in 0..n {
+            let (i, j) = (k / cols, k % cols);
+            out.extend_from_slice(&((i % 1000 + j) as i32).to_le_bytes());
+        }
+        out.resize(len, 0xAB);
+        out
+    }
+
+    /// Interesting lengths: empty, shorter than an element, odd, around block boundaries.
+    pub(crate) const LENGTHS: &[usize] =
+        &[0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1001, 4096, 65_537, 100_003];
+
+    /// The element widths the filters are exercised with.
+    pub(crate) const WIDTHS: &[usize] = &[1, 2, 3, 4, 8, 16];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testdata::{int32_grid, random, runs, LENGTHS};
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_filters() -> Vec<Filter> {
+        vec![
+            Filter::Gzip { level: 6 },
+            Filter::Zstd { level: 3 },
+            Filter::Lz4,
+            Filter::Rle,
+            Filter::Delta,
+            Filter::ByteShuffle,
+        ]
+    }
+
+    fn roundtrip(p: &FilterPipeline, data: &[u8], w: usize) {
+        let enc = p.encode(data.to_vec(), w).unwrap();
+        let dec = p.decode(enc, w, data.len()).unwrap();
+        assert_eq!(dec, data, "pipeline {p:?} width {w} len {}", data.len());
+    }
+
+    #[test]
+    fn empty_pipeline_returns_input_unchanged() {
+        let p = FilterPipeline::default();
+        assert!(p.is_empty());
+        let data = random(1000, 1);
+        let ptr = data.as_ptr();
+        let enc = p.encode(data, 4).unwrap();
+        assert_eq!(enc.as_ptr(), ptr);
+        let dec = p.decode(enc, 4, 1000).unwrap();
+        assert_eq!(dec.as_ptr(), ptr);
+        assert!(matches!(p.decode(vec![1, 2, 3], 4, 4), Err(FilterError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn each_filter_alone_roundtrips() {
+        for f in all_filters() {
+            let p = FilterPipeline::new(vec![f]);
+            for &w in &[1, 2, 4, 8] {
+                for &len in LENGTHS {
+                    roundtrip(&p, &random(len, len as u64), w);
+                    roundtrip(&p, &runs(len, w), w);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn typical_pipelines_roundtrip() {
+        let data = int32_grid(1 << 20);
+        for filters in [
+            vec![Filter::Delta, Filter::ByteShuffle, Filter::Zstd { level: 3 }],
+            vec![Filter::ByteShuffle, Filter::Lz4],
+            vec![Filter::Delta, Filter::Rle, Filter::Gzip { level: 1 }],
+            vec![Filter::Zstd { level: 1 }, Filter::ByteShuffle, Filter::Rle],
+            vec![Filter::Rle, Filter::Rle, Filter::Rle],
+            vec![Filter::Lz4, Filter::Lz4, Filter::Zstd { level: -7 }],
+            vec![Filter::Gzip { level: 0 }, Filter::Gzip { level: 9 }],
+        ] {
+            let p = FilterPipeline::new(filters);
+            roundtrip(&p, &data, 4);
+            roundtrip(&p, &data[..data.len() - 3], 4);
+            roundtrip(&p, &[], 4);
+        }
+    }
+
+    #[test]
+    fn compression_actually_compresses() {
+        let data = int32_grid(1 << 20);
+        let p = FilterPipeline::new(vec![Filter::ByteShuffle, Filter::Zstd { level: 3 }]);
+        let enc = p.encode(data.clone(), 4).unwrap();
+        assert!(enc.len() < data.len() / 4, "{}", enc.len());
+    }
+
+    #[test]
+    fn wrong_expected_len_is_corrupt() {
+        let data = random(1000, 9);
+        for f in all_filters() {
+            let p = FilterPipeline::new(vec![f]);
+            let enc = p.encode(data.clone(), 4).unwrap();
+            for expected in [0, 999, 1001] {
+                assert!(
+                    matches!(p.decode(enc.clone(), 4, expected), Err(FilterError::Corrupt { .. })),
+                    "{f:?} {expected}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_input_is_corrupt() {
+        let data = random(5000, 3);
+        for f in all_filters() {
+            let p = FilterPipeline::new(vec![f, Filter::Zstd { level: 1 }]);
+            let enc = p.encode(data.clone(), 4).unwrap();
+            for cut in [0, 1, 7, 8, 9, enc.len() / 2, enc.len() - 1] {
+                assert!(p.decode(enc[..cut].to_vec(), 4, 5000).is_err(), "{f:?} {cut}");
+            }
+            // Truncating the single-stage output is also detected.
+            let p = FilterPipeline::new(vec![f]);
+            let enc = p.encode(data.clone(), 4).unwrap();
+            for cut in [0, 1, 7, 8, 9, enc.len() / 2, enc.len() - 1] {
+                assert!(p.decode(enc[..cut].to_vec(), 4, 5000).is_err(), "{f:?} {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn huge_expected_len_does_not_allocate() {
+        for f in all_filters() {
+            let p = FilterPipeline::new(vec![f]);
+            let enc = p.encode(random(100, 2), 1).unwrap();
+            assert!(p.decode(enc, 1, usize::MAX).is_err());
+            let mut bogus = u64::MAX.to_le_bytes().to_vec();
+            bogus.extend_from_slice(&[0; 16]);
+            assert!(p.decode(bogus.clone(), 1, usize::MAX).is_err());
+            assert!(p.decode(bogus, 1, 1 << 40).is_err());
+        }
+    }
+
+    #[test]
+    fn validate_rejects_bad_levels() {
+        for f in [
+            Filter::Gzip { level: 10 },
+            Filter::Gzip { level: u32::MAX },
+            Filter::Zstd { level: -8 },
+            Filter::Zstd { level: 23 },
+            Filter::Zstd { level: i32::MIN },
+        ] {
+            let p = FilterPipeline::new(vec![Filter::Delta, f]);
+            match p.validate() {
+                Err(FilterError::InvalidConfig { filter, .. }) => assert_eq!(filter, f.name()),
+                other => panic!("{f:?}: {other:?}"),
+            }
+            assert!(matches!(p.encode(vec![1, 2, 3], 1), Err(FilterError::InvalidConfig { .. })));
+        }
+        for level in 0..=9 {
+            assert!(Filter::Gzip { level }.validate().is_ok());
+        }
+        for level in -7..=22 {
+            assert!(Filter::Zstd { level }.validate().is_ok());
+        }
+        assert!(FilterPipeline::default().validate().is_ok());
+    }
+
+    #[test]
+    fn zero_elem_size_is_rejected() {
+        let p = FilterPipeline::new(vec![Filter::Delta]);
+        assert!(matches!(p.encode(vec![1, 2], 0), Err(FilterError::InvalidConfig { .. })));
+        assert!(p.decode(vec![1, 2], 0, 2).is_err());
+    }
+
+    #[test]
+    fn serde_json_representation() {
+        let cases = [
+            (Filter::Zstd { level: 3 }, r#"{"name":"zstd","level":3}"#),
+            (Filter::Gzip { level: 6 }, r#"{"name":"gzip","level":6}"#),
+            (Filter::Lz4, r#"{"name":"lz4"}"#),
+            (Filter::Rle, r#"{"name":"rle"}"#),
+            (Filter::Delta, r#"{"name":"delta"}"#),
+            (Filter::ByteShuffle, r#"{"name":"byteshuffle"}"#),
+        ];
+        for (f, json) in cases {
+            assert_eq!(serde_json::to_string(&f).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Filter>(json).unwrap(), f);
+            assert!(json.starts_with(&format!(r#"{{"name":"{}""#, f.name())));
+        }
+        let p = FilterPipeline::new(vec![Filter::Delta, Filter::Zstd { level: -1 }]);
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, r#"[{"name":"delta"},{"name":"zstd","level":-1}]"#);
+        assert_eq!(serde_json::from_str::<FilterPipeline>(&json).unwrap(), p);
+        assert!(serde_json::from_str::<Filter>(r#"{"name":"snappy"}"#).is_err());
+    }
+
+    /// Single-thread throughput on a 10 MB int32 tile of `i % 1000 + j`. Run with
+    /// `cargo test --release -p tessera filter::tests::throughput -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "timing, run in release mode"]
+    fn throughput() {
+        let data = int32_grid(10_000_000);
+        let mb = data.len() as f64 / 1e6;
+        for filters in [
+            vec![Filter::Gzip { level: 6 }],
+            vec![Filter::Zstd { level: 3 }],
+            vec![Filter::Lz4],
+            vec![Filter::Rle],
+            vec![Filter::Delta],
+            vec![Filter::ByteShuffle],
+            vec![Filter::ByteShuffle, Filter::Zstd { level: 3 }],
+        ] {
+            let p = FilterPipeline::new(filters);
+            let (mut enc_best, mut dec_best, mut ratio) = (f64::MAX, f64::MAX, 0.0);
+            for _ in 0..5 {
+                let input = data.clone();
+                let t = std::time::Instant::now();
+                let enc = p.encode(input, 4).unwrap();
+                enc_best = enc_best.min(t.elapsed().as_secs_f64());
+                ratio = enc.len() as f64 / data.len() as f64;
+                let t = std::time::Instant::now();
+                let dec = p.decode(enc, 4, data.len()).unwrap();
+                dec_best = dec_best.min(t.elapsed().as_secs_f64());
+                assert_eq!(dec.len(), data.len());
+            }
+            println!(
+                "{:<50} ratio {ratio:.4}  encode {:>6.0} MB/s  decode {:>6.0} MB/s",
+                serde_json::to_string(&p).unwrap(),
+                mb / enc_best,
+                mb / dec_best
+            );
+        }
+    }
+
+    fn any_filter() -> impl Strategy<Value = Filter> {
+        prop_oneof![
+            (0u32..=9).prop_map(|level| Filter::Gzip { level }),
+            (-7i32..=5).prop_map(|level| Filter::Zstd { level }),
+            Just(Filter::Lz4),
+            Just(Filter::Rle),
+            Just(Filter::Delta),
+            Just(Filter::ByteShuffle),
+        ]
+    }
+
+    fn any_data() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..3000),
+            // Few distinct values, so runs and repeats are common.
+            proptest::collection::vec(0u8..3, 0..3000),
+            (0usize..5000, 1usize..9).prop_map(|(len, w)| runs(len, w)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn random_pipelines_roundtrip(
+            filters in proptest::collection::vec(any_filter(), 0..5),
+            data in any_data(),
+            w in prop_oneof![Just(1usize), Just(2), Just(4), Just(8), 1usize..17],
+        ) {
+            let p = FilterPipeline::new(filters);
+            let enc = p.encode(data.clone(), w).unwrap();
+            let dec = p.decode(enc, w, data.len()).unwrap();
+            prop_assert_eq!(dec, data);
+        }
+
+        #[test]
+        fn random_bytes_never_panic(
+            filters in proptest::collection::vec(any_filter(), 1..4),
+            data in proptest::collection::vec(any::<u8>(), 0..200),
+            w in prop_oneof![Just(1usize), Just(2), Just(4), Just(8)],
+            expected in 0usize..100_000,
+        ) {
+            let p = FilterPipeline::new(filters);
+            if let Ok(out) = p.decode(data, w, expected) {
+                prop_assert_eq!(out.len(), expected);
+            }
+        }
+
+        #[test]
+        fn corrupted_encodings_never_panic(
+            filters in proptest::collection::vec(any_filter(), 1..4),
+            data in any_data(),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+            cut in any::<usize>(),
+        ) {
+            let p = FilterPipeline::new(filters);
+            let mut enc = p.encode(data.clone(), 4).unwrap();
+            if !enc.is_empty() {
+                for (pos, x) in flips {
+                    let len = enc.len();
+                    enc[pos % len] ^= x;
+                }
+                let keep = cut % (enc.len() + 1);
+                enc.truncate(keep);
+            }
+            if let Ok(out) = p.decode(enc, 4, data.len()) {
+                prop_assert_eq!(out.len(), data.len());
+            }
+        }
+    }
+}

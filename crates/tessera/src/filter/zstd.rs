@@ -1,0 +1,137 @@
+//! Zstd filter: Zstandard compression (RFC 8878), levels -7..=22.
+//!
+//! Byte format of the stage output:
+//!
+//! | offset | size | content                                              |
+//! |--------|------|------------------------------------------------------|
+//! | 0      | 8    | `n`, the length of the stage input (u64 LE)          |
+//! | 8      | rest | one or more complete Zstandard frames (RFC 8878)      |
+//!
+//! The frames decompress to exactly `n` bytes in total and nothing may follow them. The writer
+//! emits a single frame with the content size in its header and no dictionary, as
+//! `ZSTD_compress` does, so `zstd -d` or any Zstandard library decodes `stage[8..]`.
+//!
+//! Compression and decompression contexts are kept per thread and reused across tiles.
+
+use std::cell::Cell;
+use std::io::Cursor;
+
+use ::zstd::bulk::{Compressor, Decompressor};
+
+use super::{alloc_output, corrupt, read_len_header, with_len_header, FilterError, LEN_HEADER};
+
+/// The filter's name in errors.
+const NAME: &str = "zstd";
+/// The lowest (fastest) accepted level.
+pub(super) const MIN_LEVEL: i32 = -7;
+/// The highest accepted level.
+pub(super) const MAX_LEVEL: i32 = 22;
+
+thread_local! {
+    static COMPRESSOR: Cell<Option<Compressor<'static>>> = const { Cell::new(None) };
+    static DECOMPRESSOR: Cell<Option<Decompressor<'static>>> = const { Cell::new(None) };
+}
+
+/// Compresses `data` at `level` (already validated).
+pub(super) fn encode(data: &[u8], level: i32) -> Result<Vec<u8>, FilterError> {
+    let failed = |e: std::io::Error| FilterError::InvalidConfig {
+        filter: NAME,
+        detail: format!("compression at level {level} failed: {e}"),
+    };
+    let bound = ::zstd::zstd_safe::compress_bound(data.len());
+    let mut out = with_len_header(data.len(), LEN_HEADER.saturating_add(bound));
+    let mut ctx = match COMPRESSOR.take() {
+        Some(mut ctx) => {
+            ctx.set_compression_level(level).map_err(failed)?;
+            ctx
+        }
+        None => Compressor::new(level).map_err(failed)?,
+    };
+    let mut cursor = Cursor::new(&mut out);
+    cursor.set_position(LEN_HEADER as u64);
+    let result = ctx.compress_to_buffer(data, &mut cursor);
+    COMPRESSOR.set(Some(ctx));
+    result.map_err(failed)?;
+    Ok(out)
+}
+
+/// Decompresses one stage, whose input was at most `max_len` bytes.
+pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError> {
+    let (len, body) = read_len_header(NAME, data, max_len)?;
+    let mut out = alloc_output(NAME, len)?;
+    let mut ctx = match DECOMPRESSOR.take() {
+        Some(ctx) => ctx,
+        None => Decompressor::new().map_err(|e| corrupt(NAME, e.to_string()))?,
+    };
+    let result = ctx.decompress_to_buffer(body, &mut out);
+    DECOMPRESSOR.set(Some(ctx));
+    let written = result.map_err(|e| corrupt(NAME, e.to_string()))?;
+    if written != len || out.len() != len {
+        return Err(corrupt(NAME, format!("frames hold {written} bytes, header says {len}")));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::{int32_grid, random, runs, LENGTHS};
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn roundtrip_levels_and_lengths() {
+        for level in [MIN_LEVEL, -1, 0, 1, 3, 9, 19] {
+            for &len in LENGTHS {
+                for data in [random(len, 3), runs(len, 8)] {
+                    let enc = encode(&data, level).unwrap();
+                    assert_eq!(decode(&enc, len).unwrap(), data, "level {level} len {len}");
+                }
+            }
+        }
+        let data = int32_grid(200_000);
+        for level in [20, MAX_LEVEL] {
+            assert_eq!(decode(&encode(&data, level).unwrap(), 200_000).unwrap(), data);
+        }
+    }
+
+    #[test]
+    fn format_is_len_header_then_frame() {
+        let data = int32_grid(100_000);
+        let enc = encode(&data, 3).unwrap();
+        assert_eq!(enc[..8], 100_000u64.to_le_bytes());
+        assert_eq!(enc[8..12], 0xFD2F_B528u32.to_le_bytes());
+        assert_eq!(::zstd::bulk::decompress(&enc[8..], 100_000).unwrap(), data);
+        assert!(enc.len() < data.len() / 4);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let data = random(10_000, 1);
+        let enc = encode(&data, 3).unwrap();
+        for cut in [0, 7, 8, 9, 100, enc.len() - 1] {
+            assert!(decode(&enc[..cut], 10_000).is_err(), "cut {cut}");
+        }
+        let mut longer = enc.clone();
+        longer.push(0);
+        assert!(decode(&longer, 10_000).is_err());
+        assert!(decode(&enc, 9_999).is_err());
+        let mut wrong_len = enc.clone();
+        wrong_len[..8].copy_from_slice(&9_999u64.to_le_bytes());
+        assert!(decode(&wrong_len, 10_000).is_err());
+        wrong_len[..8].copy_from_slice(&10_001u64.to_le_bytes());
+        assert!(decode(&wrong_len, 20_000).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..300), max in 0usize..1_000_000) {
+            let _ = decode(&data, max);
+        }
+
+        #[test]
+        fn roundtrip(data in proptest::collection::vec(0u8..4, 0..5000), level in MIN_LEVEL..=6) {
+            let enc = encode(&data, level).unwrap();
+            prop_assert_eq!(decode(&enc, data.len()).unwrap(), data);
+        }
+    }
+}

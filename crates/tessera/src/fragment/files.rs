@@ -1,0 +1,67 @@
+//! The files of a fragment: for attribute `i`, `a<i>.data` (cell values), `a<i>.offs` (starting
+//! offsets of variable-length cells, u64) and `a<i>.valid` (one validity byte per cell).
+
+use crate::filter::FilterPipeline;
+use crate::schema::ArraySchema;
+
+/// What a fragment file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// Values (fixed-size cells, or the concatenated values of variable-length cells).
+    Data,
+    /// Starting offset of each variable-length cell within its data tile, u64.
+    Offsets,
+    /// One byte per cell: 1 valid, 0 null.
+    Validity,
+}
+
+/// One file of a fragment.
+#[derive(Debug, Clone)]
+pub(crate) struct FileSpec {
+    /// File name inside the fragment folder.
+    pub name: String,
+    /// Attribute index.
+    pub attr: usize,
+    /// Content.
+    pub kind: FileKind,
+    /// Bytes per value, as the filters see it.
+    pub elem_size: usize,
+    /// Filters of the tiles in this file.
+    pub filters: FilterPipeline,
+}
+
+impl FileSpec {
+    /// The files of a fragment of `schema`, in their fixed order: per attribute data, offsets
+    /// (variable-length only), validity (nullable only).
+    pub(crate) fn for_schema(schema: &ArraySchema) -> Vec<FileSpec> {
+        let mut out = Vec::new();
+        for (i, a) in schema.attrs.iter().enumerate() {
+            out.push(FileSpec {
+                name: format!("a{i}.data"),
+                attr: i,
+                kind: FileKind::Data,
+                elem_size: a.datatype.size(),
+                filters: a.filters.clone(),
+            });
+            if a.is_var() {
+                out.push(FileSpec {
+                    name: format!("a{i}.offs"),
+                    attr: i,
+                    kind: FileKind::Offsets,
+                    elem_size: 8,
+                    filters: a.filters.clone(),
+                });
+            }
+            if a.nullable {
+                out.push(FileSpec {
+                    name: format!("a{i}.valid"),
+                    attr: i,
+                    kind: FileKind::Validity,
+                    elem_size: 1,
+                    filters: a.filters.clone(),
+                });
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,217 @@
+//! Fragment metadata (the paper's "bookkeeping"): the fragment's non-empty domain, cell count and,
+//! per file, the byte range, unfiltered size and checksum of every tile. Binary, little-endian,
+//! ended by a checksummed footer (docs/format.md, "Fragment metadata").
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::footer::{seal, unseal, FORMAT_VERSION};
+use crate::fragment::FragmentName;
+use crate::geometry::Rect;
+
+/// Name of the metadata file inside a fragment folder.
+pub const METADATA_FILE: &str = "__fragment_metadata";
+const MAGIC: &[u8; 8] = b"TSRAFRAG";
+const FOOTER_MAGIC: &[u8; 8] = b"TSRAFMDF";
+
+/// Where one tile of one file lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileEntry {
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Bytes stored (after filtering).
+    pub stored_size: u64,
+    /// Bytes after unfiltering.
+    pub unfiltered_size: u64,
+    /// xxh3-64 of the stored bytes.
+    pub checksum: u64,
+}
+
+/// Everything a reader needs to know about one fragment without reading its tiles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FragmentMetadata {
+    /// The fragment's name (timestamps, uuid, version).
+    pub name: FragmentName,
+    /// Whether the fragment is dense (a hyper-rectangle stored tile by tile).
+    pub dense: bool,
+    /// The non-empty domain, in normalized coordinates.
+    pub domain: Rect,
+    /// Cells in the fragment.
+    pub cell_count: u64,
+    /// Per file (name, tile index in tile order).
+    pub files: Vec<(String, Vec<TileEntry>)>,
+}
+
+impl FragmentMetadata {
+    /// Number of tiles.
+    pub fn tile_count(&self) -> usize {
+        self.files.first().map_or(0, |f| f.1.len())
+    }
+
+    /// The tile index of the file called `name`.
+    pub fn file(&self, name: &str) -> Option<&[TileEntry]> {
+        self.files.iter().find(|f| f.0 == name).map(|f| f.1.as_slice())
+    }
+
+    /// Total stored bytes of all tiles.
+    pub fn stored_bytes(&self) -> u64 {
+        self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.stored_size).sum()
+    }
+
+    /// Total unfiltered bytes of all tiles.
+    pub fn unfiltered_bytes(&self) -> u64 {
+        self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.unfiltered_size).sum()
+    }
+
+    /// The binary form, footer included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.push(u8::from(!self.dense));
+        b.extend_from_slice(&[0, 0, 0]);
+        b.extend_from_slice(&(self.domain.len() as u32).to_le_bytes());
+        for [lo, hi] in &self.domain {
+            b.extend_from_slice(&lo.to_le_bytes());
+            b.extend_from_slice(&hi.to_le_bytes());
+        }
+        b.extend_from_slice(&self.cell_count.to_le_bytes());
+        b.extend_from_slice(&(self.tile_count() as u64).to_le_bytes());
+        b.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
+        for (name, tiles) in &self.files {
+            b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            b.extend_from_slice(name.as_bytes());
+            for t in tiles {
+                for v in [t.offset, t.stored_size, t.unfiltered_size, t.checksum] {
+                    b.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        seal(b, FOOTER_MAGIC)
+    }
+
+    /// Parses the binary form; `path` names the file in errors.
+    ///
+    /// # Errors
+    /// `Error::Corrupt` naming the file and the field that is wrong.
+    pub fn decode(bytes: &[u8], name: FragmentName, path: &Path) -> Result<Self> {
+        let payload = unseal(bytes, FOOTER_MAGIC, path)?;
+        let mut r = Reader { b: payload, at: 0, path };
+        if r.take(8)? != MAGIC {
+            return Err(Error::corrupt(path, "fragment metadata magic is wrong"));
+        }
+        let _version = r.u32()?;
+        let kind = r.take(4)?[0];
+        if kind != 0 {
+            return Err(Error::corrupt(path, format!("fragment kind {kind} is not known to this build")));
+        }
+        let ndim = r.u32()? as usize;
+        if ndim == 0 || ndim > 32 {
+            return Err(Error::corrupt(path, format!("dimension count {ndim} out of range")));
+        }
+        let mut domain = Vec::with_capacity(ndim);
+        for d in 0..ndim {
+            let lo = r.u64()?;
+            let hi = r.u64()?;
+            if lo > hi {
+                return Err(Error::corrupt(path, format!("non-empty domain of dimension {d} is reversed")));
+            }
+            domain.push([lo, hi]);
+        }
+        let cell_count = r.u64()?;
+        let tile_count = r.u64()?;
+        let nfiles = r.u32()? as usize;
+        // Each tile entry takes 32 bytes: bound the counts by what the file can hold.
+        if tile_count.saturating_mul(32).saturating_mul(nfiles as u64) > payload.len() as u64 {
+            return Err(Error::corrupt(path, "tile count larger than the file can hold"));
+        }
+        let mut files = Vec::with_capacity(nfiles);
+        for _ in 0..nfiles {
+            let len = r.u16()? as usize;
+            let fname = std::str::from_utf8(r.take(len)?)
+                .map_err(|_| Error::corrupt(path, "file name is not UTF-8"))?
+                .to_string();
+            let mut tiles = Vec::with_capacity(tile_count as usize);
+            for _ in 0..tile_count {
+                tiles.push(TileEntry {
+                    offset: r.u64()?,
+                    stored_size: r.u64()?,
+                    unfiltered_size: r.u64()?,
+                    checksum: r.u64()?,
+                });
+            }
+            files.push((fname, tiles));
+        }
+        if r.at != payload.len() {
+            return Err(Error::corrupt(path, "trailing bytes after the tile index"));
+        }
+        Ok(Self { name, dense: true, domain, cell_count, files })
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+    path: &'a Path,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.b.len() - self.at < n {
+            return Err(Error::corrupt(self.path, format!("fragment metadata ends early at byte {}", self.at)));
+        }
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+    fn u16(&mut self) -> Result<u16> {
+        let s = self.take(2)?;
+        Ok(u16::from_le_bytes([s[0], s[1]]))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> FragmentMetadata {
+        let e = |i: u64| TileEntry { offset: i * 10, stored_size: 10, unfiltered_size: 40, checksum: i };
+        FragmentMetadata {
+            name: FragmentName::new(5),
+            dense: true,
+            domain: vec![[0, 9], [3, 7]],
+            cell_count: 50,
+            files: vec![("a0.data".into(), vec![e(0), e(1)]), ("a0.valid".into(), vec![e(2), e(3)])],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let m = sample();
+        let back = FragmentMetadata::decode(&m.encode(), m.name.clone(), Path::new("m")).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn truncation_and_flips_are_corruption_not_panics() {
+        let m = sample();
+        let bytes = m.encode();
+        for n in 0..bytes.len() {
+            assert!(FragmentMetadata::decode(&bytes[..n], m.name.clone(), Path::new("m")).is_err());
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            assert!(matches!(FragmentMetadata::decode(&b, m.name.clone(), Path::new("m")), Err(Error::Corrupt { .. })));
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Fragments: the immutable, timestamped units every write produces. This module owns their
+//! names (timestamps and order), their metadata (non-empty domain and tile index), the files a
+//! fragment holds, and the commit protocol that makes a fragment visible atomically
+//! (docs/format.md, "Fragments" and "Commit protocol").
+
+mod commit;
+mod files;
+mod metadata;
+mod name;
+mod writer;
+
+pub(crate) use commit::{commit_fragment, list_committed};
+pub use commit::{COMMITS_DIR, FRAGMENTS_DIR};
+pub(crate) use files::{FileKind, FileSpec};
+pub use metadata::{FragmentMetadata, TileEntry, METADATA_FILE};
+pub use name::FragmentName;
+pub(crate) use name::{next_timestamp, now_ms};
+pub(crate) use writer::{FragmentWriter, UnfilteredTile};

@@ -1,0 +1,148 @@
+//! Writing one fragment: tiles are filtered in parallel, appended to their files with their index
+//! entries recorded, and `finish` writes the metadata and runs the commit protocol.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::error::{Error, QueryError, Result};
+use crate::fragment::{
+    commit_fragment, FileSpec, FragmentMetadata, FragmentName, TileEntry, FRAGMENTS_DIR, METADATA_FILE,
+};
+use crate::geometry::Rect;
+use crate::storage::{Storage, WriteHandle};
+
+/// One tile ready to be filtered: its position in the fragment's tile order and one unfiltered
+/// buffer per file of the fragment (in `FileSpec::for_schema` order).
+#[derive(Debug)]
+pub(crate) struct UnfilteredTile {
+    /// Position among the fragment's tiles.
+    pub index: u64,
+    /// One buffer per fragment file.
+    pub buffers: Vec<Vec<u8>>,
+}
+
+/// Writes the files of one fragment; nothing is visible to readers until `finish`.
+pub(crate) struct FragmentWriter {
+    storage: Arc<dyn Storage>,
+    array: PathBuf,
+    dir: PathBuf,
+    name: FragmentName,
+    specs: Vec<FileSpec>,
+    handles: Vec<Box<dyn WriteHandle>>,
+    entries: Vec<Vec<Option<TileEntry>>>,
+    domain: Rect,
+}
+
+impl std::fmt::Debug for FragmentWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FragmentWriter({})", self.dir.display())
+    }
+}
+
+impl FragmentWriter {
+    /// A writer for fragment `name` of the array at `array`, holding `tile_count` tiles.
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        array: PathBuf,
+        name: FragmentName,
+        specs: Vec<FileSpec>,
+        domain: Rect,
+        tile_count: u64,
+    ) -> Self {
+        let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
+        let entries = vec![vec![None; tile_count as usize]; specs.len()];
+        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, domain }
+    }
+
+    /// The fragment's name.
+    pub(crate) fn name(&self) -> &FragmentName {
+        &self.name
+    }
+
+    fn start(&mut self) -> Result<()> {
+        if self.handles.is_empty() {
+            self.storage.create_dir_all(&self.dir)?;
+            for s in &self.specs {
+                self.handles.push(self.storage.create(&self.dir.join(&s.name))?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Filters `tiles` in parallel and appends them to the fragment's files.
+    ///
+    /// # Errors
+    /// A filter or storage failure, or a tile written twice.
+    pub(crate) fn write_tiles(&mut self, tiles: Vec<UnfilteredTile>) -> Result<()> {
+        self.start()?;
+        let specs = &self.specs;
+        let jobs: Vec<(u64, usize, Vec<u8>)> = tiles
+            .into_iter()
+            .flat_map(|t| {
+                let index = t.index;
+                t.buffers.into_iter().enumerate().map(move |(f, b)| (index, f, b))
+            })
+            .collect();
+        let filtered: Vec<(u64, usize, u64, Vec<u8>)> = jobs
+            .into_par_iter()
+            .map(|(index, f, buf)| {
+                let unfiltered = buf.len() as u64;
+                let out = specs[f].filters.encode(buf, specs[f].elem_size)?;
+                Ok((index, f, unfiltered, out))
+            })
+            .collect::<Result<_>>()?;
+        for (index, f, unfiltered, bytes) in filtered {
+            let slot = &mut self.entries[f][index as usize];
+            if slot.is_some() {
+                return Err(QueryError::WriteState(format!("tile {index} written twice")).into());
+            }
+            let h = &mut self.handles[f];
+            let offset = h.position();
+            h.write_all(&bytes)?;
+            *slot = Some(TileEntry {
+                offset,
+                stored_size: bytes.len() as u64,
+                unfiltered_size: unfiltered,
+                checksum: xxh3_64(&bytes),
+            });
+        }
+        Ok(())
+    }
+
+    /// Fsyncs the files, writes the metadata and commits the fragment.
+    ///
+    /// # Errors
+    /// A storage failure (the fragment is then not committed), or a missing tile.
+    pub(crate) fn finish(mut self, cell_count: u64) -> Result<FragmentMetadata> {
+        self.start()?;
+        let mut files = Vec::with_capacity(self.specs.len());
+        for (spec, entries) in self.specs.iter().zip(&self.entries) {
+            let tiles = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    e.ok_or_else(|| {
+                        Error::from(QueryError::WriteState(format!(
+                            "fragment {}: tile {i} of {} was never written",
+                            self.name, spec.name
+                        )))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            files.push((spec.name.clone(), tiles));
+        }
+        for h in self.handles.drain(..) {
+            h.finish()?;
+        }
+        let meta =
+            FragmentMetadata { name: self.name.clone(), dense: true, domain: self.domain.clone(), cell_count, files };
+        let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
+        h.write_all(&meta.encode())?;
+        h.finish()?;
+        commit_fragment(self.storage.as_ref(), &self.array, &self.name)?;
+        Ok(meta)
+    }
+}

@@ -1,0 +1,14 @@
+//! Geometry of the cell space: inclusive rectangles over normalized (zero-based `u64`)
+//! coordinates, the space-tile grid, cell orders, and the two kernels every read and write runs
+//! through: splitting a run of cells of an ordered box into sub-boxes, and copying a box between
+//! two strided buffers in whole contiguous runs.
+
+mod copy;
+mod grid;
+mod rect;
+mod subarray;
+
+pub(crate) use copy::{copy_strided, fill_strided, for_each_cell_pair, Strided};
+pub(crate) use grid::TileGrid;
+pub(crate) use rect::{cells, intersect, split_interval, strides, subtract, Rect};
+pub use subarray::Subarray;

@@ -1,0 +1,58 @@
+//! Tessera: a storage engine for dense and sparse multi-dimensional arrays.
+//!
+//! Arrays are stored as immutable, timestamped fragments; each fragment groups cells into
+//! space tiles that are filtered (compressed) one by one and checksummed; a read merges
+//! fragments so the newest value of every cell wins. See `docs/architecture.md` for the map of
+//! modules and `docs/format.md` for the bytes on disk.
+//!
+//! ```no_run
+//! use tessera::{Array, ArraySchema, ArrayType, Attribute, AttrInput, Context, Config, Datatype,
+//!               Dimension, Layout, Mode, Subarray};
+//! # fn main() -> tessera::Result<()> {
+//! let ctx = Context::new(Config::new())?;
+//! let schema = ArraySchema::builder(ArrayType::Dense)
+//!     .dim(Dimension::new("rows", Datatype::Int64, (1, 100), 10))
+//!     .dim(Dimension::new("cols", Datatype::Int64, (1, 100), 10))
+//!     .attr(Attribute::new("a", Datatype::Int32))
+//!     .build()?;
+//! Array::create(&ctx, "img", &schema)?;
+//! let values: Vec<i32> = (0..100 * 100).collect();
+//! let w = Array::open(&ctx, "img", Mode::Write)?;
+//! w.write(&Subarray::full(&schema), Layout::RowMajor,
+//!         &[AttrInput::fixed("a", bytemuck::cast_slice(&values))])?;
+//! let r = Array::open(&ctx, "img", Mode::Read)?;
+//! let part = r.read(&Subarray::from_ranges(&[(1, 3), (1, 100)]), &["a"], Layout::RowMajor)?;
+//! assert_eq!(part.cells, 300);
+//! # Ok(()) }
+//! ```
+
+mod array;
+mod config;
+mod context;
+mod error;
+mod filter;
+mod footer;
+mod fragment;
+mod geometry;
+mod read;
+mod schema;
+mod storage;
+mod write;
+
+pub use array::{Array, Mode, META_DIR, SCHEMA_DIR};
+pub use config::{Config, KEYS as CONFIG_KEYS};
+pub use context::Context;
+pub use error::{ArrayError, Error, QueryError, Result};
+pub use filter::{Filter, FilterError, FilterPipeline};
+pub use footer::FORMAT_VERSION;
+pub use fragment::{FragmentMetadata, FragmentName, TileEntry, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE};
+pub use geometry::Subarray;
+pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus};
+pub use schema::{
+    ArraySchema, ArraySchemaBuilder, ArrayType, Attribute, CellOrder, CellValNum, Datatype, Dimension, SchemaError,
+};
+pub use storage::{
+    Bytes, FailingStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ReadMode, Storage, StorageError,
+    WriteHandle,
+};
+pub use write::{AttrInput, DenseWriter};

@@ -1,0 +1,260 @@
+//! Executing a read plan: the tiles the copies need are fetched with adjacent byte ranges of a
+//! file coalesced into one request, requests run in parallel, each tile's checksum is verified,
+//! tiles are unfiltered in parallel (unfiltered tiles are used in place, with no copy), and the
+//! copies move whole contiguous runs. Tiles are processed in batches bounded by
+//! `sm.memory_budget`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::plan::{CopyOp, FillOp};
+use crate::array::Array;
+use crate::error::{Error, Result};
+use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
+use crate::geometry::{copy_strided, fill_strided, for_each_cell_pair};
+use crate::storage::{Bytes, StorageError};
+
+/// Marks a variable-length result cell that takes the fill value.
+pub(crate) const FILL_BLOB: u32 = u32::MAX;
+
+/// Where one attribute's result cells go.
+pub(crate) enum DataSink<'a> {
+    /// Fixed-size cells, written in place.
+    Fixed(&'a mut [u8]),
+    /// Variable-length cells: per result cell a (blob, start, len) reference into kept tiles.
+    Var { refs: Vec<(u32, u64, u64)>, blobs: Vec<Bytes> },
+}
+
+/// One attribute's destination.
+pub(crate) struct Sink<'a> {
+    pub attr: usize,
+    pub data: DataSink<'a>,
+    pub validity: Option<&'a mut [u8]>,
+}
+
+type TileKey = (usize, u64);
+
+/// Runs `copies` and `fills` into `sinks`.
+pub(crate) fn execute(array: &Array, copies: Vec<CopyOp>, fills: &[FillOp], sinks: &mut [Sink<'_>]) -> Result<()> {
+    let schema = array.schema();
+    for s in sinks.iter_mut() {
+        let a = &schema.attrs[s.attr];
+        let fill = a.fill_bytes();
+        for op in fills {
+            match &mut s.data {
+                DataSink::Fixed(buf) => fill_strided(&fill, &op.shape, buf, &op.dst),
+                DataSink::Var { refs, .. } => for_each_cell_pair(&op.shape, &op.dst, &op.dst, |_, d| {
+                    refs[d as usize] = (FILL_BLOB, 0, fill.len() as u64);
+                }),
+            }
+            if let Some(v) = s.validity.as_deref_mut() {
+                fill_strided(&[0], &op.shape, v, &op.dst);
+            }
+        }
+    }
+    if copies.is_empty() {
+        return Ok(());
+    }
+    let specs = FileSpec::for_schema(schema);
+    let wanted: Vec<usize> = (0..specs.len()).filter(|&f| sinks.iter().any(|s| s.attr == specs[f].attr)).collect();
+    let mut by_tile: HashMap<TileKey, Vec<CopyOp>> = HashMap::new();
+    for op in copies {
+        by_tile.entry((op.frag, op.tile)).or_default().push(op);
+    }
+    let mut keys: Vec<TileKey> = by_tile.keys().copied().collect();
+    // Fragment by fragment, tiles in file order: neighbours coalesce.
+    keys.sort_unstable();
+    let budget = array.ctx.config().memory_budget();
+    let mut batch: Vec<TileKey> = Vec::new();
+    let mut batch_bytes = 0u64;
+    for key in keys {
+        let frag = &array.fragments[key.0];
+        let bytes: u64 = wanted.iter().map(|&f| frag.files[f].1[key.1 as usize].unfiltered_size).sum();
+        if !batch.is_empty() && batch_bytes + bytes > budget {
+            run_batch(array, &specs, &wanted, &std::mem::take(&mut batch), &by_tile, sinks)?;
+            batch_bytes = 0;
+        }
+        batch.push(key);
+        batch_bytes += bytes;
+    }
+    run_batch(array, &specs, &wanted, &batch, &by_tile, sinks)
+}
+
+struct Request {
+    key: TileKey,
+    file: usize,
+    offset: u64,
+    len: u64,
+}
+
+fn file_path(array: &Array, frag: usize, file: &str) -> PathBuf {
+    array.uri.join(FRAGMENTS_DIR).join(array.fragments[frag].name.to_string()).join(file)
+}
+
+fn run_batch(
+    array: &Array,
+    specs: &[FileSpec],
+    wanted: &[usize],
+    batch: &[TileKey],
+    by_tile: &HashMap<TileKey, Vec<CopyOp>>,
+    sinks: &mut [Sink<'_>],
+) -> Result<()> {
+    let schema = array.schema();
+    let config = array.ctx.config();
+    let storage = array.ctx.storage().clone();
+    // Requests grouped per file, in offset order.
+    let mut per_file: HashMap<(usize, usize), Vec<Request>> = HashMap::new();
+    for &key in batch {
+        for &f in wanted {
+            let e = array.fragments[key.0].files[f].1[key.1 as usize];
+            per_file.entry((key.0, f)).or_default().push(Request {
+                key,
+                file: f,
+                offset: e.offset,
+                len: e.stored_size,
+            });
+        }
+    }
+    // Coalesce neighbours into reads: (frag, file, start, end, requests).
+    let (gap, max) = (config.coalesce_gap(), config.coalesce_max());
+    let mut reads: Vec<(usize, usize, u64, u64, Vec<Request>)> = Vec::new();
+    let mut groups: Vec<_> = per_file.into_iter().collect();
+    groups.sort_unstable_by_key(|g| g.0);
+    for ((frag, f), mut reqs) in groups {
+        reqs.sort_unstable_by_key(|r| r.offset);
+        for r in reqs {
+            let end = r.offset + r.len;
+            if let Some(last) = reads.last_mut() {
+                if last.0 == frag
+                    && last.1 == f
+                    && r.offset >= last.3
+                    && r.offset - last.3 <= gap
+                    && end - last.2 <= max
+                {
+                    last.3 = end;
+                    last.4.push(r);
+                    continue;
+                }
+            }
+            reads.push((frag, f, r.offset, end, vec![r]));
+        }
+    }
+    let cells_per_tile = array.grid.cells_per_tile();
+    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
+        reads
+            .into_par_iter()
+            .map(|(frag, f, start, end, reqs)| {
+                let path = file_path(array, frag, &specs[f].name);
+                let bytes = storage.read_range(&path, start, end - start).map_err(|e| match e {
+                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                        Error::corrupt(&path, e.to_string())
+                    }
+                    e => e.into(),
+                })?;
+                reqs.into_par_iter()
+                    .map(|r| {
+                        let raw = bytes.slice((r.offset - start) as usize, r.len as usize);
+                        let entry = array.fragments[frag].files[f].1[r.key.1 as usize];
+                        let tile_err = |d: String| Error::corrupt(&path, format!("tile {}: {d}", r.key.1));
+                        let sum = xxh3_64(&raw);
+                        if sum != entry.checksum {
+                            return Err(tile_err(format!(
+                                "checksum mismatch (stored {:016x}, computed {sum:016x})",
+                                entry.checksum
+                            )));
+                        }
+                        let spec = &specs[f];
+                        let a = &schema.attrs[spec.attr];
+                        let expected = match spec.kind {
+                            FileKind::Data if a.is_var() => None,
+                            FileKind::Data => Some(cells_per_tile * a.cell_size() as u64),
+                            FileKind::Offsets => Some(cells_per_tile * 8),
+                            FileKind::Validity => Some(cells_per_tile),
+                        };
+                        if let Some(x) = expected.filter(|&x| x != entry.unfiltered_size) {
+                            return Err(tile_err(format!(
+                                "unfiltered size {} where {x} is expected",
+                                entry.unfiltered_size
+                            )));
+                        }
+                        let tile = if spec.filters.is_empty() {
+                            if raw.len() as u64 != entry.unfiltered_size {
+                                return Err(tile_err("stored size differs from unfiltered size".into()));
+                            }
+                            raw
+                        } else {
+                            let out = spec
+                                .filters
+                                .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
+                                .map_err(|e| tile_err(e.to_string()))?;
+                            Bytes::from_vec(out)
+                        };
+                        Ok(((r.key, r.file), tile))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<Vec<_>>>>()
+            .map(|v| v.into_iter().flatten().collect())
+    })?;
+    let tiles: HashMap<(TileKey, usize), Bytes> = tiles.into_iter().collect();
+    let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
+    for s in sinks.iter_mut() {
+        let a = &schema.attrs[s.attr];
+        let (fd, fo, fv) =
+            (file_of(s.attr, FileKind::Data), file_of(s.attr, FileKind::Offsets), file_of(s.attr, FileKind::Validity));
+        for &key in batch {
+            let ops = &by_tile[&key];
+            let get = |f: Option<usize>| f.and_then(|f| tiles.get(&(key, f)));
+            let path = || file_path(array, key.0, &format!("a{}", s.attr));
+            match &mut s.data {
+                DataSink::Fixed(buf) => {
+                    let src = get(fd).ok_or_else(|| Error::corrupt(path(), "data tile missing"))?;
+                    for op in ops {
+                        copy_strided(a.cell_size(), &op.shape, src, &op.src, buf, &op.dst);
+                    }
+                }
+                DataSink::Var { refs, blobs } => {
+                    let data = get(fd).ok_or_else(|| Error::corrupt(path(), "data tile missing"))?;
+                    let offs = get(fo).ok_or_else(|| Error::corrupt(path(), "offsets tile missing"))?;
+                    let blob = blobs.len() as u32;
+                    blobs.push(data.clone());
+                    let dlen = data.len() as u64;
+                    let off_at = |c: u64| -> u64 {
+                        let i = c as usize * 8;
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(&offs[i..i + 8]);
+                        u64::from_le_bytes(w)
+                    };
+                    let mut bad = None;
+                    for op in ops {
+                        for_each_cell_pair(&op.shape, &op.src, &op.dst, |sc, d| {
+                            let start = off_at(sc);
+                            let end = if sc + 1 < cells_per_tile { off_at(sc + 1) } else { dlen };
+                            if start > end || end > dlen {
+                                bad = Some(sc);
+                                return;
+                            }
+                            refs[d as usize] = (blob, start, end - start);
+                        });
+                    }
+                    if let Some(c) = bad {
+                        return Err(Error::corrupt(
+                            file_path(array, key.0, &specs[fo.unwrap_or(0)].name),
+                            format!("tile {}: offset of cell {c} is out of order or past the data", key.1),
+                        ));
+                    }
+                }
+            }
+            if let Some(v) = s.validity.as_deref_mut() {
+                let src = get(fv).ok_or_else(|| Error::corrupt(path(), "validity tile missing"))?;
+                for op in ops {
+                    copy_strided(1, &op.shape, src, &op.src, v, &op.dst);
+                }
+            }
+        }
+    }
+    Ok(())
+}

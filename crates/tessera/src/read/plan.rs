@@ -1,0 +1,206 @@
+//! Read planning (pure): which cells of which tile of which fragment go where in the result.
+//!
+//! A run of result cells `[c0, c1)` is split into boxes of the result's index space; each box is
+//! mapped to domain coordinates, cut by space tiles, and each piece is resolved against the
+//! fragments from newest to oldest: the part a fragment's non-empty domain covers is copied from
+//! it and subtracted, so every result cell is copied exactly once, from the newest fragment that
+//! holds it, and a fragment whose cells are all hidden by newer ones is never read. Cells no
+//! fragment holds get the fill value.
+
+use crate::fragment::FragmentMetadata;
+use crate::geometry::{cells, intersect, split_interval, strides, subtract, Rect, Strided, TileGrid};
+use crate::read::Layout;
+use crate::schema::CellOrder;
+
+/// Copy a box from one tile of one fragment into the result.
+#[derive(Debug, Clone)]
+pub(crate) struct CopyOp {
+    pub frag: usize,
+    pub tile: u64,
+    pub shape: Vec<u64>,
+    pub src: Strided,
+    pub dst: Strided,
+}
+
+/// Fill a box of the result with the fill value.
+#[derive(Debug, Clone)]
+pub(crate) struct FillOp {
+    pub shape: Vec<u64>,
+    pub dst: Strided,
+}
+
+/// The result space of a query.
+#[derive(Debug, Clone)]
+pub(crate) struct ResultSpace {
+    pub layout: Layout,
+    /// Normalized ranges per dimension.
+    pub ranges: Vec<Vec<[u64; 2]>>,
+    /// Cells per dimension (sum of range lengths).
+    pub shape: Vec<u64>,
+}
+
+impl ResultSpace {
+    pub(crate) fn total(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Splits result cells `[c0, c1)` into domain boxes with their place in a buffer that holds
+    /// exactly those cells.
+    fn pieces(&self, grid: &TileGrid, c0: u64, c1: u64) -> Vec<(Rect, Strided)> {
+        let mut out = Vec::new();
+        match self.layout {
+            Layout::RowMajor | Layout::ColMajor => {
+                let order = if self.layout == Layout::RowMajor { CellOrder::RowMajor } else { CellOrder::ColMajor };
+                let st = strides(&self.shape, order);
+                for ibox in split_interval(&self.shape, order, c0, c1) {
+                    // Per dimension: (coordinate range, index of its first cell) pieces.
+                    let per_dim: Vec<Vec<([u64; 2], u64)>> =
+                        ibox.iter().zip(&self.ranges).map(|(ir, rs)| map_index_range(*ir, rs)).collect();
+                    for_each_combination(&per_dim, |combo| {
+                        let rect: Rect = combo.iter().map(|(r, _)| *r).collect();
+                        let lin: u64 = combo.iter().zip(&st).map(|((_, i), s)| i * s).sum();
+                        out.push((rect, Strided { offset: lin - c0, strides: st.clone() }));
+                    });
+                }
+            }
+            Layout::Global => {
+                let rect: Rect = self.ranges.iter().map(|r| r[0]).collect();
+                let mut before = 0u64;
+                for tc in grid.tiles_in(&grid.tile_range(&rect)) {
+                    if before >= c1 {
+                        break;
+                    }
+                    let Some(i) = intersect(&rect, &grid.tile_rect(&tc)) else { continue };
+                    let nt = cells(&i);
+                    if before + nt > c0 {
+                        let (a, b) = (c0.max(before) - before, c1.min(before + nt) - before);
+                        let shape: Vec<u64> = i.iter().map(|[x, y]| y - x + 1).collect();
+                        let st = strides(&shape, grid.cell_order);
+                        for bx in split_interval(&shape, grid.cell_order, a, b) {
+                            let lo: u64 = bx.iter().zip(&st).map(|(r, s)| r[0] * s).sum();
+                            let abs: Rect = bx.iter().zip(&i).map(|(r, o)| [r[0] + o[0], r[1] + o[0]]).collect();
+                            out.push((abs, Strided { offset: before + lo - c0, strides: st.clone() }));
+                        }
+                    }
+                    before += nt;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Maps an inclusive index range of a dimension's concatenated ranges to coordinate pieces.
+fn map_index_range(ir: [u64; 2], ranges: &[[u64; 2]]) -> Vec<([u64; 2], u64)> {
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    for r in ranges {
+        let len = r[1] - r[0] + 1;
+        let (lo, hi) = (ir[0].max(start), ir[1].min(start + len - 1));
+        if lo <= hi {
+            out.push(([r[0] + (lo - start), r[0] + (hi - start)], lo));
+        }
+        start += len;
+        if start > ir[1] {
+            break;
+        }
+    }
+    out
+}
+
+fn for_each_combination<T: Copy>(per_dim: &[Vec<T>], mut f: impl FnMut(&[T])) {
+    let n = per_dim.len();
+    if per_dim.iter().any(Vec::is_empty) {
+        return;
+    }
+    let mut idx = vec![0usize; n];
+    let mut cur: Vec<T> = per_dim.iter().map(|v| v[0]).collect();
+    loop {
+        f(&cur);
+        let mut d = n;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < per_dim[d].len() {
+                cur[d] = per_dim[d][idx[d]];
+                break;
+            }
+            idx[d] = 0;
+            cur[d] = per_dim[d][0];
+        }
+    }
+}
+
+/// Plans the copies and fills that produce result cells `[c0, c1)`.
+pub(crate) fn plan(
+    space: &ResultSpace,
+    grid: &TileGrid,
+    fragments: &[FragmentMetadata],
+    c0: u64,
+    c1: u64,
+) -> (Vec<CopyOp>, Vec<FillOp>) {
+    let mut copies = Vec::new();
+    let mut fills = Vec::new();
+    let franges: Vec<Rect> = fragments.iter().map(|f| grid.tile_range(&f.domain)).collect();
+    for (rect, dst) in space.pieces(grid, c0, c1) {
+        let at = |b: &Rect| Strided {
+            offset: dst.offset
+                + b.iter().zip(&rect).zip(&dst.strides).map(|((x, r), s)| (x[0] - r[0]) * s).sum::<u64>(),
+            strides: dst.strides.clone(),
+        };
+        let shape_of = |b: &Rect| b.iter().map(|[x, y]| y - x + 1).collect::<Vec<u64>>();
+        for tc in grid.tiles_in(&grid.tile_range(&rect)) {
+            let t = grid.tile_rect(&tc);
+            let Some(q) = intersect(&rect, &t) else { continue };
+            let mut uncovered = vec![q];
+            for (fi, f) in fragments.iter().enumerate().rev() {
+                if uncovered.is_empty() {
+                    break;
+                }
+                let mut next = Vec::with_capacity(uncovered.len());
+                for u in uncovered {
+                    match intersect(&u, &f.domain) {
+                        Some(i) => {
+                            copies.push(CopyOp {
+                                frag: fi,
+                                tile: grid.tile_index(&franges[fi], &tc),
+                                shape: shape_of(&i),
+                                src: Strided {
+                                    offset: grid.cell_offset(
+                                        &t.iter().map(|r| r[0]).collect::<Vec<_>>(),
+                                        &i.iter().map(|r| r[0]).collect::<Vec<_>>(),
+                                    ),
+                                    strides: grid.cell_strides.clone(),
+                                },
+                                dst: at(&i),
+                            });
+                            next.extend(subtract(&u, &f.domain));
+                        }
+                        None => next.push(u),
+                    }
+                }
+                uncovered = next;
+            }
+            for u in uncovered {
+                fills.push(FillOp { shape: shape_of(&u), dst: at(&u) });
+            }
+        }
+    }
+    (copies, fills)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_ranges_map_to_coordinates() {
+        let ranges = [[10, 12], [20, 20], [30, 33]];
+        assert_eq!(map_index_range([0, 7], &ranges), vec![([10, 12], 0), ([20, 20], 3), ([30, 33], 4)]);
+        assert_eq!(map_index_range([2, 4], &ranges), vec![([12, 12], 2), ([20, 20], 3), ([30, 30], 4)]);
+        assert_eq!(map_index_range([5, 6], &ranges), vec![([31, 32], 5)]);
+    }
+}

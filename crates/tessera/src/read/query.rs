@@ -1,0 +1,373 @@
+//! The read query: its subarray, attributes and layout, a cursor over the result cells, and the
+//! three ways to take results: everything at once, batches within a byte budget, or the
+//! caller's own buffers filled as far as they go (the read then resumes on the next submit).
+
+use super::execute::{execute, DataSink, Sink, FILL_BLOB};
+use super::plan::{plan, ResultSpace};
+use crate::array::Array;
+use crate::error::{QueryError, Result};
+use crate::geometry::Subarray;
+use crate::read::Layout;
+use crate::storage::Bytes;
+
+/// One attribute's cells of a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrData {
+    /// Attribute name.
+    pub name: String,
+    /// Values, little-endian (variable-length: all cells' values concatenated).
+    pub data: Vec<u8>,
+    /// Variable-length attributes: starting byte offset of each cell in `data`.
+    pub offsets: Option<Vec<u64>>,
+    /// Nullable attributes: 1 valid, 0 null, per cell.
+    pub validity: Option<Vec<u8>>,
+}
+
+/// Cells `[start, start + cells)` of a query's result, in the query's layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Position of the first cell in the whole result.
+    pub start: u64,
+    /// Number of cells.
+    pub cells: u64,
+    /// Per requested attribute, in request order.
+    pub attrs: Vec<AttrData>,
+}
+
+impl ReadResult {
+    /// The data of attribute `name`.
+    pub fn attr(&self, name: &str) -> Option<&AttrData> {
+        self.attrs.iter().find(|a| a.name == name)
+    }
+}
+
+/// A caller's buffers for one attribute.
+#[derive(Debug)]
+pub struct AttrBuffer<'a> {
+    /// Values (fixed-size: `cells * cell_size` bytes are used).
+    pub data: &'a mut [u8],
+    /// Variable-length attributes: receives the starting byte offset of each cell.
+    pub offsets: Option<&'a mut [u64]>,
+    /// Nullable attributes: receives one validity byte per cell.
+    pub validity: Option<&'a mut [u8]>,
+}
+
+/// What one submit produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadStatus {
+    /// Whether the whole result has now been returned.
+    pub complete: bool,
+    /// Cells written into the buffers by this submit.
+    pub cells: u64,
+    /// Bytes of `data` used, per attribute.
+    pub data_bytes: Vec<u64>,
+}
+
+/// A read of a subarray; see the module documentation.
+#[derive(Debug)]
+pub struct ReadQuery {
+    array: Array,
+    attrs: Vec<usize>,
+    space: ResultSpace,
+    cursor: u64,
+}
+
+impl ReadQuery {
+    pub(crate) fn new(array: &Array, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<Self> {
+        let schema = array.schema();
+        let mut idx = Vec::new();
+        if attrs.is_empty() {
+            idx.extend(0..schema.attrs.len());
+        }
+        for name in attrs {
+            let Some(i) = schema.attr_index(name) else {
+                return Err(QueryError::UnknownAttribute {
+                    name: (*name).to_string(),
+                    known: schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", "),
+                }
+                .into());
+            };
+            if idx.contains(&i) {
+                return Err(QueryError::AttributeSet(format!("attribute {name} is requested twice")).into());
+            }
+            idx.push(i);
+        }
+        let ranges = subarray.normalize(schema)?;
+        if layout == Layout::Global && ranges.iter().any(|r| r.len() != 1) {
+            return Err(QueryError::Layout("global layout needs exactly one range per dimension".into()).into());
+        }
+        let shape = ranges.iter().map(|rs| rs.iter().map(|[a, b]| b - a + 1).sum()).collect();
+        Ok(Self { array: array.clone(), attrs: idx, space: ResultSpace { layout, ranges, shape }, cursor: 0 })
+    }
+
+    /// Cells per dimension of the whole result (ranges of a dimension concatenated).
+    pub fn shape(&self) -> &[u64] {
+        &self.space.shape
+    }
+
+    /// Cells in the whole result.
+    pub fn total_cells(&self) -> u64 {
+        self.space.total()
+    }
+
+    /// Whether every cell has been returned.
+    pub fn is_complete(&self) -> bool {
+        self.cursor >= self.space.total()
+    }
+
+    /// The requested attribute names, in result order.
+    pub fn attr_names(&self) -> Vec<&str> {
+        self.attrs.iter().map(|&i| self.array.schema().attrs[i].name.as_str()).collect()
+    }
+
+    /// Reads every remaining cell into new buffers.
+    ///
+    /// # Errors
+    /// Storage failures and corrupt tiles.
+    pub fn read_all(&mut self) -> Result<ReadResult> {
+        let (c0, c1) = (self.cursor, self.space.total());
+        let r = self.read_interval(c0, c1)?;
+        self.cursor = c1;
+        Ok(r)
+    }
+
+    /// Reads the next batch of about `max_bytes` (at least one cell; whole slabs of the slowest
+    /// dimension when at least one fits), or `None` when the result is exhausted.
+    ///
+    /// # Errors
+    /// Storage failures and corrupt tiles.
+    pub fn next_batch(&mut self, max_bytes: u64) -> Result<Option<ReadResult>> {
+        if self.is_complete() {
+            return Ok(None);
+        }
+        let per_cell = self.estimate_cell_bytes().max(1);
+        let mut n = (max_bytes / per_cell).max(1);
+        let slab = self.slab_cells();
+        if n >= slab {
+            n -= n % slab;
+        }
+        let c1 = (self.cursor + n).min(self.space.total());
+        let r = self.read_interval(self.cursor, c1)?;
+        self.cursor = c1;
+        Ok(Some(r))
+    }
+
+    /// Fills the caller's buffers (one per requested attribute, in request order) with the next
+    /// cells, as many as fit in every buffer. Returns `complete: false` while cells remain; a
+    /// submit that returns 0 cells needs larger buffers.
+    ///
+    /// # Errors
+    /// A wrong number of buffers, missing offsets or validity buffers, storage failures and
+    /// corrupt tiles.
+    pub fn submit(&mut self, bufs: &mut [AttrBuffer<'_>]) -> Result<ReadStatus> {
+        let schema = self.array.schema().clone();
+        if bufs.len() != self.attrs.len() {
+            return Err(QueryError::AttributeSet(format!(
+                "{} buffers for {} attributes",
+                bufs.len(),
+                self.attrs.len()
+            ))
+            .into());
+        }
+        let mut fit = self.space.total() - self.cursor;
+        for (&i, b) in self.attrs.iter().zip(bufs.iter()) {
+            let a = &schema.attrs[i];
+            let bad = |d: &str| QueryError::BadBuffer { attr: a.name.clone(), detail: d.to_string() };
+            if a.is_var() {
+                fit = fit.min(b.offsets.as_ref().ok_or_else(|| bad("needs an offsets buffer"))?.len() as u64);
+            } else {
+                fit = fit.min(b.data.len() as u64 / a.cell_size() as u64);
+            }
+            if a.nullable {
+                fit = fit.min(b.validity.as_ref().ok_or_else(|| bad("needs a validity buffer"))?.len() as u64);
+            }
+        }
+        let mut status = ReadStatus { complete: self.is_complete(), cells: 0, data_bytes: vec![0; bufs.len()] };
+        if fit == 0 {
+            return Ok(status);
+        }
+        let (c0, c1) = (self.cursor, self.cursor + fit);
+        let any_var = self.attrs.iter().any(|&i| schema.attrs[i].is_var());
+        if !any_var {
+            let mut sinks: Vec<Sink<'_>> = self
+                .attrs
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(&i, b)| {
+                    let cs = schema.attrs[i].cell_size();
+                    Sink {
+                        attr: i,
+                        data: DataSink::Fixed(&mut b.data[..fit as usize * cs]),
+                        validity: b.validity.as_deref_mut().map(|v| &mut v[..fit as usize]),
+                    }
+                })
+                .collect();
+            self.fill(c0, c1, &mut sinks)?;
+            for (k, &i) in self.attrs.iter().enumerate() {
+                status.data_bytes[k] = fit * schema.attrs[i].cell_size() as u64;
+            }
+            self.cursor = c1;
+            status.cells = fit;
+            status.complete = self.is_complete();
+            return Ok(status);
+        }
+        // Variable-length values: read, then keep the longest prefix whose values fit.
+        let r = self.read_interval(c0, c1)?;
+        let mut n = fit;
+        for (d, b) in r.attrs.iter().zip(bufs.iter()) {
+            if let Some(offs) = &d.offsets {
+                let cap = b.data.len() as u64;
+                let k = offs.partition_point(|&o| o <= cap);
+                // Cell j fits when its end (next start, or the data length) is within cap.
+                let mut fits = 0u64;
+                for j in 0..k {
+                    let end = offs.get(j + 1).copied().unwrap_or(d.data.len() as u64);
+                    if end <= cap {
+                        fits = j as u64 + 1;
+                    }
+                }
+                n = n.min(fits);
+            }
+        }
+        for ((k, d), b) in r.attrs.iter().enumerate().zip(bufs.iter_mut()) {
+            let a = &schema.attrs[self.attrs[k]];
+            let used = match &d.offsets {
+                Some(offs) => {
+                    let end = offs.get(n as usize).copied().unwrap_or(d.data.len() as u64);
+                    if let Some(o) = b.offsets.as_deref_mut() {
+                        o[..n as usize].copy_from_slice(&offs[..n as usize]);
+                    }
+                    end
+                }
+                None => n * a.cell_size() as u64,
+            };
+            b.data[..used as usize].copy_from_slice(&d.data[..used as usize]);
+            if let (Some(v), Some(src)) = (b.validity.as_deref_mut(), &d.validity) {
+                v[..n as usize].copy_from_slice(&src[..n as usize]);
+            }
+            status.data_bytes[k] = used;
+        }
+        self.cursor = c0 + n;
+        status.cells = n;
+        status.complete = self.is_complete();
+        Ok(status)
+    }
+
+    fn slab_cells(&self) -> u64 {
+        let s = &self.space.shape;
+        match self.space.layout {
+            Layout::RowMajor => s[1..].iter().product(),
+            Layout::ColMajor => s[..s.len() - 1].iter().product(),
+            Layout::Global => 1,
+        }
+    }
+
+    fn estimate_cell_bytes(&self) -> u64 {
+        let schema = self.array.schema();
+        let mut total = 0u64;
+        for &i in &self.attrs {
+            let a = &schema.attrs[i];
+            total += u64::from(a.nullable);
+            if a.is_var() {
+                // Average value bytes per stored cell over the fragments, plus the offset.
+                let name = format!("a{i}.data");
+                let (bytes, cells) = self.array.fragments.iter().fold((0u64, 0u64), |acc, f| {
+                    let b: u64 = f.file(&name).map_or(0, |t| t.iter().map(|e| e.unfiltered_size).sum());
+                    (acc.0 + b, acc.1 + f.tile_count() as u64 * self.array.grid.cells_per_tile())
+                });
+                total += 8 + bytes.checked_div(cells).unwrap_or(8);
+            } else {
+                total += a.cell_size() as u64;
+            }
+        }
+        total
+    }
+
+    fn fill(&self, c0: u64, c1: u64, sinks: &mut [Sink<'_>]) -> Result<()> {
+        let (copies, fills) = plan(&self.space, &self.array.grid, &self.array.fragments, c0, c1);
+        execute(&self.array, copies, &fills, sinks)
+    }
+
+    fn read_interval(&self, c0: u64, c1: u64) -> Result<ReadResult> {
+        let schema = self.array.schema();
+        let n = (c1 - c0) as usize;
+        let mut fixed: Vec<Vec<u8>> = Vec::new();
+        let mut valid: Vec<Vec<u8>> = Vec::new();
+        for &i in &self.attrs {
+            let a = &schema.attrs[i];
+            fixed.push(if a.is_var() { Vec::new() } else { vec![0u8; n * a.cell_size()] });
+            valid.push(if a.nullable { vec![0u8; n] } else { Vec::new() });
+        }
+        let mut sinks: Vec<Sink<'_>> = self
+            .attrs
+            .iter()
+            .zip(fixed.iter_mut().zip(valid.iter_mut()))
+            .map(|(&i, (f, v))| {
+                let a = &schema.attrs[i];
+                Sink {
+                    attr: i,
+                    data: if a.is_var() {
+                        DataSink::Var { refs: vec![(FILL_BLOB, 0, 0); n], blobs: Vec::new() }
+                    } else {
+                        DataSink::Fixed(f.as_mut_slice())
+                    },
+                    validity: a.nullable.then_some(v.as_mut_slice()),
+                }
+            })
+            .collect();
+        self.fill(c0, c1, &mut sinks)?;
+        let vars: Vec<Option<(Vec<u64>, Vec<u8>)>> = sinks
+            .into_iter()
+            .map(|s| match s.data {
+                DataSink::Var { refs, blobs } => Some(assemble_var(&refs, &blobs, &schema.attrs[s.attr].fill_bytes())),
+                DataSink::Fixed(_) => None,
+            })
+            .collect();
+        let attrs = self
+            .attrs
+            .iter()
+            .zip(fixed.into_iter().zip(valid))
+            .zip(vars)
+            .map(|((&i, (f, v)), var)| {
+                let a = &schema.attrs[i];
+                let (offsets, data) = match var {
+                    Some((o, d)) => (Some(o), d),
+                    None => (None, f),
+                };
+                AttrData { name: a.name.clone(), data, offsets, validity: a.nullable.then_some(v) }
+            })
+            .collect();
+        Ok(ReadResult { start: c0, cells: c1 - c0, attrs })
+    }
+}
+
+/// Builds offsets and data of variable-length result cells from their references, copying runs
+/// of cells that are adjacent in the same tile at once.
+fn assemble_var(refs: &[(u32, u64, u64)], blobs: &[Bytes], fill: &[u8]) -> (Vec<u64>, Vec<u8>) {
+    let total: u64 = refs.iter().map(|r| r.2).sum();
+    let mut data = Vec::with_capacity(total as usize);
+    let mut offsets = Vec::with_capacity(refs.len());
+    let mut run: Option<(u32, u64, u64)> = None;
+    let flush = |run: &mut Option<(u32, u64, u64)>, data: &mut Vec<u8>| {
+        if let Some((b, s, e)) = run.take() {
+            data.extend_from_slice(&blobs[b as usize][s as usize..e as usize]);
+        }
+    };
+    for &(b, s, len) in refs {
+        offsets.push(data.len() as u64 + run.map_or(0, |r| r.2 - r.1));
+        if b == FILL_BLOB {
+            flush(&mut run, &mut data);
+            data.extend_from_slice(fill);
+            continue;
+        }
+        match &mut run {
+            Some((rb, _, re)) if *rb == b && *re == s => *re += len,
+            _ => {
+                flush(&mut run, &mut data);
+                run = Some((b, s, s + len));
+            }
+        }
+    }
+    flush(&mut run, &mut data);
+    (offsets, data)
+}

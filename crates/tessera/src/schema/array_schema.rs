@@ -1,0 +1,273 @@
+//! The array schema: dimensions, attributes, orders, and the rules that make them a valid array.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Attribute, Dimension, SchemaError};
+
+/// Version of the schema JSON written by this build.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+
+/// Largest number of cells in one space tile (keeps one tile of one attribute addressable).
+const MAX_TILE_CELLS: u64 = 1 << 34;
+
+/// Dense arrays store every cell of the domain; sparse arrays store explicit coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrayType {
+    /// Every cell exists; fragments are hyper-rectangles stored tile by tile.
+    Dense,
+    /// Only written cells exist; fragments store coordinates.
+    Sparse,
+}
+
+/// An order of cells inside a tile or of tiles across the domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellOrder {
+    /// The last dimension varies fastest (C order).
+    RowMajor,
+    /// The first dimension varies fastest (Fortran order).
+    ColMajor,
+}
+
+/// A validated array schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArraySchema {
+    /// Format version of this schema.
+    pub version: u32,
+    /// Dense or sparse.
+    pub array_type: ArrayType,
+    /// The dimensions, slowest-varying first in row-major order.
+    pub dims: Vec<Dimension>,
+    /// The attributes.
+    pub attrs: Vec<Attribute>,
+    /// Order of cells inside a space tile.
+    pub cell_order: CellOrder,
+    /// Order of the space tiles.
+    pub tile_order: CellOrder,
+    /// Cells per data tile of sparse fragments.
+    #[serde(default = "default_capacity")]
+    pub capacity: u64,
+    /// Whether a sparse array may hold several cells with equal coordinates.
+    #[serde(default)]
+    pub allows_duplicates: bool,
+}
+
+fn default_capacity() -> u64 {
+    10_000
+}
+
+impl ArraySchema {
+    /// Starts a schema of the given type.
+    pub fn builder(array_type: ArrayType) -> ArraySchemaBuilder {
+        ArraySchemaBuilder {
+            schema: ArraySchema {
+                version: SCHEMA_VERSION,
+                array_type,
+                dims: Vec::new(),
+                attrs: Vec::new(),
+                cell_order: CellOrder::RowMajor,
+                tile_order: CellOrder::RowMajor,
+                capacity: default_capacity(),
+                allows_duplicates: false,
+            },
+        }
+    }
+
+    /// Parses and validates the JSON form.
+    ///
+    /// # Errors
+    /// `SchemaError::Json` for malformed JSON, other variants for an invalid schema.
+    pub fn from_json(text: &str) -> Result<Self, SchemaError> {
+        let schema: ArraySchema = serde_json::from_str(text).map_err(|e| SchemaError::Json(e.to_string()))?;
+        schema.validate()?;
+        Ok(schema)
+    }
+
+    /// The JSON form (pretty-printed).
+    pub fn to_json(&self) -> String {
+        // Serializing plain data with string keys cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Index of the attribute called `name`.
+    pub fn attr_index(&self, name: &str) -> Option<usize> {
+        self.attrs.iter().position(|a| a.name == name)
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// Cells in one space tile.
+    pub fn cells_per_tile(&self) -> u64 {
+        self.dims.iter().map(|d| d.tile).product()
+    }
+
+    /// Checks every rule of a valid schema.
+    ///
+    /// # Errors
+    /// The first violated rule.
+    pub fn validate(&self) -> Result<(), SchemaError> {
+        if self.version > SCHEMA_VERSION {
+            return Err(SchemaError::Invalid(format!(
+                "schema version {} is newer than this build supports ({SCHEMA_VERSION})",
+                self.version
+            )));
+        }
+        if self.dims.is_empty() {
+            return Err(SchemaError::Invalid("an array needs at least one dimension".into()));
+        }
+        if self.dims.len() > 32 {
+            return Err(SchemaError::Invalid("an array has at most 32 dimensions".into()));
+        }
+        if self.attrs.is_empty() {
+            return Err(SchemaError::Invalid("an array needs at least one attribute".into()));
+        }
+        let mut names = HashSet::new();
+        for name in self.dims.iter().map(|d| &d.name).chain(self.attrs.iter().map(|a| &a.name)) {
+            if !names.insert(name.as_str()) {
+                return Err(SchemaError::Invalid(format!("name {name:?} is used twice")));
+            }
+        }
+        let t0 = self.dims[0].datatype;
+        for d in &self.dims {
+            d.validate()?;
+            if d.datatype != t0 {
+                return Err(SchemaError::Dimension {
+                    dim: d.name.clone(),
+                    detail: format!("type {} differs from the first dimension's {t0}", d.datatype),
+                });
+            }
+        }
+        for a in &self.attrs {
+            a.validate()?;
+        }
+        let mut cells: u64 = 1;
+        for d in &self.dims {
+            cells = cells.checked_mul(d.tile).filter(|&c| c <= MAX_TILE_CELLS).ok_or_else(|| {
+                SchemaError::Invalid("a space tile holds more than 2^34 cells (product of the tile extents)".into())
+            })?;
+        }
+        let mut tiles: u64 = 1;
+        for d in &self.dims {
+            tiles = tiles
+                .checked_mul(d.tile_count())
+                .ok_or_else(|| SchemaError::Invalid("the domain holds more than 2^64 space tiles".into()))?;
+        }
+        if self.array_type == ArrayType::Sparse {
+            return Err(SchemaError::Invalid("sparse arrays are not supported by this build yet".into()));
+        }
+        if self.capacity == 0 {
+            return Err(SchemaError::Invalid("capacity must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Builds and validates an [`ArraySchema`].
+#[derive(Debug, Clone)]
+pub struct ArraySchemaBuilder {
+    schema: ArraySchema,
+}
+
+impl ArraySchemaBuilder {
+    /// Adds a dimension.
+    pub fn dim(mut self, d: Dimension) -> Self {
+        self.schema.dims.push(d);
+        self
+    }
+    /// Adds an attribute.
+    pub fn attr(mut self, a: Attribute) -> Self {
+        self.schema.attrs.push(a);
+        self
+    }
+    /// Sets the cell order.
+    pub fn cell_order(mut self, o: CellOrder) -> Self {
+        self.schema.cell_order = o;
+        self
+    }
+    /// Sets the tile order.
+    pub fn tile_order(mut self, o: CellOrder) -> Self {
+        self.schema.tile_order = o;
+        self
+    }
+    /// Sets the sparse data-tile capacity.
+    pub fn capacity(mut self, c: u64) -> Self {
+        self.schema.capacity = c;
+        self
+    }
+    /// Validates and returns the schema.
+    ///
+    /// # Errors
+    /// The first violated rule.
+    pub fn build(self) -> Result<ArraySchema, SchemaError> {
+        self.schema.validate()?;
+        Ok(self.schema)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{CellValNum, Datatype};
+
+    fn dim(name: &str, lo: i128, hi: i128, tile: u64) -> Dimension {
+        Dimension::new(name, Datatype::Int64, (lo, hi), tile)
+    }
+
+    #[test]
+    fn valid_schema_round_trips_through_json() {
+        let mut s = Attribute::new("s", Datatype::Utf8);
+        s.cell_val_num = CellValNum::Var;
+        s.nullable = true;
+        let schema = ArraySchema::builder(ArrayType::Dense)
+            .dim(dim("r", 1, 100, 10))
+            .dim(dim("c", -5, 5, 3))
+            .attr(Attribute::new("a", Datatype::Int32))
+            .attr(s)
+            .cell_order(CellOrder::ColMajor)
+            .build()
+            .unwrap();
+        let back = ArraySchema::from_json(&schema.to_json()).unwrap();
+        assert_eq!(back, schema);
+        assert_eq!(schema.cells_per_tile(), 30);
+        assert_eq!(schema.dims[1].tile_count(), 4);
+    }
+
+    #[test]
+    fn invalid_schemas_are_rejected_with_reasons() {
+        let a = || Attribute::new("a", Datatype::Int32);
+        let cases: Vec<(ArraySchemaBuilder, &str)> = vec![
+            (ArraySchema::builder(ArrayType::Dense).attr(a()), "at least one dimension"),
+            (ArraySchema::builder(ArrayType::Dense).dim(dim("r", 1, 10, 2)), "at least one attribute"),
+            (ArraySchema::builder(ArrayType::Dense).dim(dim("r", 5, 1, 2)).attr(a()), "reversed"),
+            (ArraySchema::builder(ArrayType::Dense).dim(dim("r", 1, 10, 0)).attr(a()), "at least 1"),
+            (ArraySchema::builder(ArrayType::Dense).dim(dim("r", 1, 10, 11)).attr(a()), "exceeds"),
+            (ArraySchema::builder(ArrayType::Dense).dim(dim("a", 1, 10, 2)).attr(a()), "used twice"),
+            (
+                ArraySchema::builder(ArrayType::Dense).dim(Dimension::new("r", Datatype::Int8, (0, 200), 2)).attr(a()),
+                "does not fit",
+            ),
+            (
+                ArraySchema::builder(ArrayType::Dense)
+                    .dim(Dimension::new("r", Datatype::Float64, (0, 200), 2))
+                    .attr(a()),
+                "not supported",
+            ),
+        ];
+        for (b, msg) in cases {
+            let e = b.build().unwrap_err().to_string();
+            assert!(e.contains(msg), "{e:?} should contain {msg:?}");
+        }
+    }
+
+    #[test]
+    fn bad_json_is_a_json_error() {
+        assert!(matches!(ArraySchema::from_json("{"), Err(SchemaError::Json(_))));
+        assert!(matches!(ArraySchema::from_json("{}"), Err(SchemaError::Json(_))));
+    }
+}

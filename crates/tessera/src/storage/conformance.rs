@@ -1,0 +1,701 @@
+//! The storage conformance suite: one set of checks, each a function of `&dyn Storage` and a root
+//! folder, run against every backend (local with pread, local with mmap, memory, and both behind a
+//! pass-through `FailingStorage`). Also owns the tests of `Bytes`, of fault injection and of
+//! cross-process locking.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::{Bytes, FailingStorage, LocalStorage, LockKind, MemoryStorage, ReadMode, Storage, StorageError};
+
+fn write_file(s: &dyn Storage, path: &Path, parts: &[&[u8]]) {
+    let mut h = s.create(path).unwrap();
+    let mut pos = 0;
+    for p in parts {
+        assert_eq!(h.position(), pos);
+        h.write_all(p).unwrap();
+        pos += p.len() as u64;
+    }
+    assert_eq!(h.position(), pos);
+    h.finish().unwrap();
+}
+
+#[track_caller]
+fn assert_not_found<T>(r: Result<T, StorageError>) {
+    match r {
+        Err(StorageError::NotFound { .. }) => {}
+        Err(e) => panic!("expected NotFound, got {e:?}"),
+        Ok(_) => panic!("expected NotFound, got Ok"),
+    }
+}
+
+#[track_caller]
+fn assert_out_of_bounds<T>(r: Result<T, StorageError>) {
+    match r {
+        Err(StorageError::OutOfBounds { .. }) => {}
+        Err(e) => panic!("expected OutOfBounds, got {e:?}"),
+        Ok(_) => panic!("expected OutOfBounds, got Ok"),
+    }
+}
+
+#[track_caller]
+fn assert_would_block<T>(r: Result<T, StorageError>) {
+    match r {
+        Err(StorageError::WouldBlock { .. }) => {}
+        Err(e) => panic!("expected WouldBlock, got {e:?}"),
+        Ok(_) => panic!("expected WouldBlock, got Ok"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks run against every backend.
+// ---------------------------------------------------------------------------------------------
+
+fn write_and_read(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    assert!(s.is_dir(root));
+    let p = root.join("data.bin");
+    write_file(s, &p, &[b"hello ", b"", b"world"]);
+    assert!(s.is_file(&p));
+    assert!(!s.is_dir(&p));
+    assert!(!s.is_file(root));
+    assert_eq!(s.file_size(&p).unwrap(), 11);
+    assert_eq!(&*s.read_all(&p).unwrap(), b"hello world");
+    assert_eq!(&*s.read_range(&p, 6, 5).unwrap(), b"world");
+    assert_eq!(&*s.read_range(&p, 0, 5).unwrap(), b"hello");
+    assert_eq!(&*s.read_range(&p, 11, 0).unwrap(), b"");
+    assert_eq!(s.read_range(&p, 3, 4).unwrap().into_vec(), b"lo w".to_vec());
+    // Reading again (cached map in mmap mode) gives the same bytes.
+    assert_eq!(&*s.read_range(&p, 2, 3).unwrap(), b"llo");
+    s.sync_dir(root).unwrap();
+}
+
+fn large_writes(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("big");
+    let big: Vec<u8> = (0..3 * (1u32 << 20) + 17).map(|i| (i % 251) as u8).collect();
+    write_file(s, &p, &[b"ab", &big, b"cd", &big[..1000]]);
+    let all = s.read_all(&p).unwrap();
+    assert_eq!(all.len(), 2 + big.len() + 2 + 1000);
+    assert_eq!(&all[..2], b"ab");
+    assert_eq!(&all[2..2 + big.len()], &big[..]);
+    assert_eq!(&all[2 + big.len()..4 + big.len()], b"cd");
+    assert_eq!(&all[4 + big.len()..], &big[..1000]);
+    let mid = s.read_range(&p, 1 << 20, 4096).unwrap();
+    assert_eq!(&*mid, &big[(1 << 20) - 2..(1 << 20) - 2 + 4096]);
+}
+
+fn empty_file(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("empty");
+    write_file(s, &p, &[]);
+    assert_eq!(s.file_size(&p).unwrap(), 0);
+    assert!(s.read_all(&p).unwrap().is_empty());
+    assert!(s.read_range(&p, 0, 0).unwrap().is_empty());
+    assert_out_of_bounds(s.read_range(&p, 0, 1));
+    assert_out_of_bounds(s.read_range(&p, 1, 0));
+    s.write_atomic(&root.join("empty2"), b"").unwrap();
+    assert!(s.read_all(&root.join("empty2")).unwrap().is_empty());
+}
+
+fn create_existing_fails(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("f");
+    write_file(s, &p, &[b"one"]);
+    match s.create(&p) {
+        Err(StorageError::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists);
+        }
+        Err(e) => panic!("expected AlreadyExists, got {e:?}"),
+        Ok(_) => panic!("expected AlreadyExists, got Ok"),
+    }
+    assert_eq!(&*s.read_all(&p).unwrap(), b"one");
+    // A folder is not a file.
+    assert!(s.create(root).is_err());
+    assert!(s.read_all(root).is_err());
+    assert!(s.file_size(root).is_err());
+}
+
+fn out_of_bounds(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("f");
+    write_file(s, &p, &[b"0123456789"]);
+    assert_out_of_bounds(s.read_range(&p, 5, 6));
+    assert_out_of_bounds(s.read_range(&p, 11, 0));
+    assert_out_of_bounds(s.read_range(&p, 100, 1));
+    assert_out_of_bounds(s.read_range(&p, u64::MAX, 2));
+    assert_out_of_bounds(s.read_range(&p, 1, u64::MAX));
+    match s.read_range(&p, 8, 3) {
+        Err(StorageError::OutOfBounds { offset: 8, len: 3, size: 10, path }) => {
+            assert_eq!(path, p);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(&*s.read_range(&p, 5, 5).unwrap(), b"56789");
+}
+
+fn missing_paths(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("nope");
+    assert!(!s.is_file(&p));
+    assert!(!s.is_dir(&p));
+    assert_not_found(s.read_range(&p, 0, 0));
+    assert_not_found(s.read_all(&p));
+    assert_not_found(s.file_size(&p));
+    assert_not_found(s.list_dir(&p));
+    assert_not_found(s.remove_file(&p));
+    assert_not_found(s.remove_dir_all(&p));
+    assert_not_found(s.sync_dir(&p));
+    assert_not_found(s.create(&p.join("child")));
+    assert_not_found(s.write_atomic(&p.join("child"), b"x"));
+    assert_not_found(s.lock(&p.join("LOCK"), LockKind::Exclusive, false));
+    let e = s.read_all(&p).unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+}
+
+fn write_atomic_replaces(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("meta.json");
+    s.write_atomic(&p, b"first version").unwrap();
+    assert_eq!(&*s.read_all(&p).unwrap(), b"first version");
+    let held = s.read_range(&p, 0, 5).unwrap();
+    // Same length, then shorter, then longer: every read sees the latest whole content.
+    s.write_atomic(&p, b"other version").unwrap();
+    assert_eq!(&*s.read_all(&p).unwrap(), b"other version");
+    assert_eq!(&*s.read_range(&p, 0, 5).unwrap(), b"other");
+    s.write_atomic(&p, b"v3").unwrap();
+    assert_eq!(&*s.read_all(&p).unwrap(), b"v3");
+    assert_eq!(s.file_size(&p).unwrap(), 2);
+    s.write_atomic(&p, b"version four").unwrap();
+    assert_eq!(&*s.read_all(&p).unwrap(), b"version four");
+    // Bytes read earlier are unaffected.
+    assert_eq!(&*held, b"first");
+    // No temporary files left behind, and none visible.
+    assert_eq!(s.list_dir(root).unwrap(), vec!["meta.json".to_string()]);
+    for i in 0..20 {
+        s.write_atomic(&root.join(format!("m{i}")), &[i as u8; 7]).unwrap();
+    }
+    assert_eq!(s.list_dir(root).unwrap().len(), 21);
+}
+
+fn list_dir_sorted(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    assert!(s.list_dir(root).unwrap().is_empty());
+    for name in ["zeta", "alpha", "Mid", "beta", "a"] {
+        write_file(s, &root.join(name), &[name.as_bytes()]);
+    }
+    s.create_dir_all(&root.join("sub").join("deeper")).unwrap();
+    write_file(s, &root.join("sub").join("inner"), &[b"x"]);
+    assert_eq!(s.list_dir(root).unwrap(), vec!["Mid", "a", "alpha", "beta", "sub", "zeta"]);
+    assert_eq!(s.list_dir(&root.join("sub")).unwrap(), vec!["deeper", "inner"]);
+    assert!(s.list_dir(&root.join("sub").join("deeper")).unwrap().is_empty());
+    assert!(s.list_dir(&root.join("zeta")).is_err());
+    // create_dir_all is idempotent and refuses to go through a file.
+    s.create_dir_all(&root.join("sub")).unwrap();
+    assert!(s.create_dir_all(&root.join("zeta").join("x")).is_err());
+}
+
+fn remove(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(&root.join("d").join("e")).unwrap();
+    write_file(s, &root.join("f"), &[b"file"]);
+    write_file(s, &root.join("d").join("g"), &[b"in d"]);
+    write_file(s, &root.join("d").join("e").join("h"), &[b"in e"]);
+    write_file(s, &root.join("dd"), &[b"sibling with common prefix"]);
+    assert_eq!(&*s.read_all(&root.join("d").join("g")).unwrap(), b"in d");
+    assert!(s.remove_file(&root.join("d")).is_err());
+    assert!(s.remove_dir_all(&root.join("f")).is_err());
+    s.remove_file(&root.join("f")).unwrap();
+    assert!(!s.is_file(&root.join("f")));
+    assert_not_found(s.read_all(&root.join("f")));
+    s.remove_dir_all(&root.join("d")).unwrap();
+    assert!(!s.is_dir(&root.join("d")));
+    assert_not_found(s.read_all(&root.join("d").join("g")));
+    assert_eq!(s.list_dir(root).unwrap(), vec!["dd"]);
+    assert_eq!(&*s.read_all(&root.join("dd")).unwrap(), b"sibling with common prefix");
+    // A path can be used again after removal, with new content.
+    s.create_dir_all(&root.join("d")).unwrap();
+    write_file(s, &root.join("d").join("g"), &[b"new content"]);
+    assert_eq!(&*s.read_all(&root.join("d").join("g")).unwrap(), b"new content");
+    write_file(s, &root.join("f"), &[b"refile"]);
+    assert_eq!(&*s.read_range(&root.join("f"), 2, 4).unwrap(), b"file");
+}
+
+fn read_while_writing(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("growing");
+    let mut h = s.create(&p).unwrap();
+    assert!(s.is_file(&p));
+    h.write_all(b"abc").unwrap();
+    // Content before `finish` is unspecified, but reading must not break later reads.
+    let _ = s.read_all(&p);
+    h.write_all(b"defgh").unwrap();
+    h.finish().unwrap();
+    assert_eq!(&*s.read_all(&p).unwrap(), b"abcdefgh");
+    assert_eq!(&*s.read_range(&p, 4, 4).unwrap(), b"efgh");
+}
+
+fn concurrent_reads(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("shared");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    write_file(s, &p, &[&data]);
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            let (p, data) = (&p, &data);
+            sc.spawn(move || {
+                for i in 0..50u64 {
+                    let off = (t * 1000 + i * 997) % 90_000;
+                    let got = s.read_range(p, off, 1000).unwrap();
+                    assert_eq!(&*got, &data[off as usize..off as usize + 1000]);
+                }
+            });
+        }
+    });
+}
+
+fn lock_exclusive_excludes(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("LOCK");
+    let g = s.lock(&p, LockKind::Exclusive, false).unwrap();
+    assert!(s.is_file(&p));
+    assert_would_block(s.lock(&p, LockKind::Exclusive, false));
+    assert_would_block(s.lock(&p, LockKind::Shared, false));
+    // Another lock file is independent.
+    let other = s.lock(&root.join("LOCK2"), LockKind::Exclusive, false).unwrap();
+    drop(g);
+    let g = s.lock(&p, LockKind::Shared, false).unwrap();
+    drop(g);
+    let g = s.lock(&p, LockKind::Exclusive, false).unwrap();
+    drop(g);
+    drop(other);
+}
+
+fn lock_shared_coexist(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("LOCK");
+    let a = s.lock(&p, LockKind::Shared, false).unwrap();
+    let b = s.lock(&p, LockKind::Shared, true).unwrap();
+    assert_would_block(s.lock(&p, LockKind::Exclusive, false));
+    drop(a);
+    assert_would_block(s.lock(&p, LockKind::Exclusive, false));
+    drop(b);
+    let c = s.lock(&p, LockKind::Exclusive, false).unwrap();
+    drop(c);
+    // The lock file survives and existing content is kept.
+    s.write_atomic(&root.join("LOCK3"), b"keep").unwrap();
+    drop(s.lock(&root.join("LOCK3"), LockKind::Exclusive, true).unwrap());
+    assert_eq!(&*s.read_all(&root.join("LOCK3")).unwrap(), b"keep");
+}
+
+fn lock_wait_granted_after_release(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("LOCK");
+    for (held, wanted) in [
+        (LockKind::Exclusive, LockKind::Exclusive),
+        (LockKind::Exclusive, LockKind::Shared),
+        (LockKind::Shared, LockKind::Exclusive),
+    ] {
+        let released = AtomicBool::new(false);
+        let guard = s.lock(&p, held, true).unwrap();
+        std::thread::scope(|sc| {
+            let waiter = sc.spawn(|| {
+                let g = s.lock(&p, wanted, true).unwrap();
+                assert!(released.load(Ordering::SeqCst), "{wanted:?} granted while {held:?} held");
+                drop(g);
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            released.store(true, Ordering::SeqCst);
+            drop(guard);
+            waiter.join().unwrap();
+        });
+        drop(s.lock(&p, LockKind::Exclusive, false).unwrap());
+    }
+}
+
+macro_rules! conformance {
+    ($($check:ident),* $(,)?) => {
+        mod local_pread {
+            $( #[test] fn $check() {
+                let dir = tempfile::tempdir().unwrap();
+                let s = super::LocalStorage::new(super::ReadMode::Pread);
+                super::$check(&s, &dir.path().join("root"));
+            } )*
+        }
+        mod local_mmap {
+            $( #[test] fn $check() {
+                let dir = tempfile::tempdir().unwrap();
+                let s = super::LocalStorage::new(super::ReadMode::Mmap);
+                super::$check(&s, &dir.path().join("root"));
+            } )*
+        }
+        mod memory {
+            $( #[test] fn $check() {
+                super::$check(&super::MemoryStorage::new(), std::path::Path::new("/mem/root"));
+            } )*
+        }
+        mod memory_relative {
+            $( #[test] fn $check() {
+                super::$check(&super::MemoryStorage::new(), std::path::Path::new("root"));
+            } )*
+        }
+        mod failing_local_mmap {
+            $( #[test] fn $check() {
+                let dir = tempfile::tempdir().unwrap();
+                let s = super::FailingStorage::new(std::sync::Arc::new(
+                    super::LocalStorage::new(super::ReadMode::Mmap),
+                ));
+                super::$check(&s, &dir.path().join("root"));
+                assert!(s.mutations() > 0);
+            } )*
+        }
+        mod failing_memory {
+            $( #[test] fn $check() {
+                let s = super::FailingStorage::new(std::sync::Arc::new(super::MemoryStorage::new()));
+                super::$check(&s, std::path::Path::new("/mem/root"));
+                assert!(s.mutations() > 0);
+            } )*
+        }
+    };
+}
+
+conformance!(
+    write_and_read,
+    large_writes,
+    empty_file,
+    create_existing_fails,
+    out_of_bounds,
+    missing_paths,
+    write_atomic_replaces,
+    list_dir_sorted,
+    remove,
+    read_while_writing,
+    concurrent_reads,
+    lock_exclusive_excludes,
+    lock_shared_coexist,
+    lock_wait_granted_after_release,
+);
+
+// ---------------------------------------------------------------------------------------------
+// Backend-specific tests.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn mmap_reads_are_zero_copy_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalStorage::new(ReadMode::Mmap);
+    let p = dir.path().join("f");
+    write_file(&s, &p, &[&[7u8; 4096]]);
+    let a = s.read_range(&p, 10, 100).unwrap();
+    let b = s.read_range(&p, 30, 100).unwrap();
+    assert_eq!(b.as_ptr() as usize - a.as_ptr() as usize, 20);
+    let all = s.read_all(&p).unwrap();
+    assert_eq!(a.as_ptr() as usize - all.as_ptr() as usize, 10);
+    // Removing the file drops the cached map but not the bytes already handed out.
+    s.remove_file(&p).unwrap();
+    assert_eq!(&*a, &[7u8; 100][..]);
+    assert_not_found(s.read_all(&p));
+}
+
+#[test]
+fn mmap_sees_replacement_by_another_writer() {
+    // A second `LocalStorage` (standing in for another process) replaces a file the first one
+    // has mapped; the first must notice.
+    let dir = tempfile::tempdir().unwrap();
+    let reader = LocalStorage::new(ReadMode::Mmap);
+    let writer = LocalStorage::new(ReadMode::Pread);
+    let p = dir.path().join("meta");
+    writer.write_atomic(&p, b"old contents").unwrap();
+    assert_eq!(&*reader.read_all(&p).unwrap(), b"old contents");
+    writer.write_atomic(&p, b"new contents").unwrap();
+    assert_eq!(&*reader.read_all(&p).unwrap(), b"new contents");
+    writer.remove_file(&p).unwrap();
+    assert_not_found(reader.read_all(&p));
+}
+
+#[test]
+fn write_atomic_cleans_up_on_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalStorage::new(ReadMode::Pread);
+    let target = dir.path().join("adir");
+    s.create_dir_all(&target).unwrap();
+    // Renaming a file over a non-empty folder fails; the temporary file must not remain.
+    write_file(&s, &target.join("x"), &[b"x"]);
+    assert!(s.write_atomic(&target, b"data").is_err());
+    let names: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, vec!["adir".to_string()]);
+}
+
+#[test]
+fn list_dir_hides_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".meta.tmp-123-4"), b"partial").unwrap();
+    std::fs::write(dir.path().join("meta"), b"whole").unwrap();
+    let s = LocalStorage::new(ReadMode::Pread);
+    assert_eq!(s.list_dir(dir.path()).unwrap(), vec!["meta".to_string()]);
+}
+
+#[test]
+fn errors_name_path_and_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalStorage::new(ReadMode::Pread);
+    let p = dir.path().join("f");
+    write_file(&s, &p, &[b"x"]);
+    let e = s.create(&p).err().unwrap();
+    let text = e.to_string();
+    assert!(text.starts_with("create "), "{text}");
+    assert!(text.contains(&*p.to_string_lossy()), "{text}");
+    let e = s.read_range(&p, 0, 2).unwrap_err();
+    assert!(e.to_string().contains(&*p.to_string_lossy()), "{e}");
+}
+
+/// Runs `flock(1)` on `path` with `args`; `None` if the tool is unavailable.
+fn flock_cli(args: &[&str], path: &Path) -> Option<bool> {
+    let out = std::process::Command::new("flock").args(args).arg(path).arg("true").output().ok()?;
+    Some(out.status.success())
+}
+
+#[test]
+fn local_lock_excludes_other_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("LOCK");
+    let s = LocalStorage::new(ReadMode::Pread);
+    let g = s.lock(&p, LockKind::Exclusive, true).unwrap();
+    let Some(ok) = flock_cli(&["-n", "-s"], &p) else {
+        eprintln!("flock(1) unavailable; skipping");
+        return;
+    };
+    assert!(!ok, "another process got a shared lock while we hold it exclusively");
+    drop(g);
+    let g = s.lock(&p, LockKind::Shared, true).unwrap();
+    assert_eq!(flock_cli(&["-n", "-s"], &p), Some(true));
+    assert_eq!(flock_cli(&["-n", "-x"], &p), Some(false));
+    drop(g);
+    assert_eq!(flock_cli(&["-n", "-x"], &p), Some(true));
+
+    // The other way round: a child process holds the lock until its stdin closes.
+    let mut child = std::process::Command::new("flock")
+        .arg("-x")
+        .arg(&p)
+        .arg("cat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match s.lock(&p, LockKind::Shared, false) {
+            Err(StorageError::WouldBlock { .. }) => break,
+            Ok(g) => drop(g),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "child never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(child.stdin.take());
+    let g = s.lock(&p, LockKind::Exclusive, true).unwrap();
+    assert!(child.wait().unwrap().success());
+    drop(g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FailingStorage.
+// ---------------------------------------------------------------------------------------------
+
+#[track_caller]
+fn assert_injected<T>(r: Result<T, StorageError>, want_op: &str) {
+    match r {
+        Err(StorageError::Injected { op, .. }) => assert_eq!(op, want_op),
+        Err(e) => panic!("expected Injected at {want_op}, got {e:?}"),
+        Ok(_) => panic!("expected Injected at {want_op}, got Ok"),
+    }
+}
+
+fn failing_injects_after_n(inner: Arc<dyn Storage>, root: &Path) {
+    let s = FailingStorage::new(Arc::clone(&inner));
+    assert_eq!(s.mutations(), 0);
+    s.create_dir_all(root).unwrap(); // 1
+    s.write_atomic(&root.join("a"), b"aaa").unwrap(); // 2
+    let mut h = s.create(&root.join("b")).unwrap(); // 3
+    h.write_all(b"bb").unwrap(); // 4
+    h.write_all(b"b").unwrap(); // 5
+    h.finish().unwrap(); // 6
+    assert_eq!(s.mutations(), 6);
+    // Reads, queries and locks are not counted.
+    assert_eq!(&*s.read_all(&root.join("b")).unwrap(), b"bbb");
+    assert_eq!(s.list_dir(root).unwrap(), vec!["a", "b"]);
+    drop(s.lock(&root.join("LOCK"), LockKind::Exclusive, false).unwrap());
+    assert_eq!(s.mutations(), 6);
+
+    s.fail_after(Some(2));
+    s.sync_dir(root).unwrap(); // 7
+    s.remove_file(&root.join("a")).unwrap(); // 8
+    assert_injected(s.create(&root.join("c")), "create");
+    assert!(!inner.is_file(&root.join("c")), "an injected fault must not reach the backend");
+    assert_injected(s.write_atomic(&root.join("c"), b"c"), "write_atomic");
+    assert_injected(s.create_dir_all(&root.join("d")), "create_dir_all");
+    assert_injected(s.sync_dir(root), "sync_dir");
+    assert_injected(s.remove_file(&root.join("b")), "remove_file");
+    assert_injected(s.remove_dir_all(root), "remove_dir_all");
+    assert_eq!(s.mutations(), 8);
+    // Reads keep working.
+    assert_eq!(&*s.read_range(&root.join("b"), 1, 2).unwrap(), b"bb");
+    assert!(s.is_file(&root.join("b")));
+    assert!(!s.is_file(&root.join("a")));
+
+    // A fault in the middle of a file: the handle's writes and finish fail.
+    s.fail_after(Some(2));
+    let mut h = s.create(&root.join("e")).unwrap();
+    h.write_all(b"e1").unwrap();
+    assert_injected(h.write_all(b"e2"), "write");
+    assert_eq!(h.position(), 2);
+    assert_injected(h.finish(), "finish");
+    assert_eq!(s.mutations(), 10);
+
+    s.fail_after(Some(0));
+    assert_injected(s.sync_dir(root), "sync_dir");
+    s.fail_after(None);
+    s.write_atomic(&root.join("c"), b"c").unwrap();
+    assert_eq!(&*inner.read_all(&root.join("c")).unwrap(), b"c");
+    assert_eq!(s.mutations(), 11);
+    assert!(Arc::ptr_eq(s.inner(), &inner));
+}
+
+#[test]
+fn failing_injects_after_n_memory() {
+    failing_injects_after_n(Arc::new(MemoryStorage::new()), Path::new("/r"));
+}
+
+#[test]
+fn failing_injects_after_n_local() {
+    let dir = tempfile::tempdir().unwrap();
+    failing_injects_after_n(Arc::new(LocalStorage::new(ReadMode::Mmap)), &dir.path().join("r"));
+}
+
+#[test]
+fn failing_budget_is_exact_across_threads() {
+    let s = FailingStorage::new(Arc::new(MemoryStorage::new()));
+    s.fail_after(Some(37));
+    let ok = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|sc| {
+        for t in 0..4 {
+            let (s, ok) = (&s, &ok);
+            sc.spawn(move || {
+                for i in 0..20 {
+                    if s.create_dir_all(&Path::new("/x").join(format!("{t}-{i}"))).is_ok() {
+                        ok.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(ok.load(Ordering::SeqCst), 37);
+    assert_eq!(s.mutations(), 37);
+    assert_eq!(s.list_dir(Path::new("/x")).unwrap().len(), 37);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bytes.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn bytes_slicing() {
+    let b = Bytes::from_vec((0u8..100).collect());
+    assert_eq!(b.len(), 100);
+    let s = b.slice(10, 50);
+    assert_eq!(s[0], 10);
+    assert_eq!(s.len(), 50);
+    let t = s.slice(5, 10);
+    assert_eq!(&*t, &(15u8..25).collect::<Vec<_>>()[..]);
+    assert!(s.slice(50, 0).is_empty());
+    assert_eq!(t.clone().into_vec(), (15u8..25).collect::<Vec<_>>());
+    assert_eq!(format!("{t:?}"), "Bytes(10 bytes)");
+    assert_eq!(Bytes::default().len(), 0);
+    assert_eq!(Bytes::from(vec![1, 2]), Bytes::from_vec(vec![1, 2]));
+    assert_eq!(Bytes::from(vec![1, 2]).as_ref(), &[1, 2]);
+}
+
+#[test]
+#[should_panic(expected = "out of range")]
+fn bytes_slice_out_of_range_panics() {
+    let b = Bytes::from_vec(vec![0; 10]);
+    let _ = b.slice(8, 3);
+}
+
+#[test]
+#[should_panic(expected = "out of range")]
+fn bytes_slice_overflow_panics() {
+    let b = Bytes::from_vec(vec![0; 10]).slice(1, 5);
+    let _ = b.slice(usize::MAX, 2);
+}
+
+#[test]
+fn bytes_into_vec_avoids_copy_when_unique() {
+    let v = vec![1u8, 2, 3, 4];
+    let ptr = v.as_ptr();
+    let b = Bytes::from_vec(v);
+    let v = b.into_vec();
+    assert_eq!(v.as_ptr(), ptr);
+    // Shared: copies, and the other holder is unaffected.
+    let b = Bytes::from_vec(vec![5u8, 6]);
+    let c = b.clone();
+    let mut v = b.into_vec();
+    v[0] = 9;
+    assert_eq!(&*c, &[5, 6]);
+    // Once the other holder is gone, the whole buffer is moved out again.
+    let ptr = c.as_ptr();
+    let v = c.into_vec();
+    assert_eq!(v.as_ptr(), ptr);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn bytes_slices_match_vec_slices(
+        data in proptest::collection::vec(any::<u8>(), 0..200),
+        a in 0usize..200, b in 0usize..200, c in 0usize..200, d in 0usize..200,
+    ) {
+        let (start, len) = (a.min(data.len()), b.min(data.len() - a.min(data.len())));
+        let bytes = Bytes::from_vec(data.clone()).slice(start, len);
+        let expect = &data[start..start + len];
+        prop_assert_eq!(&*bytes, expect);
+        let (s2, l2) = (c.min(len), d.min(len - c.min(len)));
+        prop_assert_eq!(&*bytes.slice(s2, l2), &expect[s2..s2 + l2]);
+        prop_assert_eq!(bytes.slice(s2, l2).into_vec(), expect[s2..s2 + l2].to_vec());
+    }
+
+    #[test]
+    fn backends_agree_on_reads(
+        chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..6),
+        ranges in proptest::collection::vec((0u64..1200, 0u64..400), 1..8),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let whole: Vec<u8> = chunks.concat();
+        let backends: [(Box<dyn Storage>, std::path::PathBuf); 3] = [
+            (Box::new(LocalStorage::new(ReadMode::Pread)), dir.path().join("p")),
+            (Box::new(LocalStorage::new(ReadMode::Mmap)), dir.path().join("m")),
+            (Box::new(MemoryStorage::new()), "/mem/f".into()),
+        ];
+        for (s, path) in &backends {
+            s.create_dir_all(path.parent().unwrap()).unwrap();
+            let parts: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+            write_file(s.as_ref(), path, &parts);
+            prop_assert_eq!(&*s.read_all(path).unwrap(), &whole[..]);
+            for &(off, len) in &ranges {
+                match s.read_range(path, off, len) {
+                    Ok(b) => prop_assert_eq!(&*b, &whole[off as usize..(off + len) as usize]),
+                    Err(StorageError::OutOfBounds { size, .. }) => {
+                        prop_assert_eq!(size, whole.len() as u64);
+                        prop_assert!(off + len > whole.len() as u64);
+                    }
+                    Err(e) => prop_assert!(false, "{}", e),
+                }
+            }
+        }
+    }
+}

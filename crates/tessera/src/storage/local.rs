@@ -1,0 +1,307 @@
+//! The local-file backend: [`LocalStorage`] over `std::fs`. Owns pread and memory-mapped reads
+//! (with the per-path cache of maps), buffered appends with fsync on finish, atomic replacement
+//! by temporary file + rename + folder fsync, and advisory file locks (`flock` via std).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use memmap2::Mmap;
+
+use super::{is_temp_name, Bytes, LockGuard, LockKind, ReadMode, Storage, StorageError, WriteHandle};
+
+/// Size of the write buffer of a file being created; larger writes bypass it.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// Distinguishes the temporary files of concurrent `write_atomic` calls within a process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A cached memory map and the identity of the file it maps.
+#[derive(Debug)]
+struct CachedMap {
+    map: Arc<Mmap>,
+    dev: u64,
+    ino: u64,
+}
+
+/// Local files through `std::fs`.
+///
+/// In [`ReadMode::Mmap`] each file is mapped once and the map cached by path; reads hand out
+/// zero-copy slices of it. Each read still checks (with one `stat`) that the path names the
+/// mapped file at the mapped length, so a file replaced by `write_atomic` (in this process or
+/// another), removed, or read while still being written is never served stale.
+#[derive(Debug, Default)]
+pub struct LocalStorage {
+    mode: ReadMode,
+    maps: Mutex<HashMap<PathBuf, CachedMap>>,
+}
+
+impl LocalStorage {
+    /// A backend reading with `mode`.
+    pub fn new(mode: ReadMode) -> Self {
+        Self { mode, maps: Mutex::new(HashMap::new()) }
+    }
+
+    /// The read mode.
+    pub fn mode(&self) -> ReadMode {
+        self.mode
+    }
+
+    fn maps(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, CachedMap>> {
+        self.maps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops the cached map of `path`.
+    fn forget(&self, path: &Path) {
+        self.maps().remove(path);
+    }
+
+    /// Drops the cached maps of `dir` and everything under it.
+    fn forget_under(&self, dir: &Path) {
+        self.maps().retain(|p, _| !p.starts_with(dir));
+    }
+
+    fn read_pread(&self, path: &Path, offset: u64, len: Option<u64>) -> Result<Bytes, StorageError> {
+        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let size = regular_len(&file, path)?;
+        let len = len.unwrap_or(size);
+        let (_, n) = StorageError::check_range(path, offset, len, size)?;
+        let mut buf = vec![0u8; n];
+        file.read_exact_at(&mut buf, offset).map_err(|e| StorageError::io("read", path, e))?;
+        Ok(Bytes::from_vec(buf))
+    }
+
+    fn read_mmap(&self, path: &Path, offset: u64, len: Option<u64>) -> Result<Bytes, StorageError> {
+        let meta = fs::metadata(path).map_err(|e| StorageError::io("stat", path, e))?;
+        let cached = {
+            let maps = self.maps();
+            maps.get(path)
+                .filter(|c| c.dev == meta.dev() && c.ino == meta.ino() && c.map.len() as u64 == meta.len())
+                .map(|c| Arc::clone(&c.map))
+        };
+        let map = match cached {
+            Some(map) => Some(map),
+            None => self.map_and_cache(path)?,
+        };
+        let size = map.as_ref().map_or(0, |m| m.len() as u64);
+        let len = len.unwrap_or(size);
+        let (start, n) = StorageError::check_range(path, offset, len, size)?;
+        Ok(match map {
+            Some(map) => Bytes::from_mmap(map, start, n),
+            None => Bytes::default(),
+        })
+    }
+
+    /// Maps the file at `path` and caches the map; `None` for an empty file (which cannot be
+    /// mapped and is not cached).
+    fn map_and_cache(&self, path: &Path) -> Result<Option<Arc<Mmap>>, StorageError> {
+        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
+        if !meta.is_file() {
+            return Err(StorageError::kind("open", path, std::io::ErrorKind::IsADirectory));
+        }
+        if meta.len() == 0 {
+            return Ok(None);
+        }
+        let map = Arc::new(map_immutable_file(&file).map_err(|e| StorageError::io("mmap", path, e))?);
+        self.maps().insert(path.to_path_buf(), CachedMap { map: Arc::clone(&map), dev: meta.dev(), ino: meta.ino() });
+        Ok(Some(map))
+    }
+}
+
+/// Maps a finished file read-only.
+#[allow(unsafe_code)]
+fn map_immutable_file(file: &File) -> std::io::Result<Mmap> {
+    // SAFETY: `Mmap::map` is unsafe because the mapped bytes change (or the process gets SIGBUS)
+    // if the file is modified or truncated while mapped. Tessera never modifies a file after its
+    // `WriteHandle::finish`: fragments and other data files are immutable, and files that are
+    // rewritten (`write_atomic`) are replaced by renaming a new inode over the path, which leaves
+    // the mapped inode untouched. Only finished files are read, so the mapping stays valid for its
+    // lifetime.
+    unsafe { Mmap::map(file) }
+}
+
+/// The length of an open regular file; an error for a folder.
+fn regular_len(file: &File, path: &Path) -> Result<u64, StorageError> {
+    let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
+    if meta.is_dir() {
+        return Err(StorageError::kind("read", path, std::io::ErrorKind::IsADirectory));
+    }
+    Ok(meta.len())
+}
+
+/// The folder holding `path` (`.` for a bare name).
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn fsync_dir(dir: &Path) -> Result<(), StorageError> {
+    let f = File::open(dir).map_err(|e| StorageError::io("open", dir, e))?;
+    f.sync_all().map_err(|e| StorageError::io("fsync", dir, e))
+}
+
+/// A file being written by [`LocalStorage::create`].
+struct LocalWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    pos: u64,
+}
+
+impl WriteHandle for LocalWriter {
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        self.out.write_all(data).map_err(|e| StorageError::io("write", &self.path, e))?;
+        self.pos += data.len() as u64;
+        Ok(())
+    }
+
+    fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), StorageError> {
+        self.out.flush().map_err(|e| StorageError::io("write", &self.path, e))?;
+        self.out.get_ref().sync_all().map_err(|e| StorageError::io("fsync", &self.path, e))
+    }
+}
+
+impl Storage for LocalStorage {
+    fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        match self.mode {
+            ReadMode::Pread => self.read_pread(path, offset, Some(len)),
+            ReadMode::Mmap => self.read_mmap(path, offset, Some(len)),
+        }
+    }
+
+    fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
+        match self.mode {
+            ReadMode::Pread => self.read_pread(path, 0, None),
+            ReadMode::Mmap => self.read_mmap(path, 0, None),
+        }
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
+        let meta = fs::metadata(path).map_err(|e| StorageError::io("stat", path, e))?;
+        if meta.is_dir() {
+            return Err(StorageError::kind("stat", path, std::io::ErrorKind::IsADirectory));
+        }
+        Ok(meta.len())
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| StorageError::io("create", path, e))?;
+        self.forget(path);
+        Ok(Box::new(LocalWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(WRITE_BUFFER, file),
+            pos: 0,
+        }))
+    }
+
+    fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError> {
+        let dir = parent_of(path);
+        let name = path
+            .file_name()
+            .ok_or_else(|| StorageError::kind("write_atomic", path, std::io::ErrorKind::InvalidInput))?;
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}-{}",
+            name.to_string_lossy(),
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| StorageError::io("create", &tmp, e))?;
+            f.write_all(data).map_err(|e| StorageError::io("write", &tmp, e))?;
+            f.sync_all().map_err(|e| StorageError::io("fsync", &tmp, e))?;
+            drop(f);
+            fs::rename(&tmp, path).map_err(|e| StorageError::Io { op: "rename", path: path.to_path_buf(), source: e })
+        })();
+        if let Err(e) = written {
+            // Best effort: the temporary file is invisible to `list_dir` anyway.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        self.forget(path);
+        fsync_dir(dir)
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {
+        fs::create_dir_all(path).map_err(|e| StorageError::Io {
+            op: "create_dir_all",
+            path: path.to_path_buf(),
+            source: e,
+        })
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<(), StorageError> {
+        fsync_dir(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>, StorageError> {
+        let entries = fs::read_dir(path).map_err(|e| StorageError::io("list_dir", path, e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("list_dir", path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_temp_name(&name) {
+                names.push(name);
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        path.is_file()
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.forget(path);
+        fs::remove_file(path).map_err(|e| StorageError::io("remove_file", path, e))
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> Result<(), StorageError> {
+        self.forget_under(path);
+        fs::remove_dir_all(path).map_err(|e| StorageError::io("remove_dir_all", path, e))
+    }
+
+    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| StorageError::io("open lock", path, e))?;
+        let result = match (kind, wait) {
+            (LockKind::Exclusive, true) => file.lock().map_err(std::fs::TryLockError::Error),
+            (LockKind::Shared, true) => file.lock_shared().map_err(std::fs::TryLockError::Error),
+            (LockKind::Exclusive, false) => file.try_lock(),
+            (LockKind::Shared, false) => file.try_lock_shared(),
+        };
+        match result {
+            // Closing the file (dropping the guard) releases the lock.
+            Ok(()) => Ok(LockGuard::new(Box::new(file))),
+            Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::WouldBlock { path: path.to_path_buf() }),
+            Err(std::fs::TryLockError::Error(e)) => Err(StorageError::io("lock", path, e)),
+        }
+    }
+}

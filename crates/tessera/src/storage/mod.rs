@@ -1,0 +1,349 @@
+//! Storage: the only code that touches the file system. This module owns the small [`Storage`]
+//! trait and its shared vocabulary ([`StorageError`], [`Bytes`], [`WriteHandle`], [`LockGuard`],
+//! [`ReadMode`], [`LockKind`]), plus the backends: [`LocalStorage`] (std::fs, pread or mmap),
+//! [`MemoryStorage`] (in memory, for tests) and [`FailingStorage`] (fault injection, for crash
+//! tests).
+//!
+//! Contract shared by every backend (checked by one conformance suite run against all of them):
+//! files are created new, appended to and finished once, and never modified afterwards (except
+//! being replaced whole by [`Storage::write_atomic`] or removed); reads past the end fail with
+//! [`StorageError::OutOfBounds`]; missing paths fail with [`StorageError::NotFound`].
+
+use std::fmt::Debug;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod failing;
+mod local;
+mod memory;
+
+#[cfg(test)]
+mod conformance;
+
+pub use failing::FailingStorage;
+pub use local::LocalStorage;
+pub use memory::MemoryStorage;
+
+/// Errors of the storage layer; each names the path and the operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// An operating-system error.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation that failed ("open", "read", "write", "fsync", "rename", ...).
+        op: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file or folder does not exist.
+    #[error("{path} does not exist")]
+    NotFound {
+        /// The missing path.
+        path: PathBuf,
+    },
+    /// A read past the end of a file.
+    #[error("{path}: read of {len} bytes at offset {offset} passes the end of the file ({size} bytes)")]
+    OutOfBounds {
+        /// The file.
+        path: PathBuf,
+        /// Start of the read.
+        offset: u64,
+        /// Length of the read.
+        len: u64,
+        /// The file's size.
+        size: u64,
+    },
+    /// A non-waiting lock request found the lock taken.
+    #[error("{path} is locked by another process or thread")]
+    WouldBlock {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// A fault injected by `FailingStorage` (tests only).
+    #[error("injected fault at {op} {path}")]
+    Injected {
+        /// The operation.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+}
+
+impl StorageError {
+    /// Maps an OS error of `op` on `path`: a "not found" error becomes [`StorageError::NotFound`],
+    /// anything else [`StorageError::Io`].
+    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            StorageError::NotFound { path: path.to_path_buf() }
+        } else {
+            StorageError::Io { op, path: path.to_path_buf(), source }
+        }
+    }
+
+    /// An [`StorageError::Io`] of the given kind, for backends that have no OS error to report.
+    pub(crate) fn kind(op: &'static str, path: &Path, kind: std::io::ErrorKind) -> Self {
+        StorageError::Io { op, path: path.to_path_buf(), source: std::io::Error::from(kind) }
+    }
+
+    /// Checks that `offset..offset + len` lies within a file of `size` bytes and returns the
+    /// range as `usize`s.
+    pub(crate) fn check_range(path: &Path, offset: u64, len: u64, size: u64) -> Result<(usize, usize), StorageError> {
+        let oob = || StorageError::OutOfBounds { path: path.to_path_buf(), offset, len, size };
+        match offset.checked_add(len) {
+            Some(end) if end <= size => {
+                let start = usize::try_from(offset).map_err(|_| oob())?;
+                let len = usize::try_from(len).map_err(|_| oob())?;
+                Ok((start, len))
+            }
+            _ => Err(oob()),
+        }
+    }
+}
+
+/// Whether `name` is a temporary file of `write_atomic` (`.<name>.tmp-<pid>-<counter>`), which
+/// `list_dir` hides.
+pub(crate) fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
+/// How the local backend reads files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// `pread` into an owned buffer.
+    #[default]
+    Pread,
+    /// Memory-map the file and hand out borrowed slices of the mapping.
+    Mmap,
+}
+
+/// Shared or exclusive advisory lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// Many holders at once.
+    Shared,
+    /// One holder, no shared holders.
+    Exclusive,
+}
+
+/// What a [`Bytes`] points into.
+#[derive(Clone)]
+enum Owner {
+    /// An owned buffer.
+    Vec(Arc<Vec<u8>>),
+    /// A read-only memory map of an immutable file.
+    Mmap(Arc<memmap2::Mmap>),
+}
+
+impl Owner {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Owner::Vec(v) => v,
+            Owner::Mmap(m) => m,
+        }
+    }
+}
+
+/// Bytes read from storage: an owned buffer or a slice of a memory map, cheap to clone and slice.
+#[derive(Clone)]
+pub struct Bytes {
+    owner: Owner,
+    start: usize,
+    len: usize,
+}
+
+impl Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bytes({} bytes)", self.len)
+    }
+}
+
+impl Bytes {
+    /// Wraps an owned buffer.
+    pub fn from_vec(v: Vec<u8>) -> Self {
+        Self::from_arc(Arc::new(v))
+    }
+
+    /// Wraps a shared owned buffer (no copy).
+    pub(crate) fn from_arc(v: Arc<Vec<u8>>) -> Self {
+        let len = v.len();
+        Self { owner: Owner::Vec(v), start: 0, len }
+    }
+
+    /// `len` bytes of a memory map starting at `start` (no copy). The caller has checked the
+    /// range.
+    pub(crate) fn from_mmap(map: Arc<memmap2::Mmap>, start: usize, len: usize) -> Self {
+        debug_assert!(start.checked_add(len).is_some_and(|end| end <= map.len()));
+        Self { owner: Owner::Mmap(map), start, len }
+    }
+
+    /// A sub-slice sharing the same buffer, in O(1).
+    ///
+    /// # Panics
+    /// If `start + len` passes the end of `self`.
+    pub fn slice(&self, start: usize, len: usize) -> Self {
+        assert!(
+            start.checked_add(len).is_some_and(|end| end <= self.len),
+            "Bytes::slice({start}, {len}) out of range for {} bytes",
+            self.len
+        );
+        Self { owner: self.owner.clone(), start: self.start + start, len }
+    }
+
+    /// An owned copy (no copy when this is the sole owner of a whole owned buffer).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.owner {
+            Owner::Vec(v) if self.start == 0 && self.len == v.len() => {
+                Arc::try_unwrap(v).unwrap_or_else(|shared| shared.as_ref().clone())
+            }
+            owner => owner.as_slice()[self.start..self.start + self.len].to_vec(),
+        }
+    }
+}
+
+impl Default for Bytes {
+    /// Empty bytes.
+    fn default() -> Self {
+        Self::from_vec(Vec::new())
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Self {
+        Self::from_vec(v)
+    }
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.owner.as_slice()[self.start..self.start + self.len]
+    }
+}
+
+impl AsRef<[u8]> for Bytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq for Bytes {
+    /// Compares contents.
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Bytes {}
+
+/// A file being written. Bytes are appended; `finish` flushes, fsyncs and closes it.
+pub trait WriteHandle: Send {
+    /// Appends bytes.
+    ///
+    /// # Errors
+    /// An I/O error naming the file.
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError>;
+    /// Bytes written so far.
+    fn position(&self) -> u64;
+    /// Flushes, fsyncs and closes the file.
+    ///
+    /// # Errors
+    /// An I/O error naming the file.
+    fn finish(self: Box<Self>) -> Result<(), StorageError>;
+}
+
+/// Held lock; released on drop.
+pub struct LockGuard {
+    _inner: Box<dyn Send + Sync>,
+}
+
+impl LockGuard {
+    /// A guard that releases the lock when `inner` is dropped.
+    pub(crate) fn new(inner: Box<dyn Send + Sync>) -> Self {
+        Self { _inner: inner }
+    }
+}
+
+impl Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LockGuard")
+    }
+}
+
+/// A file system. Paths are absolute (or relative to the process's working folder for local
+/// storage); files, once finished, are never modified again.
+///
+/// Every error names the path and the operation; a missing file or folder is always
+/// [`StorageError::NotFound`].
+pub trait Storage: Send + Sync + Debug {
+    /// Reads `len` bytes of the file at `offset`.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the file is missing, [`StorageError::OutOfBounds`] if the
+    /// range passes its end, [`StorageError::Io`] otherwise.
+    fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError>;
+    /// Reads the whole file.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the file is missing, [`StorageError::Io`] otherwise.
+    fn read_all(&self, path: &Path) -> Result<Bytes, StorageError>;
+    /// The size of the file in bytes.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the file is missing, [`StorageError::Io`] if it is a folder
+    /// or cannot be examined.
+    fn file_size(&self, path: &Path) -> Result<u64, StorageError>;
+    /// Creates a new, empty file to append to; its folder must exist.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] (kind `AlreadyExists`) if the path exists,
+    /// [`StorageError::NotFound`] if its folder is missing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError>;
+    /// Replaces (or creates) the file with `data` atomically and durably: readers see the old
+    /// content or the new, never a mix, and a crash leaves one or the other.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError>;
+    /// Creates the folder and any missing parents; succeeds if it already exists.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] if a component is a file or the folder cannot be created.
+    fn create_dir_all(&self, path: &Path) -> Result<(), StorageError>;
+    /// Makes the folder's entries (creations, renames, removals) durable.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn sync_dir(&self, path: &Path) -> Result<(), StorageError>;
+    /// The names of the folder's entries, sorted, without `write_atomic`'s temporary files.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>, StorageError>;
+    /// Whether the path is an existing folder.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// Whether the path is an existing file.
+    fn is_file(&self, path: &Path) -> bool;
+    /// Removes a file.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if it is missing, [`StorageError::Io`] otherwise (e.g. a
+    /// folder).
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError>;
+    /// Removes a folder and everything in it.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if it is missing, [`StorageError::Io`] otherwise (e.g. a
+    /// file).
+    fn remove_dir_all(&self, path: &Path) -> Result<(), StorageError>;
+    /// Takes an advisory lock on the lock file at `path` (created empty if missing; its folder
+    /// must exist). With `wait`, blocks until the lock is granted.
+    ///
+    /// # Errors
+    /// [`StorageError::WouldBlock`] if `wait` is false and the lock is taken,
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError>;
+}

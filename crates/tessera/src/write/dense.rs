@@ -1,0 +1,483 @@
+//! Dense writes. A `DenseWriter` owns one new fragment covering a subarray `W`. Submits deliver
+//! cells either as sub-rectangles of `W` in row- or column-major order, or as consecutive runs of
+//! `W`'s cells in global order. Cells are copied into space tiles in whole contiguous runs; a tile
+//! is filtered and written as soon as every one of its cells inside `W` has arrived, so memory
+//! stays bounded by the tiles in progress. Cells of a tile outside `W` hold the fill value and are
+//! never returned by reads (they lie outside the fragment's non-empty domain).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::input::{validate, AttrInput};
+use crate::array::Array;
+use crate::error::{QueryError, Result};
+use crate::fragment::{
+    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, UnfilteredTile,
+};
+use crate::geometry::{
+    cells, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect, Strided, Subarray,
+};
+use crate::read::Layout;
+use crate::schema::CellOrder;
+
+/// One box of cells moving from a submit's buffers into one tile.
+#[derive(Debug)]
+struct Placement {
+    shape: Vec<u64>,
+    src: Strided,
+    dst: Strided,
+}
+
+/// Where a variable-length cell's bytes are: a retained submit chunk and a byte range.
+#[derive(Debug, Clone, Copy)]
+struct VarRef {
+    chunk: u32,
+    start: u64,
+    len: u64,
+}
+
+const FILL_CHUNK: u32 = u32::MAX;
+
+/// A tile that has received some but not all of its cells.
+#[derive(Debug)]
+struct PartialTile {
+    /// Per fragment file: the unfiltered buffer (fixed data and validity), empty for var files.
+    buffers: Vec<Vec<u8>>,
+    /// Per variable-length attribute (in schema order of var attributes): a ref per tile cell.
+    var: Vec<Vec<VarRef>>,
+    /// Cells inside `W` still to arrive.
+    remaining: u64,
+}
+
+/// A retained copy of one submit's variable-length data.
+#[derive(Debug)]
+struct VarChunk {
+    data: Arc<Vec<u8>>,
+}
+
+/// Writes one dense fragment; see the module documentation.
+#[derive(Debug)]
+pub struct DenseWriter {
+    array: Array,
+    rect: Rect,
+    layout: Layout,
+    specs: Vec<FileSpec>,
+    frag: Option<FragmentWriter>,
+    trange: Rect,
+    tiles: Vec<Vec<u64>>,
+    partial: HashMap<u64, PartialTile>,
+    var_chunks: Vec<Vec<VarChunk>>,
+    /// Tile position and cells before it, for global-order submits.
+    global_pos: (usize, u64),
+    cursor: u64,
+    submitted: Vec<Rect>,
+    written: u64,
+    total: u64,
+    poisoned: bool,
+}
+
+impl DenseWriter {
+    pub(crate) fn new(array: &Array, subarray: &Subarray, layout: Layout) -> Result<Self> {
+        let schema = array.schema();
+        let norm = subarray.normalize(schema)?;
+        if norm.iter().any(|r| r.len() != 1) {
+            return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
+        }
+        let rect: Rect = norm.into_iter().map(|r| r[0]).collect();
+        let grid = &array.grid;
+        let trange = grid.tile_range(&rect);
+        let tiles = grid.tiles_in(&trange);
+        let storage = array.ctx.storage().clone();
+        let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
+        let name = FragmentName::new(next_timestamp(&array.uri, floor));
+        let specs = FileSpec::for_schema(schema);
+        let frag =
+            FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles.len() as u64);
+        let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
+        Ok(Self {
+            array: array.clone(),
+            total: cells(&rect),
+            rect,
+            layout,
+            specs,
+            frag: Some(frag),
+            trange,
+            tiles,
+            partial: HashMap::new(),
+            var_chunks: (0..nvar).map(|_| Vec::new()).collect(),
+            global_pos: (0, 0),
+            cursor: 0,
+            submitted: Vec::new(),
+            written: 0,
+            poisoned: false,
+        })
+    }
+
+    /// The name the fragment will be committed under.
+    pub fn fragment_name(&self) -> Option<&FragmentName> {
+        self.frag.as_ref().map(FragmentWriter::name)
+    }
+
+    /// Submits cells. With layout row- or column-major, the inputs cover the writer's whole
+    /// subarray; with global layout, they hold the next cells in global order (any count).
+    ///
+    /// # Errors
+    /// Bad buffers (nothing is written then), a submit after an error, or a storage failure.
+    pub fn submit(&mut self, inputs: &[AttrInput<'_>]) -> Result<()> {
+        match self.layout {
+            Layout::Global => self.submit_global(inputs),
+            Layout::RowMajor | Layout::ColMajor => {
+                let sub = Subarray {
+                    ranges: self
+                        .rect
+                        .iter()
+                        .zip(&self.array.schema.dims)
+                        .map(|(r, d)| vec![(d.denormalize(r[0]), d.denormalize(r[1]))])
+                        .collect(),
+                };
+                self.submit_part(&sub, inputs)
+            }
+        }
+    }
+
+    /// Submits the cells of `part`, a sub-rectangle of the writer's subarray that no earlier
+    /// submit covered, in the writer's layout (row- or column-major).
+    ///
+    /// # Errors
+    /// As [`DenseWriter::submit`], plus a part outside the subarray or overlapping an earlier one.
+    pub fn submit_part(&mut self, part: &Subarray, inputs: &[AttrInput<'_>]) -> Result<()> {
+        self.check_usable()?;
+        let order = match self.layout {
+            Layout::RowMajor => CellOrder::RowMajor,
+            Layout::ColMajor => CellOrder::ColMajor,
+            Layout::Global => {
+                return Err(QueryError::Layout("submit_part needs row-major or col-major layout".into()).into())
+            }
+        };
+        let schema = self.array.schema.clone();
+        let norm = part.normalize(&schema)?;
+        if norm.iter().any(|r| r.len() != 1) {
+            return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
+        }
+        let r: Rect = norm.into_iter().map(|x| x[0]).collect();
+        if intersect(&r, &self.rect).as_ref() != Some(&r) {
+            return Err(QueryError::BadSubarray("the part lies outside the writer's subarray".into()).into());
+        }
+        if self.submitted.iter().any(|s| intersect(s, &r).is_some()) {
+            return Err(QueryError::WriteState("the part overlaps cells an earlier submit wrote".into()).into());
+        }
+        let (inputs, n) = validate(&schema, inputs, Some(cells(&r)))?;
+        let shape: Vec<u64> = r.iter().map(|[a, b]| b - a + 1).collect();
+        let st = strides(&shape, order);
+        let grid = self.array.grid.clone();
+        let mut work: Vec<(u64, Vec<Placement>)> = Vec::new();
+        for tc in grid.tiles_in(&grid.tile_range(&r)) {
+            let t = grid.tile_rect(&tc);
+            let Some(i) = intersect(&r, &t) else { continue };
+            let p = Placement {
+                shape: i.iter().map(|[a, b]| b - a + 1).collect(),
+                src: Strided { offset: offset_of(&i, &r, &st), strides: st.clone() },
+                dst: Strided { offset: offset_of(&i, &t, &grid.cell_strides), strides: grid.cell_strides.clone() },
+            };
+            work.push((grid.tile_index(&self.trange, &tc), vec![p]));
+        }
+        self.submitted.push(r);
+        self.apply(&inputs, work)?;
+        self.written += n;
+        Ok(())
+    }
+
+    fn submit_global(&mut self, inputs: &[AttrInput<'_>]) -> Result<()> {
+        self.check_usable()?;
+        let schema = self.array.schema.clone();
+        let (inputs, n) = validate(&schema, inputs, None)?;
+        if self.cursor + n > self.total {
+            return Err(QueryError::WriteState(format!(
+                "global-order submit of {n} cells passes the end of the subarray ({} of {} written)",
+                self.cursor, self.total
+            ))
+            .into());
+        }
+        let (c0, c1) = (self.cursor, self.cursor + n);
+        let grid = self.array.grid.clone();
+        let mut work: Vec<(u64, Vec<Placement>)> = Vec::new();
+        let (mut pos, mut before) = self.global_pos;
+        while pos < self.tiles.len() && before < c1 {
+            let tc = &self.tiles[pos];
+            let t = grid.tile_rect(tc);
+            let i = intersect(&self.rect, &t).unwrap_or_default();
+            let nt = cells(&i);
+            if before + nt > c0 {
+                let (a, b) = (c0.max(before) - before, c1.min(before + nt) - before);
+                let shape: Vec<u64> = i.iter().map(|[x, y]| y - x + 1).collect();
+                let st = strides(&shape, grid.cell_order);
+                let mut ps = Vec::new();
+                for bx in split_interval(&shape, grid.cell_order, a, b) {
+                    let lo: u64 = bx.iter().zip(&st).map(|(r, s)| r[0] * s).sum();
+                    let abs: Rect = bx.iter().zip(&i).map(|(r, o)| [r[0] + o[0], r[1] + o[0]]).collect();
+                    ps.push(Placement {
+                        shape: bx.iter().map(|[x, y]| y - x + 1).collect(),
+                        src: Strided { offset: before + lo - c0, strides: st.clone() },
+                        dst: Strided {
+                            offset: offset_of(&abs, &t, &grid.cell_strides),
+                            strides: grid.cell_strides.clone(),
+                        },
+                    });
+                }
+                work.push((pos as u64, ps));
+            }
+            if before + nt <= c1 {
+                before += nt;
+                pos += 1;
+            } else {
+                break;
+            }
+        }
+        self.global_pos = (pos, before);
+        self.apply(&inputs, work)?;
+        self.cursor = c1;
+        self.written += n;
+        Ok(())
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.poisoned || self.frag.is_none() {
+            return Err(QueryError::WriteState("the writer failed or finished; start a new write".into()).into());
+        }
+        Ok(())
+    }
+
+    /// Moves the inputs' cells into their tiles, then filters and writes every completed tile.
+    fn apply(&mut self, inputs: &[AttrInput<'_>], work: Vec<(u64, Vec<Placement>)>) -> Result<()> {
+        let result = self.apply_inner(inputs, work);
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn apply_inner(&mut self, inputs: &[AttrInput<'_>], work: Vec<(u64, Vec<Placement>)>) -> Result<()> {
+        let schema = self.array.schema.clone();
+        let grid = self.array.grid.clone();
+        let tile_cells = grid.cells_per_tile();
+        // Retain variable-length data of this submit.
+        let mut chunk_ids = Vec::new();
+        let mut vi = 0;
+        for (a, inp) in schema.attrs.iter().zip(inputs) {
+            if a.is_var() {
+                let id = self.var_chunks[vi].len() as u32;
+                self.var_chunks[vi].push(VarChunk { data: Arc::new(inp.data.to_vec()) });
+                chunk_ids.push(id);
+                vi += 1;
+            }
+        }
+        let tile_bytes: u64 = schema.attrs.iter().map(|a| a.cell_size() as u64 + 1).sum::<u64>() * tile_cells;
+        let threads = self.array.ctx.config().compute_concurrency();
+        let budget = (self.array.ctx.config().memory_budget() / 2).max(tile_bytes);
+        let batch = ((budget / tile_bytes.max(1)) as usize).clamp(1, 4 * threads.max(1));
+        let specs = self.specs.clone();
+        let fills: Vec<Vec<u8>> = schema.attrs.iter().map(|a| a.fill_bytes()).collect();
+        let mut iter = work.into_iter().peekable();
+        while iter.peek().is_some() {
+            let chunk: Vec<(u64, Vec<Placement>)> = iter.by_ref().take(batch).collect();
+            let mut jobs: Vec<(u64, PartialTile, Vec<Placement>)> = Vec::with_capacity(chunk.len());
+            for (idx, ps) in chunk {
+                let tile = match self.partial.remove(&idx) {
+                    Some(t) => t,
+                    None => {
+                        let tc = &self.tiles[idx as usize];
+                        let inside = intersect(&self.rect, &grid.tile_rect(tc)).map_or(0, |r| cells(&r));
+                        let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
+                        new_tile(&schema, &specs, &fills, tile_cells, inside, covered == tile_cells)
+                    }
+                };
+                jobs.push((idx, tile, ps));
+            }
+            let var_attrs: Vec<usize> = (0..schema.attrs.len()).filter(|&i| schema.attrs[i].is_var()).collect();
+            let var_offsets: Vec<&[u64]> = var_attrs.iter().map(|&i| inputs[i].offsets.unwrap_or(&[])).collect();
+            let var_lens: Vec<u64> = var_attrs.iter().map(|&i| inputs[i].data.len() as u64).collect();
+            self.array.ctx.install(|| {
+                jobs.par_iter_mut().for_each(|(_, tile, ps)| {
+                    for p in ps.iter() {
+                        for (f, spec) in specs.iter().enumerate() {
+                            let inp = &inputs[spec.attr];
+                            match spec.kind {
+                                FileKind::Data if !schema.attrs[spec.attr].is_var() => {
+                                    let cs = schema.attrs[spec.attr].cell_size();
+                                    copy_strided(cs, &p.shape, inp.data, &p.src, &mut tile.buffers[f], &p.dst);
+                                }
+                                FileKind::Validity => {
+                                    let v = inp.validity.unwrap_or(&[]);
+                                    copy_strided(1, &p.shape, v, &p.src, &mut tile.buffers[f], &p.dst);
+                                }
+                                _ => {}
+                            }
+                        }
+                        for (k, _) in var_attrs.iter().enumerate() {
+                            let (offs, len, refs) = (var_offsets[k], var_lens[k], &mut tile.var[k]);
+                            for_each_cell_pair(&p.shape, &p.src, &p.dst, |s, d| {
+                                let start = offs[s as usize];
+                                let end = offs.get(s as usize + 1).copied().unwrap_or(len);
+                                refs[d as usize] = VarRef { chunk: chunk_ids[k], start, len: end - start };
+                            });
+                        }
+                        tile.remaining -= p.shape.iter().product::<u64>();
+                    }
+                });
+            });
+            let mut done = Vec::new();
+            for (idx, tile, _) in jobs {
+                if tile.remaining == 0 {
+                    done.push((idx, tile));
+                } else {
+                    self.partial.insert(idx, tile);
+                }
+            }
+            if !done.is_empty() {
+                let chunks = &self.var_chunks;
+                let ready: Vec<UnfilteredTile> = self.array.ctx.install(|| {
+                    done.into_par_iter().map(|(idx, t)| finish_tile(&specs, &schema, chunks, &fills, idx, t)).collect()
+                });
+                let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+                self.array.ctx.install(|| frag.write_tiles(ready))?;
+            }
+        }
+        if self.partial.is_empty() {
+            // No tile refers to retained variable-length data any more.
+            for c in &mut self.var_chunks {
+                c.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the fragment. Every cell of the subarray must have been submitted.
+    ///
+    /// # Errors
+    /// Missing cells (nothing is committed), or a storage failure.
+    pub fn finish(mut self) -> Result<FragmentMetadata> {
+        self.check_usable()?;
+        if self.written != self.total || !self.partial.is_empty() {
+            return Err(QueryError::WriteState(format!(
+                "write is incomplete: {} of {} cells of the subarray were submitted",
+                self.written, self.total
+            ))
+            .into());
+        }
+        let frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+        let total = self.total;
+        frag.finish(total)
+    }
+}
+
+impl Drop for DenseWriter {
+    fn drop(&mut self) {
+        // An unfinished write leaves no folder behind (best effort; a crash may leave one, which
+        // readers ignore because it has no commit file).
+        if let Some(frag) = self.frag.take() {
+            let dir = self.array.uri.join(crate::fragment::FRAGMENTS_DIR).join(frag.name().to_string());
+            drop(frag);
+            let storage = self.array.ctx.storage();
+            if storage.is_dir(&dir) {
+                let _ = storage.remove_dir_all(&dir);
+            }
+        }
+    }
+}
+
+fn offset_of(inner: &[[u64; 2]], outer: &[[u64; 2]], st: &[u64]) -> u64 {
+    inner.iter().zip(outer).zip(st).map(|((i, o), s)| (i[0] - o[0]) * s).sum()
+}
+
+fn new_tile(
+    schema: &crate::schema::ArraySchema,
+    specs: &[FileSpec],
+    fills: &[Vec<u8>],
+    tile_cells: u64,
+    inside: u64,
+    fully_covered: bool,
+) -> PartialTile {
+    let buffers = specs
+        .iter()
+        .map(|s| {
+            let a = &schema.attrs[s.attr];
+            match s.kind {
+                FileKind::Data if !a.is_var() => {
+                    if fully_covered {
+                        vec![0u8; tile_cells as usize * a.cell_size()]
+                    } else {
+                        fills[s.attr].repeat(tile_cells as usize)
+                    }
+                }
+                FileKind::Validity => vec![0u8; tile_cells as usize],
+                _ => Vec::new(),
+            }
+        })
+        .collect();
+    let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
+    let var = (0..nvar).map(|_| vec![VarRef { chunk: FILL_CHUNK, start: 0, len: 0 }; tile_cells as usize]).collect();
+    PartialTile { buffers, var, remaining: inside }
+}
+
+/// Turns a complete tile into its unfiltered buffers (building offsets and data of var files).
+fn finish_tile(
+    specs: &[FileSpec],
+    schema: &crate::schema::ArraySchema,
+    chunks: &[Vec<VarChunk>],
+    fills: &[Vec<u8>],
+    idx: u64,
+    mut tile: PartialTile,
+) -> UnfilteredTile {
+    let mut var_k = 0;
+    let mut built: Vec<Option<(Vec<u8>, Vec<u8>)>> = vec![None; schema.attrs.len()];
+    for (i, a) in schema.attrs.iter().enumerate() {
+        if !a.is_var() {
+            continue;
+        }
+        let refs = &tile.var[var_k];
+        let total: u64 = refs.iter().map(|r| if r.chunk == FILL_CHUNK { fills[i].len() as u64 } else { r.len }).sum();
+        let mut data = Vec::with_capacity(total as usize);
+        let mut offs = Vec::with_capacity(refs.len() * 8);
+        let mut run: Option<(u32, u64, u64)> = None;
+        let flush = |run: &mut Option<(u32, u64, u64)>, data: &mut Vec<u8>| {
+            if let Some((c, s, e)) = run.take() {
+                data.extend_from_slice(&chunks[var_k][c as usize].data[s as usize..e as usize]);
+            }
+        };
+        let mut pos = 0u64;
+        for r in refs {
+            offs.extend_from_slice(&pos.to_le_bytes());
+            if r.chunk == FILL_CHUNK {
+                flush(&mut run, &mut data);
+                data.extend_from_slice(&fills[i]);
+                pos += fills[i].len() as u64;
+                continue;
+            }
+            match &mut run {
+                Some((c, _, e)) if *c == r.chunk && *e == r.start => *e += r.len,
+                _ => {
+                    flush(&mut run, &mut data);
+                    run = Some((r.chunk, r.start, r.start + r.len));
+                }
+            }
+            pos += r.len;
+        }
+        flush(&mut run, &mut data);
+        built[i] = Some((data, offs));
+        var_k += 1;
+    }
+    let buffers = specs
+        .iter()
+        .enumerate()
+        .map(|(f, s)| match s.kind {
+            FileKind::Data if schema.attrs[s.attr].is_var() => {
+                built[s.attr].as_ref().map(|b| b.0.clone()).unwrap_or_default()
+            }
+            FileKind::Offsets => built[s.attr].as_ref().map(|b| b.1.clone()).unwrap_or_default(),
+            _ => std::mem::take(&mut tile.buffers[f]),
+        })
+        .collect();
+    UnfilteredTile { index: idx, buffers }
+}

@@ -1,0 +1,8 @@
+//! Writes: validating the caller's buffers and placing their cells into space tiles of a new
+//! fragment (docs/format.md, "Dense fragments").
+
+mod dense;
+mod input;
+
+pub use dense::DenseWriter;
+pub use input::AttrInput;

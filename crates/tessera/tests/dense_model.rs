@@ -1,0 +1,254 @@
+//! Model-based property test: random schemas, random sequences of dense writes (any layout,
+//! several submits), random reads (several ranges per dimension, any layout, whole or in parts),
+//! every read compared with a reference model (a map from coordinates to the newest values).
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use tessera::*;
+
+use crate::common::*;
+
+type Coord = Vec<i128>;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Cell {
+    a: i32,
+    v: Option<Vec<i16>>, // None = null
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    dims: Vec<(i128, u64, u64)>, // (lo, size, tile)
+    cell_order: CellOrder,
+    tile_order: CellOrder,
+    writes: Vec<(Vec<(i128, i128)>, Layout, u64, usize)>, // rect, layout, seed, submits
+    reads: Vec<(Vec<Vec<(i128, i128)>>, Layout, u64)>,    // ranges, layout, buffer cells (0 = whole)
+}
+
+fn order_strategy() -> impl Strategy<Value = CellOrder> {
+    prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor)]
+}
+
+fn layout_strategy() -> impl Strategy<Value = Layout> {
+    prop_oneof![Just(Layout::RowMajor), Just(Layout::ColMajor), Just(Layout::Global)]
+}
+
+fn range_in(lo: i128, size: u64) -> impl Strategy<Value = (i128, i128)> {
+    (0..size, 0..size).prop_map(move |(a, b)| (lo + a.min(b) as i128, lo + a.max(b) as i128))
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    let dims =
+        prop::collection::vec((-5i128..5, 1u64..9).prop_flat_map(|(lo, size)| (Just(lo), Just(size), 1..=size)), 1..4);
+    (dims, order_strategy(), order_strategy()).prop_flat_map(|(dims, co, to)| {
+        let rect = dims.iter().map(|&(lo, size, _)| range_in(lo, size)).collect::<Vec<_>>();
+        let writes = prop::collection::vec((rect, layout_strategy(), any::<u64>(), 1usize..4), 0..5);
+        let ranges =
+            dims.iter().map(|&(lo, size, _)| prop::collection::vec(range_in(lo, size), 1..3)).collect::<Vec<_>>();
+        let reads = prop::collection::vec((ranges, layout_strategy(), prop_oneof![Just(0u64), 1u64..20]), 1..4);
+        (Just(dims), Just(co), Just(to), writes, reads).prop_map(|(dims, cell_order, tile_order, writes, reads)| Case {
+            dims,
+            cell_order,
+            tile_order,
+            writes,
+            reads,
+        })
+    })
+}
+
+fn schema_of(c: &Case) -> ArraySchema {
+    let mut b = ArraySchema::builder(ArrayType::Dense).cell_order(c.cell_order).tile_order(c.tile_order);
+    for (i, &(lo, size, tile)) in c.dims.iter().enumerate() {
+        b = b.dim(dim(&format!("d{i}"), lo, lo + size as i128 - 1, tile));
+    }
+    let mut v = Attribute::new("v", Datatype::Int16);
+    v.cell_val_num = CellValNum::Var;
+    v.nullable = true;
+    b.attr(Attribute::new("a", Datatype::Int32)).attr(v).build().unwrap()
+}
+
+/// Enumerates a box in row- or col-major order.
+fn enumerate_box(lists: &[Vec<i128>], order: CellOrder) -> Vec<Coord> {
+    let n = lists.len();
+    let mut out = Vec::new();
+    if lists.iter().any(Vec::is_empty) {
+        return out;
+    }
+    let mut idx = vec![0usize; n];
+    let fastest_first: Vec<usize> = match order {
+        CellOrder::RowMajor => (0..n).rev().collect(),
+        CellOrder::ColMajor => (0..n).collect(),
+    };
+    loop {
+        out.push((0..n).map(|d| lists[d][idx[d]]).collect());
+        let mut moved = false;
+        for &d in &fastest_first {
+            idx[d] += 1;
+            if idx[d] < lists[d].len() {
+                moved = true;
+                break;
+            }
+            idx[d] = 0;
+        }
+        if !moved {
+            return out;
+        }
+    }
+}
+
+fn span(r: (i128, i128)) -> Vec<i128> {
+    (r.0..=r.1).collect()
+}
+
+/// The cells of rectangle `w` in the array's global order.
+fn global_order(c: &Case, w: &[(i128, i128)]) -> Vec<Coord> {
+    let tile_lists: Vec<Vec<i128>> = w
+        .iter()
+        .zip(&c.dims)
+        .map(|(&(a, b), &(lo, _, t))| {
+            let (ta, tb) = ((a - lo) / t as i128, (b - lo) / t as i128);
+            (ta..=tb).collect()
+        })
+        .collect();
+    let mut out = Vec::new();
+    for tc in enumerate_box(&tile_lists, c.tile_order) {
+        let lists: Vec<Vec<i128>> = tc
+            .iter()
+            .zip(w)
+            .zip(&c.dims)
+            .map(|((&t, &(a, b)), &(lo, _, ext))| {
+                let t0 = lo + t * ext as i128;
+                (a.max(t0)..=b.min(t0 + ext as i128 - 1)).collect()
+            })
+            .collect();
+        out.extend(enumerate_box(&lists, c.cell_order));
+    }
+    out
+}
+
+fn cells_in_layout(c: &Case, ranges: &[Vec<(i128, i128)>], layout: Layout) -> Vec<Coord> {
+    match layout {
+        Layout::Global => global_order(c, &ranges.iter().map(|r| r[0]).collect::<Vec<_>>()),
+        _ => {
+            let lists: Vec<Vec<i128>> = ranges.iter().map(|rs| rs.iter().flat_map(|&r| span(r)).collect()).collect();
+            let order = if layout == Layout::RowMajor { CellOrder::RowMajor } else { CellOrder::ColMajor };
+            enumerate_box(&lists, order)
+        }
+    }
+}
+
+fn value_for(seed: u64, k: usize) -> Cell {
+    let x = seed.wrapping_mul(6364136223846793005).wrapping_add((k as u64).wrapping_mul(1442695040888963407));
+    let len = (x >> 33) % 4;
+    let v = if (x >> 40) % 5 == 0 { None } else { Some((0..len).map(|j| (x >> (j * 3)) as i16).collect()) };
+    Cell { a: (x >> 16) as i32, v }
+}
+
+fn run_case(c: &Case) -> Result<(), TestCaseError> {
+    let ctx = mem_ctx();
+    let schema = schema_of(c);
+    Array::create(&ctx, "/arr", &schema).unwrap();
+    let mut model: HashMap<Coord, Cell> = HashMap::new();
+    for (rect, layout, seed, submits) in &c.writes {
+        // Writes with several ranges are only allowed for reads; one range per dimension here.
+        let cells = cells_in_layout(c, &rect.iter().map(|&r| vec![r]).collect::<Vec<_>>(), *layout);
+        let vals: Vec<Cell> = (0..cells.len()).map(|k| value_for(*seed, k)).collect();
+        let w = Array::open(&ctx, "/arr", Mode::Write).unwrap();
+        let mut writer = w.writer(&Subarray::from_ranges(rect), *layout).unwrap();
+        let chunks: Vec<(usize, usize)> = if *layout == Layout::Global && *submits > 1 {
+            let step = cells.len().div_ceil(*submits).max(1);
+            (0..cells.len()).step_by(step).map(|s| (s, (s + step).min(cells.len()))).collect()
+        } else {
+            vec![(0, cells.len())]
+        };
+        for (s, e) in chunks {
+            let part = &vals[s..e];
+            let a: Vec<i32> = part.iter().map(|x| x.a).collect();
+            let mut offs = Vec::new();
+            let mut data: Vec<u8> = Vec::new();
+            let mut valid = Vec::new();
+            for x in part {
+                offs.push(data.len() as u64);
+                valid.push(u8::from(x.v.is_some()));
+                for y in x.v.iter().flatten() {
+                    data.extend_from_slice(&y.to_le_bytes());
+                }
+            }
+            writer
+                .submit(&[
+                    AttrInput::fixed("a", i32_bytes(&a)),
+                    AttrInput { name: "v", data: &data, offsets: Some(&offs), validity: Some(&valid) },
+                ])
+                .unwrap();
+        }
+        writer.finish().unwrap();
+        for (coord, v) in cells.into_iter().zip(vals) {
+            model.insert(coord, v);
+        }
+    }
+    let r = Array::open(&ctx, "/arr", Mode::Read).unwrap();
+    for (ranges, layout, buf_cells) in &c.reads {
+        let layout =
+            if ranges.iter().any(|r| r.len() > 1) && *layout == Layout::Global { Layout::RowMajor } else { *layout };
+        let expected: Vec<Cell> = cells_in_layout(c, ranges, layout)
+            .iter()
+            .map(|k| model.get(k).cloned().unwrap_or(Cell { a: i32::MIN, v: None }))
+            .collect();
+        let sub = Subarray { ranges: ranges.clone() };
+        let mut got: Vec<Cell> = Vec::new();
+        let push = |got: &mut Vec<Cell>, a: &[u8], data: &[u8], offs: &[u64], valid: &[u8]| {
+            let a = as_i32(a);
+            for k in 0..a.len() {
+                let end = offs.get(k + 1).copied().unwrap_or(data.len() as u64) as usize;
+                let vals: Vec<i16> =
+                    data[offs[k] as usize..end].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+                got.push(Cell { a: a[k], v: (valid[k] == 1).then_some(vals) });
+            }
+        };
+        if *buf_cells == 0 {
+            let res = r.read(&sub, &["a", "v"], layout).unwrap();
+            let v = &res.attrs[1];
+            push(&mut got, &res.attrs[0].data, &v.data, v.offsets.as_ref().unwrap(), v.validity.as_ref().unwrap());
+        } else {
+            let mut q = r.read_query(&sub, &["a", "v"], layout).unwrap();
+            let n = *buf_cells as usize;
+            let (mut a, mut d, mut o, mut val) = (vec![0u8; n * 4], vec![0u8; n * 4], vec![0u64; n], vec![0u8; n]);
+            let mut rounds = 0;
+            loop {
+                let st = {
+                    let mut bufs = [
+                        AttrBuffer { data: &mut a, offsets: None, validity: None },
+                        AttrBuffer { data: &mut d, offsets: Some(&mut o), validity: Some(&mut val) },
+                    ];
+                    q.submit(&mut bufs).unwrap()
+                };
+                let k = st.cells as usize;
+                if k == 0 && !st.complete {
+                    // Values of one cell do not fit: grow the data buffer, as a caller would.
+                    d.resize(d.len() * 2 + 8, 0);
+                } else {
+                    push(&mut got, &a[..k * 4], &d[..st.data_bytes[1] as usize], &o[..k], &val[..k]);
+                }
+                rounds += 1;
+                prop_assert!(rounds < 10_000);
+                if st.complete {
+                    break;
+                }
+            }
+        }
+        prop_assert_eq!(got.len(), expected.len());
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            prop_assert_eq!(g, e, "cell {} of read {:?} {:?}", i, ranges, layout);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #[test]
+    fn reads_match_the_model(c in case_strategy()) {
+        run_case(&c)?;
+    }
+}

@@ -1,0 +1,156 @@
+//! Example-based round trips of dense arrays on local files.
+
+use tessera::*;
+
+use crate::common::*;
+
+#[test]
+fn write_then_read_parts_in_every_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("img");
+    let ctx = local_ctx();
+    let schema = schema_2d(30, 40, 7, 9);
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let vals: Vec<i32> = (0..30 * 40).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(r.nonempty_domain(), Some(vec![(1, 30), (1, 40)]));
+    let res = r.read(&Subarray::from_ranges(&[(3, 5), (10, 12)]), &["a"], Layout::RowMajor).unwrap();
+    let expect: Vec<i32> = (3..=5).flat_map(|i| (10..=12).map(move |j| (i - 1) * 40 + (j - 1))).collect();
+    assert_eq!(as_i32(&res.attrs[0].data), expect);
+    let res = r.read(&Subarray::from_ranges(&[(3, 5), (10, 12)]), &["a"], Layout::ColMajor).unwrap();
+    let expect: Vec<i32> = (10..=12).flat_map(|j| (3..=5).map(move |i| (i - 1) * 40 + (j - 1))).collect();
+    assert_eq!(as_i32(&res.attrs[0].data), expect);
+    // A whole column.
+    let res = r.read(&Subarray::from_ranges(&[(1, 30), (17, 17)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), (0..30).map(|i| i * 40 + 16).collect::<Vec<_>>());
+    assert_eq!(r.fragments().len(), 1);
+}
+
+#[test]
+fn strings_nullable_and_complex_cells() {
+    let ctx = mem_ctx();
+    let mut s = Attribute::new("name", Datatype::Utf8);
+    s.cell_val_num = CellValNum::Var;
+    let mut z = Attribute::new("z", Datatype::Float32);
+    z.cell_val_num = CellValNum::Fixed(2);
+    let mut n = Attribute::new("n", Datatype::UInt8);
+    n.nullable = true;
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::UInt16, (0, 9), 4))
+        .attr(s)
+        .attr(z)
+        .attr(n)
+        .build()
+        .unwrap();
+    Array::create(&ctx, "/a", &schema).unwrap();
+    let names = ["zero", "", "two", "þrjú", "four"];
+    let mut data = Vec::new();
+    let mut offs = Vec::new();
+    for s in names {
+        offs.push(data.len() as u64);
+        data.extend_from_slice(s.as_bytes());
+    }
+    let zs: Vec<f32> = (0..10).map(|i| i as f32 * 0.5).collect();
+    let nv = [7u8, 8, 9, 10, 11];
+    let valid = [1u8, 0, 1, 0, 1];
+    let w = Array::open(&ctx, "/a", Mode::Write).unwrap();
+    w.write(
+        &Subarray::from_ranges(&[(2, 6)]),
+        Layout::RowMajor,
+        &[
+            AttrInput { name: "name", data: &data, offsets: Some(&offs), validity: None },
+            AttrInput::fixed("z", bytemuck::cast_slice(&zs)),
+            AttrInput { name: "n", data: &nv, offsets: None, validity: Some(&valid) },
+        ],
+    )
+    .unwrap();
+    let r = Array::open(&ctx, "/a", Mode::Read).unwrap();
+    let res = r.read(&Subarray::from_ranges(&[(0, 9)]), &[], Layout::RowMajor).unwrap();
+    let name = res.attr("name").unwrap();
+    let o = name.offsets.as_ref().unwrap();
+    let got: Vec<&str> = (0..10)
+        .map(|k| {
+            let end = o.get(k + 1).copied().unwrap_or(name.data.len() as u64) as usize;
+            std::str::from_utf8(&name.data[o[k] as usize..end]).unwrap()
+        })
+        .collect();
+    assert_eq!(got, ["", "", "zero", "", "two", "þrjú", "four", "", "", ""]);
+    let z: &[f32] = bytemuck::cast_slice(&res.attr("z").unwrap().data);
+    assert!(z[0].is_nan() && z[3].is_nan());
+    assert_eq!(&z[4..14], &zs[..]);
+    let n = res.attr("n").unwrap();
+    assert_eq!(n.validity.as_deref().unwrap(), &[0, 0, 1, 0, 1, 0, 1, 0, 0, 0]);
+    assert_eq!(&n.data[2..7], &nv);
+    assert_eq!(n.data[0], u8::MAX);
+}
+
+#[test]
+fn newest_write_wins_and_hidden_fragments_are_not_needed() {
+    let ctx = mem_ctx();
+    let schema = schema_2d(8, 8, 4, 4);
+    Array::create(&ctx, "/a", &schema).unwrap();
+    let w = Array::open(&ctx, "/a", Mode::Write).unwrap();
+    let ones = vec![1i32; 64];
+    let twos = vec![2i32; 16];
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&ones))]).unwrap();
+    w.write(&Subarray::from_ranges(&[(3, 6), (3, 6)]), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&twos))])
+        .unwrap();
+    let r = Array::open(&ctx, "/a", Mode::Read).unwrap();
+    assert_eq!(r.fragments().len(), 2);
+    let res = r.read(&Subarray::from_ranges(&[(3, 3), (1, 8)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), vec![1, 1, 2, 2, 2, 2, 1, 1]);
+    // Time travel to before the second write.
+    let t = r.fragments()[0].name.t1;
+    let old = Array::open_at(&ctx, "/a", Mode::Read, Some(t)).unwrap();
+    let res = old.read(&Subarray::from_ranges(&[(3, 3), (1, 8)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), vec![1; 8]);
+}
+
+#[test]
+fn several_submits_build_one_fragment() {
+    let ctx = mem_ctx();
+    let schema = schema_2d(6, 5, 4, 2);
+    Array::create(&ctx, "/a", &schema).unwrap();
+    let w = Array::open(&ctx, "/a", Mode::Write).unwrap();
+    let mut wr = w.writer(&Subarray::full(&schema), Layout::RowMajor).unwrap();
+    for (lo, hi) in [(1, 2), (3, 5), (6, 6)] {
+        let vals: Vec<i32> = (lo..=hi).flat_map(|i| (1..=5).map(move |j| i * 10 + j)).collect();
+        wr.submit_part(
+            &Subarray::from_ranges(&[(lo.into(), hi.into()), (1, 5)]),
+            &[AttrInput::fixed("a", i32_bytes(&vals))],
+        )
+        .unwrap();
+    }
+    let err = wr
+        .submit_part(&Subarray::from_ranges(&[(2, 2), (1, 5)]), &[AttrInput::fixed("a", i32_bytes(&[0; 5]))])
+        .unwrap_err();
+    assert!(err.to_string().contains("overlaps"), "{err}");
+    let meta = wr.finish().unwrap();
+    assert_eq!(meta.cell_count, 30);
+    let r = Array::open(&ctx, "/a", Mode::Read).unwrap();
+    assert_eq!(r.fragments().len(), 1);
+    let res = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+    let expect: Vec<i32> = (1..=6).flat_map(|i| (1..=5).map(move |j| i * 10 + j)).collect();
+    assert_eq!(as_i32(&res.attrs[0].data), expect);
+}
+
+#[test]
+fn batches_cover_the_result_in_slabs() {
+    let ctx = mem_ctx();
+    let schema = schema_2d(10, 10, 3, 3);
+    Array::create(&ctx, "/a", &schema).unwrap();
+    let vals: Vec<i32> = (0..100).collect();
+    let w = Array::open(&ctx, "/a", Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+    let r = Array::open(&ctx, "/a", Mode::Read).unwrap();
+    let mut q = r.read_query(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+    let mut all = Vec::new();
+    while let Some(b) = q.next_batch(130).unwrap() {
+        assert_eq!(b.cells % 10, 0, "whole rows per batch");
+        assert_eq!(b.start as usize, all.len());
+        all.extend(as_i32(&b.attrs[0].data));
+    }
+    assert_eq!(all, vals);
+}
