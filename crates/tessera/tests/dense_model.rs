@@ -20,6 +20,7 @@ struct Cell {
 #[derive(Debug, Clone)]
 struct Case {
     dims: Vec<(i128, u64, u64)>, // (lo, size, tile)
+    filters: (Vec<Filter>, Vec<Filter>),
     cell_order: CellOrder,
     tile_order: CellOrder,
     writes: Vec<(Vec<(i128, i128)>, Layout, u64, usize)>, // rect, layout, seed, submits
@@ -32,6 +33,18 @@ fn order_strategy() -> impl Strategy<Value = CellOrder> {
 
 fn layout_strategy() -> impl Strategy<Value = Layout> {
     prop_oneof![Just(Layout::RowMajor), Just(Layout::ColMajor), Just(Layout::Global)]
+}
+
+fn filter_strategy() -> impl Strategy<Value = Vec<Filter>> {
+    let one = prop_oneof![
+        (0u32..10).prop_map(|level| Filter::Gzip { level }),
+        (-3i32..10).prop_map(|level| Filter::Zstd { level }),
+        Just(Filter::Lz4),
+        Just(Filter::Rle),
+        Just(Filter::Delta),
+        Just(Filter::ByteShuffle),
+    ];
+    prop::collection::vec(one, 0..3)
 }
 
 fn range_in(lo: i128, size: u64) -> impl Strategy<Value = (i128, i128)> {
@@ -47,13 +60,17 @@ fn case_strategy() -> impl Strategy<Value = Case> {
         let ranges =
             dims.iter().map(|&(lo, size, _)| prop::collection::vec(range_in(lo, size), 1..3)).collect::<Vec<_>>();
         let reads = prop::collection::vec((ranges, layout_strategy(), prop_oneof![Just(0u64), 1u64..20]), 1..4);
-        (Just(dims), Just(co), Just(to), writes, reads).prop_map(|(dims, cell_order, tile_order, writes, reads)| Case {
-            dims,
-            cell_order,
-            tile_order,
-            writes,
-            reads,
-        })
+        let filters = (filter_strategy(), filter_strategy());
+        (Just(dims), Just(co), Just(to), writes, reads, filters).prop_map(
+            |(dims, cell_order, tile_order, writes, reads, filters)| Case {
+                dims,
+                filters,
+                cell_order,
+                tile_order,
+                writes,
+                reads,
+            },
+        )
     })
 }
 
@@ -65,7 +82,10 @@ fn schema_of(c: &Case) -> ArraySchema {
     let mut v = Attribute::new("v", Datatype::Int16);
     v.cell_val_num = CellValNum::Var;
     v.nullable = true;
-    b.attr(Attribute::new("a", Datatype::Int32)).attr(v).build().unwrap()
+    v.filters = FilterPipeline::new(c.filters.1.clone());
+    let mut a = Attribute::new("a", Datatype::Int32);
+    a.filters = FilterPipeline::new(c.filters.0.clone());
+    b.attr(a).attr(v).build().unwrap()
 }
 
 /// Enumerates a box in row- or col-major order.
@@ -141,7 +161,7 @@ fn cells_in_layout(c: &Case, ranges: &[Vec<(i128, i128)>], layout: Layout) -> Ve
 fn value_for(seed: u64, k: usize) -> Cell {
     let x = seed.wrapping_mul(6364136223846793005).wrapping_add((k as u64).wrapping_mul(1442695040888963407));
     let len = (x >> 33) % 4;
-    let v = if (x >> 40) % 5 == 0 { None } else { Some((0..len).map(|j| (x >> (j * 3)) as i16).collect()) };
+    let v = if (x >> 40).is_multiple_of(5) { None } else { Some((0..len).map(|j| (x >> (j * 3)) as i16).collect()) };
     Cell { a: (x >> 16) as i32, v }
 }
 
