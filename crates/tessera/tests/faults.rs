@@ -29,6 +29,9 @@ fn flipped_tile_byte_is_reported_with_file_and_tile() {
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt { .. }), "{msg}");
     assert!(msg.contains("a0.data") && msg.contains("tile 2") && msg.contains("checksum"), "{msg}");
+    // Reading exactly tile 2 takes the direct path (straight into the result): still caught.
+    let e = r.read(&Subarray::from_ranges(&[(6, 10), (1, 5)]), &["a"], Layout::RowMajor).unwrap_err();
+    assert!(e.to_string().contains("tile 2") && e.to_string().contains("checksum"), "{e}");
 }
 
 #[test]

@@ -22,6 +22,8 @@ pub(crate) struct UnfilteredTile {
     pub index: u64,
     /// One buffer per fragment file.
     pub buffers: Vec<Vec<u8>>,
+    /// Files of this tile already written with `write_tile_parts` (their buffers are empty).
+    pub skip: Vec<bool>,
 }
 
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
@@ -82,8 +84,12 @@ impl FragmentWriter {
         let jobs: Vec<(u64, usize, Vec<u8>)> = tiles
             .into_iter()
             .flat_map(|t| {
-                let index = t.index;
-                t.buffers.into_iter().enumerate().map(move |(f, b)| (index, f, b))
+                let (index, skip) = (t.index, t.skip);
+                t.buffers
+                    .into_iter()
+                    .enumerate()
+                    .filter(move |(f, _)| !skip.get(*f).copied().unwrap_or(false))
+                    .map(move |(f, b)| (index, f, b))
             })
             .collect();
         let filtered: Vec<(u64, usize, u64, Vec<u8>)> = jobs
@@ -109,6 +115,33 @@ impl FragmentWriter {
                 checksum: xxh3_64(&bytes),
             });
         }
+        Ok(())
+    }
+
+    /// Appends one unfiltered tile of file `file` given as consecutive parts (a tile's rows taken
+    /// straight from the caller's buffer), with one vectored write and no intermediate copy.
+    ///
+    /// # Errors
+    /// A storage failure, a non-empty filter pipeline, or a tile written twice.
+    pub(crate) fn write_tile_parts(&mut self, index: u64, file: usize, parts: &[&[u8]]) -> Result<()> {
+        self.start()?;
+        if !self.specs[file].filters.is_empty() {
+            return Err(QueryError::WriteState("tile parts need an empty filter pipeline".into()).into());
+        }
+        if self.entries[file][index as usize].is_some() {
+            return Err(QueryError::WriteState(format!("tile {index} written twice")).into());
+        }
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut len = 0u64;
+        for p in parts {
+            hasher.update(p);
+            len += p.len() as u64;
+        }
+        let h = &mut self.handles[file];
+        let offset = h.position();
+        h.write_all_vectored(parts)?;
+        self.entries[file][index as usize] =
+            Some(TileEntry { offset, stored_size: len, unfiltered_size: len, checksum: hasher.digest() });
         Ok(())
     }
 

@@ -109,6 +109,31 @@ fn transpose<const N: usize>(a: Axis, outer: &[Axis], src: &[u8], s0: u64, dst: 
     });
 }
 
+/// The contiguous runs of a box copied from `s` to `d`, as `(src_byte, dst_byte, len)` in
+/// destination order, or `None` when the copy is a transpose (no run longer than one cell).
+pub(crate) fn contiguous_runs(
+    elem: usize,
+    shape: &[u64],
+    s: &Strided,
+    d: &Strided,
+) -> Option<Vec<(usize, usize, usize)>> {
+    if shape.contains(&0) {
+        return Some(Vec::new());
+    }
+    let ax = axes(shape, &s.strides, &d.strides);
+    let e = elem as u64;
+    let (run, outer) = match ax.first() {
+        None => (1, &ax[..0]),
+        Some(a) if a.s == 1 && a.d == 1 => (a.n, &ax[1..]),
+        Some(_) => return None,
+    };
+    let mut out = Vec::new();
+    for_each_outer(outer, s.offset, d.offset, |so, dof| {
+        out.push(((so * e) as usize, (dof * e) as usize, (run * e) as usize));
+    });
+    Some(out)
+}
+
 /// Calls `f(src_index, dst_index)` for every cell of a box of `shape`, in destination order
 /// (used for variable-length cells, whose bytes cannot be moved as strided runs).
 pub(crate) fn for_each_cell_pair(shape: &[u64], s: &Strided, d: &Strided, mut f: impl FnMut(u64, u64)) {

@@ -8,7 +8,7 @@ mod grid;
 mod rect;
 mod subarray;
 
-pub(crate) use copy::{copy_strided, fill_strided, for_each_cell_pair, Strided};
+pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 pub(crate) use grid::TileGrid;
 pub(crate) use rect::{cells, intersect, split_interval, strides, subtract, Rect};
 pub use subarray::Subarray;

@@ -14,7 +14,7 @@ use super::plan::{CopyOp, FillOp};
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{copy_strided, fill_strided, for_each_cell_pair};
+use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair};
 use crate::storage::{Bytes, StorageError};
 
 /// Marks a variable-length result cell that takes the fill value.
@@ -105,10 +105,38 @@ fn run_batch(
     let schema = array.schema();
     let config = array.ctx.config();
     let storage = array.ctx.storage().clone();
+    let cells_per_tile = array.grid.cells_per_tile();
+    let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
+    // Direct reads: an unfiltered fixed-size data tile whose only copy is one contiguous run of
+    // the whole tile goes from storage straight into the result (no intermediate buffer).
+    let mut direct: Vec<(usize, TileKey, usize, usize)> = Vec::new();
+    for (si, s) in sinks.iter().enumerate() {
+        let (DataSink::Fixed(_), Some(fd)) = (&s.data, file_of(s.attr, FileKind::Data)) else { continue };
+        if !specs[fd].filters.is_empty() {
+            continue;
+        }
+        let cs = schema.attrs[s.attr].cell_size();
+        for &key in batch {
+            if let [op] = by_tile[&key].as_slice() {
+                if let Some(runs) = contiguous_runs(cs, &op.shape, &op.src, &op.dst) {
+                    if let [(0, dst, len)] = runs.as_slice() {
+                        if *len as u64 == cells_per_tile * cs as u64 {
+                            direct.push((si, key, fd, *dst));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let is_direct = |key: TileKey, f: usize| direct.iter().any(|d| d.1 == key && d.2 == f);
+    read_direct(array, specs, &direct, sinks)?;
     // Requests grouped per file, in offset order.
     let mut per_file: HashMap<(usize, usize), Vec<Request>> = HashMap::new();
     for &key in batch {
         for &f in wanted {
+            if is_direct(key, f) {
+                continue;
+            }
             let e = array.fragments[key.0].files[f].1[key.1 as usize];
             per_file.entry((key.0, f)).or_default().push(Request {
                 key,
@@ -142,7 +170,6 @@ fn run_batch(
             reads.push((frag, f, r.offset, end, vec![r]));
         }
     }
-    let cells_per_tile = array.grid.cells_per_tile();
     let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
         reads
             .into_par_iter()
@@ -200,7 +227,6 @@ fn run_batch(
             .map(|v| v.into_iter().flatten().collect())
     })?;
     let tiles: HashMap<(TileKey, usize), Bytes> = tiles.into_iter().collect();
-    let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
     for s in sinks.iter_mut() {
         let a = &schema.attrs[s.attr];
         let (fd, fo, fv) =
@@ -210,6 +236,7 @@ fn run_batch(
             let get = |f: Option<usize>| f.and_then(|f| tiles.get(&(key, f)));
             let path = || file_path(array, key.0, &format!("a{}", s.attr));
             match &mut s.data {
+                DataSink::Fixed(_) if fd.is_some_and(|f| is_direct(key, f)) => {}
                 DataSink::Fixed(buf) => {
                     let src = get(fd).ok_or_else(|| Error::corrupt(path(), "data tile missing"))?;
                     for op in ops {
@@ -257,4 +284,59 @@ fn run_batch(
         }
     }
     Ok(())
+}
+
+/// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
+/// parallel, verifying each tile's checksum in place.
+fn read_direct(
+    array: &Array,
+    specs: &[FileSpec],
+    direct: &[(usize, TileKey, usize, usize)],
+    sinks: &mut [Sink<'_>],
+) -> Result<()> {
+    if direct.is_empty() {
+        return Ok(());
+    }
+    let storage = array.ctx.storage();
+    let mut jobs: Vec<(&mut [u8], TileKey, usize)> = Vec::new();
+    for (si, s) in sinks.iter_mut().enumerate() {
+        let DataSink::Fixed(buf) = &mut s.data else { continue };
+        let mut mine: Vec<(usize, TileKey, usize)> =
+            direct.iter().filter(|d| d.0 == si).map(|d| (d.3, d.1, d.2)).collect();
+        mine.sort_unstable_by_key(|m| m.0);
+        let mut rest: &mut [u8] = buf;
+        let mut consumed = 0usize;
+        for (dst, key, f) in mine {
+            let len = array.fragments[key.0].files[f].1[key.1 as usize].stored_size as usize;
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(dst - consumed);
+            let (slot, tail) = tail.split_at_mut(len.min(tail.len()));
+            consumed = dst + slot.len();
+            jobs.push((slot, key, f));
+            rest = tail;
+        }
+    }
+    array.ctx.install(|| {
+        jobs.into_par_iter().try_for_each(|(slot, key, f)| {
+            let path = file_path(array, key.0, &specs[f].name);
+            let entry = array.fragments[key.0].files[f].1[key.1 as usize];
+            let tile_err = |d: String| Error::corrupt(&path, format!("tile {}: {d}", key.1));
+            if entry.stored_size != slot.len() as u64 || entry.unfiltered_size != entry.stored_size {
+                return Err(tile_err(format!("stored size {} where {} is expected", entry.stored_size, slot.len())));
+            }
+            storage.read_range_into(&path, entry.offset, slot).map_err(|e| match e {
+                StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                    Error::corrupt(&path, e.to_string())
+                }
+                e => e.into(),
+            })?;
+            let sum = xxh3_64(slot);
+            if sum != entry.checksum {
+                return Err(tile_err(format!(
+                    "checksum mismatch (stored {:016x}, computed {sum:016x})",
+                    entry.checksum
+                )));
+            }
+            Ok(())
+        })
+    })
 }

@@ -85,6 +85,11 @@ impl WriteHandle for FailingWriter {
         self.inner.position()
     }
 
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> Result<(), StorageError> {
+        self.budget.spend("write", &self.path)?;
+        self.inner.write_all_vectored(parts)
+    }
+
     fn finish(self: Box<Self>) -> Result<(), StorageError> {
         self.budget.spend("finish", &self.path)?;
         self.inner.finish()
@@ -94,6 +99,10 @@ impl WriteHandle for FailingWriter {
 impl Storage for FailingStorage {
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
         self.inner.read_range(path, offset, len)
+    }
+
+    fn read_range_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.inner.read_range_into(path, offset, buf)
     }
 
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {

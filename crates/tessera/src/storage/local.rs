@@ -165,6 +165,35 @@ impl WriteHandle for LocalWriter {
         self.pos
     }
 
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> Result<(), StorageError> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total < self.out.capacity() {
+            for p in parts {
+                self.write_all(p)?;
+            }
+            return Ok(());
+        }
+        // Large writes bypass the buffer: flush it, then writev straight from the parts.
+        self.out.flush().map_err(|e| StorageError::io("write", &self.path, e))?;
+        let file = self.out.get_mut();
+        for group in parts.chunks(1024) {
+            let mut slices: Vec<std::io::IoSlice<'_>> = group.iter().map(|p| std::io::IoSlice::new(p)).collect();
+            let mut rest: &mut [std::io::IoSlice<'_>] = &mut slices;
+            while !rest.is_empty() {
+                match file.write_vectored(rest) {
+                    Ok(0) => {
+                        return Err(StorageError::io("write", &self.path, std::io::ErrorKind::WriteZero.into()));
+                    }
+                    Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(StorageError::io("write", &self.path, e)),
+                }
+            }
+        }
+        self.pos += total as u64;
+        Ok(())
+    }
+
     fn finish(mut self: Box<Self>) -> Result<(), StorageError> {
         self.out.flush().map_err(|e| StorageError::io("write", &self.path, e))?;
         self.out.get_ref().sync_all().map_err(|e| StorageError::io("fsync", &self.path, e))
@@ -177,6 +206,18 @@ impl Storage for LocalStorage {
             ReadMode::Pread => self.read_pread(path, offset, Some(len)),
             ReadMode::Mmap => self.read_mmap(path, offset, Some(len)),
         }
+    }
+
+    fn read_range_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        if self.mode == ReadMode::Mmap {
+            let b = self.read_mmap(path, offset, Some(buf.len() as u64))?;
+            buf.copy_from_slice(&b);
+            return Ok(());
+        }
+        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let size = regular_len(&file, path)?;
+        StorageError::check_range(path, offset, buf.len() as u64, size)?;
+        file.read_exact_at(buf, offset).map_err(|e| StorageError::io("read", path, e))
     }
 
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {

@@ -253,6 +253,17 @@ pub trait WriteHandle: Send {
     /// # Errors
     /// An I/O error naming the file.
     fn finish(self: Box<Self>) -> Result<(), StorageError>;
+    /// Appends the concatenation of `parts` (one vectored write where the backend can; used to
+    /// write a tile's rows straight from the caller's buffer).
+    ///
+    /// # Errors
+    /// An I/O error naming the file.
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> Result<(), StorageError> {
+        for p in parts {
+            self.write_all(p)?;
+        }
+        Ok(())
+    }
 }
 
 /// Held lock; released on drop.
@@ -285,6 +296,16 @@ pub trait Storage: Send + Sync + Debug {
     /// [`StorageError::NotFound`] if the file is missing, [`StorageError::OutOfBounds`] if the
     /// range passes its end, [`StorageError::Io`] otherwise.
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError>;
+    /// Reads `buf.len()` bytes at `offset` straight into `buf` (no intermediate buffer where the
+    /// backend can avoid one).
+    ///
+    /// # Errors
+    /// As [`Storage::read_range`].
+    fn read_range_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        let b = self.read_range(path, offset, buf.len() as u64)?;
+        buf.copy_from_slice(&b);
+        Ok(())
+    }
     /// Reads the whole file.
     ///
     /// # Errors

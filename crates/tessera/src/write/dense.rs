@@ -17,10 +17,11 @@ use crate::fragment::{
     next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, UnfilteredTile,
 };
 use crate::geometry::{
-    cells, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect, Strided, Subarray,
+    cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect, Strided,
+    Subarray,
 };
 use crate::read::Layout;
-use crate::schema::CellOrder;
+use crate::schema::{ArraySchema, CellOrder};
 
 /// One box of cells moving from a submit's buffers into one tile.
 #[derive(Debug)]
@@ -49,6 +50,8 @@ struct PartialTile {
     var: Vec<Vec<VarRef>>,
     /// Cells inside `W` still to arrive.
     remaining: u64,
+    /// Per fragment file: written straight from the submit's buffer (see `direct_files`).
+    direct: Vec<bool>,
 }
 
 /// A retained copy of one submit's variable-length data.
@@ -290,7 +293,8 @@ impl DenseWriter {
                         let tc = &self.tiles[idx as usize];
                         let inside = intersect(&self.rect, &grid.tile_rect(tc)).map_or(0, |r| cells(&r));
                         let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
-                        new_tile(&schema, &specs, &fills, tile_cells, inside, covered == tile_cells)
+                        let direct = direct_files(&schema, &specs, &ps, tile_cells);
+                        new_tile(&schema, &specs, &fills, tile_cells, inside, covered == tile_cells, direct)
                     }
                 };
                 jobs.push((idx, tile, ps));
@@ -302,6 +306,9 @@ impl DenseWriter {
                 jobs.par_iter_mut().for_each(|(_, tile, ps)| {
                     for p in ps.iter() {
                         for (f, spec) in specs.iter().enumerate() {
+                            if tile.direct[f] {
+                                continue;
+                            }
                             let inp = &inputs[spec.attr];
                             match spec.kind {
                                 FileKind::Data if !schema.attrs[spec.attr].is_var() => {
@@ -328,8 +335,13 @@ impl DenseWriter {
                 });
             });
             let mut done = Vec::new();
-            for (idx, tile, _) in jobs {
+            for (idx, tile, ps) in jobs {
                 if tile.remaining == 0 {
+                    if tile.direct.iter().any(|&d| d) {
+                        let frag =
+                            self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+                        write_direct(frag, &schema, &specs, inputs, idx, &tile.direct, &ps[0])?;
+                    }
                     done.push((idx, tile));
                 } else {
                     self.partial.insert(idx, tile);
@@ -387,23 +399,73 @@ impl Drop for DenseWriter {
     }
 }
 
+/// Which files of a new tile can be written straight from the submit's buffers: the tile is
+/// covered by one placement whose cells form contiguous runs, and the file is unfiltered and of
+/// fixed-size cells.
+fn direct_files(schema: &ArraySchema, specs: &[FileSpec], ps: &[Placement], tile_cells: u64) -> Vec<bool> {
+    let [p] = ps else { return vec![false; specs.len()] };
+    if p.shape.iter().product::<u64>() != tile_cells {
+        return vec![false; specs.len()];
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let a = &schema.attrs[s.attr];
+            let elem = match s.kind {
+                FileKind::Data if !a.is_var() => a.cell_size(),
+                FileKind::Validity => 1,
+                _ => return false,
+            };
+            s.filters.is_empty() && contiguous_runs(elem, &p.shape, &p.src, &p.dst).is_some()
+        })
+        .collect()
+}
+
+/// Writes the direct files of a complete tile from the inputs' runs, in tile order.
+fn write_direct(
+    frag: &mut FragmentWriter,
+    schema: &ArraySchema,
+    specs: &[FileSpec],
+    inputs: &[AttrInput<'_>],
+    idx: u64,
+    direct: &[bool],
+    p: &Placement,
+) -> Result<()> {
+    for (f, spec) in specs.iter().enumerate() {
+        if !direct[f] {
+            continue;
+        }
+        let (elem, src) = match spec.kind {
+            FileKind::Validity => (1, inputs[spec.attr].validity.unwrap_or(&[])),
+            _ => (schema.attrs[spec.attr].cell_size(), inputs[spec.attr].data),
+        };
+        let runs = contiguous_runs(elem, &p.shape, &p.src, &p.dst).unwrap_or_default();
+        let parts: Vec<&[u8]> = runs.iter().map(|&(s, _, len)| &src[s..s + len]).collect();
+        frag.write_tile_parts(idx, f, &parts)?;
+    }
+    Ok(())
+}
+
 fn offset_of(inner: &[[u64; 2]], outer: &[[u64; 2]], st: &[u64]) -> u64 {
     inner.iter().zip(outer).zip(st).map(|((i, o), s)| (i[0] - o[0]) * s).sum()
 }
 
 fn new_tile(
-    schema: &crate::schema::ArraySchema,
+    schema: &ArraySchema,
     specs: &[FileSpec],
     fills: &[Vec<u8>],
     tile_cells: u64,
     inside: u64,
     fully_covered: bool,
+    direct: Vec<bool>,
 ) -> PartialTile {
     let buffers = specs
         .iter()
-        .map(|s| {
+        .zip(&direct)
+        .map(|(s, &d)| {
             let a = &schema.attrs[s.attr];
             match s.kind {
+                _ if d => Vec::new(),
                 FileKind::Data if !a.is_var() => {
                     if fully_covered {
                         vec![0u8; tile_cells as usize * a.cell_size()]
@@ -418,13 +480,13 @@ fn new_tile(
         .collect();
     let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
     let var = (0..nvar).map(|_| vec![VarRef { chunk: FILL_CHUNK, start: 0, len: 0 }; tile_cells as usize]).collect();
-    PartialTile { buffers, var, remaining: inside }
+    PartialTile { buffers, var, remaining: inside, direct }
 }
 
 /// Turns a complete tile into its unfiltered buffers (building offsets and data of var files).
 fn finish_tile(
     specs: &[FileSpec],
-    schema: &crate::schema::ArraySchema,
+    schema: &ArraySchema,
     chunks: &[Vec<VarChunk>],
     fills: &[Vec<u8>],
     idx: u64,
@@ -479,5 +541,5 @@ fn finish_tile(
             _ => std::mem::take(&mut tile.buffers[f]),
         })
         .collect();
-    UnfilteredTile { index: idx, buffers }
+    UnfilteredTile { index: idx, buffers, skip: tile.direct }
 }

@@ -1,0 +1,46 @@
+# Tessera: `make demo` sets everything up and runs the quickstart; `make test` runs every test.
+# Both install what they need into .venv (Python packages) and build the engine in release mode.
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+PIP     := $(PY) -m pip
+STAMP   := $(VENV)/.deps-stamp
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: all demo test build venv rust-test py-test bench bench-quick lint fmt clean
+
+all: test
+
+$(STAMP): requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(STAMP)
+
+# The Python extension (release build of the engine) installed into .venv.
+build: venv
+	$(VENV)/bin/maturin develop --release -q
+
+demo: build
+	$(PY) examples/quickstart.py
+
+rust-test:
+	cargo test --release --workspace --exclude tessera-py
+
+py-test: build
+	$(PY) -m pytest -q python/tests
+
+test: rust-test py-test
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+clean:
+	rm -rf target $(VENV)
