@@ -6,3 +6,4 @@ mod dense_errors;
 mod dense_model;
 mod dense_roundtrip;
 mod faults;
+mod golden;

@@ -34,6 +34,7 @@ pub enum CellOrder {
 
 /// A validated array schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ArraySchema {
     /// Format version of this schema.
     pub version: u32,
@@ -263,6 +264,18 @@ mod tests {
             let e = b.build().unwrap_err().to_string();
             assert!(e.contains(msg), "{e:?} should contain {msg:?}");
         }
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let schema = ArraySchema::builder(ArrayType::Dense)
+            .dim(dim("r", 1, 10, 5))
+            .attr(Attribute::new("a", Datatype::Int32))
+            .build()
+            .unwrap();
+        let text = schema.to_json().replace("\"tile\": 5", "\"tile\": 5, \"tiel\": 5");
+        let e = ArraySchema::from_json(&text).unwrap_err().to_string();
+        assert!(e.contains("tiel"), "{e}");
     }
 
     #[test]

@@ -39,6 +39,7 @@ impl<'de> Deserialize<'de> for CellValNum {
 
 /// One attribute of an array.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Attribute {
     /// Name, unique among the dimensions and attributes of the schema.
     pub name: String,

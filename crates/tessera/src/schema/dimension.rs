@@ -9,6 +9,7 @@ use super::{Datatype, SchemaError};
 
 /// One dimension of an array.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Dimension {
     /// Name, unique among the dimensions and attributes of the schema.
     pub name: String,
