@@ -44,3 +44,11 @@ fmt:
 
 clean:
 	rm -rf target $(VENV)
+
+# Benchmarks (not tests): the dense load/read benchmark at full size (~1 GiB).
+bench:
+	cargo bench -p tessera --bench dense
+
+# A short run of the same benchmark (~100 MB).
+bench-quick:
+	cargo bench -p tessera --bench dense -- --rows 4000 --cols 5000 --reps 5
