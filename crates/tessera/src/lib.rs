@@ -49,7 +49,8 @@ pub use fragment::{FragmentMetadata, FragmentName, TileEntry, COMMITS_DIR, FRAGM
 pub use geometry::Subarray;
 pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus};
 pub use schema::{
-    ArraySchema, ArraySchemaBuilder, ArrayType, Attribute, CellOrder, CellValNum, Datatype, Dimension, SchemaError,
+    default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, Attribute, CellOrder, CellValNum, Datatype,
+    Dimension, Domain, Extent, SchemaError,
 };
 pub use storage::{
     Bytes, FailingStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ReadMode, Storage, StorageError,

@@ -97,8 +97,8 @@ fn enumerate_box(lists: &[Vec<i128>], order: CellOrder) -> Vec<Coord> {
     }
     let mut idx = vec![0usize; n];
     let fastest_first: Vec<usize> = match order {
-        CellOrder::RowMajor => (0..n).rev().collect(),
         CellOrder::ColMajor => (0..n).collect(),
+        _ => (0..n).rev().collect(),
     };
     loop {
         out.push((0..n).map(|d| lists[d][idx[d]]).collect());

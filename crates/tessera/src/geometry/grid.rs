@@ -2,7 +2,7 @@
 //! which fragments store their tiles.
 
 use super::rect::{strides, Rect};
-use crate::schema::{ArraySchema, CellOrder};
+use crate::schema::{ArraySchema, CellOrder, Dimension};
 
 /// The regular grid of space tiles over a normalized domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub(crate) struct TileGrid {
 impl TileGrid {
     /// The grid of a schema.
     pub(crate) fn new(schema: &ArraySchema) -> Self {
-        let extents: Vec<u64> = schema.dims.iter().map(|d| d.tile).collect();
+        let extents: Vec<u64> = schema.dims.iter().map(Dimension::tile_extent).collect();
         let cell_strides = strides(&extents, schema.cell_order);
         Self {
             counts: schema.dims.iter().map(|d| d.tile_count()).collect(),
@@ -54,7 +54,7 @@ impl TileGrid {
         let n = shape.len();
         let total: u64 = shape.iter().product();
         let fastest_first: Vec<usize> = match self.tile_order {
-            CellOrder::RowMajor => (0..n).rev().collect(),
+            CellOrder::RowMajor | CellOrder::Hilbert => (0..n).rev().collect(),
             CellOrder::ColMajor => (0..n).collect(),
         };
         let mut out = Vec::with_capacity(total as usize);

@@ -51,7 +51,7 @@ pub(crate) fn strides(shape: &[u64], order: CellOrder) -> Vec<u64> {
     let mut s = vec![0u64; n];
     let mut acc = 1u64;
     match order {
-        CellOrder::RowMajor => {
+        CellOrder::RowMajor | CellOrder::Hilbert => {
             for d in (0..n).rev() {
                 s[d] = acc;
                 acc *= shape[d];
@@ -73,7 +73,7 @@ pub(crate) fn split_interval(shape: &[u64], order: CellOrder, c0: u64, c1: u64) 
     let n = shape.len();
     // Dimensions from slowest to fastest.
     let dims: Vec<usize> = match order {
-        CellOrder::RowMajor => (0..n).collect(),
+        CellOrder::RowMajor | CellOrder::Hilbert => (0..n).collect(),
         CellOrder::ColMajor => (0..n).rev().collect(),
     };
     let mut out = Vec::new();

@@ -20,7 +20,7 @@ impl Subarray {
 
     /// The whole domain.
     pub fn full(schema: &ArraySchema) -> Self {
-        Self { ranges: schema.dims.iter().map(|d| vec![d.domain]).collect() }
+        Self { ranges: schema.dims.iter().map(|d| vec![d.int_domain()]).collect() }
     }
 
     /// Checks every range against the domain and returns the normalized ranges.
@@ -54,8 +54,8 @@ impl Subarray {
                                 dim: dim.name.clone(),
                                 lo,
                                 hi,
-                                dom_lo: dim.domain.0,
-                                dom_hi: dim.domain.1,
+                                dom_lo: dim.int_domain().0,
+                                dom_hi: dim.int_domain().1,
                             }),
                         }
                     })

@@ -25,11 +25,14 @@ pub enum ArrayType {
 /// An order of cells inside a tile or of tiles across the domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum CellOrder {
     /// The last dimension varies fastest (C order).
     RowMajor,
     /// The first dimension varies fastest (Fortran order).
     ColMajor,
+    /// Cells ordered along a Hilbert curve over the domain (sparse arrays, cell order only).
+    Hilbert,
 }
 
 /// A validated array schema.
@@ -54,6 +57,12 @@ pub struct ArraySchema {
     /// Whether a sparse array may hold several cells with equal coordinates.
     #[serde(default)]
     pub allows_duplicates: bool,
+}
+
+/// The coordinate filters sparse dimensions get by default.
+pub fn default_coord_filters() -> crate::filter::FilterPipeline {
+    use crate::filter::Filter;
+    crate::filter::FilterPipeline::new(vec![Filter::Delta, Filter::Zstd { level: 3 }])
 }
 
 fn default_capacity() -> u64 {
@@ -103,9 +112,19 @@ impl ArraySchema {
         self.dims.len()
     }
 
-    /// Cells in one space tile.
+    /// Cells in one space tile (integer dimensions).
     pub fn cells_per_tile(&self) -> u64 {
-        self.dims.iter().map(|d| d.tile).product()
+        self.dims.iter().map(Dimension::tile_extent).product()
+    }
+
+    /// Whether the array is sparse.
+    pub fn is_sparse(&self) -> bool {
+        self.array_type == ArrayType::Sparse
+    }
+
+    /// Index of the dimension called `name`.
+    pub fn dim_index(&self, name: &str) -> Option<usize> {
+        self.dims.iter().position(|d| d.name == name)
     }
 
     /// Checks every rule of a valid schema.
@@ -147,23 +166,44 @@ impl ArraySchema {
         for a in &self.attrs {
             a.validate()?;
         }
-        let mut cells: u64 = 1;
-        for d in &self.dims {
-            cells = cells.checked_mul(d.tile).filter(|&c| c <= MAX_TILE_CELLS).ok_or_else(|| {
-                SchemaError::Invalid("a space tile holds more than 2^34 cells (product of the tile extents)".into())
-            })?;
+        if self.tile_order == CellOrder::Hilbert {
+            return Err(SchemaError::Invalid("the tile order is row-major or col-major".into()));
         }
-        let mut tiles: u64 = 1;
-        for d in &self.dims {
-            tiles = tiles
-                .checked_mul(d.tile_count())
-                .ok_or_else(|| SchemaError::Invalid("the domain holds more than 2^64 space tiles".into()))?;
+        let tiles: f64 = self.dims.iter().map(Dimension::tile_count_any).product();
+        if tiles >= 2f64.powi(64) {
+            return Err(SchemaError::Invalid("the domain holds 2^64 or more space tiles".into()));
         }
-        if self.array_type == ArrayType::Sparse {
-            return Err(SchemaError::Invalid("sparse arrays are not supported by this build yet".into()));
-        }
-        if self.capacity == 0 {
-            return Err(SchemaError::Invalid("capacity must be at least 1".into()));
+        match self.array_type {
+            ArrayType::Dense => {
+                for d in &self.dims {
+                    let bad = |detail: &str| SchemaError::Dimension { dim: d.name.clone(), detail: detail.into() };
+                    if d.is_float() {
+                        return Err(bad("dense arrays need integer dimensions"));
+                    }
+                    if d.tile.is_none() {
+                        return Err(bad("dense arrays need a tile extent on every dimension"));
+                    }
+                }
+                if self.cell_order == CellOrder::Hilbert {
+                    return Err(SchemaError::Invalid("Hilbert cell order is for sparse arrays".into()));
+                }
+                let mut cells: u64 = 1;
+                for d in &self.dims {
+                    cells = cells.checked_mul(d.tile_extent()).filter(|&c| c <= MAX_TILE_CELLS).ok_or_else(|| {
+                        SchemaError::Invalid(
+                            "a space tile holds more than 2^34 cells (product of the tile extents)".into(),
+                        )
+                    })?;
+                }
+            }
+            ArrayType::Sparse => {
+                if self.capacity == 0 {
+                    return Err(SchemaError::Invalid("capacity must be at least 1".into()));
+                }
+                if self.capacity > 1 << 32 {
+                    return Err(SchemaError::Invalid("capacity must be at most 2^32".into()));
+                }
+            }
         }
         Ok(())
     }
@@ -201,11 +241,25 @@ impl ArraySchemaBuilder {
         self.schema.capacity = c;
         self
     }
-    /// Validates and returns the schema.
+    /// Sets whether a sparse array may hold several cells with equal coordinates.
+    pub fn allows_duplicates(mut self, yes: bool) -> Self {
+        self.schema.allows_duplicates = yes;
+        self
+    }
+
+    /// Validates and returns the schema. Dimensions of a sparse array without coordinate filters
+    /// get the default `[delta, zstd(3)]`.
     ///
     /// # Errors
     /// The first violated rule.
-    pub fn build(self) -> Result<ArraySchema, SchemaError> {
+    pub fn build(mut self) -> Result<ArraySchema, SchemaError> {
+        if self.schema.array_type == ArrayType::Sparse {
+            for d in &mut self.schema.dims {
+                if d.filters.is_empty() {
+                    d.filters = default_coord_filters();
+                }
+            }
+        }
         self.schema.validate()?;
         Ok(self.schema)
     }
@@ -257,7 +311,7 @@ mod tests {
                 ArraySchema::builder(ArrayType::Dense)
                     .dim(Dimension::new("r", Datatype::Float64, (0, 200), 2))
                     .attr(a()),
-                "not supported",
+                "dense arrays need integer dimensions",
             ),
         ];
         for (b, msg) in cases {

@@ -6,10 +6,10 @@ mod attribute;
 mod datatype;
 mod dimension;
 
-pub use array_schema::{ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder};
+pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder};
 pub use attribute::{Attribute, CellValNum};
 pub use datatype::Datatype;
-pub use dimension::Dimension;
+pub use dimension::{Dimension, Domain, Extent};
 
 /// Errors of schema construction and validation.
 #[derive(Debug, thiserror::Error)]
