@@ -13,11 +13,12 @@ use crate::footer::{seal, unseal};
 use crate::fragment::{
     list_committed, now_ms, FragmentMetadata, FragmentName, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE,
 };
+use crate::geometry::DimRange;
 use crate::geometry::{Subarray, TileGrid};
-use crate::read::{Layout, ReadQuery, ReadResult};
+use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::ArraySchema;
 use crate::storage::StorageError;
-use crate::write::{AttrInput, DenseWriter};
+use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 
 /// Folder holding the schema files.
 pub const SCHEMA_DIR: &str = "__schema";
@@ -147,8 +148,8 @@ impl Array {
         &self.fragments
     }
 
-    /// The bounding box of all written cells in domain coordinates, or `None` if nothing was
-    /// written.
+    /// The bounding box of all written cells in domain coordinates of integer dimensions, or
+    /// `None` if nothing was written (see [`Array::nonempty_domain_ranges`] for float dimensions).
     pub fn nonempty_domain(&self) -> Option<Vec<(i128, i128)>> {
         let first = self.fragments.first()?;
         let mut acc = first.domain.clone();
@@ -159,6 +160,20 @@ impl Array {
             }
         }
         Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| (d.denormalize(*lo), d.denormalize(*hi))).collect())
+    }
+
+    /// The bounding box of all written cells, per dimension in the dimension's own numbers
+    /// (floats for float dimensions), or `None` if nothing was written.
+    pub fn nonempty_domain_ranges(&self) -> Option<Vec<DimRange>> {
+        let first = self.fragments.first()?;
+        let mut acc = first.domain.clone();
+        for f in self.fragments.iter().skip(1) {
+            for (a, b) in acc.iter_mut().zip(&f.domain) {
+                a[0] = a[0].min(b[0]);
+                a[1] = a[1].max(b[1]);
+            }
+        }
+        Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| DimRange::from_ordinals(d, *lo, *hi)).collect())
     }
 
     pub(crate) fn require(&self, mode: Mode, op: &'static str) -> Result<()> {
@@ -181,6 +196,9 @@ impl Array {
     /// Wrong mode, or a subarray outside the domain.
     pub fn writer(&self, subarray: &Subarray, layout: Layout) -> Result<DenseWriter> {
         self.require(Mode::Write, "write")?;
+        if self.schema.is_sparse() {
+            return Err(QueryError::Layout("a sparse array takes sparse writes (sparse_writer)".into()).into());
+        }
         DenseWriter::new(self, subarray, layout)
     }
 
@@ -194,12 +212,54 @@ impl Array {
         Ok(w.finish()?.name)
     }
 
+    /// Starts a sparse write (sparse arrays) whose cells arrive unordered (one submit) or in
+    /// global order (several submits); see [`SparseWriter`].
+    ///
+    /// # Errors
+    /// Wrong mode, a dense array, or a layout other than unordered or global.
+    pub fn sparse_writer(&self, layout: Layout) -> Result<SparseWriter> {
+        self.require(Mode::Write, "write")?;
+        if !self.schema.is_sparse() {
+            return Err(
+                QueryError::Layout("sparse writes into dense arrays come with fragments of issue 4".into()).into()
+            );
+        }
+        SparseWriter::new(self, layout)
+    }
+
+    /// Writes cells given in any order as one new sparse fragment.
+    ///
+    /// # Errors
+    /// As [`SparseWriter::submit`] and [`SparseWriter::finish`]; nothing is committed on error.
+    pub fn write_sparse(&self, coords: &[CoordInput<'_>], attrs: &[AttrInput<'_>]) -> Result<FragmentName> {
+        let mut w = self.sparse_writer(Layout::Unordered)?;
+        w.submit(coords, attrs)?;
+        Ok(w.finish()?.name)
+    }
+
+    /// A read of a sparse array: `ranges` holds per dimension its inclusive ranges (an empty
+    /// list: the whole domain); results hold the dimension columns first, then `attrs` (all when
+    /// empty), in `layout`.
+    ///
+    /// # Errors
+    /// Wrong mode, a dense array, unknown attributes, bad ranges, storage failures, corrupt tiles.
+    pub fn sparse_query(&self, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<SparseReadQuery> {
+        self.require(Mode::Read, "read")?;
+        if !self.schema.is_sparse() {
+            return Err(QueryError::Layout("sparse_query reads sparse arrays; use read_query".into()).into());
+        }
+        SparseReadQuery::new(self, ranges, attrs, layout)
+    }
+
     /// A read of `attrs` over `subarray` with results in `layout`; see [`ReadQuery`].
     ///
     /// # Errors
     /// Wrong mode, unknown attributes, a bad subarray.
     pub fn read_query(&self, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<ReadQuery> {
         self.require(Mode::Read, "read")?;
+        if self.schema.is_sparse() {
+            return Err(QueryError::Layout("read_query reads dense arrays; use sparse_query".into()).into());
+        }
         ReadQuery::new(self, subarray, attrs, layout)
     }
 
@@ -251,17 +311,41 @@ fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySc
     };
     let meta = FragmentMetadata::decode(&bytes, name, &path)?;
     // Cross-check against the schema so later stages can index without fear.
-    let grid = TileGrid::new(schema);
-    if meta.domain.len() != schema.ndim() || meta.domain.iter().zip(&schema.dims).any(|(r, d)| r[1] >= d.domain_size())
-    {
-        return Err(Error::corrupt(&path, "non-empty domain does not fit the array's domain"));
+    let bad = |d: &str| Err(Error::corrupt(&path, d.to_string()));
+    if meta.domain.len() != schema.ndim() {
+        return bad("non-empty domain has the wrong number of dimensions");
     }
-    let specs = crate::fragment::FileSpec::for_schema(schema);
-    let tiles = grid.tile_range(&meta.domain).iter().map(|[a, b]| b - a + 1).product::<u64>();
+    let (specs, tiles) = match &meta.sparse {
+        None => {
+            if schema.is_sparse() {
+                return bad("a dense fragment in a sparse array");
+            }
+            if meta.domain.iter().zip(&schema.dims).any(|(r, d)| r[1] >= d.domain_size()) {
+                return bad("non-empty domain does not fit the array's domain");
+            }
+            let grid = TileGrid::new(schema);
+            let tiles = grid.tile_range(&meta.domain).iter().map(|[a, b]| b - a + 1).product::<u64>();
+            (crate::fragment::FileSpec::for_schema(schema), tiles)
+        }
+        Some(sp) => {
+            let k = sp.tile_cells.len();
+            if sp.mbrs.len() != k || sp.first.len() != k || sp.last.len() != k {
+                return bad("sparse tile index lists differ in length");
+            }
+            if sp.tile_cells.iter().sum::<u64>() != meta.cell_count || sp.tile_cells.contains(&0) {
+                return bad("tile cell counts do not add up to the cell count");
+            }
+            let nd = schema.ndim();
+            if sp.mbrs.iter().any(|m| m.len() != nd) || sp.first.iter().chain(&sp.last).any(|p| p.len() != nd) {
+                return bad("an MBR or bounding coordinate has the wrong number of dimensions");
+            }
+            (crate::fragment::FileSpec::for_sparse(schema), k as u64)
+        }
+    };
     if meta.files.len() != specs.len()
         || specs.iter().zip(&meta.files).any(|(s, f)| s.name != f.0 || f.1.len() as u64 != tiles)
     {
-        return Err(Error::corrupt(&path, "file list or tile count does not match the schema"));
+        return bad("file list or tile count does not match the schema");
     }
     Ok(meta)
 }

@@ -45,15 +45,17 @@ pub use context::Context;
 pub use error::{ArrayError, Error, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
-pub use fragment::{FragmentMetadata, FragmentName, TileEntry, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE};
-pub use geometry::Subarray;
-pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus};
+pub use fragment::{
+    FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE,
+};
+pub use geometry::{DimRange, Subarray};
+pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
 pub use schema::{
     default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, Attribute, CellOrder, CellValNum, Datatype,
-    Dimension, Domain, Extent, SchemaError,
+    Dimension, Domain, Extent, SchemaError, SCHEMA_VERSION,
 };
 pub use storage::{
     Bytes, FailingStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ReadMode, Storage, StorageError,
     WriteHandle,
 };
-pub use write::{AttrInput, DenseWriter};
+pub use write::{AttrInput, CoordInput, DenseWriter, SparseWriter};

@@ -7,3 +7,5 @@ mod dense_model;
 mod dense_roundtrip;
 mod faults;
 mod golden;
+mod sparse_errors;
+mod sparse_model;

@@ -1,5 +1,6 @@
 //! The files of a fragment: for attribute `i`, `a<i>.data` (cell values), `a<i>.offs` (starting
-//! offsets of variable-length cells, u64) and `a<i>.valid` (one validity byte per cell).
+//! offsets of variable-length cells, u64) and `a<i>.valid` (one validity byte per cell); sparse
+//! fragments first hold `d<k>.data`, the coordinates of dimension `k`.
 
 use crate::filter::FilterPipeline;
 use crate::schema::ArraySchema;
@@ -13,6 +14,8 @@ pub(crate) enum FileKind {
     Offsets,
     /// One byte per cell: 1 valid, 0 null.
     Validity,
+    /// Coordinates of one dimension (sparse fragments; `FileSpec::attr` is the dimension index).
+    Coords,
 }
 
 /// One file of a fragment.
@@ -31,8 +34,27 @@ pub(crate) struct FileSpec {
 }
 
 impl FileSpec {
-    /// The files of a fragment of `schema`, in their fixed order: per attribute data, offsets
-    /// (variable-length only), validity (nullable only).
+    /// The files of a sparse fragment of `schema`: the coordinate files `d<k>.data` in dimension
+    /// order, then the attribute files as in [`FileSpec::for_schema`].
+    pub(crate) fn for_sparse(schema: &ArraySchema) -> Vec<FileSpec> {
+        let mut out: Vec<FileSpec> = schema
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(k, d)| FileSpec {
+                name: format!("d{k}.data"),
+                attr: k,
+                kind: FileKind::Coords,
+                elem_size: d.datatype.size(),
+                filters: d.filters.clone(),
+            })
+            .collect();
+        out.extend(Self::for_schema(schema));
+        out
+    }
+
+    /// The files of a dense fragment of `schema`, in their fixed order: per attribute data,
+    /// offsets (variable-length only), validity (nullable only).
     pub(crate) fn for_schema(schema: &ArraySchema) -> Vec<FileSpec> {
         let mut out = Vec::new();
         for (i, a) in schema.attrs.iter().enumerate() {

@@ -1,11 +1,13 @@
 //! Fragment metadata (the paper's "bookkeeping"): the fragment's non-empty domain, cell count and,
-//! per file, the byte range, unfiltered size and checksum of every tile. Binary, little-endian,
-//! ended by a checksummed footer (docs/format.md, "Fragment metadata").
+//! per file, the byte range, unfiltered size and checksum of every tile; for sparse fragments also
+//! each data tile's cell count, MBR, first and last coordinates and a packed R-tree over the MBRs.
+//! Binary, little-endian, ended by a checksummed footer (docs/format.md, "Fragment metadata").
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::footer::{seal, unseal, FORMAT_VERSION};
+use crate::fragment::rtree::RTree;
 use crate::fragment::FragmentName;
 use crate::geometry::Rect;
 
@@ -27,22 +29,51 @@ pub struct TileEntry {
     pub checksum: u64,
 }
 
+/// The index of a sparse fragment's data tiles (coordinates as ordinals).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SparseIndex {
+    /// Cells per data tile.
+    pub tile_cells: Vec<u64>,
+    /// Minimum bounding rectangle of each data tile.
+    pub mbrs: Vec<Rect>,
+    /// Coordinates of each tile's first cell in global order.
+    pub first: Vec<Vec<u64>>,
+    /// Coordinates of each tile's last cell in global order.
+    pub last: Vec<Vec<u64>>,
+    /// Packed R-tree over `mbrs`.
+    pub rtree: RTree,
+}
+
 /// Everything a reader needs to know about one fragment without reading its tiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FragmentMetadata {
     /// The fragment's name (timestamps, uuid, version).
     pub name: FragmentName,
-    /// Whether the fragment is dense (a hyper-rectangle stored tile by tile).
-    pub dense: bool,
-    /// The non-empty domain, in normalized coordinates.
+    /// The non-empty domain, in normalized coordinates (dense) or ordinals (sparse).
     pub domain: Rect,
     /// Cells in the fragment.
     pub cell_count: u64,
     /// Per file (name, tile index in tile order).
     pub files: Vec<(String, Vec<TileEntry>)>,
+    /// Sparse fragments: the data-tile index.
+    pub sparse: Option<SparseIndex>,
 }
 
 impl FragmentMetadata {
+    /// Whether the fragment is dense (a hyper-rectangle stored tile by tile).
+    pub fn is_dense(&self) -> bool {
+        self.sparse.is_none()
+    }
+
+    /// The non-empty domain in the dimensions' own numbers.
+    pub fn nonempty_domain(&self, schema: &crate::schema::ArraySchema) -> Vec<crate::geometry::DimRange> {
+        self.domain
+            .iter()
+            .zip(&schema.dims)
+            .map(|([lo, hi], d)| crate::geometry::DimRange::from_ordinals(d, *lo, *hi))
+            .collect()
+    }
+
     /// Number of tiles.
     pub fn tile_count(&self) -> usize {
         self.files.first().map_or(0, |f| f.1.len())
@@ -68,7 +99,7 @@ impl FragmentMetadata {
         let mut b = Vec::new();
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        b.push(u8::from(!self.dense));
+        b.push(u8::from(self.sparse.is_some()));
         b.extend_from_slice(&[0, 0, 0]);
         b.extend_from_slice(&(self.domain.len() as u32).to_le_bytes());
         for [lo, hi] in &self.domain {
@@ -87,6 +118,27 @@ impl FragmentMetadata {
                 }
             }
         }
+        if let Some(sp) = &self.sparse {
+            let mut put = |v: u64| b.extend_from_slice(&v.to_le_bytes());
+            sp.tile_cells.iter().for_each(|&c| put(c));
+            for r in &sp.mbrs {
+                r.iter().for_each(|&[lo, hi]| {
+                    put(lo);
+                    put(hi);
+                });
+            }
+            sp.first.iter().chain(&sp.last).flatten().for_each(|&v| put(v));
+            put(u64::from(sp.rtree.fanout) | ((sp.rtree.levels.len() as u64) << 32));
+            for level in &sp.rtree.levels {
+                put(level.len() as u64);
+                for r in level {
+                    r.iter().for_each(|&[lo, hi]| {
+                        put(lo);
+                        put(hi);
+                    });
+                }
+            }
+        }
         seal(b, FOOTER_MAGIC)
     }
 
@@ -102,7 +154,7 @@ impl FragmentMetadata {
         }
         let _version = r.u32()?;
         let kind = r.take(4)?[0];
-        if kind != 0 {
+        if kind > 1 {
             return Err(Error::corrupt(path, format!("fragment kind {kind} is not known to this build")));
         }
         let ndim = r.u32()? as usize;
@@ -142,11 +194,51 @@ impl FragmentMetadata {
             }
             files.push((fname, tiles));
         }
+        let sparse = if kind == 1 { Some(decode_sparse(&mut r, tile_count as usize, ndim, path)?) } else { None };
         if r.at != payload.len() {
             return Err(Error::corrupt(path, "trailing bytes after the tile index"));
         }
-        Ok(Self { name, dense: true, domain, cell_count, files })
+        Ok(Self { name, domain, cell_count, files, sparse })
     }
+}
+
+fn decode_sparse(r: &mut Reader<'_>, k: usize, n: usize, path: &Path) -> Result<SparseIndex> {
+    let remaining = (r.b.len() - r.at) as u64;
+    if (k as u64).saturating_mul(8 * (1 + 4 * n as u64)) > remaining {
+        return Err(Error::corrupt(path, "sparse tile index larger than the file"));
+    }
+    let rect = |r: &mut Reader<'_>| -> Result<Rect> {
+        (0..n)
+            .map(|_| {
+                let (lo, hi) = (r.u64()?, r.u64()?);
+                if lo > hi {
+                    return Err(Error::corrupt(path, "an MBR is reversed"));
+                }
+                Ok([lo, hi])
+            })
+            .collect()
+    };
+    let tile_cells = (0..k).map(|_| r.u64()).collect::<Result<Vec<_>>>()?;
+    let mbrs = (0..k).map(|_| rect(r)).collect::<Result<Vec<_>>>()?;
+    let point = |r: &mut Reader<'_>| (0..n).map(|_| r.u64()).collect::<Result<Vec<_>>>();
+    let first = (0..k).map(|_| point(r)).collect::<Result<Vec<_>>>()?;
+    let last = (0..k).map(|_| point(r)).collect::<Result<Vec<_>>>()?;
+    let head = r.u64()?;
+    let (fanout, nlevels) = ((head & 0xffff_ffff) as u32, head >> 32);
+    if fanout < 2 || nlevels > 64 {
+        return Err(Error::corrupt(path, "R-tree header out of range"));
+    }
+    let mut levels = Vec::new();
+    let mut below = k;
+    for _ in 0..nlevels {
+        let m = r.u64()? as usize;
+        if m != below.div_ceil(fanout as usize) {
+            return Err(Error::corrupt(path, "R-tree level size does not match the level below"));
+        }
+        levels.push((0..m).map(|_| rect(r)).collect::<Result<Vec<_>>>()?);
+        below = m;
+    }
+    Ok(SparseIndex { tile_cells, mbrs, first, last, rtree: RTree { fanout, levels } })
 }
 
 struct Reader<'a> {
@@ -187,10 +279,34 @@ mod tests {
         let e = |i: u64| TileEntry { offset: i * 10, stored_size: 10, unfiltered_size: 40, checksum: i };
         FragmentMetadata {
             name: FragmentName::new(5),
-            dense: true,
             domain: vec![[0, 9], [3, 7]],
             cell_count: 50,
             files: vec![("a0.data".into(), vec![e(0), e(1)]), ("a0.valid".into(), vec![e(2), e(3)])],
+            sparse: None,
+        }
+    }
+
+    fn sparse_sample() -> FragmentMetadata {
+        let mut m = sample();
+        let mbrs = vec![vec![[0, 4], [3, 5]], vec![[5, 9], [4, 7]]];
+        m.sparse = Some(SparseIndex {
+            tile_cells: vec![3, 2],
+            rtree: RTree::build(&mbrs, 2),
+            mbrs,
+            first: vec![vec![0, 3], vec![5, 7]],
+            last: vec![vec![4, 5], vec![9, 4]],
+        });
+        m
+    }
+
+    #[test]
+    fn sparse_round_trip_and_corruption() {
+        let m = sparse_sample();
+        let bytes = m.encode();
+        let back = FragmentMetadata::decode(&bytes, m.name.clone(), Path::new("m")).unwrap();
+        assert_eq!(back, m);
+        for n in 0..bytes.len() {
+            assert!(FragmentMetadata::decode(&bytes[..n], m.name.clone(), Path::new("m")).is_err());
         }
     }
 

@@ -9,7 +9,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{
-    commit_fragment, FileSpec, FragmentMetadata, FragmentName, TileEntry, FRAGMENTS_DIR, METADATA_FILE,
+    commit_fragment, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileEntry, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
 use crate::storage::{Storage, WriteHandle};
@@ -36,6 +36,20 @@ pub(crate) struct FragmentWriter {
     handles: Vec<Box<dyn WriteHandle>>,
     entries: Vec<Vec<Option<TileEntry>>>,
     domain: Rect,
+    committed: bool,
+}
+
+impl Drop for FragmentWriter {
+    fn drop(&mut self) {
+        // An unfinished fragment leaves no folder behind (best effort: a crash may leave one,
+        // which readers ignore because it has no commit file).
+        if !self.committed {
+            self.handles.clear();
+            if self.storage.is_dir(&self.dir) {
+                let _ = self.storage.remove_dir_all(&self.dir);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for FragmentWriter {
@@ -56,7 +70,7 @@ impl FragmentWriter {
     ) -> Self {
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
-        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, domain }
+        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, domain, committed: false }
     }
 
     /// The fragment's name.
@@ -101,6 +115,9 @@ impl FragmentWriter {
             })
             .collect::<Result<_>>()?;
         for (index, f, unfiltered, bytes) in filtered {
+            if self.entries[f].len() <= index as usize {
+                self.entries[f].resize(index as usize + 1, None);
+            }
             let slot = &mut self.entries[f][index as usize];
             if slot.is_some() {
                 return Err(QueryError::WriteState(format!("tile {index} written twice")).into());
@@ -128,6 +145,9 @@ impl FragmentWriter {
         if !self.specs[file].filters.is_empty() {
             return Err(QueryError::WriteState("tile parts need an empty filter pipeline".into()).into());
         }
+        if self.entries[file].len() <= index as usize {
+            self.entries[file].resize(index as usize + 1, None);
+        }
         if self.entries[file][index as usize].is_some() {
             return Err(QueryError::WriteState(format!("tile {index} written twice")).into());
         }
@@ -145,11 +165,16 @@ impl FragmentWriter {
         Ok(())
     }
 
+    /// Sets the non-empty domain (sparse fragments know it only at the end).
+    pub(crate) fn set_domain(&mut self, domain: Rect) {
+        self.domain = domain;
+    }
+
     /// Fsyncs the files, writes the metadata and commits the fragment.
     ///
     /// # Errors
     /// A storage failure (the fragment is then not committed), or a missing tile.
-    pub(crate) fn finish(mut self, cell_count: u64) -> Result<FragmentMetadata> {
+    pub(crate) fn finish(mut self, cell_count: u64, sparse: Option<SparseIndex>) -> Result<FragmentMetadata> {
         self.start()?;
         let mut files = Vec::with_capacity(self.specs.len());
         for (spec, entries) in self.specs.iter().zip(&self.entries) {
@@ -170,11 +195,13 @@ impl FragmentWriter {
         for h in self.handles.drain(..) {
             h.finish()?;
         }
-        let meta =
-            FragmentMetadata { name: self.name.clone(), dense: true, domain: self.domain.clone(), cell_count, files };
+        let meta = FragmentMetadata { name: self.name.clone(), domain: self.domain.clone(), cell_count, files, sparse };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         h.write_all(&meta.encode())?;
         h.finish()?;
+        // From here on the folder must survive a failure: the commit file may exist even if a
+        // later fsync of its folder reports an error.
+        self.committed = true;
         commit_fragment(self.storage.as_ref(), &self.array, &self.name)?;
         Ok(meta)
     }

@@ -3,12 +3,14 @@
 //! through: splitting a run of cells of an ordered box into sub-boxes, and copying a box between
 //! two strided buffers in whole contiguous runs.
 
+mod coords;
 mod copy;
 mod grid;
 mod rect;
 mod subarray;
 
+pub(crate) use coords::{ordinal_range, ordinals, sort_permutation, value_text, OrderKeys};
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 pub(crate) use grid::TileGrid;
 pub(crate) use rect::{cells, intersect, split_interval, strides, subtract, Rect};
-pub use subarray::Subarray;
+pub use subarray::{DimRange, Subarray};

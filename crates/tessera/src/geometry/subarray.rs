@@ -2,6 +2,7 @@
 //! schema and converted to normalized coordinates.
 
 use crate::error::QueryError;
+use crate::geometry::coords::ordinal_float;
 use crate::schema::ArraySchema;
 
 /// One or more inclusive ranges per dimension, in domain coordinates. A read returns the cells of
@@ -62,5 +63,26 @@ impl Subarray {
                     .collect()
             })
             .collect()
+    }
+}
+
+/// An inclusive range on one dimension of a sparse array.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DimRange {
+    /// Integer bounds (integer dimensions).
+    Int(i128, i128),
+    /// Float bounds (any dimension: integer dimensions take the integers inside).
+    Float(f64, f64),
+}
+
+impl DimRange {
+    /// The range of dimension `dim` between two ordinals (normalized integers, or float
+    /// ordinals).
+    pub(crate) fn from_ordinals(dim: &crate::schema::Dimension, lo: u64, hi: u64) -> Self {
+        if dim.is_float() {
+            DimRange::Float(ordinal_float(lo), ordinal_float(hi))
+        } else {
+            DimRange::Int(dim.denormalize(lo), dim.denormalize(hi))
+        }
     }
 }

@@ -35,7 +35,8 @@ pub(crate) struct Sink<'a> {
     pub validity: Option<&'a mut [u8]>,
 }
 
-type TileKey = (usize, u64);
+/// (fragment index, tile index).
+pub(crate) type TileKey = (usize, u64);
 
 /// Runs `copies` and `fills` into `sinks`.
 pub(crate) fn execute(array: &Array, copies: Vec<CopyOp>, fills: &[FillOp], sinks: &mut [Sink<'_>]) -> Result<()> {
@@ -103,8 +104,6 @@ fn run_batch(
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
     let schema = array.schema();
-    let config = array.ctx.config();
-    let storage = array.ctx.storage().clone();
     let cells_per_tile = array.grid.cells_per_tile();
     let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
     // Direct reads: an unfiltered fixed-size data tile whose only copy is one contiguous run of
@@ -130,103 +129,15 @@ fn run_batch(
     }
     let is_direct = |key: TileKey, f: usize| direct.iter().any(|d| d.1 == key && d.2 == f);
     read_direct(array, specs, &direct, sinks)?;
-    // Requests grouped per file, in offset order.
-    let mut per_file: HashMap<(usize, usize), Vec<Request>> = HashMap::new();
+    let mut requests = Vec::new();
     for &key in batch {
         for &f in wanted {
-            if is_direct(key, f) {
-                continue;
+            if !is_direct(key, f) {
+                requests.push((key, f));
             }
-            let e = array.fragments[key.0].files[f].1[key.1 as usize];
-            per_file.entry((key.0, f)).or_default().push(Request {
-                key,
-                file: f,
-                offset: e.offset,
-                len: e.stored_size,
-            });
         }
     }
-    // Coalesce neighbours into reads: (frag, file, start, end, requests).
-    let (gap, max) = (config.coalesce_gap(), config.coalesce_max());
-    let mut reads: Vec<(usize, usize, u64, u64, Vec<Request>)> = Vec::new();
-    let mut groups: Vec<_> = per_file.into_iter().collect();
-    groups.sort_unstable_by_key(|g| g.0);
-    for ((frag, f), mut reqs) in groups {
-        reqs.sort_unstable_by_key(|r| r.offset);
-        for r in reqs {
-            let end = r.offset + r.len;
-            if let Some(last) = reads.last_mut() {
-                if last.0 == frag
-                    && last.1 == f
-                    && r.offset >= last.3
-                    && r.offset - last.3 <= gap
-                    && end - last.2 <= max
-                {
-                    last.3 = end;
-                    last.4.push(r);
-                    continue;
-                }
-            }
-            reads.push((frag, f, r.offset, end, vec![r]));
-        }
-    }
-    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
-        reads
-            .into_par_iter()
-            .map(|(frag, f, start, end, reqs)| {
-                let path = file_path(array, frag, &specs[f].name);
-                let bytes = storage.read_range(&path, start, end - start).map_err(|e| match e {
-                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
-                        Error::corrupt(&path, e.to_string())
-                    }
-                    e => e.into(),
-                })?;
-                reqs.into_par_iter()
-                    .map(|r| {
-                        let raw = bytes.slice((r.offset - start) as usize, r.len as usize);
-                        let entry = array.fragments[frag].files[f].1[r.key.1 as usize];
-                        let tile_err = |d: String| Error::corrupt(&path, format!("tile {}: {d}", r.key.1));
-                        let sum = xxh3_64(&raw);
-                        if sum != entry.checksum {
-                            return Err(tile_err(format!(
-                                "checksum mismatch (stored {:016x}, computed {sum:016x})",
-                                entry.checksum
-                            )));
-                        }
-                        let spec = &specs[f];
-                        let a = &schema.attrs[spec.attr];
-                        let expected = match spec.kind {
-                            FileKind::Data if a.is_var() => None,
-                            FileKind::Data => Some(cells_per_tile * a.cell_size() as u64),
-                            FileKind::Offsets => Some(cells_per_tile * 8),
-                            FileKind::Validity => Some(cells_per_tile),
-                        };
-                        if let Some(x) = expected.filter(|&x| x != entry.unfiltered_size) {
-                            return Err(tile_err(format!(
-                                "unfiltered size {} where {x} is expected",
-                                entry.unfiltered_size
-                            )));
-                        }
-                        let tile = if spec.filters.is_empty() {
-                            if raw.len() as u64 != entry.unfiltered_size {
-                                return Err(tile_err("stored size differs from unfiltered size".into()));
-                            }
-                            raw
-                        } else {
-                            let out = spec
-                                .filters
-                                .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
-                                .map_err(|e| tile_err(e.to_string()))?;
-                            Bytes::from_vec(out)
-                        };
-                        Ok(((r.key, r.file), tile))
-                    })
-                    .collect::<Result<Vec<_>>>()
-            })
-            .collect::<Result<Vec<Vec<_>>>>()
-            .map(|v| v.into_iter().flatten().collect())
-    })?;
-    let tiles: HashMap<(TileKey, usize), Bytes> = tiles.into_iter().collect();
+    let tiles = fetch_tiles(array, specs, &requests)?;
     for s in sinks.iter_mut() {
         let a = &schema.attrs[s.attr];
         let (fd, fo, fv) =
@@ -284,6 +195,115 @@ fn run_batch(
         }
     }
     Ok(())
+}
+
+/// Cells in tile `tile` of fragment `frag`.
+pub(crate) fn tile_cells(array: &Array, frag: usize, tile: u64) -> u64 {
+    match &array.fragments[frag].sparse {
+        Some(sp) => sp.tile_cells.get(tile as usize).copied().unwrap_or(0),
+        None => array.grid.cells_per_tile(),
+    }
+}
+
+/// Fetches tiles `(tile, file)`: byte ranges of a file closer than `vfs.coalesce_gap` are read as
+/// one request, requests run in parallel, every tile's checksum and sizes are verified and tiles
+/// are unfiltered in parallel (unfiltered tiles are used in place).
+pub(crate) fn fetch_tiles(
+    array: &Array,
+    specs: &[FileSpec],
+    requests: &[(TileKey, usize)],
+) -> Result<HashMap<(TileKey, usize), Bytes>> {
+    let schema = array.schema();
+    let config = array.ctx.config();
+    let storage = array.ctx.storage().clone();
+    // Requests grouped per file, in offset order.
+    let mut per_file: HashMap<(usize, usize), Vec<Request>> = HashMap::new();
+    for &(key, f) in requests {
+        let e = array.fragments[key.0].files[f].1[key.1 as usize];
+        per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });
+    }
+    // Coalesce neighbours into reads: (frag, file, start, end, requests).
+    let (gap, max) = (config.coalesce_gap(), config.coalesce_max());
+    let mut reads: Vec<(usize, usize, u64, u64, Vec<Request>)> = Vec::new();
+    let mut groups: Vec<_> = per_file.into_iter().collect();
+    groups.sort_unstable_by_key(|g| g.0);
+    for ((frag, f), mut reqs) in groups {
+        reqs.sort_unstable_by_key(|r| r.offset);
+        for r in reqs {
+            let end = r.offset + r.len;
+            if let Some(last) = reads.last_mut() {
+                if last.0 == frag
+                    && last.1 == f
+                    && r.offset >= last.3
+                    && r.offset - last.3 <= gap
+                    && end - last.2 <= max
+                {
+                    last.3 = end;
+                    last.4.push(r);
+                    continue;
+                }
+            }
+            reads.push((frag, f, r.offset, end, vec![r]));
+        }
+    }
+    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
+        reads
+            .into_par_iter()
+            .map(|(frag, f, start, end, reqs)| {
+                let path = file_path(array, frag, &specs[f].name);
+                let bytes = storage.read_range(&path, start, end - start).map_err(|e| match e {
+                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                        Error::corrupt(&path, e.to_string())
+                    }
+                    e => e.into(),
+                })?;
+                reqs.into_par_iter()
+                    .map(|r| {
+                        let raw = bytes.slice((r.offset - start) as usize, r.len as usize);
+                        let entry = array.fragments[frag].files[f].1[r.key.1 as usize];
+                        let tile_err = |d: String| Error::corrupt(&path, format!("tile {}: {d}", r.key.1));
+                        let sum = xxh3_64(&raw);
+                        if sum != entry.checksum {
+                            return Err(tile_err(format!(
+                                "checksum mismatch (stored {:016x}, computed {sum:016x})",
+                                entry.checksum
+                            )));
+                        }
+                        let spec = &specs[f];
+                        let cells = tile_cells(array, frag, r.key.1);
+                        let expected = match spec.kind {
+                            FileKind::Data if schema.attrs[spec.attr].is_var() => None,
+                            FileKind::Data => Some(cells * schema.attrs[spec.attr].cell_size() as u64),
+                            FileKind::Offsets => Some(cells * 8),
+                            FileKind::Validity => Some(cells),
+                            FileKind::Coords => Some(cells * spec.elem_size as u64),
+                        };
+                        if let Some(x) = expected.filter(|&x| x != entry.unfiltered_size) {
+                            return Err(tile_err(format!(
+                                "unfiltered size {} where {x} is expected",
+                                entry.unfiltered_size
+                            )));
+                        }
+                        let tile = if spec.filters.is_empty() {
+                            if raw.len() as u64 != entry.unfiltered_size {
+                                return Err(tile_err("stored size differs from unfiltered size".into()));
+                            }
+                            raw
+                        } else {
+                            let out = spec
+                                .filters
+                                .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
+                                .map_err(|e| tile_err(e.to_string()))?;
+                            Bytes::from_vec(out)
+                        };
+                        Ok(((r.key, r.file), tile))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<Vec<_>>>>()
+            .map(|v| v.into_iter().flatten().collect())
+    })?;
+    Ok(tiles.into_iter().collect())
 }
 
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in

@@ -5,8 +5,10 @@
 mod execute;
 mod plan;
 mod query;
+mod sparse;
 
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
+pub use sparse::SparseReadQuery;
 
 /// The order of cells in a query's buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,8 @@ pub enum Layout {
     ColMajor,
     /// The array's global order: tile by tile in tile order, cells in cell order inside a tile.
     Global,
+    /// Any order the engine finds fastest (sparse arrays).
+    Unordered,
 }
 
 impl Layout {
@@ -26,6 +30,7 @@ impl Layout {
             "row-major" | "C" | "R" => Some(Layout::RowMajor),
             "col-major" | "F" => Some(Layout::ColMajor),
             "global" | "G" => Some(Layout::Global),
+            "unordered" | "U" => Some(Layout::Unordered),
             _ => None,
         }
     }
@@ -36,6 +41,7 @@ impl Layout {
             Layout::RowMajor => "row-major",
             Layout::ColMajor => "col-major",
             Layout::Global => "global",
+            Layout::Unordered => "unordered",
         }
     }
 }

@@ -63,7 +63,7 @@ impl ResultSpace {
                     });
                 }
             }
-            Layout::Global => {
+            Layout::Global | Layout::Unordered => {
                 let rect: Rect = self.ranges.iter().map(|r| r[0]).collect();
                 let mut before = 0u64;
                 for tc in grid.tiles_in(&grid.tile_range(&rect)) {

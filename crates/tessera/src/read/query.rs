@@ -92,6 +92,9 @@ impl ReadQuery {
             }
             idx.push(i);
         }
+        if layout == Layout::Unordered {
+            return Err(QueryError::Layout("dense reads take layout row-major, col-major or global".into()).into());
+        }
         let ranges = subarray.normalize(schema)?;
         if layout == Layout::Global && ranges.iter().any(|r| r.len() != 1) {
             return Err(QueryError::Layout("global layout needs exactly one range per dimension".into()).into());
@@ -258,7 +261,7 @@ impl ReadQuery {
         match self.space.layout {
             Layout::RowMajor => s[1..].iter().product(),
             Layout::ColMajor => s[..s.len() - 1].iter().product(),
-            Layout::Global => 1,
+            Layout::Global | Layout::Unordered => 1,
         }
     }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{Attribute, Dimension, SchemaError};
 
 /// Version of the schema JSON written by this build.
-pub(crate) const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 1;
 
 /// Largest number of cells in one space tile (keeps one tile of one attribute addressable).
 const MAX_TILE_CELLS: u64 = 1 << 34;
@@ -39,7 +39,8 @@ pub enum CellOrder {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArraySchema {
-    /// Format version of this schema.
+    /// Format version of this schema (1 when absent from the JSON).
+    #[serde(default = "schema_version")]
     pub version: u32,
     /// Dense or sparse.
     pub array_type: ArrayType,
@@ -63,6 +64,10 @@ pub struct ArraySchema {
 pub fn default_coord_filters() -> crate::filter::FilterPipeline {
     use crate::filter::Filter;
     crate::filter::FilterPipeline::new(vec![Filter::Delta, Filter::Zstd { level: 3 }])
+}
+
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
 }
 
 fn default_capacity() -> u64 {

@@ -6,7 +6,7 @@ mod attribute;
 mod datatype;
 mod dimension;
 
-pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder};
+pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder, SCHEMA_VERSION};
 pub use attribute::{Attribute, CellValNum};
 pub use datatype::Datatype;
 pub use dimension::{Dimension, Domain, Extent};

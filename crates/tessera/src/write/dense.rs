@@ -84,6 +84,9 @@ pub struct DenseWriter {
 impl DenseWriter {
     pub(crate) fn new(array: &Array, subarray: &Subarray, layout: Layout) -> Result<Self> {
         let schema = array.schema();
+        if layout == Layout::Unordered {
+            return Err(QueryError::Layout("dense writes take layout row-major, col-major or global".into()).into());
+        }
         let norm = subarray.normalize(schema)?;
         if norm.iter().any(|r| r.len() != 1) {
             return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
@@ -130,7 +133,7 @@ impl DenseWriter {
     /// Bad buffers (nothing is written then), a submit after an error, or a storage failure.
     pub fn submit(&mut self, inputs: &[AttrInput<'_>]) -> Result<()> {
         match self.layout {
-            Layout::Global => self.submit_global(inputs),
+            Layout::Global | Layout::Unordered => self.submit_global(inputs),
             Layout::RowMajor | Layout::ColMajor => {
                 let sub = Subarray {
                     ranges: self
@@ -155,7 +158,7 @@ impl DenseWriter {
         let order = match self.layout {
             Layout::RowMajor => CellOrder::RowMajor,
             Layout::ColMajor => CellOrder::ColMajor,
-            Layout::Global => {
+            Layout::Global | Layout::Unordered => {
                 return Err(QueryError::Layout("submit_part needs row-major or col-major layout".into()).into())
             }
         };
@@ -380,22 +383,7 @@ impl DenseWriter {
         }
         let frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
         let total = self.total;
-        frag.finish(total)
-    }
-}
-
-impl Drop for DenseWriter {
-    fn drop(&mut self) {
-        // An unfinished write leaves no folder behind (best effort; a crash may leave one, which
-        // readers ignore because it has no commit file).
-        if let Some(frag) = self.frag.take() {
-            let dir = self.array.uri.join(crate::fragment::FRAGMENTS_DIR).join(frag.name().to_string());
-            drop(frag);
-            let storage = self.array.ctx.storage();
-            if storage.is_dir(&dir) {
-                let _ = storage.remove_dir_all(&dir);
-            }
-        }
+        frag.finish(total, None)
     }
 }
 

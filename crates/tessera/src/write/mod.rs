@@ -3,6 +3,8 @@
 
 mod dense;
 mod input;
+mod sparse;
 
 pub use dense::DenseWriter;
 pub use input::AttrInput;
+pub use sparse::{CoordInput, SparseWriter};

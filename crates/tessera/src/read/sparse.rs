@@ -1,0 +1,335 @@
+//! Sparse reads. Per fragment, the R-tree over data-tile MBRs selects the tiles that may hold
+//! cells of the query; their coordinate tiles are fetched and filtered cell by cell (tiles whose
+//! MBR lies inside the query skip the test). Each fragment yields its matching cells in global
+//! order; the streams are merged so that, where coordinates repeat across fragments and the
+//! schema does not allow duplicates, the newest fragment wins. Results are then ordered as the
+//! layout asks (global, row-major, col-major or unordered) and attribute values are gathered in
+//! whole runs per tile, batch by batch.
+
+use std::collections::{HashMap, HashSet};
+
+use rayon::prelude::*;
+
+use super::execute::{fetch_tiles, TileKey};
+use super::query::{AttrData, ReadResult};
+use crate::array::Array;
+use crate::error::{Error, QueryError, Result};
+use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
+use crate::geometry::{ordinal_range, ordinals, DimRange, OrderKeys};
+use crate::read::Layout;
+use crate::storage::Bytes;
+
+/// One result cell: fragment, tile, cell within the tile.
+type CellRef = (u32, u32, u32);
+
+/// A candidate tile's matching cells and their ordinals (one column per dimension).
+type TileMatches = (TileKey, Vec<u32>, Vec<Vec<u64>>);
+
+/// A read of a sparse array; results come back whole or in batches.
+#[derive(Debug)]
+pub struct SparseReadQuery {
+    array: Array,
+    attrs: Vec<usize>,
+    specs: Vec<FileSpec>,
+    cells: Vec<CellRef>,
+    coords: HashMap<TileKey, Vec<Bytes>>,
+    cursor: u64,
+}
+
+fn overlaps(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
+    r.iter().zip(ranges).all(|(m, rs)| rs.iter().any(|q| m[0] <= q[1] && q[0] <= m[1]))
+}
+
+fn inside(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
+    r.iter().zip(ranges).all(|(m, rs)| rs.iter().any(|q| q[0] <= m[0] && m[1] <= q[1]))
+}
+
+impl SparseReadQuery {
+    pub(crate) fn new(array: &Array, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<Self> {
+        let schema = array.schema().clone();
+        if ranges.len() != schema.ndim() {
+            return Err(QueryError::BadSubarray(format!(
+                "{} dimensions given, the array has {}",
+                ranges.len(),
+                schema.ndim()
+            ))
+            .into());
+        }
+        let mut idx = Vec::new();
+        if attrs.is_empty() {
+            idx.extend(0..schema.attrs.len());
+        }
+        for name in attrs {
+            let i = schema.attr_index(name).ok_or_else(|| QueryError::UnknownAttribute {
+                name: (*name).to_string(),
+                known: schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", "),
+            })?;
+            if idx.contains(&i) {
+                return Err(QueryError::AttributeSet(format!("attribute {name} is requested twice")).into());
+            }
+            idx.push(i);
+        }
+        // Ordinal ranges per dimension (an empty list: the whole domain).
+        let mut oranges: Vec<Vec<[u64; 2]>> = Vec::with_capacity(schema.ndim());
+        for (d, rs) in schema.dims.iter().zip(ranges) {
+            if rs.is_empty() {
+                oranges.push(vec![[0, u64::MAX]]);
+                continue;
+            }
+            let mut v = Vec::new();
+            for r in rs {
+                let (lo, hi, int) = match *r {
+                    DimRange::Int(a, b) => (a as f64, b as f64, Some((a, b))),
+                    DimRange::Float(a, b) => (a, b, None),
+                };
+                if lo.is_nan() || hi.is_nan() {
+                    return Err(QueryError::BadSubarray(format!("dimension {}: a range bound is NaN", d.name)).into());
+                }
+                let reversed = match *r {
+                    DimRange::Int(a, b) => a > b,
+                    DimRange::Float(a, b) => a > b,
+                };
+                if reversed {
+                    return Err(QueryError::Reversed { dim: d.name.clone(), lo: lo as i128, hi: hi as i128 }.into());
+                }
+                if let Some(o) = ordinal_range(d, lo, hi, int) {
+                    v.push(o);
+                }
+            }
+            oranges.push(v);
+        }
+        let specs = FileSpec::for_sparse(&schema);
+        let nd = schema.ndim();
+        // Candidate tiles per fragment, with whether the tile lies inside the query.
+        let mut cand: Vec<(TileKey, bool)> = Vec::new();
+        if oranges.iter().all(|v| !v.is_empty()) {
+            for (fi, f) in array.fragments.iter().enumerate() {
+                let Some(sp) = &f.sparse else { continue };
+                for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, &oranges)) {
+                    cand.push(((fi, t as u64), inside(&sp.mbrs[t], &oranges)));
+                }
+            }
+        }
+        let requests: Vec<(TileKey, usize)> = cand.iter().flat_map(|&(k, _)| (0..nd).map(move |d| (k, d))).collect();
+        let mut tiles = fetch_tiles(array, &specs, &requests)?;
+        let mut coords: HashMap<TileKey, Vec<Bytes>> = HashMap::new();
+        for &(k, _) in &cand {
+            let cols: Vec<Bytes> = (0..nd).map(|d| tiles.remove(&(k, d)).unwrap_or_default()).collect();
+            coords.insert(k, cols);
+        }
+        // Matching cells of every candidate tile, with their ordinals.
+        let per_tile: Vec<TileMatches> = array.ctx.install(|| {
+            cand.par_iter()
+                .map(|&(k, full)| {
+                    let cols = &coords[&k];
+                    let ords: Vec<Vec<u64>> = schema
+                        .dims
+                        .iter()
+                        .zip(cols)
+                        .map(|(d, c)| {
+                            ordinals(d, c).map_err(|b| {
+                                let f = &array.fragments[k.0];
+                                Error::corrupt(
+                                    array.uri.join(FRAGMENTS_DIR).join(f.name.to_string()).join(&specs[0].name),
+                                    format!("tile {}: coordinate {} of cell {} {}", k.1, b.value, b.cell, b.why),
+                                )
+                            })
+                        })
+                        .collect::<Result<_>>()?;
+                    let n = ords.first().map_or(0, Vec::len);
+                    let keep: Vec<u32> = if full {
+                        (0..n as u32).collect()
+                    } else {
+                        (0..n)
+                            .filter(|&i| {
+                                ords.iter().zip(&oranges).all(|(o, rs)| rs.iter().any(|q| q[0] <= o[i] && o[i] <= q[1]))
+                            })
+                            .map(|i| i as u32)
+                            .collect()
+                    };
+                    let kept: Vec<Vec<u64>> =
+                        ords.iter().map(|o| keep.iter().map(|&i| o[i as usize]).collect()).collect();
+                    Ok((k, keep, kept))
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let cells = order_results(array, &per_tile, layout);
+        let used: HashSet<TileKey> = cells.iter().map(|c| (c.0 as usize, u64::from(c.1))).collect();
+        coords.retain(|k, _| used.contains(k));
+        Ok(Self { array: array.clone(), attrs: idx, specs, cells, coords, cursor: 0 })
+    }
+
+    /// Cells in the whole result.
+    pub fn total_cells(&self) -> u64 {
+        self.cells.len() as u64
+    }
+
+    /// Whether every cell has been returned.
+    pub fn is_complete(&self) -> bool {
+        self.cursor >= self.total_cells()
+    }
+
+    /// Reads every remaining cell: dimension columns first, then the attributes.
+    ///
+    /// # Errors
+    /// Storage failures and corrupt tiles.
+    pub fn read_all(&mut self) -> Result<ReadResult> {
+        let (c0, c1) = (self.cursor, self.total_cells());
+        let r = self.materialize(c0, c1)?;
+        self.cursor = c1;
+        Ok(r)
+    }
+
+    /// Reads the next batch of about `max_bytes` (at least one cell), or `None` when done.
+    ///
+    /// # Errors
+    /// Storage failures and corrupt tiles.
+    pub fn next_batch(&mut self, max_bytes: u64) -> Result<Option<ReadResult>> {
+        if self.is_complete() {
+            return Ok(None);
+        }
+        let schema = self.array.schema();
+        let per_cell: u64 = schema.dims.iter().map(|d| d.datatype.size() as u64).sum::<u64>()
+            + self
+                .attrs
+                .iter()
+                .map(|&i| {
+                    let a = &schema.attrs[i];
+                    u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }
+                })
+                .sum::<u64>();
+        let n = (max_bytes / per_cell.max(1)).max(1);
+        let c1 = (self.cursor + n).min(self.total_cells());
+        let r = self.materialize(self.cursor, c1)?;
+        self.cursor = c1;
+        Ok(Some(r))
+    }
+
+    fn materialize(&self, c0: u64, c1: u64) -> Result<ReadResult> {
+        let schema = self.array.schema();
+        let part = &self.cells[c0 as usize..c1 as usize];
+        // Runs of consecutive cells of one tile.
+        let mut runs: Vec<(TileKey, u32, u32)> = Vec::new();
+        for &(f, t, c) in part {
+            let key = (f as usize, u64::from(t));
+            match runs.last_mut() {
+                Some((k, _, end)) if *k == key && *end == c => *end += 1,
+                _ => runs.push((key, c, c + 1)),
+            }
+        }
+        let mut out = Vec::with_capacity(schema.ndim() + self.attrs.len());
+        for (d, dim) in schema.dims.iter().enumerate() {
+            let s = dim.datatype.size();
+            let mut data = Vec::with_capacity(part.len() * s);
+            for (k, a, b) in &runs {
+                data.extend_from_slice(&self.coords[k][d][*a as usize * s..*b as usize * s]);
+            }
+            out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
+        }
+        let keys: Vec<TileKey> = {
+            let mut seen = HashSet::new();
+            runs.iter().filter(|r| seen.insert(r.0)).map(|r| r.0).collect()
+        };
+        let file_of = |attr: usize, kind: FileKind| self.specs.iter().position(|s| s.attr == attr && s.kind == kind);
+        let mut requests = Vec::new();
+        for &i in &self.attrs {
+            for kind in [FileKind::Data, FileKind::Offsets, FileKind::Validity] {
+                if let Some(f) = file_of(i, kind) {
+                    requests.extend(keys.iter().map(|&k| (k, f)));
+                }
+            }
+        }
+        let tiles = fetch_tiles(&self.array, &self.specs, &requests)?;
+        for &i in &self.attrs {
+            let a = &schema.attrs[i];
+            let get = |k: &TileKey, kind| file_of(i, kind).and_then(|f| tiles.get(&(*k, f)));
+            let mut data = Vec::new();
+            let mut offsets = a.is_var().then(Vec::new);
+            let mut validity = a.nullable.then(Vec::new);
+            for (k, s, e) in &runs {
+                let (s, e) = (*s as usize, *e as usize);
+                let d = get(k, FileKind::Data).map_or(&[][..], |b| &b[..]);
+                if let Some(offs) = offsets.as_mut() {
+                    let o = get(k, FileKind::Offsets).map_or(&[][..], |b| &b[..]);
+                    let at = |c: usize| -> Result<u64> {
+                        if c * 8 + 8 > o.len() {
+                            return Ok(d.len() as u64);
+                        }
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(&o[c * 8..c * 8 + 8]);
+                        Ok(u64::from_le_bytes(w))
+                    };
+                    let (start, end) = (at(s)?, at(e)?);
+                    if start > end || end > d.len() as u64 {
+                        return Err(Error::corrupt(
+                            self.array.uri.join(FRAGMENTS_DIR).join(self.array.fragments[k.0].name.to_string()),
+                            format!("tile {}: offsets of attribute {} out of order or past the data", k.1, a.name),
+                        ));
+                    }
+                    let base = data.len() as u64;
+                    for c in s..e {
+                        offs.push(at(c)? - start + base);
+                    }
+                    data.extend_from_slice(&d[start as usize..end as usize]);
+                } else {
+                    let cs = a.cell_size();
+                    data.extend_from_slice(&d[s * cs..e * cs]);
+                }
+                if let Some(v) = validity.as_mut() {
+                    let src = get(k, FileKind::Validity).map_or(&[][..], |b| &b[..]);
+                    v.extend_from_slice(&src[s..e]);
+                }
+            }
+            out.push(AttrData { name: a.name.clone(), data, offsets, validity });
+        }
+        Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
+    }
+}
+
+/// Orders the matching cells of all fragments as `layout` asks, dropping older duplicates when
+/// the schema does not allow duplicates.
+fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec<CellRef> {
+    let schema = array.schema();
+    let nd = schema.ndim();
+    let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
+    let frags: HashSet<usize> = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0).collect();
+    // Per-fragment streams are already in global order (tiles and cells in order).
+    let mut refs: Vec<CellRef> = Vec::with_capacity(total);
+    let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
+    for ((f, t), keep, kept) in per_tile {
+        for (j, &c) in keep.iter().enumerate() {
+            refs.push((*f as u32, *t as u32, c));
+            for col in kept {
+                ords.push(col[j]);
+            }
+        }
+    }
+    let single = frags.len() <= 1;
+    if single && matches!(layout, Layout::Global | Layout::Unordered) {
+        return refs;
+    }
+    let keys = OrderKeys::new(schema);
+    let w = keys.width();
+    let mut kbuf = vec![0u64; total * w];
+    array.ctx.install(|| {
+        kbuf.par_chunks_mut(w).zip(ords.par_chunks(nd.max(1))).for_each(|(k, o)| keys.key(o, k));
+    });
+    let mut perm: Vec<u32> = (0..total as u32).collect();
+    let kat = |i: u32| &kbuf[i as usize * w..i as usize * w + w];
+    // Global order; among equal coordinates the newest fragment first.
+    array.ctx.install(|| {
+        perm.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
+    });
+    if !schema.allows_duplicates && !single {
+        perm.dedup_by(|b, a| kat(*a) == kat(*b));
+    }
+    let oat = |i: u32| &ords[i as usize * nd..i as usize * nd + nd];
+    match layout {
+        Layout::RowMajor => array.ctx.install(|| perm.par_sort_by(|&a, &b| oat(a).cmp(oat(b)))),
+        Layout::ColMajor => array.ctx.install(|| {
+            perm.par_sort_by(|&a, &b| oat(a).iter().rev().cmp(oat(b).iter().rev()));
+        }),
+        _ => {}
+    }
+    perm.into_iter().map(|i| refs[i as usize]).collect()
+}

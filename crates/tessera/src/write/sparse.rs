@@ -1,0 +1,555 @@
+//! Sparse writes. Cells arrive as one coordinate column per dimension plus attribute buffers,
+//! either in any order (one submit; the engine sorts them in parallel into global order) or
+//! already in global order (several submits may build one fragment; out-of-order input is an
+//! error). Everything is validated before a byte is written: coordinates in the domain and
+//! finite, columns of equal length, no duplicate coordinates unless the schema allows them.
+//! Sorted cells are cut into data tiles of `capacity` cells, each with its MBR and first and last
+//! coordinates; tiles are built and filtered in parallel; `finish` adds the R-tree and commits.
+
+use rayon::prelude::*;
+
+use super::input::{validate, AttrInput};
+use crate::array::Array;
+use crate::error::{QueryError, Result};
+use crate::fragment::{
+    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, RTree, SparseIndex,
+    UnfilteredTile, FANOUT,
+};
+use crate::geometry::{ordinals, sort_permutation, value_text, OrderKeys, Rect};
+use crate::read::Layout;
+use crate::schema::ArraySchema;
+
+/// The coordinates of one dimension for a sparse write: values of the dimension's type,
+/// little-endian.
+#[derive(Debug, Clone, Copy)]
+pub struct CoordInput<'a> {
+    /// Dimension name.
+    pub name: &'a str,
+    /// One value per cell.
+    pub data: &'a [u8],
+}
+
+/// Cells borrowed from a submit (or from the owned leftover of earlier ones), in schema order.
+struct Cells<'a> {
+    n: usize,
+    ords: Vec<&'a [u64]>,
+    coords: Vec<&'a [u8]>,
+    attrs: Vec<AttrInput<'a>>,
+}
+
+/// Owned copy of cells that did not fill a tile yet (global-order writes).
+#[derive(Debug, Default)]
+struct Leftover {
+    n: usize,
+    ords: Vec<Vec<u64>>,
+    coords: Vec<Vec<u8>>,
+    data: Vec<Vec<u8>>,
+    offsets: Vec<Option<Vec<u64>>>,
+    validity: Vec<Option<Vec<u8>>>,
+}
+
+impl Leftover {
+    fn view<'a>(&'a self, schema: &'a ArraySchema) -> Cells<'a> {
+        Cells {
+            n: self.n,
+            ords: self.ords.iter().map(Vec::as_slice).collect(),
+            coords: self.coords.iter().map(Vec::as_slice).collect(),
+            attrs: schema
+                .attrs
+                .iter()
+                .enumerate()
+                .map(|(i, a)| AttrInput {
+                    name: &a.name,
+                    data: self.data.get(i).map_or(&[][..], Vec::as_slice),
+                    offsets: self.offsets.get(i).and_then(|o| o.as_deref()),
+                    validity: self.validity.get(i).and_then(|v| v.as_deref()),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Which cells of a source go into a tile.
+#[derive(Clone, Copy)]
+enum Pick<'a> {
+    Range(usize, usize),
+    Perm(&'a [u32]),
+}
+
+impl Pick<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Pick::Range(a, b) => b - a,
+            Pick::Perm(p) => p.len(),
+        }
+    }
+    fn first(&self) -> Option<usize> {
+        match *self {
+            Pick::Range(a, b) => (a < b).then_some(a),
+            Pick::Perm(p) => p.first().map(|&i| i as usize),
+        }
+    }
+    fn last(&self) -> Option<usize> {
+        match *self {
+            Pick::Range(a, b) => (a < b).then(|| b - 1),
+            Pick::Perm(p) => p.last().map(|&i| i as usize),
+        }
+    }
+    fn for_each(&self, mut f: impl FnMut(usize)) {
+        match *self {
+            Pick::Range(a, b) => (a..b).for_each(f),
+            Pick::Perm(p) => p.iter().for_each(|&i| f(i as usize)),
+        }
+    }
+}
+
+/// A data tile's entry in the sparse index.
+struct TileMeta {
+    cells: u64,
+    mbr: Rect,
+    first: Vec<u64>,
+    last: Vec<u64>,
+}
+
+/// Writes one sparse fragment; see the module documentation.
+#[derive(Debug)]
+pub struct SparseWriter {
+    array: Array,
+    layout: Layout,
+    specs: Vec<FileSpec>,
+    keys: OrderKeys,
+    frag: Option<FragmentWriter>,
+    index: SparseIndex,
+    leftover: Leftover,
+    last_key: Option<Vec<u64>>,
+    cells: u64,
+    submits: u64,
+    poisoned: bool,
+}
+
+impl SparseWriter {
+    pub(crate) fn new(array: &Array, layout: Layout) -> Result<Self> {
+        let schema = array.schema();
+        if !matches!(layout, Layout::Unordered | Layout::Global) {
+            return Err(QueryError::Layout(format!(
+                "a sparse write takes layout unordered or global, not {}",
+                layout.name()
+            ))
+            .into());
+        }
+        let storage = array.ctx.storage().clone();
+        let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
+        let name = FragmentName::new(next_timestamp(&array.uri, floor));
+        let specs = FileSpec::for_sparse(schema);
+        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0);
+        Ok(Self {
+            keys: OrderKeys::new(schema),
+            array: array.clone(),
+            layout,
+            specs,
+            frag: Some(frag),
+            index: SparseIndex::default(),
+            leftover: Leftover::default(),
+            last_key: None,
+            cells: 0,
+            submits: 0,
+            poisoned: false,
+        })
+    }
+
+    /// The name the fragment will be committed under.
+    pub fn fragment_name(&self) -> Option<&FragmentName> {
+        self.frag.as_ref().map(FragmentWriter::name)
+    }
+
+    /// Submits cells: `coords` holds one column per dimension, `attrs` every attribute.
+    ///
+    /// # Errors
+    /// Bad input (nothing of this submit is written then): a coordinate outside the domain or
+    /// not finite (naming the first such cell), columns of different lengths, duplicates when
+    /// the schema does not allow them, cells out of global order (global layout), a second submit
+    /// of an unordered write. Storage failures.
+    pub fn submit(&mut self, coords: &[CoordInput<'_>], attrs: &[AttrInput<'_>]) -> Result<()> {
+        if self.poisoned || self.frag.is_none() {
+            return Err(QueryError::WriteState("the writer failed or finished; start a new write".into()).into());
+        }
+        if self.layout == Layout::Unordered && self.submits > 0 {
+            return Err(QueryError::WriteState(
+                "an unordered sparse write takes one submit (one fragment per write); start a new writer".into(),
+            )
+            .into());
+        }
+        let schema = self.array.schema.clone();
+        let (cols, n) = coord_columns(&schema, coords)?;
+        let (attrs, _) = validate(&schema, attrs, Some(n as u64))?;
+        let ords: Vec<Vec<u64>> = self.array.ctx.install(|| {
+            schema
+                .dims
+                .par_iter()
+                .zip(&cols)
+                .map(|(d, c)| {
+                    ordinals(d, c).map_err(|b| {
+                        QueryError::BadBuffer {
+                            attr: d.name.clone(),
+                            detail: format!("coordinate {} of cell {} {}", b.value, b.cell, b.why),
+                        }
+                        .into()
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let keys = self.array.ctx.install(|| self.keys.keys(&ords));
+        let w = self.keys.width();
+        let perm = match self.layout {
+            Layout::Unordered => Some(self.array.ctx.install(|| sort_permutation(&keys, w))),
+            _ => None,
+        };
+        // Duplicates and order, before anything is written.
+        let at = |i: usize| &keys[i * w..i * w + w];
+        let sorted_pos = |k: usize| perm.as_ref().map_or(k, |p| p[k] as usize);
+        let strict = !schema.allows_duplicates;
+        if let (Some(prev), Some(first)) = (&self.last_key, (n > 0).then(|| at(sorted_pos(0)))) {
+            if first < prev.as_slice() || (strict && first == prev.as_slice()) {
+                return Err(order_error(&schema, &ords, sorted_pos(0), None, first == prev.as_slice()));
+            }
+        }
+        for k in 1..n {
+            let (i, j) = (sorted_pos(k - 1), sorted_pos(k));
+            let (a, b) = (at(i), at(j));
+            if b < a || (strict && a == b) {
+                return Err(order_error(&schema, &ords, j, Some(i), a == b));
+            }
+        }
+        let cells = Cells { n, ords: ords.iter().map(Vec::as_slice).collect(), coords: cols, attrs };
+        let result = self.append(&schema, &cells, perm.as_deref());
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result?;
+        if n > 0 {
+            self.last_key = Some(at(sorted_pos(n - 1)).to_vec());
+        }
+        self.cells += n as u64;
+        self.submits += 1;
+        Ok(())
+    }
+
+    /// Builds and writes the full tiles of leftover + `cells`, keeping the rest as leftover.
+    fn append(&mut self, schema: &ArraySchema, cells: &Cells<'_>, perm: Option<&[u32]>) -> Result<()> {
+        let cap = schema.capacity as usize;
+        let whole = |a: usize, b: usize| match perm {
+            Some(p) => Pick::Perm(&p[a..b]),
+            None => Pick::Range(a, b),
+        };
+        let mut tiles: Vec<Vec<(bool, Pick<'_>)>> = Vec::new(); // (from leftover?, pick)
+        let mut pos = 0usize;
+        let carried = self.leftover.n;
+        if carried > 0 {
+            let take = (cap - carried).min(cells.n);
+            if carried + take < cap {
+                // Still not a full tile: everything becomes leftover below.
+                pos = 0;
+            } else {
+                tiles.push(vec![(true, Pick::Range(0, carried)), (false, whole(0, take))]);
+                pos = take;
+            }
+        }
+        if !(carried > 0 && tiles.is_empty()) {
+            while cells.n - pos >= cap {
+                tiles.push(vec![(false, whole(pos, pos + cap))]);
+                pos += cap;
+            }
+        }
+        let left = self.leftover.view(schema);
+        let first_index = self.index.tile_cells.len() as u64;
+        let threads = self.array.ctx.config().compute_concurrency().max(1);
+        for (b, batch) in tiles.chunks(4 * threads).enumerate() {
+            let built: Vec<(UnfilteredTile, TileMeta)> = self.array.ctx.install(|| {
+                batch
+                    .par_iter()
+                    .enumerate()
+                    .map(|(k, parts)| {
+                        let srcs: Vec<(&Cells<'_>, Pick<'_>)> =
+                            parts.iter().map(|(l, p)| (if *l { &left } else { cells }, *p)).collect();
+                        build_tile(schema, &self.specs, &srcs, first_index + (b * 4 * threads + k) as u64)
+                    })
+                    .collect()
+            });
+            let mut ready = Vec::with_capacity(built.len());
+            for (t, m) in built {
+                self.index.tile_cells.push(m.cells);
+                self.index.mbrs.push(m.mbr);
+                self.index.first.push(m.first);
+                self.index.last.push(m.last);
+                ready.push(t);
+            }
+            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            self.array.ctx.install(|| frag.write_tiles(ready))?;
+        }
+        // The rest becomes the new leftover.
+        let consumed_left = !tiles.is_empty() && carried > 0;
+        let mut next = Leftover::default();
+        let keep_old = carried > 0 && !consumed_left;
+        let rest = whole(pos, cells.n);
+        let parts: Vec<(&Cells<'_>, Pick<'_>)> =
+            if keep_old { vec![(&left, Pick::Range(0, carried)), (cells, rest)] } else { vec![(cells, rest)] };
+        if parts.iter().map(|p| p.1.len()).sum::<usize>() > 0 {
+            next = gather_leftover(schema, &parts);
+        }
+        drop(left);
+        self.leftover = next;
+        Ok(())
+    }
+
+    /// Writes the last partial tile, the R-tree, and commits the fragment.
+    ///
+    /// # Errors
+    /// No cells written, or a storage failure.
+    pub fn finish(mut self) -> Result<FragmentMetadata> {
+        if self.poisoned {
+            return Err(QueryError::WriteState("the writer failed; nothing is committed".into()).into());
+        }
+        if self.cells == 0 {
+            return Err(QueryError::WriteState("a sparse write needs at least one cell".into()).into());
+        }
+        let schema = self.array.schema.clone();
+        if self.leftover.n > 0 {
+            let left = std::mem::take(&mut self.leftover);
+            let view = left.view(&schema);
+            let (t, m) = build_tile(
+                &schema,
+                &self.specs,
+                &[(&view, Pick::Range(0, left.n))],
+                self.index.tile_cells.len() as u64,
+            );
+            self.index.tile_cells.push(m.cells);
+            self.index.mbrs.push(m.mbr);
+            self.index.first.push(m.first);
+            self.index.last.push(m.last);
+            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            self.array.ctx.install(|| frag.write_tiles(vec![t]))?;
+        }
+        let mut domain = self.index.mbrs[0].clone();
+        for m in &self.index.mbrs[1..] {
+            for (a, b) in domain.iter_mut().zip(m) {
+                a[0] = a[0].min(b[0]);
+                a[1] = a[1].max(b[1]);
+            }
+        }
+        self.index.rtree = RTree::build(&self.index.mbrs, FANOUT);
+        let mut frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+        frag.set_domain(domain);
+        let index = std::mem::take(&mut self.index);
+        frag.finish(self.cells, Some(index))
+    }
+}
+
+/// Checks the coordinate inputs: every dimension once, whole values, equal lengths.
+fn coord_columns<'a>(schema: &ArraySchema, coords: &[CoordInput<'a>]) -> Result<(Vec<&'a [u8]>, usize)> {
+    let mut cols: Vec<Option<&'a [u8]>> = vec![None; schema.ndim()];
+    for c in coords {
+        let Some(k) = schema.dim_index(c.name) else {
+            return Err(QueryError::BadSubarray(format!(
+                "unknown dimension {:?} (the array has: {})",
+                c.name,
+                schema.dims.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+            ))
+            .into());
+        };
+        if cols[k].is_some() {
+            return Err(QueryError::AttributeSet(format!("dimension {} is given twice", c.name)).into());
+        }
+        let s = schema.dims[k].datatype.size();
+        if c.data.len() % s != 0 {
+            return Err(QueryError::BadBuffer {
+                attr: c.name.to_string(),
+                detail: format!("{} bytes is not a whole number of {} values", c.data.len(), schema.dims[k].datatype),
+            }
+            .into());
+        }
+        cols[k] = Some(c.data);
+    }
+    let mut out = Vec::with_capacity(cols.len());
+    let mut n = None;
+    for (k, c) in cols.into_iter().enumerate() {
+        let d = &schema.dims[k];
+        let Some(c) = c else {
+            return Err(QueryError::AttributeSet(format!("coordinates of dimension {} are missing", d.name)).into());
+        };
+        let len = c.len() / d.datatype.size();
+        match n {
+            None => n = Some(len),
+            Some(m) if m != len => {
+                return Err(QueryError::BadBuffer {
+                    attr: d.name.clone(),
+                    detail: format!(
+                        "{len} coordinates, but dimension {} has {m}: columns must have equal lengths",
+                        schema.dims[0].name
+                    ),
+                }
+                .into());
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    Ok((out, n.unwrap_or(0)))
+}
+
+fn order_error(schema: &ArraySchema, ords: &[Vec<u64>], cell: usize, prev: Option<usize>, dup: bool) -> crate::Error {
+    let text = |i: usize| {
+        let v: Vec<String> = schema.dims.iter().zip(ords).map(|(d, o)| value_text(d, o[i])).collect();
+        format!("({})", v.join(", "))
+    };
+    let detail = match (dup, prev) {
+        (true, Some(p)) => format!("duplicate coordinates {} at cells {p} and {cell}", text(cell)),
+        (true, None) => format!("cell {cell} repeats the coordinates {} of the previous submit", text(cell)),
+        (false, Some(p)) => {
+            format!("cells are not in global order: cell {cell} {} comes after cell {p} {}", text(cell), text(p))
+        }
+        (false, None) => format!("cell {cell} {} comes before the last cell of the previous submit", text(cell)),
+    };
+    let detail = if dup { format!("{detail} (the schema does not allow duplicates)") } else { detail };
+    QueryError::WriteState(detail).into()
+}
+
+/// Gathers `size`-byte values at the picked positions.
+fn gather(src: &[u8], size: usize, pick: Pick<'_>, out: &mut Vec<u8>) {
+    fn fixed<const N: usize>(src: &[u8], pick: Pick<'_>, out: &mut Vec<u8>) {
+        pick.for_each(|i| {
+            let v: [u8; N] = src[i * N..i * N + N].try_into().unwrap_or([0; N]);
+            out.extend_from_slice(&v);
+        });
+    }
+    match pick {
+        Pick::Range(a, b) => out.extend_from_slice(&src[a * size..b * size]),
+        _ => match size {
+            1 => fixed::<1>(src, pick, out),
+            2 => fixed::<2>(src, pick, out),
+            4 => fixed::<4>(src, pick, out),
+            8 => fixed::<8>(src, pick, out),
+            16 => fixed::<16>(src, pick, out),
+            _ => pick.for_each(|i| out.extend_from_slice(&src[i * size..(i + 1) * size])),
+        },
+    }
+}
+
+/// Gathers variable-length cells: appends their values to `data` and their starting offsets
+/// (relative to `data`'s start) to `offs`.
+fn gather_var(inp: &AttrInput<'_>, pick: Pick<'_>, data: &mut Vec<u8>, offs: &mut Vec<u64>) {
+    let o = inp.offsets.unwrap_or(&[]);
+    let len = inp.data.len() as u64;
+    let end = |i: usize| o.get(i + 1).copied().unwrap_or(len);
+    match pick {
+        Pick::Range(a, b) if a < b => {
+            let base = data.len() as u64;
+            offs.extend(o[a..b].iter().map(|&x| x - o[a] + base));
+            data.extend_from_slice(&inp.data[o[a] as usize..end(b - 1) as usize]);
+        }
+        _ => pick.for_each(|i| {
+            offs.push(data.len() as u64);
+            data.extend_from_slice(&inp.data[o[i] as usize..end(i) as usize]);
+        }),
+    }
+}
+
+/// Builds one data tile from the picked cells of its sources, in order.
+fn build_tile(
+    schema: &ArraySchema,
+    specs: &[FileSpec],
+    srcs: &[(&Cells<'_>, Pick<'_>)],
+    index: u64,
+) -> (UnfilteredTile, TileMeta) {
+    let n: usize = srcs.iter().map(|s| s.1.len()).sum();
+    let nd = schema.ndim();
+    let mut mbr: Rect = vec![[u64::MAX, 0]; nd];
+    for (c, p) in srcs {
+        for (d, r) in mbr.iter_mut().enumerate() {
+            p.for_each(|i| {
+                let o = c.ords[d][i];
+                r[0] = r[0].min(o);
+                r[1] = r[1].max(o);
+            });
+        }
+    }
+    let point = |(c, i): (&Cells<'_>, usize)| (0..nd).map(|d| c.ords[d][i]).collect::<Vec<u64>>();
+    let first = srcs.iter().find_map(|(c, p)| p.first().map(|i| (*c, i))).map(point).unwrap_or_default();
+    let last = srcs.iter().rev().find_map(|(c, p)| p.last().map(|i| (*c, i))).map(point).unwrap_or_default();
+    let mut var_offs: Vec<Option<Vec<u8>>> = vec![None; schema.attrs.len()];
+    let mut buffers: Vec<Vec<u8>> = specs
+        .iter()
+        .map(|s| match s.kind {
+            FileKind::Coords => {
+                let size = s.elem_size;
+                let mut out = Vec::with_capacity(n * size);
+                for (c, p) in srcs {
+                    gather(c.coords[s.attr], size, *p, &mut out);
+                }
+                out
+            }
+            FileKind::Data if schema.attrs[s.attr].is_var() => {
+                let mut data = Vec::new();
+                let mut offs = Vec::with_capacity(n);
+                for (c, p) in srcs {
+                    gather_var(&c.attrs[s.attr], *p, &mut data, &mut offs);
+                }
+                var_offs[s.attr] = Some(offs.iter().flat_map(|o| o.to_le_bytes()).collect());
+                data
+            }
+            FileKind::Data => {
+                let size = schema.attrs[s.attr].cell_size();
+                let mut out = Vec::with_capacity(n * size);
+                for (c, p) in srcs {
+                    gather(c.attrs[s.attr].data, size, *p, &mut out);
+                }
+                out
+            }
+            FileKind::Validity => {
+                let mut out = Vec::with_capacity(n);
+                for (c, p) in srcs {
+                    gather(c.attrs[s.attr].validity.unwrap_or(&[]), 1, *p, &mut out);
+                }
+                out
+            }
+            FileKind::Offsets => Vec::new(),
+        })
+        .collect();
+    for (f, s) in specs.iter().enumerate() {
+        if s.kind == FileKind::Offsets {
+            buffers[f] = var_offs[s.attr].take().unwrap_or_default();
+        }
+    }
+    let skip = vec![false; specs.len()];
+    (UnfilteredTile { index, buffers, skip }, TileMeta { cells: n as u64, mbr, first, last })
+}
+
+/// Copies the picked cells into an owned leftover.
+fn gather_leftover(schema: &ArraySchema, parts: &[(&Cells<'_>, Pick<'_>)]) -> Leftover {
+    let nd = schema.ndim();
+    let na = schema.attrs.len();
+    let mut l = Leftover {
+        n: parts.iter().map(|p| p.1.len()).sum(),
+        ords: vec![Vec::new(); nd],
+        coords: vec![Vec::new(); nd],
+        data: vec![Vec::new(); na],
+        offsets: (0..na).map(|i| schema.attrs[i].is_var().then(Vec::new)).collect(),
+        validity: (0..na).map(|i| schema.attrs[i].nullable.then(Vec::new)).collect(),
+    };
+    for (c, p) in parts {
+        for d in 0..nd {
+            p.for_each(|i| l.ords[d].push(c.ords[d][i]));
+            gather(c.coords[d], schema.dims[d].datatype.size(), *p, &mut l.coords[d]);
+        }
+        for (i, a) in schema.attrs.iter().enumerate() {
+            if let Some(offs) = l.offsets[i].as_mut() {
+                gather_var(&c.attrs[i], *p, &mut l.data[i], offs);
+            } else {
+                gather(c.attrs[i].data, a.cell_size(), *p, &mut l.data[i]);
+            }
+            if let Some(v) = l.validity[i].as_mut() {
+                gather(c.attrs[i].validity.unwrap_or(&[]), 1, *p, v);
+            }
+        }
+    }
+    l
+}

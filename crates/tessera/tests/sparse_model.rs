@@ -1,0 +1,278 @@
+//! Model-based property test of sparse arrays: random schemas (integer or float dimensions,
+//! tilings, cell orders incl. Hilbert, capacities, duplicates allowed or not, filters), random
+//! writes (unordered, or in global order over several submits), random reads in every layout,
+//! compared with a reference model: a list of (coordinates, value, write number).
+
+use proptest::prelude::*;
+use tessera::*;
+
+use crate::common::*;
+
+#[derive(Debug, Clone)]
+struct Case {
+    float: bool,
+    dims: Vec<(i64, u64, Option<u64>)>, // lo, size, tile
+    cell_order: CellOrder,
+    tile_order: CellOrder,
+    capacity: u64,
+    dups: bool,
+    filters: Vec<Filter>,
+    writes: Vec<(Vec<Vec<u64>>, bool, usize)>, // points (offsets from lo), global order?, submits
+    reads: Vec<(Vec<Vec<(u64, u64)>>, Layout)>,
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    let dims = prop::collection::vec(
+        (-5i64..5, 1u64..12).prop_flat_map(|(lo, size)| (Just(lo), Just(size), prop::option::of(1..=size))),
+        1..4,
+    );
+    let order = prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor), Just(CellOrder::Hilbert)];
+    let torder = prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor)];
+    let filters = prop::collection::vec(
+        prop_oneof![Just(Filter::Delta), Just(Filter::Zstd { level: 1 }), Just(Filter::Rle), Just(Filter::ByteShuffle)],
+        0..3,
+    );
+    (any::<bool>(), dims, order, torder, 1u64..7, any::<bool>(), filters).prop_flat_map(
+        |(float, dims, cell_order, tile_order, capacity, dups, filters)| {
+            let point = dims.iter().map(|&(_, size, _)| 0..size).collect::<Vec<_>>();
+            let writes = prop::collection::vec((prop::collection::vec(point, 1..25), any::<bool>(), 1usize..4), 1..5);
+            let ranges = dims
+                .iter()
+                .map(|&(_, size, _)| {
+                    prop::collection::vec((0..size, 0..size).prop_map(|(a, b)| (a.min(b), a.max(b))), 0..3)
+                })
+                .collect::<Vec<_>>();
+            let layout = prop_oneof![
+                Just(Layout::Global),
+                Just(Layout::RowMajor),
+                Just(Layout::ColMajor),
+                Just(Layout::Unordered)
+            ];
+            let reads = prop::collection::vec((ranges, layout), 1..4);
+            (Just((float, dims, cell_order, tile_order, capacity, dups, filters)), writes, reads).prop_map(
+                |((float, dims, cell_order, tile_order, capacity, dups, filters), writes, reads)| Case {
+                    float,
+                    dims,
+                    cell_order,
+                    tile_order,
+                    capacity,
+                    dups,
+                    filters,
+                    writes,
+                    reads,
+                },
+            )
+        },
+    )
+}
+
+/// Coordinates of a point as f64 (float dims use steps of 0.5 from lo).
+fn coord(c: &Case, d: usize, off: u64) -> f64 {
+    let (lo, _, _) = c.dims[d];
+    if c.float {
+        lo as f64 + off as f64 * 0.5
+    } else {
+        (lo + off as i64) as f64
+    }
+}
+
+fn schema_of(c: &Case) -> ArraySchema {
+    let mut b = ArraySchema::builder(ArrayType::Sparse)
+        .cell_order(c.cell_order)
+        .tile_order(c.tile_order)
+        .capacity(c.capacity)
+        .allows_duplicates(c.dups);
+    for (i, &(lo, size, tile)) in c.dims.iter().enumerate() {
+        let name = format!("d{i}");
+        let d = if c.float {
+            let hi = lo as f64 + (size - 1) as f64 * 0.5;
+            Dimension::float(name, Datatype::Float64, (lo as f64, hi), tile.map(|t| t as f64 * 0.5))
+        } else {
+            let mut d =
+                Dimension::new(name, Datatype::Int64, (lo.into(), (lo + size as i64 - 1).into()), tile.unwrap_or(size));
+            if tile.is_none() {
+                d.tile = None;
+            }
+            d
+        };
+        b = b.dim(d.with_filters(FilterPipeline::new(c.filters.clone())));
+    }
+    let mut v = Attribute::new("v", Datatype::Int16);
+    v.cell_val_num = CellValNum::Var;
+    v.nullable = true;
+    v.filters = FilterPipeline::new(c.filters.clone());
+    b.attr(Attribute::new("a", Datatype::Int32)).attr(v).build().unwrap()
+}
+
+/// Reference global order for row/col-major cell orders: tile coordinates in tile order, then
+/// coordinates in cell order.
+fn global_key(c: &Case, p: &[u64]) -> Vec<u64> {
+    let n = p.len();
+    let tiles: Vec<u64> = (0..n).map(|d| c.dims[d].2.map_or(0, |t| p[d] / t)).collect();
+    let mut k: Vec<u64> = match c.tile_order {
+        CellOrder::ColMajor => tiles.iter().rev().copied().collect(),
+        _ => tiles,
+    };
+    match c.cell_order {
+        CellOrder::ColMajor => k.extend(p.iter().rev()),
+        _ => k.extend(p.iter()),
+    }
+    k
+}
+
+type Row = (Vec<u64>, i32, Option<Vec<i16>>);
+
+fn value(w: usize, k: usize) -> (i32, Option<Vec<i16>>) {
+    let a = (w * 1000 + k) as i32;
+    let v = if k % 4 == 3 { None } else { Some((0..k % 3).map(|j| (w * 10 + j) as i16).collect()) };
+    (a, v)
+}
+
+fn encode_coords(c: &Case, pts: &[Vec<u64>], d: usize) -> Vec<u8> {
+    pts.iter()
+        .flat_map(|p| {
+            let x = coord(c, d, p[d]);
+            if c.float {
+                x.to_le_bytes().to_vec()
+            } else {
+                (x as i64).to_le_bytes().to_vec()
+            }
+        })
+        .collect()
+}
+
+fn run(c: &Case) -> Result<(), TestCaseError> {
+    let ctx = mem_ctx();
+    let schema = schema_of(c);
+    Array::create(&ctx, "/s", &schema).unwrap();
+    let nd = c.dims.len();
+    let mut model: Vec<Row> = Vec::new();
+    for (w, (pts, global, submits)) in c.writes.iter().enumerate() {
+        let mut pts = pts.clone();
+        if !c.dups {
+            let mut seen = std::collections::HashSet::new();
+            pts.retain(|p| seen.insert(p.clone()));
+        }
+        let global = *global && c.cell_order != CellOrder::Hilbert;
+        if global {
+            pts.sort_by_key(|p| global_key(c, p));
+        }
+        let vals: Vec<(i32, Option<Vec<i16>>)> = (0..pts.len()).map(|k| value(w, k)).collect();
+        let arr = Array::open(&ctx, "/s", Mode::Write).unwrap();
+        let mut wr = arr.sparse_writer(if global { Layout::Global } else { Layout::Unordered }).unwrap();
+        let step = if global { pts.len().div_ceil(*submits).max(1) } else { pts.len().max(1) };
+        for s in (0..pts.len()).step_by(step) {
+            let e = (s + step).min(pts.len());
+            let cols: Vec<Vec<u8>> = (0..nd).map(|d| encode_coords(c, &pts[s..e], d)).collect();
+            let names: Vec<String> = (0..nd).map(|d| format!("d{d}")).collect();
+            let coords: Vec<CoordInput<'_>> = (0..nd).map(|d| CoordInput { name: &names[d], data: &cols[d] }).collect();
+            let a: Vec<i32> = vals[s..e].iter().map(|v| v.0).collect();
+            let (mut data, mut offs, mut valid) = (Vec::new(), Vec::new(), Vec::new());
+            for v in &vals[s..e] {
+                offs.push(data.len() as u64);
+                valid.push(u8::from(v.1.is_some()));
+                for x in v.1.iter().flatten() {
+                    data.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+            wr.submit(
+                &coords,
+                &[
+                    AttrInput::fixed("a", i32_bytes(&a)),
+                    AttrInput { name: "v", data: &data, offsets: Some(&offs), validity: Some(&valid) },
+                ],
+            )
+            .unwrap();
+        }
+        wr.finish().unwrap();
+        for (p, v) in pts.into_iter().zip(vals) {
+            if !c.dups {
+                model.retain(|r| r.0 != p);
+            }
+            model.push((p, v.0, v.1));
+        }
+    }
+    let r = Array::open(&ctx, "/s", Mode::Read).unwrap();
+    for (ranges, layout) in &c.reads {
+        let q: Vec<Vec<DimRange>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(d, rs)| {
+                rs.iter()
+                    .map(|&(a, b)| {
+                        if c.float {
+                            DimRange::Float(coord(c, d, a), coord(c, d, b))
+                        } else {
+                            DimRange::Int(coord(c, d, a) as i128, coord(c, d, b) as i128)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut expect: Vec<Row> = model
+            .iter()
+            .filter(|row| {
+                ranges.iter().zip(&row.0).all(|(rs, &x)| rs.is_empty() || rs.iter().any(|&(a, b)| a <= x && x <= b))
+            })
+            .cloned()
+            .collect();
+        let mut query = r.sparse_query(&q, &[], *layout).unwrap();
+        let res = query.read_all().unwrap();
+        prop_assert_eq!(res.cells as usize, expect.len());
+        let cols: Vec<Vec<u64>> = (0..nd)
+            .map(|d| {
+                res.attrs[d]
+                    .data
+                    .chunks_exact(8)
+                    .map(|b| {
+                        let x = if c.float {
+                            f64::from_le_bytes(b.try_into().unwrap())
+                        } else {
+                            i64::from_le_bytes(b.try_into().unwrap()) as f64
+                        };
+                        let lo = c.dims[d].0 as f64;
+                        (if c.float { (x - lo) / 0.5 } else { x - lo }) as u64
+                    })
+                    .collect()
+            })
+            .collect();
+        let a = as_i32(&res.attrs[nd].data);
+        let vv = &res.attrs[nd + 1];
+        let offs = vv.offsets.as_ref().unwrap();
+        let valid = vv.validity.as_ref().unwrap();
+        let mut got: Vec<Row> = (0..a.len())
+            .map(|k| {
+                let end = offs.get(k + 1).copied().unwrap_or(vv.data.len() as u64) as usize;
+                let v: Vec<i16> =
+                    vv.data[offs[k] as usize..end].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+                ((0..nd).map(|d| cols[d][k]).collect(), a[k], (valid[k] == 1).then_some(v))
+            })
+            .collect();
+        // Order checks where the layout fixes an order of distinct coordinates.
+        let key_of = |p: &Vec<u64>| -> Vec<u64> {
+            match layout {
+                Layout::RowMajor => p.clone(),
+                Layout::ColMajor => p.iter().rev().copied().collect(),
+                _ if c.cell_order != CellOrder::Hilbert => global_key(c, p),
+                _ => Vec::new(),
+            }
+        };
+        if *layout != Layout::Unordered {
+            for w in got.windows(2) {
+                prop_assert!(key_of(&w[0].0) <= key_of(&w[1].0), "order {:?}: {:?} then {:?}", layout, w[0].0, w[1].0);
+            }
+        }
+        got.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+        expect.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+        prop_assert_eq!(got, expect);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #[test]
+    fn sparse_reads_match_the_model(c in case_strategy()) {
+        run(&c)?;
+    }
+}
