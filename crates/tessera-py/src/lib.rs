@@ -1,1 +1,29 @@
-//! placeholder
+//! `tessera._core`: the thin PyO3 binding of the Tessera engine. It translates types (numpy
+//! buffers, schema JSON, ranges) and errors, and holds no rule about the data; the user-facing API
+//! is the pure-Python package `python/tessera`, which mirrors these files:
+//!
+//! | Rust            | Python                        |
+//! |-----------------|-------------------------------|
+//! | `errors.rs`     | `tessera/errors.py`           |
+//! | `config.rs`     | `tessera/config.py`           |
+//! | `schema.rs`     | `tessera/schema.py`           |
+//! | `array.rs`      | `tessera/array.py`            |
+
+use pyo3::prelude::*;
+
+mod array;
+mod config;
+mod errors;
+mod schema;
+
+/// The extension module.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FORMAT_VERSION", tessera::FORMAT_VERSION)?;
+    errors::register(m)?;
+    config::register(m)?;
+    schema::register(m)?;
+    array::register(m)?;
+    Ok(())
+}

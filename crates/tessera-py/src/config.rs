@@ -1,0 +1,67 @@
+//! Configuration: checking a dict of string keys and values with the engine's `Config`, and one
+//! shared engine `Context` (with its compute thread pool) per distinct configuration.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use pyo3::prelude::*;
+use tessera::{Config, Context};
+
+use crate::errors::IntoPyResult;
+
+/// Contexts by the explicitly set (key, value) pairs of their configuration, sorted by key.
+type ContextCache = Mutex<HashMap<Vec<(String, String)>, Context>>;
+
+static CONTEXTS: OnceLock<ContextCache> = OnceLock::new();
+
+/// Builds an engine `Config` from Python's key-value pairs.
+pub(crate) fn make_config(items: Option<HashMap<String, String>>) -> PyResult<Config> {
+    let mut config = Config::new();
+    let mut items: Vec<(String, String)> = items.unwrap_or_default().into_iter().collect();
+    items.sort();
+    for (k, v) in &items {
+        config.set(k, v).py()?;
+    }
+    Ok(config)
+}
+
+/// The shared context of a configuration, created on first use.
+pub(crate) fn context(items: Option<HashMap<String, String>>) -> PyResult<Context> {
+    let config = make_config(items)?;
+    let key: Vec<(String, String)> = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let cache = CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(ctx) = map.get(&key) {
+        return Ok(ctx.clone());
+    }
+    let ctx = Context::new(config).py()?;
+    map.insert(key, ctx.clone());
+    Ok(ctx)
+}
+
+/// Checks `items` and returns the value of every known key (defaults filled in).
+#[pyfunction]
+#[pyo3(signature = (items=None))]
+fn check_config(items: Option<HashMap<String, String>>) -> PyResult<Vec<(String, String)>> {
+    let config = make_config(items)?;
+    Ok(tessera::CONFIG_KEYS.iter().map(|k| (k.0.to_string(), config.get(k.0).unwrap_or(k.1).to_string())).collect())
+}
+
+/// Every key the engine understands: (key, default, description).
+#[pyfunction]
+fn config_keys() -> Vec<(&'static str, &'static str, &'static str)> {
+    tessera::CONFIG_KEYS.to_vec()
+}
+
+/// Number of distinct shared contexts created so far (for tests).
+#[pyfunction]
+fn context_count() -> usize {
+    CONTEXTS.get().map_or(0, |c| c.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len())
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(config_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(context_count, m)?)?;
+    Ok(())
+}

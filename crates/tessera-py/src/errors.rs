@@ -1,0 +1,70 @@
+//! The exception hierarchy: `TesseraError` and one subclass per kind of engine failure. Every
+//! engine `Error` variant maps to exactly one class; the message is the engine's own text.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use tessera::{ArrayError as EngineArrayError, Error, FilterError, QueryError as EngineQueryError};
+
+create_exception!(tessera, TesseraError, PyException, "Base class of every Tessera error.");
+create_exception!(tessera, SchemaError, TesseraError, "An invalid schema (dimensions, attributes, filters).");
+create_exception!(
+    tessera,
+    DomainError,
+    TesseraError,
+    "A subarray outside the domain, reversed, or with the wrong number of dimensions."
+);
+create_exception!(
+    tessera,
+    QueryError,
+    TesseraError,
+    "A bad query: buffer size or type, unknown attribute, wrong mode, layout, write state."
+);
+create_exception!(tessera, ArrayError, TesseraError, "No array at the path, not an array, or already exists.");
+create_exception!(tessera, ConfigError, TesseraError, "An unknown configuration key or a bad value.");
+create_exception!(tessera, CorruptionError, TesseraError, "Bytes on disk are wrong (the message names file and tile).");
+create_exception!(tessera, StorageError, TesseraError, "An I/O failure of the storage layer.");
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("TesseraError", py.get_type::<TesseraError>())?;
+    m.add("SchemaError", py.get_type::<SchemaError>())?;
+    m.add("DomainError", py.get_type::<DomainError>())?;
+    m.add("QueryError", py.get_type::<QueryError>())?;
+    m.add("ArrayError", py.get_type::<ArrayError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("CorruptionError", py.get_type::<CorruptionError>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    Ok(())
+}
+
+/// The Python exception of an engine error.
+pub(crate) fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Schema(_) => SchemaError::new_err(msg),
+        Error::Filter(FilterError::Corrupt { .. }) | Error::Corrupt { .. } => CorruptionError::new_err(msg),
+        Error::Filter(_) => SchemaError::new_err(msg),
+        Error::Query(
+            EngineQueryError::OutOfDomain { .. } | EngineQueryError::Reversed { .. } | EngineQueryError::BadSubarray(_),
+        ) => DomainError::new_err(msg),
+        Error::Query(_) => QueryError::new_err(msg),
+        Error::Array(EngineArrayError::Config { .. }) => ConfigError::new_err(msg),
+        Error::Array(_) => ArrayError::new_err(msg),
+        Error::Storage(_) => StorageError::new_err(msg),
+        // `Error` is non-exhaustive: a variant added later is still a TesseraError.
+        _ => TesseraError::new_err(msg),
+    }
+}
+
+/// Converts engine results with `?`.
+pub(crate) trait IntoPyResult<T> {
+    /// The result with its error translated by [`to_py`].
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T, E: Into<Error>> IntoPyResult<T> for Result<T, E> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(|e| to_py(e.into()))
+    }
+}

@@ -1,0 +1,63 @@
+"""Configuration: the engine's string keys (``sm.compute_concurrency``, ``vfs.read_mode``,
+``sm.memory_budget``, ...), checked when the ``Config`` is made. Arrays opened with equal
+configurations share one engine context (and its thread pool)."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+from . import _core
+
+ConfigLike = Union["Config", Mapping[str, object]]
+
+
+class Config(Mapping[str, str]):
+    """A checked set of configuration values; unknown keys or bad values raise ``ConfigError``.
+
+    Iterating gives the keys set explicitly; ``get`` and ``[]`` also answer for the others with
+    their defaults.
+    """
+
+    def __init__(self, values: Optional[Mapping[str, object]] = None) -> None:
+        items = {str(k): _text(v) for k, v in (values or {}).items()}
+        self._all: Dict[str, str] = dict(_core.check_config(items))
+        self._set = items
+
+    @staticmethod
+    def describe() -> List[Tuple[str, str, str]]:
+        """Every key the engine understands: (key, default, description)."""
+        return list(_core.config_keys())
+
+    def __getitem__(self, key: str) -> str:
+        return self._all[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._set)
+
+    def __len__(self) -> int:
+        return len(self._set)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._set
+
+    def items_set(self) -> Dict[str, str]:
+        """The explicitly set values (what the binding receives)."""
+        return dict(self._set)
+
+    def __repr__(self) -> str:
+        return f"Config({self._set!r})"
+
+
+def _text(v: object) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+def as_items(config: Optional[ConfigLike]) -> Optional[Dict[str, str]]:
+    """The key-value strings of a ``Config`` or mapping, for the binding (which checks them)."""
+    if config is None:
+        return None
+    if isinstance(config, Config):
+        return config.items_set()
+    return {str(k): _text(v) for k, v in config.items()}

@@ -1,0 +1,37 @@
+"""The exception hierarchy of Tessera (created in the binding, ``tessera._core``).
+
+``TesseraError`` is the base class; each subclass is one kind of failure:
+
+* ``SchemaError``: an invalid schema (dimensions, attributes, filters, datatypes).
+* ``DomainError``: a subarray outside the domain, reversed, or with the wrong number of dimensions.
+* ``QueryError``: any other bad query (buffer size or dtype, unknown attribute, wrong mode,
+  layout, write state, a closed array).
+* ``ArrayError``: no array at the path, a folder that is not an array, or one that already exists.
+* ``ConfigError``: an unknown configuration key or a bad value.
+* ``CorruptionError``: bytes on disk are wrong; the message names the file and the tile.
+* ``StorageError``: an I/O failure.
+"""
+
+from __future__ import annotations
+
+from ._core import (
+    ArrayError,
+    ConfigError,
+    CorruptionError,
+    DomainError,
+    QueryError,
+    SchemaError,
+    StorageError,
+    TesseraError,
+)
+
+__all__ = [
+    "ArrayError",
+    "ConfigError",
+    "CorruptionError",
+    "DomainError",
+    "QueryError",
+    "SchemaError",
+    "StorageError",
+    "TesseraError",
+]
