@@ -1,0 +1,441 @@
+//! End-to-end tests of the `tessera` command: commands run in-process on a temporary folder
+//! (create → write → read → compare bytes, info, errors that must change nothing on disk), plus
+//! one run of the built binary.
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Parser;
+use tessera_cli::npy::{self, Dtype, Header};
+use tessera_cli::{run, Cli};
+
+/// Runs `tessera ARGS...` in-process; returns stdout, or the error message as `{:#}` prints it.
+fn tessera(args: &[&str]) -> Result<String, String> {
+    let cli = Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    run(cli, &mut out).map_err(|e| format!("{e:#}"))?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+fn ok(args: &[&str]) -> String {
+    tessera(args).unwrap_or_else(|e| panic!("tessera {args:?} failed: {e}"))
+}
+
+fn err(args: &[&str]) -> String {
+    match tessera(args) {
+        Ok(out) => panic!("tessera {args:?} should fail but printed {out}"),
+        Err(e) => e,
+    }
+}
+
+fn save(path: &Path, descr: &str, shape: &[u64], fortran: bool, data: &[u8]) {
+    let h = Header { dtype: Dtype::parse(descr).unwrap(), fortran_order: fortran, shape: shape.to_vec() };
+    npy::write(&mut File::create(path).unwrap(), &h, data).unwrap();
+}
+
+fn load(path: &Path) -> npy::NpyArray {
+    npy::read(&mut File::open(path).unwrap()).unwrap()
+}
+
+fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+/// Every file under `dir` with its contents.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.insert(p.clone(), Vec::new());
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap() }
+    }
+    fn p(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    /// Creates array `name` from a schema JSON.
+    fn create(&self, name: &str, schema: &str) -> String {
+        let s = self.path(&format!("{name}.json"));
+        std::fs::write(&s, schema).unwrap();
+        ok(&["create", &self.p(name), "--schema", &s.display().to_string()])
+    }
+}
+
+/// rows -5..=24 (tile 7), cols 1..=40 (tile 9), int32 `a` compressed with zstd.
+const GRID: &str = r#"{"version": 1, "array_type": "dense",
+  "dims": [{"name": "r", "type": "int64", "domain": [-5, 24], "tile": 7},
+           {"name": "c", "type": "int64", "domain": [1, 40], "tile": 9}],
+  "attrs": [{"name": "a", "type": "int32", "filters": [{"name": "zstd", "level": 3}]}],
+  "cell_order": "row-major", "tile_order": "row-major"}"#;
+
+fn grid_value(r: i64, c: i64) -> i32 {
+    (r * 1000 + c) as i32
+}
+
+/// Cells of rows `rs` × cols `cs` in C order (or Fortran order).
+fn grid_cells(rs: std::ops::RangeInclusive<i64>, cs: std::ops::RangeInclusive<i64>, fortran: bool) -> Vec<i32> {
+    if fortran {
+        cs.flat_map(|c| rs.clone().map(move |r| grid_value(r, c))).collect()
+    } else {
+        rs.flat_map(|r| cs.clone().map(move |c| grid_value(r, c))).collect()
+    }
+}
+
+#[test]
+fn create_write_read_compare_in_both_orders() {
+    let f = Fixture::new();
+    let out = f.create("g", GRID);
+    assert!(out.contains("created array") && out.contains("2 dimensions, 1 attribute"), "{out}");
+    let g = f.p("g");
+    // The whole domain from a C-order file (no --subarray: the whole domain).
+    save(&f.path("all.npy"), "<i4", &[30, 40], false, &le(&grid_cells(-5..=24, 1..=40, false), i32::to_le_bytes));
+    let out = ok(&["write", &g, "--input", &f.p("all.npy")]);
+    assert!(out.contains("wrote 1200 cells") && out.contains("-5:24,1:40"), "{out}");
+    // Overwrite a block from a Fortran-order file with negated values.
+    let block: Vec<i32> = grid_cells(-3..=2, 5..=20, true).iter().map(|v| -v).collect();
+    save(&f.path("block.npy"), "<i4", &[6, 16], true, &le(&block, i32::to_le_bytes));
+    ok(&["write", &g, "--subarray", "-3:2,5:20", "--input", &format!("a={}", f.p("block.npy"))]);
+    let model = |r: i64, c: i64| {
+        if (-3..=2).contains(&r) && (5..=20).contains(&c) {
+            -grid_value(r, c)
+        } else {
+            grid_value(r, c)
+        }
+    };
+
+    for (layout, fortran) in [("row-major", false), ("col-major", true)] {
+        let out = ok(&["read", &g, "--subarray", "-5:3,4:22", "--output", &f.p("o.npy"), "--layout", layout]);
+        assert!(out.contains("shape (9, 19)"), "{out}");
+        let back = load(&f.path("o.npy"));
+        assert_eq!(back.header.shape, vec![9, 19]);
+        assert_eq!(back.header.fortran_order, fortran);
+        let want: Vec<i32> = if fortran {
+            (4..=22).flat_map(|c| (-5..=3).map(move |r| model(r, c))).collect()
+        } else {
+            (-5..=3).flat_map(|r| (4..=22).map(move |c| model(r, c))).collect()
+        };
+        assert_eq!(back.data, le(&want, i32::to_le_bytes), "{layout}");
+    }
+    // Default subarray: the non-empty domain; global layout gives one axis of cells.
+    ok(&["read", &g, "--output", &f.p("all_back.npy")]);
+    assert_eq!(load(&f.path("all_back.npy")).header.shape, vec![30, 40]);
+    ok(&["read", &g, "--subarray", "1:1", "--output", &f.p("glob.npy"), "--layout", "global"]);
+    let glob = load(&f.path("glob.npy"));
+    assert_eq!(glob.header.shape, vec![40]);
+    // No temporary files are left behind.
+    assert!(snapshot(f.dir.path()).keys().all(|p| !p.display().to_string().ends_with(".tmp")));
+}
+
+#[test]
+fn info_shows_schema_fragments_and_ratio() {
+    let f = Fixture::new();
+    f.create("g", GRID);
+    let g = f.p("g");
+    let empty = ok(&["info", &g]);
+    assert!(empty.contains("fragments: 0") && empty.contains("nothing written"), "{empty}");
+    // Two writes: a compressible one and a second, smaller one.
+    save(&f.path("all.npy"), "<i4", &[30, 40], false, &le(&[7i32; 1200], i32::to_le_bytes));
+    ok(&["write", &g, "--input", &f.p("all.npy")]);
+    save(&f.path("row.npy"), "<i4", &[1, 40], false, &le(&[1i32; 40], i32::to_le_bytes));
+    ok(&["write", &g, "--subarray", "0,:", "--input", &f.p("row.npy")]);
+    let text = ok(&["info", &g]);
+    for want in [
+        "dimensions: 2",
+        "r  int64    domain -5:24  tile 7 (5 tiles)",
+        "a  int32    cell_val_num 1  nullable no  filters zstd(level 3)",
+        "cell order row-major, tile order row-major",
+        "non-empty domain: -5:24,1:40",
+        "fragments: 2 (oldest first)",
+        "1200 cells in -5:24,1:40, 25 tiles",
+        "40 cells in 0:0,1:40",
+        "compression ratio: ",
+        "size on disk: ",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", &g, "--json"])).unwrap();
+    let frags = json["fragments"].as_array().unwrap();
+    assert_eq!(frags.len(), 2);
+    assert_eq!(frags[0]["cell_count"], 1200);
+    assert_eq!(frags[1]["nonempty_domain"], serde_json::json!([[0, 0], [1, 40]]));
+    assert!(frags[0]["t1"].as_u64().unwrap() <= frags[1]["t0"].as_u64().unwrap());
+    let (stored, unfiltered) = (json["stored_bytes"].as_u64().unwrap(), json["unfiltered_bytes"].as_u64().unwrap());
+    // Tiles are padded to whole tiles: 25 tiles of 63 int32 cells, and 5 of the second write.
+    assert_eq!(unfiltered, (25 + 5) * 63 * 4);
+    assert!(stored < unfiltered);
+    let ratio = json["compression_ratio"].as_f64().unwrap();
+    assert!((ratio - unfiltered as f64 / stored as f64).abs() < 1e-9);
+    assert!(json["size_on_disk"].as_u64().unwrap() > stored);
+    assert_eq!(json["schema"]["dims"][0]["domain"], serde_json::json!([-5, 24]));
+    assert_eq!(json["nonempty_domain"], serde_json::json!([[-5, 24], [1, 40]]));
+}
+
+#[test]
+fn multi_value_string_and_bool_attributes() {
+    let f = Fixture::new();
+    f.create(
+        "m",
+        r#"{"version": 1, "array_type": "dense",
+            "dims": [{"name": "x", "type": "int8", "domain": [0, 9], "tile": 4},
+                     {"name": "y", "type": "int8", "domain": [-2, 2], "tile": 5}],
+            "attrs": [{"name": "z", "type": "float32", "cell_val_num": 2},
+                      {"name": "w", "type": "float64", "cell_val_num": 2},
+                      {"name": "rgb", "type": "uint16", "cell_val_num": 3},
+                      {"name": "code", "type": "utf8", "cell_val_num": 4},
+                      {"name": "flag", "type": "uint8"}],
+            "cell_order": "col-major", "tile_order": "row-major"}"#,
+    );
+    let m = f.p("m");
+    let n = 3 * 5;
+    let z: Vec<f32> = (0..2 * n).map(|i| i as f32 * 0.5).collect();
+    let w: Vec<f64> = (0..2 * n).map(|i| -(i as f64)).collect();
+    let rgb: Vec<u16> = (0..3 * n).map(|i| i as u16 * 3).collect();
+    let code: Vec<u8> = (0..n).flat_map(|i| format!("c{i:03}").into_bytes()).collect();
+    let flag: Vec<u8> = (0..n).map(|i| (i % 2) as u8).collect();
+    save(&f.path("z.npy"), "<c8", &[3, 5], false, &le(&z, f32::to_le_bytes));
+    save(&f.path("w.npy"), "<f8", &[3, 5, 2], false, &le(&w, f64::to_le_bytes));
+    save(&f.path("rgb.npy"), "<u2", &[3, 5, 3], false, &le(&rgb, u16::to_le_bytes));
+    save(&f.path("code.npy"), "|S4", &[3, 5], false, &code);
+    save(&f.path("flag.npy"), "|b1", &[3, 5], false, &flag);
+    let input = |a: &str| format!("{a}={}", f.p(&format!("{a}.npy")));
+    ok(&["write", &m, "--subarray", "2:4,:", "--input", &input("z"), &input("w"), &input("rgb"), &input("code")]
+        .into_iter()
+        .chain(["--input", &input("flag")])
+        .collect::<Vec<_>>());
+    let out_of = |a: &str| format!("{a}={}", f.p(&format!("{a}_out.npy")));
+    ok(&["read", &m, "--output", &out_of("z"), &out_of("w"), &out_of("rgb"), &out_of("code"), &out_of("flag")]);
+    let check = |a: &str, descr: &str, shape: &[u64], data: &[u8]| {
+        let back = load(&f.path(&format!("{a}_out.npy")));
+        assert_eq!(back.header.dtype.descr(), descr, "{a}");
+        assert_eq!(back.header.shape, shape, "{a}");
+        assert_eq!(back.data, data, "{a}");
+    };
+    check("z", "<c8", &[3, 5], &le(&z, f32::to_le_bytes));
+    check("w", "<c16", &[3, 5], &le(&w, f64::to_le_bytes));
+    check("rgb", "<u2", &[3, 5, 3], &le(&rgb, u16::to_le_bytes));
+    check("code", "|S4", &[3, 5], &code);
+    check("flag", "|u1", &[3, 5], &flag);
+    // A multi-value attribute cannot go to a Fortran-order file.
+    let e = err(&["read", &m, "--output", &out_of("rgb"), "--layout", "col-major"]);
+    assert!(e.contains("use --layout row-major"), "{e}");
+}
+
+#[test]
+fn errors_are_clear_and_change_nothing_on_disk() {
+    let f = Fixture::new();
+    f.create("g", GRID);
+    f.create(
+        "v",
+        r#"{"version": 1, "array_type": "dense",
+            "dims": [{"name": "x", "type": "int32", "domain": [1, 10], "tile": 5}],
+            "attrs": [{"name": "s", "type": "utf8", "cell_val_num": "var"},
+                      {"name": "n", "type": "int32", "nullable": true}],
+            "cell_order": "row-major", "tile_order": "row-major"}"#,
+    );
+    let (g, v) = (f.p("g"), f.p("v"));
+    save(&f.path("ok.npy"), "<i4", &[2, 3], false, &le(&[1i32, 2, 3, 4, 5, 6], i32::to_le_bytes));
+    ok(&["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("ok.npy")]);
+    save(&f.path("f8.npy"), "<f8", &[2, 3], false, &[0; 48]);
+    save(&f.path("i4_10.npy"), "<i4", &[10], false, &[0; 40]);
+    let big_endian = {
+        let mut b = Header { dtype: Dtype::parse("<i4").unwrap(), fortran_order: false, shape: vec![2, 3] }.encode();
+        let at = b.windows(3).position(|w| w == b"<i4").unwrap();
+        b[at] = b'>';
+        b.extend_from_slice(&[0; 24]);
+        b
+    };
+    std::fs::write(f.path("be.npy"), big_endian).unwrap();
+    let mut truncated = std::fs::read(f.path("ok.npy")).unwrap();
+    truncated.truncate(truncated.len() - 4);
+    std::fs::write(f.path("short.npy"), truncated).unwrap();
+    std::fs::write(f.path("text.npy"), "not numpy").unwrap();
+    std::fs::write(
+        f.path("bad_schema.json"),
+        GRID.replace("\"x\"", "\"q\"").replace("\"r\"", "\"x\"").replace("\"tile\": 7", "\"tile\": 50"),
+    )
+    .unwrap();
+    let ok_npy = f.p("ok.npy");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["write", &g, "--subarray", "1:2,1:x", "--input", &ok_npy], "item 2: \"x\" is not an integer"),
+        (vec!["write", &g, "--subarray", "1:2,1:3,1:1", "--input", &ok_npy], "3 ranges but the array has 2 dimensions"),
+        (vec!["write", &g, "--subarray", "3:1,1:3", "--input", &ok_npy], "dimension r: range 3:1 is reversed"),
+        (
+            vec!["write", &g, "--subarray", "1:2,40:42", "--input", &ok_npy],
+            "dimension c: range 40:42 is outside the domain 1:40",
+        ),
+        (
+            vec!["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("f8.npy")],
+            "f8.npy: dtype float64 (<f8) does not match attribute a (int32)",
+        ),
+        (
+            vec!["write", &g, "--subarray", "1:3,1:2", "--input", &ok_npy],
+            "ok.npy: shape (2, 3) does not match the subarray 1:3,1:2, which needs shape (3, 2)",
+        ),
+        (vec!["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("be.npy")], "big-endian"),
+        (
+            vec!["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("short.npy")],
+            "short.npy: the data section has 20 bytes",
+        ),
+        (vec!["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("text.npy")], "not a valid .npy file"),
+        (vec!["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("missing.npy")], "cannot open input"),
+        (
+            vec!["write", &g, "--subarray", "1:2,1:3", "--input", &format!("b={ok_npy}")],
+            "no attribute \"b\" (it has: a)",
+        ),
+        (vec!["write", &f.p("nope"), "--input", &ok_npy], "cannot open array"),
+        (vec!["write", &v, "--input", &f.p("i4_10.npy")], "attribute s is variable-length"),
+        (vec!["read", &v, "--subarray", "1:10", "--output", &format!("s={}", f.p("s.npy"))], "Python API"),
+        (vec!["read", &v, "--subarray", "1:10", "--output", &format!("n={}", f.p("n.npy"))], "nullable"),
+        (vec!["read", &v, "--output", &format!("n={}", f.p("n.npy"))], "nullable"),
+        (vec!["read", &f.p("nope"), "--output", &f.p("o.npy")], "does not exist"),
+        (vec!["read", &g, "--subarray", "-9:0", "--output", &f.p("o.npy")], "outside the domain -5:24"),
+        (vec!["read", &g, "--output", &f.p("no_dir/o.npy")], "cannot create"),
+        (
+            vec!["read", &g, "--output", &format!("a={}", f.p("o.npy")), &format!("a={}", f.p("p.npy"))],
+            "more than once",
+        ),
+        (vec!["info", &f.p("nope")], "does not exist"),
+        (vec!["info", &ok_npy], "is not a Tessera array"),
+        (vec!["create", &g, "--schema", &f.p("g.json")], "already exists"),
+        (vec!["create", &f.p("new"), "--schema", &f.p("text.npy")], "invalid schema in"),
+        (vec!["create", &f.p("new"), "--schema", &f.p("bad_schema.json")], "dimension x: tile extent 50 exceeds"),
+        (vec!["create", &f.p("new"), "--schema", &f.p("nope.json")], "cannot read schema file"),
+        (vec!["--config", "sm.bogus=1", "info", &g], "unknown key"),
+    ]
+    .into_iter()
+    .map(|(a, m)| (a.into_iter().map(String::from).collect(), m))
+    .collect();
+    for (args, msg) in cases {
+        let before = snapshot(f.dir.path());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let e = err(&args);
+        assert!(e.contains(msg), "tessera {args:?}: {e:?} should contain {msg:?}");
+        assert_eq!(snapshot(f.dir.path()).keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "{args:?}");
+        assert!(snapshot(f.dir.path()) == before, "tessera {args:?} changed files");
+    }
+}
+
+#[test]
+fn empty_arrays_read_fill_values_only_when_asked() {
+    let f = Fixture::new();
+    f.create("g", GRID);
+    let g = f.p("g");
+    let e = err(&["read", &g, "--output", &f.p("o.npy")]);
+    assert!(e.contains("is empty (nothing written yet); give --subarray"), "{e}");
+    ok(&["--config", "sm.compute_concurrency=1", "read", &g, "--subarray", "-5:-4,:2", "--output", &f.p("o.npy")]);
+    let back = load(&f.path("o.npy"));
+    assert_eq!(back.header.shape, vec![2, 2]);
+    assert_eq!(back.data, le(&[i32::MIN; 4], i32::to_le_bytes));
+}
+
+#[test]
+fn schema_example_creates_an_array() {
+    let f = Fixture::new();
+    let example = ok(&["schema-example"]);
+    std::fs::write(f.path("s.json"), &example).unwrap();
+    ok(&["create", &f.p("t"), "--schema", &f.p("s.json")]);
+    let info = ok(&["info", &f.p("t")]);
+    assert!(info.contains("temperature  float32") && info.contains("byteshuffle -> zstd(level 3)"), "{info}");
+}
+
+#[test]
+fn the_binary_runs_end_to_end() {
+    let f = Fixture::new();
+    let bin = env!("CARGO_BIN_EXE_tessera");
+    let run = |args: &[&str]| Command::new(bin).args(args).output().unwrap();
+    let help = run(&["create", "--help"]);
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("\"cell_val_num\": 1,"));
+    std::fs::write(f.path("g.json"), GRID).unwrap();
+    let o = run(&["create", &f.p("g"), "--schema", &f.p("g.json")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cells = grid_cells(-5..=-1, 1..=40, false);
+    save(&f.path("in.npy"), "<i4", &[5, 40], false, &le(&cells, i32::to_le_bytes));
+    // A negative range right after --subarray must not be taken for an option.
+    let o = run(&["write", &f.p("g"), "--subarray", "-5:-1", "--input", &f.p("in.npy")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "no progress bar when stderr is not a terminal");
+    let o = run(&["read", &f.p("g"), "--output", &format!("a={}", f.p("out.npy"))]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(load(&f.path("out.npy")).data, le(&cells, i32::to_le_bytes));
+    let o = run(&["info", &f.p("g"), "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["fragments"][0]["cell_count"], 200);
+    // Errors: exit code 1, `error: ...` on stderr naming the array.
+    let o = run(&["read", &f.p("missing"), "--output", &f.p("x.npy")]);
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.starts_with("error: cannot open array ") && stderr.contains("missing"), "{stderr}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn sparse_arrays_are_described_but_not_exchanged_as_npy() {
+    let f = Fixture::new();
+    f.create(
+        "s",
+        r#"{"version": 1, "array_type": "sparse",
+            "dims": [{"name": "lat", "type": "float64", "domain": [-90.0, 90.0], "tile": 10.0},
+                     {"name": "lon", "type": "float64", "domain": [-180.0, 180.0]}],
+            "attrs": [{"name": "t", "type": "float32"}],
+            "cell_order": "row-major", "tile_order": "row-major", "capacity": 2}"#,
+    );
+    let s = f.p("s");
+    // Write cells through the engine (the CLI does not write sparse arrays).
+    let ctx = tessera::Context::new(tessera::Config::new()).unwrap();
+    let w = tessera::Array::open(&ctx, f.path("s"), tessera::Mode::Write).unwrap();
+    let (lat, lon) = (le(&[-12.5f64, 3.25, 47.0], f64::to_le_bytes), le(&[100.0f64, -0.5, 7.75], f64::to_le_bytes));
+    let t = le(&[1.0f32, 2.0, 3.0], f32::to_le_bytes);
+    w.write_sparse(
+        &[tessera::CoordInput { name: "lat", data: &lat }, tessera::CoordInput { name: "lon", data: &lon }],
+        &[tessera::AttrInput::fixed("t", &t)],
+    )
+    .unwrap();
+    let text = ok(&["info", &s]);
+    for want in [
+        "array ",
+        "(sparse)",
+        "lat  float64  domain -90.0:90.0  tile 10.0",
+        "lon  float64  domain -180.0:180.0  no tile extent",
+        "capacity 2 cells per data tile, duplicates not allowed",
+        "non-empty domain: -12.5:47.0,-0.5:100.0",
+        "3 cells in -12.5:47.0,-0.5:100.0",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", &s, "--json"])).unwrap();
+    assert_eq!(json["nonempty_domain"], serde_json::json!([[-12.5, 47.0], [-0.5, 100.0]]));
+    assert_eq!(json["fragments"][0]["kind"], "sparse");
+    let before = snapshot(f.dir.path());
+    save(&f.path("t.npy"), "<f4", &[3], false, &t);
+    let before_npy = snapshot(f.dir.path());
+    assert_ne!(before, before_npy);
+    for args in [vec!["write", &s, "--input", &f.p("t.npy")], vec!["read", &s, "--output", &f.p("o.npy")]] {
+        let e = err(&args);
+        assert!(e.contains("is sparse") && e.contains("Python API"), "{e}");
+        assert!(snapshot(f.dir.path()) == before_npy);
+    }
+}
