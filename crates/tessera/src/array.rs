@@ -17,6 +17,7 @@ use crate::geometry::DimRange;
 use crate::geometry::{Subarray, TileGrid};
 use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::ArraySchema;
+use crate::stats::{self, Counter, Timer};
 use crate::storage::StorageError;
 use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 
@@ -76,6 +77,7 @@ impl Array {
         }
         let name = format!("__{}_{}", now_ms(), uuid::Uuid::new_v4().simple());
         let bytes = seal(schema.to_json().into_bytes(), SCHEMA_MAGIC);
+        stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
         // The schema file is written last: a folder without it is not an array.
         storage.write_atomic(&uri.join(SCHEMA_DIR).join(name), &bytes)?;
         if let Some(parent) = uri.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -100,6 +102,8 @@ impl Array {
     /// As [`Array::open`].
     pub fn open_at(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, timestamp: Option<u64>) -> Result<Self> {
         let uri = uri.as_ref().to_path_buf();
+        let _t =
+            stats::timer(if mode == Mode::Read { Timer::SmArrayOpenForReads } else { Timer::SmArrayOpenForWrites });
         let storage = ctx.storage().clone();
         if !storage.is_dir(&uri) {
             if storage.is_file(&uri) {
@@ -295,6 +299,7 @@ fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
     };
     let path = dir.join(name);
     let bytes = storage.read_all(&path)?;
+    stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
     let payload = unseal(&bytes, SCHEMA_MAGIC, &path)?;
     let text = std::str::from_utf8(payload).map_err(|_| Error::corrupt(&path, "schema is not UTF-8"))?;
     ArraySchema::from_json(text).map_err(|e| Error::corrupt(&path, e.to_string()))
@@ -309,6 +314,7 @@ fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySc
         }
         Err(e) => return Err(e.into()),
     };
+    stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
     let meta = FragmentMetadata::decode(&bytes, name, &path)?;
     // Cross-check against the schema so later stages can index without fear.
     let bad = |d: &str| Err(Error::corrupt(&path, d.to_string()));

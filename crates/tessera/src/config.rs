@@ -10,7 +10,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("sm.compute_concurrency", "0", "threads that filter and unfilter tiles (0: all cores)"),
     ("sm.io_concurrency", "0", "threads that read tiles in parallel (0: all cores)"),
     ("sm.memory_budget", "1073741824", "bytes of unfiltered tiles a read holds at once"),
-    ("sm.tile_cache_size", "0", "bytes of the unfiltered-tile cache (reserved; see issue 5)"),
+    ("sm.tile_cache_size", "0", "bytes of the LRU cache of unfiltered tiles shared by a context's queries"),
     ("sm.consolidation.buffer_size", "268435456", "bytes of each consolidation buffer (reserved)"),
     ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),
     ("vfs.coalesce_gap", "1048576", "byte ranges of one file closer than this are read as one"),
@@ -77,6 +77,10 @@ impl Config {
     /// Bytes of unfiltered tiles a read holds at once.
     pub fn memory_budget(&self) -> u64 {
         self.num("sm.memory_budget").max(1)
+    }
+    /// Bytes of the tile cache (0: no cache).
+    pub fn tile_cache_size(&self) -> u64 {
+        self.num("sm.tile_cache_size")
     }
     /// How tiles are read.
     pub fn read_mode(&self) -> ReadMode {

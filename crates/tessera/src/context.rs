@@ -1,11 +1,13 @@
-//! The context of array operations: configuration, the storage backend and the thread pool that
-//! filters and unfilters tiles. Cheap to clone; shared by every array opened with it.
+//! The context of array operations: configuration, the storage backend (wrapped so statistics
+//! see every I/O), the tile cache, and the thread pool that filters and unfilters tiles. Cheap to
+//! clone; shared by every array and query opened with it.
 
 use std::sync::Arc;
 
+use crate::cache::TileCache;
 use crate::config::Config;
 use crate::error::{ArrayError, Result};
-use crate::storage::{LocalStorage, Storage};
+use crate::storage::{InstrumentedStorage, LocalStorage, Storage};
 
 /// Configuration, storage and compute threads.
 #[derive(Clone, Debug)]
@@ -17,6 +19,7 @@ pub struct Context {
 struct Inner {
     config: Config,
     storage: Arc<dyn Storage>,
+    cache: TileCache,
     pool: rayon::ThreadPool,
 }
 
@@ -40,7 +43,9 @@ impl Context {
             .thread_name(|i| format!("tessera-compute-{i}"))
             .build()
             .map_err(|e| ArrayError::Config { key: "sm.compute_concurrency".into(), detail: e.to_string() })?;
-        Ok(Self { inner: Arc::new(Inner { config, storage, pool }) })
+        let storage: Arc<dyn Storage> = Arc::new(InstrumentedStorage::new(storage));
+        let cache = TileCache::new(config.tile_cache_size());
+        Ok(Self { inner: Arc::new(Inner { config, storage, cache, pool }) })
     }
 
     /// The configuration.
@@ -51,6 +56,11 @@ impl Context {
     /// The storage backend.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.inner.storage
+    }
+
+    /// The cache of unfiltered tiles shared by every query of this context.
+    pub fn tile_cache(&self) -> &TileCache {
+        &self.inner.cache
     }
 
     /// Runs `f` on the compute pool (parallel iterators inside it use the pool's threads).

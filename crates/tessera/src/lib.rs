@@ -27,6 +27,7 @@
 //! ```
 
 mod array;
+pub mod cache;
 mod config;
 mod context;
 mod error;
@@ -36,6 +37,7 @@ mod fragment;
 mod geometry;
 mod read;
 mod schema;
+pub mod stats;
 mod storage;
 mod write;
 
@@ -55,7 +57,7 @@ pub use schema::{
     Dimension, Domain, Extent, SchemaError, SCHEMA_VERSION,
 };
 pub use storage::{
-    Bytes, FailingStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ReadMode, Storage, StorageError,
-    WriteHandle,
+    Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ReadMode, Storage,
+    StorageError, WriteHandle,
 };
 pub use write::{AttrInput, CoordInput, DenseWriter, SparseWriter};

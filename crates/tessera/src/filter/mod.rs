@@ -22,6 +22,8 @@ mod zstd;
 
 use serde::{Deserialize, Serialize};
 
+use crate::stats::{self, Timer};
+
 /// One stage of a filter pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "lowercase")]
@@ -102,8 +104,21 @@ impl Filter {
         }
     }
 
+    /// The statistics timers of this filter's encoder and decoder.
+    fn timers(&self) -> (Timer, Timer) {
+        match self {
+            Filter::Gzip { .. } => (Timer::CompressorGzipCompress, Timer::CompressorGzipDecompress),
+            Filter::Zstd { .. } => (Timer::CompressorZstdCompress, Timer::CompressorZstdDecompress),
+            Filter::Lz4 => (Timer::CompressorLz4Compress, Timer::CompressorLz4Decompress),
+            Filter::Rle => (Timer::CompressorRleCompress, Timer::CompressorRleDecompress),
+            Filter::Delta => (Timer::FilterDeltaEncode, Timer::FilterDeltaDecode),
+            Filter::ByteShuffle => (Timer::FilterByteshuffleEncode, Timer::FilterByteshuffleDecode),
+        }
+    }
+
     /// Applies this filter to one buffer.
     fn encode(&self, data: Vec<u8>, elem_size: usize) -> Result<Vec<u8>, FilterError> {
+        let _t = stats::timer(self.timers().0);
         match *self {
             Filter::Gzip { level } => gzip::encode(&data, level),
             Filter::Zstd { level } => zstd::encode(&data, level),
@@ -116,6 +131,7 @@ impl Filter {
 
     /// Reverses [`Filter::encode`]; the result is at most `max_len` bytes long.
     fn decode(&self, data: Vec<u8>, elem_size: usize, max_len: usize) -> Result<Vec<u8>, FilterError> {
+        let _t = stats::timer(self.timers().1);
         match *self {
             Filter::Gzip { .. } => gzip::decode(&data, max_len),
             Filter::Zstd { .. } => zstd::decode(&data, max_len),
@@ -188,6 +204,7 @@ impl FilterPipeline {
         if self.filters.is_empty() {
             return Ok(data);
         }
+        let _t = stats::timer(Timer::FilterPipelineRunForward);
         self.validate()?;
         check_elem_size(elem_size)?;
         let mut width = elem_size;
@@ -203,6 +220,7 @@ impl FilterPipeline {
     /// # Errors
     /// `Corrupt` when the bytes cannot be decoded or do not decode to `expected_len` bytes.
     pub fn decode(&self, data: Vec<u8>, elem_size: usize, expected_len: usize) -> Result<Vec<u8>, FilterError> {
+        let _t = stats::timer(Timer::FilterPipelineRunReverse);
         let Some(first) = self.filters.first() else {
             return if data.len() == expected_len {
                 Ok(data)

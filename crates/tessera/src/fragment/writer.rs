@@ -12,6 +12,7 @@ use crate::fragment::{
     commit_fragment, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileEntry, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
+use crate::stats::{self, Counter, Timer};
 use crate::storage::{Storage, WriteHandle};
 
 /// One tile ready to be filtered: its position in the fragment's tile order and one unfiltered
@@ -106,6 +107,7 @@ impl FragmentWriter {
                     .map(move |(f, b)| (index, f, b))
             })
             .collect();
+        let filter_timer = stats::timer(Timer::WriterFilterTiles);
         let filtered: Vec<(u64, usize, u64, Vec<u8>)> = jobs
             .into_par_iter()
             .map(|(index, f, buf)| {
@@ -114,7 +116,10 @@ impl FragmentWriter {
                 Ok((index, f, unfiltered, out))
             })
             .collect::<Result<_>>()?;
+        drop(filter_timer);
+        let _t = stats::timer(Timer::WriterWriteTiles);
         for (index, f, unfiltered, bytes) in filtered {
+            count_tile(unfiltered, bytes.len() as u64);
             if self.entries[f].len() <= index as usize {
                 self.entries[f].resize(index as usize + 1, None);
             }
@@ -157,6 +162,8 @@ impl FragmentWriter {
             hasher.update(p);
             len += p.len() as u64;
         }
+        let _t = stats::timer(Timer::WriterWriteTiles);
+        count_tile(len, len);
         let h = &mut self.handles[file];
         let offset = h.position();
         h.write_all_vectored(parts)?;
@@ -175,6 +182,7 @@ impl FragmentWriter {
     /// # Errors
     /// A storage failure (the fragment is then not committed), or a missing tile.
     pub(crate) fn finish(mut self, cell_count: u64, sparse: Option<SparseIndex>) -> Result<FragmentMetadata> {
+        let _t = stats::timer(Timer::WriterCommit);
         self.start()?;
         let mut files = Vec::with_capacity(self.specs.len());
         for (spec, entries) in self.specs.iter().zip(&self.entries) {
@@ -197,7 +205,9 @@ impl FragmentWriter {
         }
         let meta = FragmentMetadata { name: self.name.clone(), domain: self.domain.clone(), cell_count, files, sparse };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
-        h.write_all(&meta.encode())?;
+        let encoded = meta.encode();
+        stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
+        h.write_all(&encoded)?;
         h.finish()?;
         // From here on the folder must survive a failure: the commit file may exist even if a
         // later fsync of its folder reports an error.
@@ -205,4 +215,11 @@ impl FragmentWriter {
         commit_fragment(self.storage.as_ref(), &self.array, &self.name)?;
         Ok(meta)
     }
+}
+
+/// Counts one tile of one file written.
+fn count_tile(unfiltered: u64, stored: u64) {
+    stats::add(Counter::WriterNumAttrTilesWritten, 1);
+    stats::add(Counter::WriterNumBytesBeforeFiltering, unfiltered);
+    stats::add(Counter::WriterNumBytesWritten, stored);
 }

@@ -12,9 +12,11 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::plan::{CopyOp, FillOp};
 use crate::array::Array;
+use crate::cache::TileKey as CacheKey;
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair};
+use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
 
 /// Marks a variable-length result cell that takes the fill value.
@@ -109,7 +111,9 @@ fn run_batch(
     // Direct reads: an unfiltered fixed-size data tile whose only copy is one contiguous run of
     // the whole tile goes from storage straight into the result (no intermediate buffer).
     let mut direct: Vec<(usize, TileKey, usize, usize)> = Vec::new();
-    for (si, s) in sinks.iter().enumerate() {
+    // With a tile cache, tiles go through the cache instead.
+    let use_direct = !array.ctx.tile_cache().is_enabled();
+    for (si, s) in sinks.iter().enumerate().filter(|_| use_direct) {
         let (DataSink::Fixed(_), Some(fd)) = (&s.data, file_of(s.attr, FileKind::Data)) else { continue };
         if !specs[fd].filters.is_empty() {
             continue;
@@ -150,8 +154,10 @@ fn run_batch(
                 DataSink::Fixed(_) if fd.is_some_and(|f| is_direct(key, f)) => {}
                 DataSink::Fixed(buf) => {
                     let src = get(fd).ok_or_else(|| Error::corrupt(path(), "data tile missing"))?;
+                    let _t = stats::timer(Timer::ReaderCopyFixedCells);
                     for op in ops {
                         copy_strided(a.cell_size(), &op.shape, src, &op.src, buf, &op.dst);
+                        count_copied(false, op.shape.iter().product::<u64>() * a.cell_size() as u64);
                     }
                 }
                 DataSink::Var { refs, blobs } => {
@@ -167,6 +173,8 @@ fn run_batch(
                         u64::from_le_bytes(w)
                     };
                     let mut bad = None;
+                    let mut copied = 0u64;
+                    let _t = stats::timer(Timer::ReaderCopyVarCells);
                     for op in ops {
                         for_each_cell_pair(&op.shape, &op.src, &op.dst, |sc, d| {
                             let start = off_at(sc);
@@ -176,8 +184,10 @@ fn run_batch(
                                 return;
                             }
                             refs[d as usize] = (blob, start, end - start);
+                            copied += end - start + 8;
                         });
                     }
+                    count_copied(true, copied);
                     if let Some(c) = bad {
                         return Err(Error::corrupt(
                             file_path(array, key.0, &specs[fo.unwrap_or(0)].name),
@@ -190,6 +200,7 @@ fn run_batch(
                 let src = get(fv).ok_or_else(|| Error::corrupt(path(), "validity tile missing"))?;
                 for op in ops {
                     copy_strided(1, &op.shape, src, &op.src, v, &op.dst);
+                    count_copied(false, op.shape.iter().product::<u64>());
                 }
             }
         }
@@ -216,9 +227,29 @@ pub(crate) fn fetch_tiles(
     let schema = array.schema();
     let config = array.ctx.config();
     let storage = array.ctx.storage().clone();
+    let cache = array.ctx.tile_cache();
+    let _t = stats::timer(Timer::ReaderFetchTiles);
+    // Tiles the cache holds cost no I/O and no unfiltering.
+    let mut found: HashMap<(TileKey, usize), Bytes> = HashMap::new();
+    let mut missing: Vec<(TileKey, usize)> = Vec::with_capacity(requests.len());
+    for &(key, f) in requests {
+        if specs[f].kind == FileKind::Data {
+            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+        }
+        if cache.is_enabled() {
+            if let Some(b) = cache.get(&cache_key(array, key, f)) {
+                if specs[f].kind == FileKind::Data {
+                    stats::add(Counter::ReaderAttrTileCacheHits, 1);
+                }
+                found.insert((key, f), b);
+                continue;
+            }
+        }
+        missing.push((key, f));
+    }
     // Requests grouped per file, in offset order.
     let mut per_file: HashMap<(usize, usize), Vec<Request>> = HashMap::new();
-    for &(key, f) in requests {
+    for &(key, f) in &missing {
         let e = array.fragments[key.0].files[f].1[key.1 as usize];
         per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });
     }
@@ -290,12 +321,14 @@ pub(crate) fn fetch_tiles(
                             }
                             raw
                         } else {
+                            let _u = stats::timer(Timer::ReaderUnfilterTiles);
                             let out = spec
                                 .filters
                                 .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
                                 .map_err(|e| tile_err(e.to_string()))?;
                             Bytes::from_vec(out)
                         };
+                        count_fetched(schema, spec, entry.stored_size, entry.unfiltered_size);
                         Ok(((r.key, r.file), tile))
                     })
                     .collect::<Result<Vec<_>>>()
@@ -303,7 +336,34 @@ pub(crate) fn fetch_tiles(
             .collect::<Result<Vec<Vec<_>>>>()
             .map(|v| v.into_iter().flatten().collect())
     })?;
-    Ok(tiles.into_iter().collect())
+    for ((key, f), b) in tiles {
+        if cache.is_enabled() {
+            cache.insert(cache_key(array, key, f), b.clone());
+        }
+        found.insert((key, f), b);
+    }
+    Ok(found)
+}
+
+/// The tile-cache key of tile `key` of file `f`.
+fn cache_key(array: &Array, key: TileKey, f: usize) -> CacheKey {
+    CacheKey::new(array.fragments[key.0].name.to_string(), f as u32, key.1)
+}
+
+/// Counts a tile fetched from storage (`stored` bytes read, `unfiltered` after unfiltering).
+fn count_fetched(schema: &crate::schema::ArraySchema, spec: &FileSpec, stored: u64, unfiltered: u64) {
+    stats::add(Counter::ReaderNumTileBytesRead, stored);
+    stats::add(Counter::ReaderNumBytesAfterFiltering, unfiltered);
+    let var = matches!(spec.kind, FileKind::Offsets)
+        || (spec.kind == FileKind::Data && schema.attrs.get(spec.attr).is_some_and(|a| a.is_var()));
+    let c = if var { Counter::ReaderNumVarCellBytesRead } else { Counter::ReaderNumFixedCellBytesRead };
+    stats::add(c, unfiltered);
+}
+
+/// Counts bytes copied from tiles into results.
+pub(crate) fn count_copied(var: bool, bytes: u64) {
+    let c = if var { Counter::ReaderNumVarCellBytesCopied } else { Counter::ReaderNumFixedCellBytesCopied };
+    stats::add(c, bytes);
 }
 
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
@@ -356,6 +416,9 @@ fn read_direct(
                     entry.checksum
                 )));
             }
+            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+            count_fetched(array.schema(), &specs[f], entry.stored_size, entry.unfiltered_size);
+            count_copied(false, entry.stored_size);
             Ok(())
         })
     })

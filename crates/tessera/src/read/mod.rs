@@ -7,6 +7,7 @@ mod plan;
 mod query;
 mod sparse;
 
+pub(crate) use query::layout_counter;
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
 pub use sparse::SparseReadQuery;
 

@@ -8,6 +8,7 @@ use crate::array::Array;
 use crate::error::{QueryError, Result};
 use crate::geometry::Subarray;
 use crate::read::Layout;
+use crate::stats::{self, Counter, Timer};
 use crate::storage::Bytes;
 
 /// One attribute's cells of a result.
@@ -287,7 +288,12 @@ impl ReadQuery {
     }
 
     fn fill(&self, c0: u64, c1: u64, sinks: &mut [Sink<'_>]) -> Result<()> {
-        let (copies, fills) = plan(&self.space, &self.array.grid, &self.array.fragments, c0, c1);
+        count_submit(self.space.layout);
+        let _t = stats::timer(Timer::ReaderRead);
+        let (copies, fills) = {
+            let _p = stats::timer(Timer::ReaderPlan);
+            plan(&self.space, &self.array.grid, &self.array.fragments, c0, c1)
+        };
         execute(&self.array, copies, &fills, sinks)
     }
 
@@ -373,4 +379,21 @@ fn assemble_var(refs: &[(u32, u64, u64)], blobs: &[Bytes], fill: &[u8]) -> (Vec<
     }
     flush(&mut run, &mut data);
     (offsets, data)
+}
+
+/// Counts one read submit and its layout.
+pub(crate) fn count_submit(layout: Layout) {
+    let _t = stats::timer(Timer::SmQuerySubmit);
+    stats::add(Counter::SmQuerySubmitRead, 1);
+    stats::add(layout_counter(layout), 1);
+}
+
+/// The statistics counter of a query layout.
+pub(crate) fn layout_counter(layout: Layout) -> Counter {
+    match layout {
+        Layout::RowMajor => Counter::SmQuerySubmitLayoutRowMajor,
+        Layout::ColMajor => Counter::SmQuerySubmitLayoutColMajor,
+        Layout::Global => Counter::SmQuerySubmitLayoutGlobalOrder,
+        Layout::Unordered => Counter::SmQuerySubmitLayoutUnordered,
+    }
 }

@@ -10,13 +10,14 @@ use std::collections::{HashMap, HashSet};
 
 use rayon::prelude::*;
 
-use super::execute::{fetch_tiles, TileKey};
-use super::query::{AttrData, ReadResult};
+use super::execute::{count_copied, fetch_tiles, TileKey};
+use super::query::{count_submit, AttrData, ReadResult};
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
 use crate::geometry::{ordinal_range, ordinals, DimRange, OrderKeys};
 use crate::read::Layout;
+use crate::stats::{self, Timer};
 use crate::storage::Bytes;
 
 /// One result cell: fragment, tile, cell within the tile.
@@ -34,6 +35,7 @@ pub struct SparseReadQuery {
     cells: Vec<CellRef>,
     coords: HashMap<TileKey, Vec<Bytes>>,
     cursor: u64,
+    layout: Layout,
 }
 
 fn overlaps(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
@@ -156,7 +158,7 @@ impl SparseReadQuery {
         let cells = order_results(array, &per_tile, layout);
         let used: HashSet<TileKey> = cells.iter().map(|c| (c.0 as usize, u64::from(c.1))).collect();
         coords.retain(|k, _| used.contains(k));
-        Ok(Self { array: array.clone(), attrs: idx, specs, cells, coords, cursor: 0 })
+        Ok(Self { array: array.clone(), attrs: idx, specs, cells, coords, cursor: 0, layout })
     }
 
     /// Cells in the whole result.
@@ -206,6 +208,8 @@ impl SparseReadQuery {
     }
 
     fn materialize(&self, c0: u64, c1: u64) -> Result<ReadResult> {
+        count_submit(self.layout);
+        let _t = stats::timer(Timer::ReaderRead);
         let schema = self.array.schema();
         let part = &self.cells[c0 as usize..c1 as usize];
         // Runs of consecutive cells of one tile.
@@ -224,6 +228,7 @@ impl SparseReadQuery {
             for (k, a, b) in &runs {
                 data.extend_from_slice(&self.coords[k][d][*a as usize * s..*b as usize * s]);
             }
+            count_copied(false, data.len() as u64);
             out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
         }
         let keys: Vec<TileKey> = {
@@ -280,6 +285,8 @@ impl SparseReadQuery {
                     v.extend_from_slice(&src[s..e]);
                 }
             }
+            count_copied(a.is_var(), data.len() as u64 + offsets.as_ref().map_or(0, |o| 8 * o.len() as u64));
+            count_copied(false, validity.as_ref().map_or(0, |v| v.len() as u64));
             out.push(AttrData { name: a.name.clone(), data, offsets, validity });
         }
         Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod failing;
+mod instrumented;
 mod local;
 mod memory;
 
@@ -22,6 +23,7 @@ mod memory;
 mod conformance;
 
 pub use failing::FailingStorage;
+pub use instrumented::InstrumentedStorage;
 pub use local::LocalStorage;
 pub use memory::MemoryStorage;
 

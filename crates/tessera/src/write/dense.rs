@@ -22,6 +22,7 @@ use crate::geometry::{
 };
 use crate::read::Layout;
 use crate::schema::{ArraySchema, CellOrder};
+use crate::stats::{self, Counter, Timer};
 
 /// One box of cells moving from a submit's buffers into one tile.
 #[derive(Debug)]
@@ -132,6 +133,8 @@ impl DenseWriter {
     /// # Errors
     /// Bad buffers (nothing is written then), a submit after an error, or a storage failure.
     pub fn submit(&mut self, inputs: &[AttrInput<'_>]) -> Result<()> {
+        count_write_submit(self.layout);
+        let _t = stats::timer(Timer::WriterWrite);
         match self.layout {
             Layout::Global | Layout::Unordered => self.submit_global(inputs),
             Layout::RowMajor | Layout::ColMajor => {
@@ -143,7 +146,7 @@ impl DenseWriter {
                         .map(|(r, d)| vec![(d.denormalize(r[0]), d.denormalize(r[1]))])
                         .collect(),
                 };
-                self.submit_part(&sub, inputs)
+                self.part(&sub, inputs)
             }
         }
     }
@@ -154,6 +157,12 @@ impl DenseWriter {
     /// # Errors
     /// As [`DenseWriter::submit`], plus a part outside the subarray or overlapping an earlier one.
     pub fn submit_part(&mut self, part: &Subarray, inputs: &[AttrInput<'_>]) -> Result<()> {
+        count_write_submit(self.layout);
+        let _t = stats::timer(Timer::WriterWrite);
+        self.part(part, inputs)
+    }
+
+    fn part(&mut self, part: &Subarray, inputs: &[AttrInput<'_>]) -> Result<()> {
         self.check_usable()?;
         let order = match self.layout {
             Layout::RowMajor => CellOrder::RowMajor,
@@ -530,4 +539,10 @@ fn finish_tile(
         })
         .collect();
     UnfilteredTile { index: idx, buffers, skip: tile.direct }
+}
+
+/// Counts one write submit and its layout.
+pub(crate) fn count_write_submit(layout: Layout) {
+    stats::add(Counter::SmQuerySubmitWrite, 1);
+    stats::add(crate::read::layout_counter(layout), 1);
 }

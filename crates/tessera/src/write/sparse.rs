@@ -18,6 +18,7 @@ use crate::fragment::{
 use crate::geometry::{ordinals, sort_permutation, value_text, OrderKeys, Rect};
 use crate::read::Layout;
 use crate::schema::ArraySchema;
+use crate::stats::{self, Timer};
 
 /// The coordinates of one dimension for a sparse write: values of the dimension's type,
 /// little-endian.
@@ -170,6 +171,8 @@ impl SparseWriter {
     /// the schema does not allow them, cells out of global order (global layout), a second submit
     /// of an unordered write. Storage failures.
     pub fn submit(&mut self, coords: &[CoordInput<'_>], attrs: &[AttrInput<'_>]) -> Result<()> {
+        super::dense::count_write_submit(self.layout);
+        let _t = stats::timer(Timer::WriterWrite);
         if self.poisoned || self.frag.is_none() {
             return Err(QueryError::WriteState("the writer failed or finished; start a new write".into()).into());
         }
@@ -198,6 +201,7 @@ impl SparseWriter {
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
+        let prepare = stats::timer(Timer::WriterPrepareTiles);
         let keys = self.array.ctx.install(|| self.keys.keys(&ords));
         let w = self.keys.width();
         let perm = match self.layout {
@@ -220,6 +224,7 @@ impl SparseWriter {
                 return Err(order_error(&schema, &ords, j, Some(i), a == b));
             }
         }
+        drop(prepare);
         let cells = Cells { n, ords: ords.iter().map(Vec::as_slice).collect(), coords: cols, attrs };
         let result = self.append(&schema, &cells, perm.as_deref());
         if result.is_err() {

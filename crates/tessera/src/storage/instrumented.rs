@@ -1,0 +1,116 @@
+//! A storage wrapper that records every operation in the statistics registry (`vfs_*` counters
+//! and timers). Every `Context` wraps its backend in one; when statistics are off each operation
+//! costs one relaxed atomic load more.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use crate::stats::{self, Counter, Timer};
+
+/// Records reads, writes and syncs of the wrapped backend.
+#[derive(Debug)]
+pub struct InstrumentedStorage {
+    inner: Arc<dyn Storage>,
+}
+
+impl InstrumentedStorage {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Storage>) -> Self {
+        Self { inner }
+    }
+}
+
+fn read_done(bytes: u64) {
+    stats::add(Counter::VfsReadNumRequests, 1);
+    stats::add(Counter::VfsReadTotalBytes, bytes);
+}
+
+fn write_done(bytes: u64) {
+    stats::add(Counter::VfsWriteNumRequests, 1);
+    stats::add(Counter::VfsWriteTotalBytes, bytes);
+}
+
+struct InstrumentedWriter {
+    inner: Box<dyn WriteHandle>,
+}
+
+impl WriteHandle for InstrumentedWriter {
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsWrite);
+        self.inner.write_all(data)?;
+        write_done(data.len() as u64);
+        Ok(())
+    }
+    fn position(&self) -> u64 {
+        self.inner.position()
+    }
+    fn finish(self: Box<Self>) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsSync);
+        self.inner.finish()
+    }
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsWrite);
+        self.inner.write_all_vectored(parts)?;
+        write_done(parts.iter().map(|p| p.len() as u64).sum());
+        Ok(())
+    }
+}
+
+impl Storage for InstrumentedStorage {
+    fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        let b = self.inner.read_range(path, offset, len)?;
+        read_done(b.len() as u64);
+        Ok(b)
+    }
+    fn read_range_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        self.inner.read_range_into(path, offset, buf)?;
+        read_done(buf.len() as u64);
+        Ok(())
+    }
+    fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        let b = self.inner.read_all(path)?;
+        read_done(b.len() as u64);
+        Ok(b)
+    }
+    fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
+        self.inner.file_size(path)
+    }
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        Ok(Box::new(InstrumentedWriter { inner: self.inner.create(path)? }))
+    }
+    fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsWrite);
+        self.inner.write_atomic(path, data)?;
+        write_done(data.len() as u64);
+        Ok(())
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.create_dir_all(path)
+    }
+    fn sync_dir(&self, path: &Path) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsSync);
+        self.inner.sync_dir(path)
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>, StorageError> {
+        self.inner.list_dir(path)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        self.inner.is_file(path)
+    }
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> Result<(), StorageError> {
+        self.inner.remove_dir_all(path)
+    }
+    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError> {
+        self.inner.lock(path, kind, wait)
+    }
+}

@@ -1,0 +1,150 @@
+//! The statistics experiments of the TileDB statistics document, at a size that runs in
+//! seconds, with every expected figure computed from the array's shape, not copied.
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use std::sync::Mutex;
+
+use tessera::stats::{self, Counter};
+use tessera::*;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+const N: i128 = 1200;
+
+fn setup(tile_rows: u64, filters: Vec<Filter>, cache: u64) -> (tempfile::TempDir, Context, ArraySchema) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::new();
+    c.set("sm.tile_cache_size", &cache.to_string()).unwrap();
+    let ctx = Context::new(c).unwrap();
+    let mut a = Attribute::new("a", Datatype::Int32);
+    a.filters = FilterPipeline::new(filters);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("rows", Datatype::Int64, (1, N), tile_rows))
+        .dim(Dimension::new("cols", Datatype::Int64, (1, N), N as u64))
+        .attr(a)
+        .build()
+        .unwrap();
+    Array::create(&ctx, dir.path().join("a"), &schema).unwrap();
+    let vals: Vec<i32> = (0..N * N).map(|k| (k / N + k % N) as i32).collect();
+    let w = Array::open(&ctx, dir.path().join("a"), Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))]).unwrap();
+    (dir, ctx, schema)
+}
+
+fn read_rows(ctx: &Context, dir: &tempfile::TempDir, lo: i128, hi: i128) {
+    let r = Array::open(ctx, dir.path().join("a"), Mode::Read).unwrap();
+    let res = r.read(&Subarray::from_ranges(&[(lo, hi), (1, N)]), &["a"], Layout::RowMajor).unwrap();
+    let v: &[i32] = bytemuck::cast_slice(&res.attrs[0].data);
+    assert_eq!(v[0], (lo - 1) as i32);
+}
+
+fn counter(s: &stats::Snapshot, c: Counter) -> u64 {
+    s.counter(c)
+}
+
+/// Runs `f` with statistics on and reset, returning the snapshot.
+fn measured(f: impl FnOnce()) -> stats::Snapshot {
+    stats::reset();
+    stats::enable();
+    f();
+    stats::disable();
+    stats::snapshot()
+}
+
+#[test]
+fn one_tile_array_quarter_read_is_25_percent() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, ctx, _) = setup(N as u64, vec![], 0);
+    let s = measured(|| read_rows(&ctx, &dir, 1, N / 4));
+    let bytes = (N * N * 4) as u64;
+    assert_eq!(counter(&s, Counter::SmQuerySubmitRead), 1);
+    assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 1);
+    assert_eq!(counter(&s, Counter::ReaderAttrTileCacheHits), 0);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), bytes);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesCopied), bytes / 4);
+    let text = stats::dump();
+    assert!(text.contains("Read query submits: 1"), "{text}");
+    assert!(
+        text.contains(&format!("Fixed-length tile data copy-to-read ratio: {} / {bytes} bytes (25.0%)", bytes / 4)),
+        "{text}"
+    );
+    assert!(text.contains("Tile cache hit ratio: 0 / 1  (0.0%)"), "{text}");
+    // Tile bytes plus metadata were read from storage, and the storage layer saw them all.
+    let tile_and_meta = counter(&s, Counter::ReaderNumTileBytesRead) + counter(&s, Counter::ReaderNumMetadataBytesRead);
+    assert_eq!(counter(&s, Counter::VfsReadTotalBytes), tile_and_meta);
+}
+
+#[test]
+fn one_row_tiles_read_only_what_is_needed() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, ctx, _) = setup(1, vec![], 0);
+    let s = measured(|| read_rows(&ctx, &dir, 1, N / 4));
+    let want = (N / 4 * N * 4) as u64;
+    assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), (N / 4) as u64);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), want);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesCopied), want);
+    assert!(stats::dump().contains(&format!("copy-to-read ratio: {want} / {want} bytes (100.0%)")));
+}
+
+#[test]
+fn overlapping_reads_hit_the_cache_and_pass_100_percent() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let tile = 100u64;
+    let (dir, ctx, _) = setup(tile, vec![], 100 << 20);
+    let s = measured(|| {
+        read_rows(&ctx, &dir, 1, 600);
+        read_rows(&ctx, &dir, 301, 900);
+    });
+    // Tiles of 100 rows: the first read touches 6, the second 6, of which rows 301..600 (3 tiles)
+    // were read by the first.
+    let tile_bytes = tile * N as u64 * 4;
+    assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 12);
+    assert_eq!(counter(&s, Counter::ReaderAttrTileCacheHits), 3);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), 9 * tile_bytes);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesCopied), 12 * tile_bytes);
+    let text = stats::dump();
+    assert!(text.contains("Tile cache hit ratio: 3 / 12  (25.0%)"), "{text}");
+    assert!(
+        text.contains(&format!("copy-to-read ratio: {} / {} bytes (133.3%)", 12 * tile_bytes, 9 * tile_bytes)),
+        "{text}"
+    );
+    assert_eq!(ctx.tile_cache().stats().hits, 3);
+}
+
+#[test]
+fn write_compression_ratio_comes_from_the_bytes_written() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = None;
+    let s = measured(|| out = Some(setup(100, vec![Filter::Delta, Filter::Zstd { level: 3 }], 0)));
+    let (dir, ctx, _) = out.unwrap();
+    let r = Array::open(&ctx, dir.path().join("a"), Mode::Read).unwrap();
+    let f = &r.fragments()[0];
+    assert_eq!(counter(&s, Counter::SmQuerySubmitWrite), 1);
+    assert_eq!(counter(&s, Counter::WriterNumAttrTilesWritten), f.tile_count() as u64);
+    assert_eq!(counter(&s, Counter::WriterNumBytesBeforeFiltering), f.unfiltered_bytes());
+    assert_eq!(counter(&s, Counter::WriterNumBytesWritten), f.stored_bytes());
+    let meta = counter(&s, Counter::WriterNumMetadataBytesWritten);
+    let (num, den) = (f.unfiltered_bytes() + meta, f.stored_bytes() + meta);
+    assert!(num > 20 * den, "predictable data compresses well: {num} / {den}");
+    let times = (num * 10 + den / 2) / den; // tenths, rounded half up
+    let text = stats::dump();
+    let expect = format!("Write compression ratio: {num} / {den} bytes ({}.{}x)", times / 10, times % 10);
+    assert!(text.contains(&expect), "{expect} not in\n{text}");
+    // Every byte the writer wrote went through the storage layer.
+    assert!(counter(&s, Counter::VfsWriteTotalBytes) >= f.stored_bytes() + meta);
+}
+
+#[test]
+fn stats_off_cost_nothing_and_count_nothing() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    stats::disable();
+    stats::reset();
+    let (dir, ctx, _) = setup(100, vec![], 0);
+    read_rows(&ctx, &dir, 1, 10);
+    let s = stats::snapshot();
+    for c in Counter::ALL {
+        assert_eq!(s.counter(*c), 0, "{c} counted while statistics were off");
+    }
+    let j: serde_json::Value = serde_json::from_str(&stats::json()).unwrap();
+    assert_eq!(j["counters"]["sm_query_submit_read"], 0);
+}
