@@ -21,6 +21,7 @@ struct Inner {
     storage: Arc<dyn Storage>,
     cache: TileCache,
     pool: rayon::ThreadPool,
+    io_pool: rayon::ThreadPool,
 }
 
 impl Context {
@@ -43,9 +44,14 @@ impl Context {
             .thread_name(|i| format!("tessera-compute-{i}"))
             .build()
             .map_err(|e| ArrayError::Config { key: "sm.compute_concurrency".into(), detail: e.to_string() })?;
+        let io_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.io_concurrency())
+            .thread_name(|i| format!("tessera-io-{i}"))
+            .build()
+            .map_err(|e| ArrayError::Config { key: "sm.io_concurrency".into(), detail: e.to_string() })?;
         let storage: Arc<dyn Storage> = Arc::new(InstrumentedStorage::new(storage));
         let cache = TileCache::new(config.tile_cache_size());
-        Ok(Self { inner: Arc::new(Inner { config, storage, cache, pool }) })
+        Ok(Self { inner: Arc::new(Inner { config, storage, cache, pool, io_pool }) })
     }
 
     /// The configuration.
@@ -61,6 +67,12 @@ impl Context {
     /// The cache of unfiltered tiles shared by every query of this context.
     pub fn tile_cache(&self) -> &TileCache {
         &self.inner.cache
+    }
+
+    /// Runs `f` on the I/O pool (`sm.io_concurrency` threads): parallel iterators inside it
+    /// issue that many reads at once.
+    pub fn install_io<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.inner.io_pool.install(f)
     }
 
     /// Runs `f` on the compute pool (parallel iterators inside it use the pool's threads).

@@ -166,15 +166,34 @@ fn value_for(seed: u64, k: usize) -> Cell {
 }
 
 fn run_case(c: &Case) -> Result<(), TestCaseError> {
-    let ctx = mem_ctx();
+    run_case_with(c, &mem_ctx(), "/arr")
+}
+
+/// Local files in `mode`, with a small tile cache and tiny coalescing limits (so reads split and
+/// merge), to show every storage path gives the model's answers.
+fn run_case_local(c: &Case, mode: &str) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new();
+    config.set("vfs.read_mode", mode).unwrap();
+    config.set("sm.tile_cache_size", "4096").unwrap();
+    config.set("vfs.coalesce_gap", "16").unwrap();
+    config.set("vfs.coalesce_max", "200").unwrap();
+    config.set("sm.memory_budget", "300").unwrap();
+    let ctx = Context::new(config).unwrap();
+    let uri = dir.path().join("arr");
+    run_case_with(c, &ctx, uri.to_str().unwrap())
+}
+
+fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
+    let ctx = ctx.clone();
     let schema = schema_of(c);
-    Array::create(&ctx, "/arr", &schema).unwrap();
+    Array::create(&ctx, uri, &schema).unwrap();
     let mut model: HashMap<Coord, Cell> = HashMap::new();
     for (rect, layout, seed, submits) in &c.writes {
         // Writes with several ranges are only allowed for reads; one range per dimension here.
         let cells = cells_in_layout(c, &rect.iter().map(|&r| vec![r]).collect::<Vec<_>>(), *layout);
         let vals: Vec<Cell> = (0..cells.len()).map(|k| value_for(*seed, k)).collect();
-        let w = Array::open(&ctx, "/arr", Mode::Write).unwrap();
+        let w = Array::open(&ctx, uri, Mode::Write).unwrap();
         let mut writer = w.writer(&Subarray::from_ranges(rect), *layout).unwrap();
         let chunks: Vec<(usize, usize)> = if *layout == Layout::Global && *submits > 1 {
             let step = cells.len().div_ceil(*submits).max(1);
@@ -207,7 +226,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
             model.insert(coord, v);
         }
     }
-    let r = Array::open(&ctx, "/arr", Mode::Read).unwrap();
+    let r = Array::open(&ctx, uri, Mode::Read).unwrap();
     for (ranges, layout, buf_cells) in &c.reads {
         let layout =
             if ranges.iter().any(|r| r.len() > 1) && *layout == Layout::Global { Layout::RowMajor } else { *layout };
@@ -270,5 +289,13 @@ proptest! {
     #[test]
     fn reads_match_the_model(c in case_strategy()) {
         run_case(&c)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    #[test]
+    fn reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>()) {
+        run_case_local(&c, if mmap { "mmap" } else { "pread" })?;
     }
 }

@@ -142,9 +142,28 @@ fn encode_coords(c: &Case, pts: &[Vec<u64>], d: usize) -> Vec<u8> {
 }
 
 fn run(c: &Case) -> Result<(), TestCaseError> {
-    let ctx = mem_ctx();
+    run_with(c, &mem_ctx(), "/s")
+}
+
+/// Local files in `mode`, with a small tile cache and tiny coalescing limits (so reads split and
+/// merge), to show every storage path gives the model's answers.
+fn run_local(c: &Case, mode: &str) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new();
+    config.set("vfs.read_mode", mode).unwrap();
+    config.set("sm.tile_cache_size", "4096").unwrap();
+    config.set("vfs.coalesce_gap", "16").unwrap();
+    config.set("vfs.coalesce_max", "200").unwrap();
+    config.set("sm.memory_budget", "300").unwrap();
+    let ctx = Context::new(config).unwrap();
+    let uri = dir.path().join("arr");
+    run_with(c, &ctx, uri.to_str().unwrap())
+}
+
+fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
+    let ctx = ctx.clone();
     let schema = schema_of(c);
-    Array::create(&ctx, "/s", &schema).unwrap();
+    Array::create(&ctx, uri, &schema).unwrap();
     let nd = c.dims.len();
     let mut model: Vec<Row> = Vec::new();
     for (w, (pts, global, submits)) in c.writes.iter().enumerate() {
@@ -158,7 +177,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
             pts.sort_by_key(|p| global_key(c, p));
         }
         let vals: Vec<(i32, Option<Vec<i16>>)> = (0..pts.len()).map(|k| value(w, k)).collect();
-        let arr = Array::open(&ctx, "/s", Mode::Write).unwrap();
+        let arr = Array::open(&ctx, uri, Mode::Write).unwrap();
         let mut wr = arr.sparse_writer(if global { Layout::Global } else { Layout::Unordered }).unwrap();
         let step = if global { pts.len().div_ceil(*submits).max(1) } else { pts.len().max(1) };
         for s in (0..pts.len()).step_by(step) {
@@ -192,7 +211,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
             model.push((p, v.0, v.1));
         }
     }
-    let r = Array::open(&ctx, "/s", Mode::Read).unwrap();
+    let r = Array::open(&ctx, uri, Mode::Read).unwrap();
     for (ranges, layout) in &c.reads {
         let q: Vec<Vec<DimRange>> = ranges
             .iter()
@@ -274,5 +293,13 @@ proptest! {
     #[test]
     fn sparse_reads_match_the_model(c in case_strategy()) {
         run(&c)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    #[test]
+    fn sparse_reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>()) {
+        run_local(&c, if mmap { "mmap" } else { "pread" })?;
     }
 }

@@ -277,7 +277,8 @@ pub(crate) fn fetch_tiles(
             reads.push((frag, f, r.offset, end, vec![r]));
         }
     }
-    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
+    // Reads on the I/O pool, checksums and unfiltering on the compute pool.
+    let fetched: Vec<(usize, usize, u64, Bytes, Vec<Request>)> = array.ctx.install_io(|| {
         reads
             .into_par_iter()
             .map(|(frag, f, start, end, reqs)| {
@@ -288,6 +289,15 @@ pub(crate) fn fetch_tiles(
                     }
                     e => e.into(),
                 })?;
+                Ok((frag, f, start, bytes, reqs))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
+        fetched
+            .into_par_iter()
+            .map(|(frag, f, start, bytes, reqs)| {
+                let path = file_path(array, frag, &specs[f].name);
                 reqs.into_par_iter()
                     .map(|r| {
                         let raw = bytes.slice((r.offset - start) as usize, r.len as usize);
@@ -395,7 +405,7 @@ fn read_direct(
             rest = tail;
         }
     }
-    array.ctx.install(|| {
+    array.ctx.install_io(|| {
         jobs.into_par_iter().try_for_each(|(slot, key, f)| {
             let path = file_path(array, key.0, &specs[f].name);
             let entry = array.fragments[key.0].files[f].1[key.1 as usize];
