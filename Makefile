@@ -45,10 +45,13 @@ fmt:
 clean:
 	rm -rf target $(VENV)
 
-# Benchmarks (not tests): the dense load/read benchmark at full size (~1 GiB).
+# Benchmarks (not tests): dense load/read at full size (~1 GiB), statistics overhead and the
+# tile cache.
 bench:
 	cargo bench -p tessera --bench dense
+	cargo bench -p tessera --bench stats
 
 # A short run of the same benchmark (~100 MB).
 bench-quick:
 	cargo bench -p tessera --bench dense -- --rows 4000 --cols 5000 --reps 5
+	cargo bench -p tessera --bench stats
