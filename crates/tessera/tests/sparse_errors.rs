@@ -126,3 +126,50 @@ fn sparse_results_come_back_in_batches() {
     expect.sort();
     assert_eq!(seen, expect, "global order of a 1-D array is ascending x");
 }
+
+#[test]
+fn sparse_results_fill_small_buffers_and_resume() {
+    let ctx = mem_ctx();
+    let mut s = Attribute::new("s", Datatype::Utf8);
+    s.cell_val_num = CellValNum::Var;
+    let schema = ArraySchema::builder(ArrayType::Sparse).dim(dim("x", 0, 99, 10)).attr(s).capacity(4).build().unwrap();
+    Array::create(&ctx, "/s", &schema).unwrap();
+    let xs: Vec<i64> = (0..30).map(|i| (i * 7) % 100).collect();
+    let words: Vec<String> = xs.iter().map(|x| "w".repeat(1 + (*x as usize % 5))).collect();
+    let (mut data, mut offs) = (Vec::new(), Vec::new());
+    for w in &words {
+        offs.push(data.len() as u64);
+        data.extend_from_slice(w.as_bytes());
+    }
+    let w = Array::open(&ctx, "/s", Mode::Write).unwrap();
+    w.write_sparse(
+        &[CoordInput { name: "x", data: bytemuck::cast_slice(&xs) }],
+        &[AttrInput { name: "s", data: &data, offsets: Some(&offs), validity: None }],
+    )
+    .unwrap();
+    let r = Array::open(&ctx, "/s", Mode::Read).unwrap();
+    let mut q = r.sparse_query(&[vec![]], &[], Layout::RowMajor).unwrap();
+    let (mut xb, mut sb, mut ob) = (vec![0u8; 8 * 4], vec![0u8; 9], vec![0u64; 4]);
+    let mut got: Vec<(i64, String)> = Vec::new();
+    loop {
+        let st = {
+            let mut bufs = [
+                AttrBuffer { data: &mut xb, offsets: None, validity: None },
+                AttrBuffer { data: &mut sb, offsets: Some(&mut ob), validity: None },
+            ];
+            q.submit(&mut bufs).unwrap()
+        };
+        assert!(st.cells > 0 || st.complete, "buffers hold at least one cell here");
+        for k in 0..st.cells as usize {
+            let x = i64::from_le_bytes(xb[8 * k..8 * k + 8].try_into().unwrap());
+            let end = if k + 1 < st.cells as usize { ob[k + 1] } else { st.data_bytes[1] } as usize;
+            got.push((x, String::from_utf8(sb[ob[k] as usize..end].to_vec()).unwrap()));
+        }
+        if st.complete {
+            break;
+        }
+    }
+    let mut expect: Vec<(i64, String)> = xs.iter().copied().zip(words).collect();
+    expect.sort();
+    assert_eq!(got, expect);
+}

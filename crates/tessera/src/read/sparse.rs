@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use rayon::prelude::*;
 
 use super::execute::{count_copied, fetch_tiles, TileKey};
-use super::query::{count_submit, AttrData, ReadResult};
+use super::query::{count_submit, AttrBuffer, AttrData, ReadResult, ReadStatus};
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
@@ -205,6 +205,80 @@ impl SparseReadQuery {
         let r = self.materialize(self.cursor, c1)?;
         self.cursor = c1;
         Ok(Some(r))
+    }
+
+    /// Fills the caller's buffers (one per dimension, then one per requested attribute) with
+    /// the next cells, as many as fit in every buffer; `complete: false` while cells remain (a
+    /// submit that returns 0 cells needs larger buffers).
+    ///
+    /// # Errors
+    /// A wrong number of buffers, missing offsets or validity buffers, storage failures and
+    /// corrupt tiles.
+    pub fn submit(&mut self, bufs: &mut [AttrBuffer<'_>]) -> Result<ReadStatus> {
+        let schema = self.array.schema().clone();
+        let nd = schema.ndim();
+        if bufs.len() != nd + self.attrs.len() {
+            return Err(QueryError::AttributeSet(format!(
+                "{} buffers for {} dimensions and {} attributes",
+                bufs.len(),
+                nd,
+                self.attrs.len()
+            ))
+            .into());
+        }
+        let mut fit = self.total_cells() - self.cursor;
+        for (k, b) in bufs.iter().enumerate() {
+            if k < nd {
+                fit = fit.min(b.data.len() as u64 / schema.dims[k].datatype.size() as u64);
+                continue;
+            }
+            let a = &schema.attrs[self.attrs[k - nd]];
+            let bad = |d: &str| QueryError::BadBuffer { attr: a.name.clone(), detail: d.to_string() };
+            if a.is_var() {
+                fit = fit.min(b.offsets.as_ref().ok_or_else(|| bad("needs an offsets buffer"))?.len() as u64);
+            } else {
+                fit = fit.min(b.data.len() as u64 / a.cell_size() as u64);
+            }
+            if a.nullable {
+                fit = fit.min(b.validity.as_ref().ok_or_else(|| bad("needs a validity buffer"))?.len() as u64);
+            }
+        }
+        let mut status = ReadStatus { complete: self.is_complete(), cells: 0, data_bytes: vec![0; bufs.len()] };
+        if fit == 0 {
+            return Ok(status);
+        }
+        let r = self.materialize(self.cursor, self.cursor + fit)?;
+        // Keep the longest prefix whose variable-length values fit.
+        let mut n = fit;
+        for (d, b) in r.attrs.iter().zip(bufs.iter()) {
+            if let Some(offs) = &d.offsets {
+                let cap = b.data.len() as u64;
+                let fits = (0..offs.len())
+                    .take_while(|&j| offs.get(j + 1).copied().unwrap_or(d.data.len() as u64) <= cap)
+                    .count();
+                n = n.min(fits as u64);
+            }
+        }
+        for ((k, d), b) in r.attrs.iter().enumerate().zip(bufs.iter_mut()) {
+            let used = match &d.offsets {
+                Some(offs) => {
+                    if let Some(o) = b.offsets.as_deref_mut() {
+                        o[..n as usize].copy_from_slice(&offs[..n as usize]);
+                    }
+                    offs.get(n as usize).copied().unwrap_or(d.data.len() as u64)
+                }
+                None => n * (d.data.len() as u64 / fit),
+            };
+            b.data[..used as usize].copy_from_slice(&d.data[..used as usize]);
+            if let (Some(v), Some(src)) = (b.validity.as_deref_mut(), &d.validity) {
+                v[..n as usize].copy_from_slice(&src[..n as usize]);
+            }
+            status.data_bytes[k] = used;
+        }
+        self.cursor += n;
+        status.cells = n;
+        status.complete = self.is_complete();
+        Ok(status)
     }
 
     fn materialize(&self, c0: u64, c1: u64) -> Result<ReadResult> {
