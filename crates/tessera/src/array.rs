@@ -216,18 +216,14 @@ impl Array {
         Ok(w.finish()?.name)
     }
 
-    /// Starts a sparse write (sparse arrays) whose cells arrive unordered (one submit) or in
-    /// global order (several submits); see [`SparseWriter`].
+    /// Starts a sparse write whose cells arrive unordered (one submit) or in global order
+    /// (several submits); see [`SparseWriter`]. On a dense array this writes random updates as a
+    /// sparse fragment; reads lay its cells over the dense fragments it is newer than.
     ///
     /// # Errors
-    /// Wrong mode, a dense array, or a layout other than unordered or global.
+    /// Wrong mode, or a layout other than unordered or global.
     pub fn sparse_writer(&self, layout: Layout) -> Result<SparseWriter> {
         self.require(Mode::Write, "write")?;
-        if !self.schema.is_sparse() {
-            return Err(
-                QueryError::Layout("sparse writes into dense arrays come with fragments of issue 4".into()).into()
-            );
-        }
         SparseWriter::new(self, layout)
     }
 

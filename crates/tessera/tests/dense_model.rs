@@ -24,7 +24,9 @@ struct Case {
     cell_order: CellOrder,
     tile_order: CellOrder,
     writes: Vec<(Vec<(i128, i128)>, Layout, u64, usize)>, // rect, layout, seed, submits
-    reads: Vec<(Vec<Vec<(i128, i128)>>, Layout, u64)>,    // ranges, layout, buffer cells (0 = whole)
+    /// Before write i: random cell updates (points) written as a sparse fragment.
+    updates: Vec<Vec<Vec<i128>>>,
+    reads: Vec<(Vec<Vec<(i128, i128)>>, Layout, u64)>, // ranges, layout, buffer cells (0 = whole)
 }
 
 fn order_strategy() -> impl Strategy<Value = CellOrder> {
@@ -57,13 +59,16 @@ fn case_strategy() -> impl Strategy<Value = Case> {
     (dims, order_strategy(), order_strategy()).prop_flat_map(|(dims, co, to)| {
         let rect = dims.iter().map(|&(lo, size, _)| range_in(lo, size)).collect::<Vec<_>>();
         let writes = prop::collection::vec((rect, layout_strategy(), any::<u64>(), 1usize..4), 0..5);
+        let point = dims.iter().map(|&(lo, size, _)| (0..size).prop_map(move |o| lo + o as i128)).collect::<Vec<_>>();
+        let updates = prop::collection::vec(prop::collection::vec(point, 0..6), 0..5);
         let ranges =
             dims.iter().map(|&(lo, size, _)| prop::collection::vec(range_in(lo, size), 1..3)).collect::<Vec<_>>();
         let reads = prop::collection::vec((ranges, layout_strategy(), prop_oneof![Just(0u64), 1u64..20]), 1..4);
         let filters = (filter_strategy(), filter_strategy());
-        (Just(dims), Just(co), Just(to), writes, reads, filters).prop_map(
-            |(dims, cell_order, tile_order, writes, reads, filters)| Case {
+        (Just(dims), Just(co), Just(to), writes, reads, filters, updates).prop_map(
+            |(dims, cell_order, tile_order, writes, reads, filters, updates)| Case {
                 dims,
+                updates,
                 filters,
                 cell_order,
                 tile_order,
@@ -165,6 +170,42 @@ fn value_for(seed: u64, k: usize) -> Cell {
     Cell { a: (x >> 16) as i32, v }
 }
 
+/// Writes `pts` (duplicates dropped) as a sparse fragment of random updates.
+fn apply_update(ctx: &Context, uri: &str, c: &Case, pts: &[Vec<i128>], seed: u64, model: &mut HashMap<Coord, Cell>) {
+    let mut seen = std::collections::HashSet::new();
+    let pts: Vec<&Vec<i128>> = pts.iter().filter(|p| seen.insert((*p).clone())).collect();
+    if pts.is_empty() {
+        return;
+    }
+    let vals: Vec<Cell> = (0..pts.len()).map(|k| value_for(seed, k)).collect();
+    let cols: Vec<Vec<u8>> =
+        (0..c.dims.len()).map(|d| pts.iter().flat_map(|p| (p[d] as i64).to_le_bytes()).collect()).collect();
+    let names: Vec<String> = (0..c.dims.len()).map(|d| format!("d{d}")).collect();
+    let coords: Vec<CoordInput<'_>> =
+        (0..c.dims.len()).map(|d| CoordInput { name: &names[d], data: &cols[d] }).collect();
+    let a: Vec<i32> = vals.iter().map(|x| x.a).collect();
+    let (mut data, mut offs, mut valid) = (Vec::new(), Vec::new(), Vec::new());
+    for x in &vals {
+        offs.push(data.len() as u64);
+        valid.push(u8::from(x.v.is_some()));
+        for y in x.v.iter().flatten() {
+            data.extend_from_slice(&y.to_le_bytes());
+        }
+    }
+    let w = Array::open(ctx, uri, Mode::Write).unwrap();
+    w.write_sparse(
+        &coords,
+        &[
+            AttrInput::fixed("a", i32_bytes(&a)),
+            AttrInput { name: "v", data: &data, offsets: Some(&offs), validity: Some(&valid) },
+        ],
+    )
+    .unwrap();
+    for (p, v) in pts.into_iter().zip(vals) {
+        model.insert(p.clone(), v);
+    }
+}
+
 fn run_case(c: &Case) -> Result<(), TestCaseError> {
     run_case_with(c, &mem_ctx(), "/arr")
 }
@@ -189,7 +230,10 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
     let schema = schema_of(c);
     Array::create(&ctx, uri, &schema).unwrap();
     let mut model: HashMap<Coord, Cell> = HashMap::new();
-    for (rect, layout, seed, submits) in &c.writes {
+    for (wi, (rect, layout, seed, submits)) in c.writes.iter().enumerate() {
+        if let Some(pts) = c.updates.get(wi) {
+            apply_update(&ctx, uri, c, pts, *seed ^ 0x5555, &mut model);
+        }
         // Writes with several ranges are only allowed for reads; one range per dimension here.
         let cells = cells_in_layout(c, &rect.iter().map(|&r| vec![r]).collect::<Vec<_>>(), *layout);
         let vals: Vec<Cell> = (0..cells.len()).map(|k| value_for(*seed, k)).collect();

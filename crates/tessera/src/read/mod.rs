@@ -3,6 +3,7 @@
 //! Results larger than the caller's buffers come back in parts.
 
 mod execute;
+mod overlay;
 mod plan;
 mod query;
 mod sparse;

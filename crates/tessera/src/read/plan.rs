@@ -5,7 +5,8 @@
 //! fragments from newest to oldest: the part a fragment's non-empty domain covers is copied from
 //! it and subtracted, so every result cell is copied exactly once, from the newest fragment that
 //! holds it, and a fragment whose cells are all hidden by newer ones is never read. Cells no
-//! fragment holds get the fill value.
+//! fragment holds get the fill value. Sparse fragments of dense arrays (random updates) are laid
+//! over the result afterwards (`overlay.rs`).
 
 use crate::fragment::FragmentMetadata;
 use crate::geometry::{cells, intersect, split_interval, strides, subtract, Rect, Strided, TileGrid};
@@ -46,7 +47,7 @@ impl ResultSpace {
 
     /// Splits result cells `[c0, c1)` into domain boxes with their place in a buffer that holds
     /// exactly those cells.
-    fn pieces(&self, grid: &TileGrid, c0: u64, c1: u64) -> Vec<(Rect, Strided)> {
+    pub(crate) fn pieces(&self, grid: &TileGrid, c0: u64, c1: u64) -> Vec<(Rect, Strided)> {
         let mut out = Vec::new();
         match self.layout {
             Layout::RowMajor | Layout::ColMajor => {
@@ -159,6 +160,10 @@ pub(crate) fn plan(
             for (fi, f) in fragments.iter().enumerate().rev() {
                 if uncovered.is_empty() {
                     break;
+                }
+                if !f.is_dense() {
+                    // Sparse fragments (random updates) are laid over the result afterwards.
+                    continue;
                 }
                 let mut next = Vec::with_capacity(uncovered.len());
                 for u in uncovered {

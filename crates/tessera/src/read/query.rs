@@ -3,6 +3,7 @@
 //! caller's own buffers filled as far as they go (the read then resumes on the next submit).
 
 use super::execute::{execute, DataSink, Sink, FILL_BLOB};
+use super::overlay::overlay;
 use super::plan::{plan, ResultSpace};
 use crate::array::Array;
 use crate::error::{QueryError, Result};
@@ -294,7 +295,8 @@ impl ReadQuery {
             let _p = stats::timer(Timer::ReaderPlan);
             plan(&self.space, &self.array.grid, &self.array.fragments, c0, c1)
         };
-        execute(&self.array, copies, &fills, sinks)
+        execute(&self.array, copies, &fills, sinks)?;
+        overlay(&self.array, &self.space, c0, c1, sinks)
     }
 
     fn read_interval(&self, c0: u64, c1: u64) -> Result<ReadResult> {

@@ -1,0 +1,165 @@
+//! Sparse fragments in dense arrays (random updates). After the dense plan has filled a run of
+//! result cells from the dense fragments, the cells of sparse fragments that fall inside the run
+//! overwrite it wherever their fragment is newer than the dense fragment that provided the cell
+//! and than every other sparse fragment holding the same cell. Only the R-tree's candidate tiles
+//! are read, and only the winning cells' attribute values are copied.
+
+use std::collections::HashMap;
+
+use super::execute::{count_copied, fetch_tiles, DataSink, Sink, TileKey};
+use super::plan::ResultSpace;
+use crate::array::Array;
+use crate::error::{Error, Result};
+use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
+use crate::geometry::{ordinals, Rect};
+
+/// One sparse cell that lands in the result: result position, fragment, tile, cell.
+#[derive(Clone, Copy)]
+struct Hit {
+    dst: u64,
+    frag: usize,
+    tile: u64,
+    cell: u32,
+}
+
+fn inside(p: &[u64], r: &[[u64; 2]]) -> bool {
+    p.iter().zip(r).all(|(x, b)| b[0] <= *x && *x <= b[1])
+}
+
+/// Lays the sparse fragments' cells of result cells `[c0, c1)` over `sinks`.
+pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sinks: &mut [Sink<'_>]) -> Result<()> {
+    let frags = &array.fragments;
+    if frags.iter().all(|f| f.is_dense()) {
+        return Ok(());
+    }
+    let schema = array.schema();
+    let nd = schema.ndim();
+    let pieces = space.pieces(&array.grid, c0, c1);
+    let specs = FileSpec::for_sparse(schema);
+    let overlaps = |m: &Rect| pieces.iter().any(|(r, _)| m.iter().zip(r).all(|(a, b)| a[0] <= b[1] && b[0] <= a[1]));
+    let mut tiles: Vec<TileKey> = Vec::new();
+    for (fi, f) in frags.iter().enumerate() {
+        if let Some(sp) = &f.sparse {
+            tiles.extend(sp.rtree.search(&sp.mbrs, overlaps).into_iter().map(|t| (fi, t as u64)));
+        }
+    }
+    if tiles.is_empty() {
+        return Ok(());
+    }
+    let requests: Vec<(TileKey, usize)> = tiles.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
+    let coords = fetch_tiles(array, &specs, &requests)?;
+    // Every sparse cell inside the run, with its coordinates.
+    let mut hits: Vec<(Hit, Vec<u64>)> = Vec::new();
+    for &key in &tiles {
+        let cols: Vec<Vec<u64>> = (0..nd)
+            .map(|d| {
+                let c = coords.get(&(key, d)).map_or(&[][..], |b| &b[..]);
+                ordinals(&schema.dims[d], c).map_err(|b| {
+                    Error::corrupt(
+                        array.uri.join(FRAGMENTS_DIR).join(frags[key.0].name.to_string()).join(&specs[d].name),
+                        format!("tile {}: coordinate {} of cell {} {}", key.1, b.value, b.cell, b.why),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?;
+        let n = cols.first().map_or(0, Vec::len);
+        let mut p = vec![0u64; nd];
+        for c in 0..n {
+            for d in 0..nd {
+                p[d] = cols[d][c];
+            }
+            for (rect, dst) in &pieces {
+                if inside(&p, rect) {
+                    let at = dst.offset
+                        + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>();
+                    // No break: with overlapping query ranges one cell has several result places.
+                    hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c as u32 }, p.clone()));
+                }
+            }
+        }
+    }
+    // The newest sparse cell per result position, if newer than the dense fragment there.
+    hits.sort_unstable_by(|a, b| a.0.dst.cmp(&b.0.dst).then(b.0.frag.cmp(&a.0.frag)));
+    hits.dedup_by_key(|h| h.0.dst);
+    let dense: Vec<usize> = (0..frags.len()).rev().filter(|&i| frags[i].is_dense()).collect();
+    let winners: Vec<Hit> = hits
+        .into_iter()
+        .filter(|(h, p)| dense.iter().find(|&&i| inside(p, &frags[i].domain)).is_none_or(|&i| h.frag > i))
+        .map(|(h, _)| h)
+        .collect();
+    if winners.is_empty() {
+        return Ok(());
+    }
+    // Attribute tiles of the winners.
+    let mut keys: Vec<TileKey> = winners.iter().map(|h| (h.frag, h.tile)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
+    let mut requests = Vec::new();
+    for s in sinks.iter() {
+        for kind in [FileKind::Data, FileKind::Offsets, FileKind::Validity] {
+            if let Some(f) = file_of(s.attr, kind) {
+                requests.extend(keys.iter().map(|&k| (k, f)));
+            }
+        }
+    }
+    let tiles = fetch_tiles(array, &specs, &requests)?;
+    for s in sinks.iter_mut() {
+        let a = &schema.attrs[s.attr];
+        let get = |k: TileKey, kind| file_of(s.attr, kind).and_then(|f| tiles.get(&(k, f)));
+        let corrupt = |k: TileKey| {
+            Error::corrupt(
+                array.uri.join(FRAGMENTS_DIR).join(frags[k.0].name.to_string()),
+                format!("tile {}: attribute {} tile missing or too short", k.1, a.name),
+            )
+        };
+        match &mut s.data {
+            DataSink::Fixed(buf) => {
+                let cs = a.cell_size();
+                for h in &winners {
+                    let k = (h.frag, h.tile);
+                    let src = get(k, FileKind::Data).ok_or_else(|| corrupt(k))?;
+                    let (from, to) = (h.cell as usize * cs, h.dst as usize * cs);
+                    if from + cs > src.len() {
+                        return Err(corrupt(k));
+                    }
+                    buf[to..to + cs].copy_from_slice(&src[from..from + cs]);
+                }
+                count_copied(false, (winners.len() * cs) as u64);
+            }
+            DataSink::Var { refs, blobs } => {
+                let mut blob_of: HashMap<TileKey, u32> = HashMap::new();
+                let mut copied = 0u64;
+                for h in &winners {
+                    let k = (h.frag, h.tile);
+                    let data = get(k, FileKind::Data).ok_or_else(|| corrupt(k))?;
+                    let offs = get(k, FileKind::Offsets).ok_or_else(|| corrupt(k))?;
+                    let blob = *blob_of.entry(k).or_insert_with(|| {
+                        blobs.push(data.clone());
+                        (blobs.len() - 1) as u32
+                    });
+                    let at = |c: usize| -> Option<u64> {
+                        offs.get(c * 8..c * 8 + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                    };
+                    let c = h.cell as usize;
+                    let start = at(c).ok_or_else(|| corrupt(k))?;
+                    let end = at(c + 1).unwrap_or(data.len() as u64);
+                    if start > end || end > data.len() as u64 {
+                        return Err(corrupt(k));
+                    }
+                    refs[h.dst as usize] = (blob, start, end - start);
+                    copied += end - start + 8;
+                }
+                count_copied(true, copied);
+            }
+        }
+        if let Some(v) = s.validity.as_deref_mut() {
+            for h in &winners {
+                let k = (h.frag, h.tile);
+                let src = get(k, FileKind::Validity).ok_or_else(|| corrupt(k))?;
+                v[h.dst as usize] = *src.get(h.cell as usize).ok_or_else(|| corrupt(k))?;
+            }
+        }
+    }
+    Ok(())
+}
