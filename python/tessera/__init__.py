@@ -1,4 +1,4 @@
-"""Tessera: a storage engine for dense multi-dimensional arrays, numpy in and numpy out.
+"""Tessera: a storage engine for dense and sparse multi-dimensional arrays, numpy in and numpy out.
 
 >>> import numpy as np, tessera as ts
 >>> schema = ts.ArraySchema(
@@ -9,10 +9,25 @@
 ...     A[1:51, 1:101] = np.arange(5000, dtype=np.int32).reshape(50, 100)
 >>> with ts.open("img") as A:                                       # doctest: +SKIP
 ...     part = A[1:3, 1:4]                                          # half-open, domain coordinates
+
+Sparse arrays store only the cells written, with their coordinates (integers or floats):
+
+>>> sparse = ts.ArraySchema(
+...     dims=[ts.Dim("x", domain=(0.0, 1.0), dtype="float64"), ts.Dim("y", domain=(0.0, 1.0), dtype="float64")],
+...     attrs=[ts.Attr("a", dtype="int32")], sparse=True)
+>>> ts.create("pts", sparse)                                        # doctest: +SKIP
+>>> with ts.open("pts", "w") as A:                                  # doctest: +SKIP
+...     A.write({"x": xs, "y": ys}, {"a": vals})
+>>> with ts.open("pts") as A:                                       # doctest: +SKIP
+...     r = A.read(ranges={"x": [(0.25, 0.5)]})                     # inclusive; a ts.Result
+...     df = r.to_pandas()                                          # columns x, y, a
+
+Statistics: ``ts.stats.enable()``, ``ts.stats.dump()``, ``ts.stats.json()``.
 """
 
 from __future__ import annotations
 
+from . import stats
 from ._core import FORMAT_VERSION, __version__
 from .array import Array, FragmentInfo, create, fragments, from_numpy, open
 from .config import Config
@@ -27,10 +42,12 @@ from .errors import (
     TesseraError,
 )
 from .filters import ByteShuffle, Delta, Filter, Gzip, Lz4, Rle, Zstd
-from .schema import ArraySchema, Attr, Dim
+from .result import Result
+from .schema import SCHEMA_VERSION, ArraySchema, Attr, Dim, default_coord_filters
 
 __all__ = [
     "FORMAT_VERSION",
+    "SCHEMA_VERSION",
     "Array",
     "ArrayError",
     "ArraySchema",
@@ -47,6 +64,7 @@ __all__ = [
     "Gzip",
     "Lz4",
     "QueryError",
+    "Result",
     "Rle",
     "SchemaError",
     "StorageError",
@@ -54,7 +72,9 @@ __all__ = [
     "Zstd",
     "__version__",
     "create",
+    "default_coord_filters",
     "fragments",
     "from_numpy",
     "open",
+    "stats",
 ]

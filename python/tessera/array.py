@@ -1,12 +1,19 @@
 """Arrays: ``create``, ``open``, ``from_numpy``, ``fragments`` and the ``Array`` class with numpy
 indexing in domain coordinates (``A[1:3001, 1:12001]``: half-open slices, integers select one
 coordinate and drop the axis, ``...`` and ``:`` mean the whole domain).
+
+Sparse arrays hold only the cells written, each with its coordinates. They are written with
+coordinate arrays (``A.write({"x": xs, "y": ys}, {"a": vals})`` or ``A[xs, ys] = vals``) and read
+as a ``Result``: a dict of 1-D numpy arrays, the dimension columns first, then the attributes
+(``A[1:11, :]`` with half-open integer slices, or ``A.read(ranges={"x": [(lo, hi)]})`` with
+inclusive bounds of any type).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
+import numbers
 import operator
 import os
 from dataclasses import dataclass
@@ -19,15 +26,21 @@ from . import _codec, _core
 from .config import ConfigLike, as_items
 from .errors import DomainError, QueryError
 from .filters import Filter
+from .result import Result
 from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
 
 PathLike = Union[str, "os.PathLike[str]"]
 Ranges = List[List[Tuple[int, int]]]
-RangesLike = Sequence[Union[None, Tuple[int, int], Sequence[Tuple[int, int]]]]
-Result = Union[np.ndarray, Dict[str, np.ndarray]]
+#: Ranges of a sparse read: per dimension, inclusive (lo, hi) pairs of ints or floats.
+SparseRanges = List[List[Tuple[Any, Any]]]
+_RangeEntry = Union[None, Tuple[Any, Any], Sequence[Tuple[Any, Any]]]
+RangesLike = Union[Sequence[_RangeEntry], Mapping[str, _RangeEntry]]
+DenseResult = Union[np.ndarray, Dict[str, np.ndarray]]
 Timestamp = Union[int, _dt.datetime]
 
 _ORDERS = {"C": "C", "F": "F", "G": "G", "row-major": "C", "col-major": "F", "global": "G"}
+_SPARSE_ORDERS = dict(_ORDERS, U="U", unordered="U")
+_WRITE_ORDERS = {"U": "U", "unordered": "U", "G": "G", "global": "G"}
 
 
 @dataclass(frozen=True)
@@ -46,14 +59,19 @@ class FragmentInfo:
     #: Bytes of its tiles on disk (after filtering) and before filtering.
     stored_bytes: int
     unfiltered_bytes: int
-    #: Inclusive (lo, hi) per dimension of the cells it holds (None for sparse fragments, whose
-    #: domain the engine does not yet report in coordinates).
-    nonempty_domain: Optional[Tuple[Tuple[int, int], ...]]
+    #: Inclusive (lo, hi) per dimension bounding the cells it holds, in domain coordinates
+    #: (floats for float dimensions).
+    nonempty_domain: Tuple[Tuple[Any, Any], ...]
 
     @property
     def timestamp(self) -> Tuple[int, int]:
         """(t0, t1)."""
         return (self.t0, self.t1)
+
+    @property
+    def sparse(self) -> bool:
+        """Whether it stores explicit coordinates (the opposite of ``dense``)."""
+        return not self.dense
 
 
 def create(uri: PathLike, schema: ArraySchema, config: Optional[ConfigLike] = None) -> None:
@@ -80,7 +98,8 @@ def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
 
 
 def fragments(uri: PathLike, timestamp: Optional[Timestamp] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
-    """The committed fragments of the array at ``uri``, oldest first."""
+    """The committed fragments of the array at ``uri``, oldest first: name, timestamps, dense or
+    sparse, cells, tiles, bytes and non-empty domain."""
     with open(uri, "r", timestamp=timestamp, config=config) as A:
         return A.fragments()
 
@@ -150,6 +169,7 @@ class Array:
         self._core: Optional[_core.Array] = core
         self._uri = core.uri
         self._mode = core.mode
+        self._context_id = core.context_id
         self._timestamp = timestamp
         self._schema = ArraySchema.from_json(core.schema_json())
 
@@ -214,14 +234,25 @@ class Array:
         return self._schema.ndim
 
     @property
+    def sparse(self) -> bool:
+        """Whether the array is sparse."""
+        return self._schema.sparse
+
+    @property
     def shape(self) -> Tuple[int, ...]:
-        """Number of coordinates per dimension."""
+        """Number of coordinates per dimension (TypeError for float dimensions)."""
         return self._schema.shape
 
     @property
-    def domain(self) -> Tuple[Tuple[int, int], ...]:
+    def domain(self) -> Tuple[Tuple[Any, Any], ...]:
         """Inclusive (lo, hi) per dimension."""
         return self._schema.domain
+
+    @property
+    def context_id(self) -> int:
+        """Identifies the engine context (thread pool, tile cache) the array uses: arrays opened
+        with equal configurations share one."""
+        return self._context_id
 
     def _need_read(self, what: str) -> _core.Array:
         c = self._c()
@@ -229,17 +260,17 @@ class Array:
             raise QueryError(f"array {self._uri} is open for write; {what} needs mode 'r'")
         return c
 
-    def nonempty_domain(self) -> Optional[Tuple[Tuple[int, int], ...]]:
-        """Inclusive (lo, hi) per dimension bounding every written cell, or None (mode "r")."""
+    def nonempty_domain(self) -> Optional[Tuple[Tuple[Any, Any], ...]]:
+        """Inclusive (lo, hi) per dimension bounding every written cell (floats for float
+        dimensions), or None when nothing was written (mode "r")."""
         d = self._need_read("nonempty_domain()").nonempty_domain()
-        return None if d is None else tuple((int(lo), int(hi)) for lo, hi in d)
+        return None if d is None else tuple((lo, hi) for lo, hi in d)
 
     def fragments(self) -> List[FragmentInfo]:
         """The fragments this array sees, oldest first (mode "r")."""
         out = []
         for f in self._need_read("fragments()").fragments():
-            dom = f["nonempty_domain"]
-            f["nonempty_domain"] = None if dom is None else tuple((int(lo), int(hi)) for lo, hi in dom)
+            f["nonempty_domain"] = tuple((lo, hi) for lo, hi in f["nonempty_domain"])
             out.append(FragmentInfo(**f))
         return out
 
@@ -248,8 +279,9 @@ class Array:
         return f"<tessera.Array {self._uri!r} {state} dims={self.dim_names} attrs={self.attr_names}>"
 
     # -- selections ------------------------------------------------------------------------
-    def _selection(self, key: Any) -> Tuple[Ranges, Tuple[bool, ...]]:
-        """Inclusive ranges per dimension and which axes an integer index drops."""
+    def _expand_key(self, key: Any) -> Tuple[Any, ...]:
+        """An index as one entry per dimension (``...`` and missing trailing entries become
+        ``:``)."""
         if not isinstance(key, tuple):
             key = (key,)
         n_ell = sum(1 for k in key if k is Ellipsis)
@@ -261,7 +293,12 @@ class Array:
         if n_ell:
             i = key.index(Ellipsis)
             key = key[:i] + (slice(None),) * (nd - len(key) + 1) + key[i + 1 :]
-        key = key + (slice(None),) * (nd - len(key))
+        out: Tuple[Any, ...] = key + (slice(None),) * (nd - len(key))
+        return out
+
+    def _selection(self, key: Any) -> Tuple[Ranges, Tuple[bool, ...]]:
+        """Inclusive ranges per dimension and which axes an integer index drops."""
+        key = self._expand_key(key)
         ranges: Ranges = []
         dropped: List[bool] = []
         for k, dim in zip(key, self._schema.dims):
@@ -286,21 +323,88 @@ class Array:
                 dropped.append(True)
         return ranges, tuple(dropped)
 
+    def _range_entries(self, ranges: Optional[RangesLike]) -> List[Any]:
+        """``read``'s ranges as one entry per dimension: given in dimension order, or as a dict
+        by dimension name (dimensions left out: the whole domain)."""
+        if ranges is None:
+            return [None] * self.ndim
+        if isinstance(ranges, Mapping):
+            names = self.dim_names
+            for name in ranges:
+                if name not in names:
+                    raise DomainError(f"unknown dimension {name!r} (the array has: {', '.join(names)})")
+            return [ranges.get(name) for name in names]
+        return list(ranges)
+
     def _ranges(self, ranges: Optional[RangesLike]) -> Ranges:
         """Normalizes ``read``'s ranges: per dimension None (whole domain), one (lo, hi) pair or a
         list of pairs, all inclusive."""
-        if ranges is None:
-            return [[d.domain] for d in self._schema.dims]
         out: Ranges = []
-        for i, r in enumerate(ranges):
+        for i, r in enumerate(self._range_entries(ranges)):
             if r is None:
                 out.append([self._schema.dims[i].domain] if i < self.ndim else [])
-            elif len(r) == 2 and all(isinstance(x, (int, np.integer)) for x in r):
+            elif _is_pair(r):
                 pair = cast(Tuple[int, int], r)
                 out.append([(int(pair[0]), int(pair[1]))])
             else:
                 pairs = cast(Sequence[Tuple[int, int]], r)
                 out.append([(int(lo), int(hi)) for lo, hi in pairs])
+        return out
+
+    def _sparse_ranges(self, ranges: Optional[RangesLike]) -> SparseRanges:
+        """Normalizes the INCLUSIVE ranges of a sparse read: per dimension None (the whole
+        domain), one (lo, hi) pair or a list of pairs; ints or floats (an integer dimension
+        takes the integers inside float bounds)."""
+        entries = self._range_entries(ranges)
+        if len(entries) != self.ndim:
+            raise DomainError(f"subarray: {len(entries)} dimensions given, the array has {self.ndim}")
+        out: SparseRanges = []
+        for r, dim in zip(entries, self._schema.dims):
+            if r is None:
+                out.append([])  # the engine's "whole domain"
+                continue
+            pairs = [r] if _is_pair(r) else list(r)
+            if not pairs:
+                raise DomainError(f"dimension {dim.name} has no range (give None for the whole domain)")
+            norm = []
+            for p in pairs:
+                if not _is_pair(p):
+                    raise DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair")
+                lo, hi = (_bound(dim, x) for x in p)
+                norm.append((lo, hi))
+            out.append(norm)
+        return out
+
+    def _sparse_selection(self, key: Any) -> SparseRanges:
+        """Inclusive ranges of a sparse index: half-open integer slices, single coordinates
+        (ints; exact floats on float dimensions) and ``:``/``...`` for the whole domain."""
+        out: SparseRanges = []
+        for k, dim in zip(self._expand_key(key), self._schema.dims):
+            if isinstance(k, slice):
+                if k.step not in (None, 1):
+                    raise QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported")
+                if k.start is None and k.stop is None:
+                    out.append([])
+                    continue
+                if dim.is_float:
+                    raise QueryError(
+                        f"dimension {dim.name} has float coordinates, which half-open slices do not suit: "
+                        f"use A.read(ranges={{{dim.name!r}: [(lo, hi)]}}) with inclusive bounds"
+                    )
+                lo = dim.domain[0] if k.start is None else operator.index(k.start)
+                hi = dim.domain[1] if k.stop is None else operator.index(k.stop) - 1
+                out.append([(lo, hi)])
+            elif isinstance(k, (bool, np.bool_)):
+                raise TypeError(f"dimension {dim.name}: boolean indices are not supported")
+            elif _is_number(k):
+                if not dim.is_float and not isinstance(k, (numbers.Integral, np.integer)):
+                    raise TypeError(f"dimension {dim.name}: index must be an int, a slice or '...', not {k!r}")
+                x = _bound(dim, k)
+                out.append([(x, x)])
+            else:
+                raise TypeError(
+                    f"dimension {dim.name}: index must be a number, a slice or '...', not {type(k).__name__}"
+                )
         return out
 
     def _attrs(self, attrs: Optional[Sequence[str]]) -> List[Attr]:
@@ -319,19 +423,51 @@ class Array:
         return out
 
     # -- reads -----------------------------------------------------------------------------
-    def __getitem__(self, key: Any) -> Result:
+    def __getitem__(self, key: Any) -> Union[DenseResult, Result]:
+        """Dense arrays: the cells of the selection shaped like it (one attribute: an ndarray,
+        several: a dict). Sparse arrays: the cells written inside it as a ``Result`` in
+        row-major order (half-open integer slices; ``:`` for any dimension's whole domain)."""
+        if self.sparse:
+            return self._sparse_read(self._sparse_selection(key), list(self._schema.attrs), "C")
         ranges, dropped = self._selection(key)
         return self._read(ranges, list(self._schema.attrs), "C", dropped)
 
-    def read(self, ranges: Optional[RangesLike] = None, attrs: Optional[Sequence[str]] = None, order: str = "C") -> Result:
-        """Reads ``attrs`` (default: all) over INCLUSIVE ``ranges``, one entry per dimension:
-        None for the whole domain, a (lo, hi) pair, or a list of pairs (the result concatenates
-        them along that dimension). ``order``: "C" (row-major), "F" (column-major) or "G" (the
-        array's global order; 1-D results). One attribute gives an ndarray, several a dict."""
+    def read(
+        self, ranges: Optional[RangesLike] = None, attrs: Optional[Sequence[str]] = None, order: str = "C"
+    ) -> Union[DenseResult, Result]:
+        """Reads ``attrs`` (default: all) over INCLUSIVE ``ranges``: one entry per dimension, or
+        a dict by dimension name (dimensions left out: the whole domain); each entry None for
+        the whole domain, a (lo, hi) pair, or a list of pairs.
+
+        Dense arrays: the result concatenates the ranges along each dimension; ``order`` "C"
+        (row-major), "F" (column-major) or "G" (the array's global order; 1-D results). One
+        attribute gives an ndarray, several a dict.
+
+        Sparse arrays: bounds may be ints or floats; the cells inside any of a dimension's
+        ranges, as a ``Result`` (the dimension columns, then ``attrs``; ``attrs=[]`` gives the
+        coordinates alone). ``order``: "C" (row-major by coordinates), "F" (column-major), "G"
+        (the array's global order) or "U" (any order, the fastest)."""
+        if self.sparse:
+            return self._sparse_read(self._sparse_ranges(ranges), self._attrs(attrs), _sparse_layout(order))
         layout = _layout(order)
         return self._read(self._ranges(ranges), self._attrs(attrs), layout, None)
 
-    def _read(self, ranges: Ranges, attrs: List[Attr], layout: str, dropped: Optional[Tuple[bool, ...]]) -> Result:
+    def _sparse_read(self, ranges: SparseRanges, attrs: List[Attr], layout: str) -> Result:
+        names = [a.name for a in attrs] or [self._schema.attrs[0].name]
+        bufs = self._c().sparse_read(ranges, names, layout)
+        return self._sparse_result(bufs, attrs)
+
+    def _sparse_result(self, bufs: Mapping[str, _codec.Buffers], attrs: List[Attr]) -> Result:
+        out = Result(attrs={a.name: a for a in attrs})
+        for d in self._schema.dims:
+            out[d.name] = bufs[d.name][0].view(d.dtype)
+        for a in attrs:
+            out[a.name] = _codec.to_numpy(a, bufs[a.name], None, "G")
+        return out
+
+    def _read(
+        self, ranges: Ranges, attrs: List[Attr], layout: str, dropped: Optional[Tuple[bool, ...]]
+    ) -> DenseResult:
         shape, bufs = self._c().read(ranges, [a.name for a in attrs], layout)
         out: Dict[str, np.ndarray] = {}
         for a in attrs:
@@ -349,11 +485,38 @@ class Array:
         order: str = "C",
     ) -> Iterator[Dict[str, np.ndarray]]:
         """Reads in batches of about ``budget_bytes``, each a dict name → array. ``selection``:
-        an index as for ``A[...]`` (slices, integers, ``...``), or a list of inclusive ranges
-        as for ``read``. With order "C" (or "F") a batch holds whole slabs of the first (last)
-        dimension when one fits, shaped (rows, *rest); other batches are 1-D."""
+        an index as for ``A[...]`` (slices, integers, ``...``), or inclusive ranges as for
+        ``read`` (a list, or a dict by dimension name). Dense arrays: with order "C" (or "F") a
+        batch holds whole slabs of the first (last) dimension when one fits, shaped
+        (rows, *rest); other batches are 1-D. Sparse arrays: every batch is a ``Result`` (the
+        dimension columns, then the attributes) of at least one cell; together they are the
+        whole read in ``order`` ("C", "F", "G" or "U")."""
+        if self.sparse:
+            return self._sparse_batches(selection, attrs, budget_bytes, order)
+        return self._dense_batches(selection, attrs, budget_bytes, order)
+
+    def _sparse_batches(
+        self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str
+    ) -> Iterator[Result]:
+        layout = _sparse_layout(order)
+        if selection is None or isinstance(selection, (list, Mapping)):
+            ranges = self._sparse_ranges(selection)
+        else:
+            ranges = self._sparse_selection(selection)
+        attr_list = self._attrs(attrs)
+        names = [a.name for a in attr_list] or [self._schema.attrs[0].name]
+        q = self._c().sparse_query(ranges, names, layout)
+        while True:
+            batch = q.next_batch(int(budget_bytes))
+            if batch is None:
+                return
+            yield self._sparse_result(batch[2], attr_list)
+
+    def _dense_batches(
+        self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str
+    ) -> Iterator[Dict[str, np.ndarray]]:
         layout = _layout(order)
-        if selection is None or isinstance(selection, list):
+        if selection is None or isinstance(selection, (list, Mapping)):
             ranges, dropped = self._ranges(selection), (False,) * self.ndim
         else:
             ranges, dropped = self._selection(selection)
@@ -384,10 +547,69 @@ class Array:
             yield out
 
     # -- writes ----------------------------------------------------------------------------
+    def write(self, coords: Mapping[str, Any], values: Any, order: str = "U") -> str:
+        """Writes cells with explicit coordinates as one new sparse fragment and returns its
+        name. ``coords``: dimension name → coordinates (a 1-D numpy array of the dimension's
+        exact dtype, or a list of Python numbers converted when exact; a scalar for one cell).
+        ``values``: attribute name → values (as for dense writes: numpy arrays of the exact
+        dtype, lists of str/bytes, masked arrays or (values, validity) pairs for nullable
+        attributes), or the values of the single attribute. ``order``: "U" (any order; the
+        engine sorts) or "G" (cells already in the array's global order). On a sparse array a
+        cell written again replaces the older one, unless the schema allows duplicates.
+        Nothing is written when any input is rejected."""
+        if not isinstance(coords, Mapping):
+            raise QueryError("coordinates are given as a dict: dimension name → coordinates")
+        try:
+            layout = _WRITE_ORDERS[order]
+        except KeyError:
+            raise QueryError(f"a sparse write's order is 'U' (unordered) or 'G' (global), not {order!r}") from None
+        by_name = {d.name: d for d in self._schema.dims}
+        cols = []
+        for name, c in coords.items():
+            dim = by_name.get(name)
+            if dim is None:
+                raise DomainError(f"unknown dimension {name!r} (the array has: {', '.join(self.dim_names)})")
+            cols.append((name, _coord_column(dim, c)))
+        if not cols:
+            self._c().write_sparse([], layout, [])  # the engine names the missing coordinates
+        n = len(cols[0][1]) // by_name[cols[0][0]].dtype.itemsize
+        inputs = []
+        for a, v in self._attr_values(values):
+            if isinstance(v, (np.ndarray, list)) and len(v) != n and not (isinstance(v, np.ndarray) and v.ndim == 0):
+                raise QueryError(f"attribute {a.name}: {len(v)} values for {n} cells (one per coordinate)")
+            arr, valid = _codec.prepare(a, v, (n,))
+            inputs.append(_codec.encode(a, arr, valid, "C", 1))
+        return self._c().write_sparse(cols, layout, inputs)
+
+    def _attr_values(self, value: Any) -> List[Tuple[Attr, Any]]:
+        """The attributes given by a write's value: a dict by name, or the single attribute's."""
+        attrs = self._schema.attrs
+        if isinstance(value, Mapping):
+            known = set(self.attr_names)
+            for name in value:
+                if name not in known:
+                    raise QueryError(f"unknown attribute {name!r} (the array has: {', '.join(self.attr_names)})")
+            return [(a, value[a.name]) for a in attrs if a.name in value]
+        if len(attrs) == 1:
+            return [(attrs[0], value)]
+        raise QueryError(f"the array has {len(attrs)} attributes ({', '.join(self.attr_names)}); give a dict")
+
     def __setitem__(self, key: Any, value: Any) -> None:
-        """Writes ``value`` (an ndarray or scalar for the single attribute, or a dict holding
-        every attribute) over the selection as one new fragment. Dtypes must match exactly;
-        shapes must equal the selection's (scalars broadcast)."""
+        """Dense arrays: writes ``value`` (an ndarray or scalar for the single attribute, or a
+        dict holding every attribute) over the selection as one new fragment. Dtypes must match
+        exactly; shapes must equal the selection's (scalars broadcast).
+
+        Sparse arrays: ``A[xs, ys] = values`` writes cells at the coordinates given, one array
+        per dimension, as ``A.write({"x": xs, "y": ys}, values)`` does."""
+        if self.sparse:
+            key = key if isinstance(key, tuple) else (key,)
+            if len(key) != self.ndim or any(isinstance(k, slice) or k is Ellipsis for k in key):
+                raise QueryError(
+                    f"a sparse array is written at coordinates: A[{', '.join(self.dim_names)}] = values, "
+                    "with one array of coordinates per dimension"
+                )
+            self.write(dict(zip(self.dim_names, key)), value)
+            return
         ranges, dropped = self._selection(key)
         shape = tuple(hi - lo + 1 for ((lo, hi),) in ranges)
         sel_shape = tuple(n for n, d in zip(shape, dropped) if not d)
@@ -424,6 +646,97 @@ def _layout(order: str) -> str:
         return _ORDERS[order]
     except KeyError:
         raise QueryError(f"order must be 'C', 'F' or 'G', not {order!r}") from None
+
+
+def _sparse_layout(order: str) -> str:
+    try:
+        return _SPARSE_ORDERS[order]
+    except KeyError:
+        raise QueryError(f"order must be 'C', 'F', 'G' or 'U', not {order!r}") from None
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (numbers.Real, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_pair(r: Any) -> bool:
+    """Whether a range entry is one (lo, hi) pair (rather than a list of pairs)."""
+    return isinstance(r, (tuple, list, np.ndarray)) and len(r) == 2 and all(_is_number(x) for x in r)
+
+
+def _bound(dim: Dim, x: Any) -> Any:
+    """A range bound of a sparse read as the binding takes it: an int for integer bounds on
+    integer dimensions, otherwise a float (the engine takes the integers inside float bounds)."""
+    if not _is_number(x):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
+    if not dim.is_float and isinstance(x, (numbers.Integral, np.integer)):
+        return int(x)
+    return float(x)
+
+
+def _coord_column(dim: Dim, value: Any) -> np.ndarray:
+    """The coordinates of one dimension for a sparse write as bytes: a numpy array must have the
+    dimension's exact dtype; Python numbers are converted when the conversion is exact."""
+    dt = dim.dtype
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray):
+        if value.dtype != dt:
+            raise QueryError(
+                f"dimension {dim.name}: coordinates of dtype {value.dtype} do not match the dimension's {dt} "
+                "(no silent casts)"
+            )
+        arr = value.reshape(1) if value.ndim == 0 else value
+    else:
+        items = [value] if _is_number(value) or isinstance(value, (bool, np.bool_)) else value
+        try:
+            items = list(items)
+        except TypeError:
+            raise QueryError(
+                f"dimension {dim.name}: coordinates are a numpy array or a list of numbers, not {type(value).__name__}"
+            ) from None
+        arr = _exact_coords(dim, items)
+    if arr.ndim != 1:
+        raise QueryError(f"dimension {dim.name}: coordinates must be 1-D, not of shape {arr.shape}")
+    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+
+
+def _exact_coords(dim: Dim, items: List[Any]) -> np.ndarray:
+    """Python numbers as an array of the dimension's dtype, refusing any conversion that is not
+    exact: ints out of range, floats on an integer dimension, values a float32 cannot hold."""
+    dt = dim.dtype
+    where = f"dimension {dim.name}"
+    for i, x in enumerate(items):
+        if not _is_number(x):
+            raise QueryError(f"{where}: coordinate {x!r} of cell {i} is not a number")
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        for i, x in enumerate(items):
+            if not isinstance(x, (numbers.Integral, np.integer)):
+                raise QueryError(
+                    f"{where}: coordinate {x!r} of cell {i} is not an integer (the dimension's dtype is {dt})"
+                )
+            if not info.min <= int(x) <= info.max:
+                raise QueryError(f"{where}: coordinate {x} of cell {i} does not fit {dt}")
+        return np.array([int(x) for x in items], dtype=dt)
+    out = np.empty(len(items), dtype=dt)
+    with np.errstate(over="ignore"):
+        for i, x in enumerate(items):
+            if isinstance(x, (numbers.Integral, np.integer)):
+                try:
+                    c = dt.type(float(int(x)))
+                    exact = math.isfinite(float(c)) and int(c) == int(x)
+                except OverflowError:
+                    exact = False
+            else:
+                f = float(x)
+                c = dt.type(f)
+                # NaN and infinities pass: the engine rejects them, naming the cell.
+                exact = float(c) == f or not math.isfinite(f)
+            if not exact:
+                raise QueryError(f"{where}: coordinate {x!r} of cell {i} is not exactly representable as {dt}")
+            out[i] = c
+    return out
 
 
 def _write_layout(prepared: Sequence[Tuple[Attr, np.ndarray, Optional[np.ndarray]]], ndim: int) -> str:

@@ -37,8 +37,8 @@ from .filters import Filter
 
 DTypeLike = Union[str, type, np.dtype]
 
-#: Version of the schema JSON this package writes (the engine's schema version 1).
-SCHEMA_VERSION = 1
+#: Version of the schema JSON this package writes (the engine's ``SCHEMA_VERSION``).
+SCHEMA_VERSION: int = _core.SCHEMA_VERSION
 
 _ENGINE_TO_NUMPY: Dict[str, str] = {
     "int8": "<i1",
@@ -70,12 +70,46 @@ def _order(o: str) -> str:
         raise SchemaError(f"order {o!r} is not row-major, col-major or hilbert") from None
 
 
+def _int_bound(x: Any, what: str) -> int:
+    """An integer domain bound or tile extent, given as an int (or an integral float)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise SchemaError(f"{what}: {x!r} is not an integer")
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)) and float(x).is_integer():
+        return int(x)
+    raise SchemaError(f"{what}: {x!r} is not an integer (float coordinates need dtype float32 or float64)")
+
+
+def _float_bound(x: Any, what: str) -> float:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise SchemaError(f"{what}: {x!r} is not a number")
+    return float(x)
+
+
+_DEFAULT_COORD_FILTERS: Optional[Tuple[Filter, ...]] = None
+
+
+def default_coord_filters() -> Tuple[Filter, ...]:
+    """The coordinate filters the engine gives dimensions of sparse arrays created without
+    ``filters`` (the engine's ``default_coord_filters()``: delta, then zstd level 3)."""
+    global _DEFAULT_COORD_FILTERS
+    if _DEFAULT_COORD_FILTERS is None:
+        d = json.loads(_core.default_sparse_schema_json())
+        _DEFAULT_COORD_FILTERS = tuple(Filter.from_json(f) for f in d["dims"][0].get("filters", []))
+    return _DEFAULT_COORD_FILTERS
+
+
 class Dim:
     """One dimension: a name, an inclusive ``domain`` (lo, hi), a space-tile extent ``tile`` and
-    a coordinate ``dtype`` (all dimensions of a schema share it; dense arrays need integer
-    types, int8..uint64). ``filters`` apply to the coordinates stored by sparse fragments."""
+    a coordinate ``dtype`` (all dimensions of a schema share it). Dense arrays need integer types
+    (int8..uint64) and a tile on every dimension; sparse arrays also take float32/float64
+    dimensions with float domains and float tile widths, and may leave ``tile`` out (one tile
+    spanning the domain). ``filters`` apply to the coordinates stored by sparse fragments; when
+    not given, a sparse array uses the engine's default (``Delta(), Zstd(level=3)``), and
+    ``filters=[]`` stores them unfiltered."""
 
-    __slots__ = ("name", "domain", "tile", "filters", "_type")
+    __slots__ = ("name", "domain", "tile", "filters", "_type", "_default_filters")
 
     def __init__(
         self,
@@ -83,15 +117,28 @@ class Dim:
         domain: Tuple[Any, Any],
         tile: Optional[Any] = None,
         dtype: DTypeLike = "int64",
-        filters: Sequence[Filter] = (),
+        filters: Optional[Sequence[Filter]] = None,
     ) -> None:
         self.name = str(name)
         self._type = _engine_type(np.dtype(dtype), f"dimension {name}")
-        num = float if self._type.startswith("float") else int
         lo, hi = domain
-        self.domain: Tuple[Any, Any] = (num(lo), num(hi))
-        self.tile: Optional[Any] = None if tile is None else num(tile)
-        self.filters: Tuple[Filter, ...] = tuple(filters)
+        what = f"dimension {self.name}"
+        if self.is_float:
+            self.domain: Tuple[Any, Any] = (_float_bound(lo, what), _float_bound(hi, what))
+            self.tile: Optional[Any] = None if tile is None else _float_bound(tile, f"{what} tile")
+            # JSON has no infinities or NaN: these checks cannot be left to the engine.
+            if not all(math.isfinite(x) for x in self.domain):
+                raise SchemaError(f"{what}: domain [{self.domain[0]}, {self.domain[1]}] must be finite")
+            if self.tile is not None and not math.isfinite(self.tile):
+                raise SchemaError(f"{what}: tile extent {self.tile} must be positive and finite")
+        else:
+            self.domain = (_int_bound(lo, what), _int_bound(hi, what))
+            self.tile = None if tile is None else _int_bound(tile, f"{what} tile")
+        self.filters: Tuple[Filter, ...] = tuple(filters) if filters is not None else ()
+        for f in self.filters:
+            if not isinstance(f, Filter):
+                raise SchemaError(f"{what}: {f!r} is not a filter (use ts.Zstd(), ts.Delta(), ...)")
+        self._default_filters = filters is None
 
     @property
     def dtype(self) -> np.dtype:
@@ -99,9 +146,20 @@ class Dim:
         return np.dtype(_ENGINE_TO_NUMPY[self._type])
 
     @property
+    def is_float(self) -> bool:
+        """Whether coordinates are floats."""
+        return self._type.startswith("float")
+
+    @property
     def size(self) -> int:
-        """Number of coordinates in an integer domain."""
+        """Number of coordinates in an integer domain (TypeError for float dimensions)."""
+        if self.is_float:
+            raise TypeError(f"dimension {self.name} has float coordinates: its domain has no size")
         return int(self.domain[1] - self.domain[0] + 1)
+
+    def _with_default_filters(self) -> "Dim":
+        d = Dim(self.name, self.domain, self.tile, self.dtype, default_coord_filters())
+        return d
 
     def to_json(self) -> Dict[str, Any]:
         """The engine's JSON form."""
@@ -366,8 +424,12 @@ def _fill_from_json(a: Attr, values: List[Any]) -> Any:
 
 
 class ArraySchema:
-    """Dimensions, attributes, cell and tile order ("row-major"/"C" or "col-major"/"F"). The
-    engine validates the whole schema here; errors raise ``SchemaError``."""
+    """Dimensions, attributes, cell order ("row-major"/"C", "col-major"/"F", or "hilbert" for
+    sparse arrays) and tile order ("row-major" or "col-major"). Sparse arrays (``sparse=True``)
+    store only written cells, with their coordinates, in data tiles of ``capacity`` cells;
+    ``allows_duplicates`` lets them hold several cells with equal coordinates (otherwise a later
+    write of a cell replaces it). The engine validates the whole schema here; errors raise
+    ``SchemaError``."""
 
     __slots__ = ("_dims", "_attrs", "sparse", "cell_order", "tile_order", "capacity", "allows_duplicates", "_json")
 
@@ -390,6 +452,10 @@ class ArraySchema:
             if not isinstance(a, Attr):
                 raise SchemaError(f"{a!r} is not a ts.Attr")
         self.sparse = bool(sparse)
+        if self.sparse:
+            # The engine's builder gives sparse dimensions without filters its default ones, but
+            # its JSON form takes filters as written: fill them in here.
+            self._dims = tuple(d._with_default_filters() if d._default_filters else d for d in self._dims)
         self.cell_order = _order(cell_order)
         self.tile_order = _order(tile_order)
         self.capacity = int(capacity)
@@ -443,12 +509,12 @@ class ArraySchema:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        """Number of coordinates per dimension."""
+        """Number of coordinates per dimension (TypeError for float dimensions)."""
         return tuple(d.size for d in self._dims)
 
     @property
-    def domain(self) -> Tuple[Tuple[int, int], ...]:
-        """Inclusive (lo, hi) per dimension."""
+    def domain(self) -> Tuple[Tuple[Any, Any], ...]:
+        """Inclusive (lo, hi) per dimension (floats for float dimensions)."""
         return tuple(d.domain for d in self._dims)
 
     @property
@@ -483,6 +549,7 @@ class ArraySchema:
         lines += [f"    {a!r}," for a in self._attrs]
         lines.append("  ],")
         lines.append(f"  sparse={self.sparse}, cell_order={self.cell_order!r}, tile_order={self.tile_order!r},")
-        lines.append(f"  capacity={self.capacity},")
+        if self.sparse:
+            lines.append(f"  capacity={self.capacity}, allows_duplicates={self.allows_duplicates},")
         lines.append(")")
         return "\n".join(lines)

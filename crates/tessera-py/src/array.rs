@@ -1,7 +1,8 @@
 //! Arrays: create, open (mode, timestamp, config), metadata (schema, non-empty domain,
-//! fragments), whole reads, batched reads (`ReadQuery`) and dense writes. Read results hand the
-//! engine's buffers to numpy without copying; writes lend numpy's buffers to the engine without
-//! copying. The GIL is released around every engine call that does I/O or compute.
+//! fragments), whole reads, batched reads (`ReadQuery`, `SparseQuery`), dense writes and sparse
+//! writes. Read results hand the engine's buffers to numpy without copying; writes lend numpy's
+//! buffers to the engine without copying. The GIL is released around every engine call that does
+//! I/O or compute.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -10,7 +11,7 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use tessera::{ArraySchema, AttrInput, Layout, Mode, ReadResult, Subarray};
+use tessera::{ArraySchema, AttrInput, CoordInput, DimRange, Layout, Mode, ReadResult, Subarray};
 
 use crate::config::context;
 use crate::errors::{IntoPyResult, QueryError};
@@ -18,11 +19,60 @@ use crate::errors::{IntoPyResult, QueryError};
 /// Ranges per dimension, inclusive, in domain coordinates.
 type Ranges = Vec<Vec<(i128, i128)>>;
 
+/// A range bound of a sparse read: an integer (integer dimensions) or a float.
+#[derive(FromPyObject, Clone, Copy)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+/// Inclusive ranges per dimension of a sparse read (an empty list: the whole domain).
+type SparseRanges = Vec<Vec<(Num, Num)>>;
+
+fn dim_ranges(ranges: SparseRanges) -> Vec<Vec<DimRange>> {
+    ranges
+        .into_iter()
+        .map(|rs| {
+            rs.into_iter()
+                .map(|(lo, hi)| match (lo, hi) {
+                    (Num::Int(a), Num::Int(b)) => DimRange::Int(a, b),
+                    (a, b) => DimRange::Float(a.as_f64(), b.as_f64()),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One dimension's inclusive (lo, hi) as a Python tuple of ints or floats.
+fn range_tuple<'py>(py: Python<'py>, r: &DimRange) -> PyResult<Bound<'py, PyTuple>> {
+    match *r {
+        DimRange::Int(lo, hi) => (lo, hi).into_pyobject(py),
+        DimRange::Float(lo, hi) => (lo, hi).into_pyobject(py),
+    }
+}
+
+fn range_list<'py>(py: Python<'py>, rs: &[DimRange]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for r in rs {
+        out.append(range_tuple(py, r)?)?;
+    }
+    Ok(out)
+}
+
 /// Creates an empty array at `uri` with the schema given in its JSON form.
 #[pyfunction]
 #[pyo3(signature = (uri, schema_json, config=None))]
 fn create(py: Python<'_>, uri: &str, schema_json: &str, config: Option<HashMap<String, String>>) -> PyResult<()> {
-    let ctx = context(config)?;
+    let (_, ctx) = context(config)?;
     let schema = ArraySchema::from_json(schema_json).py()?;
     py.detach(|| tessera::Array::create(&ctx, uri, &schema)).py()
 }
@@ -30,7 +80,8 @@ fn create(py: Python<'_>, uri: &str, schema_json: &str, config: Option<HashMap<S
 fn parse_layout(s: &str) -> PyResult<Layout> {
     Layout::parse(s).ok_or_else(|| {
         QueryError::new_err(format!(
-            "unknown layout {s:?} (use \"C\"/\"row-major\", \"F\"/\"col-major\" or \"G\"/\"global\")"
+            "unknown layout {s:?} (use \"C\"/\"row-major\", \"F\"/\"col-major\", \"G\"/\"global\" or \
+             \"U\"/\"unordered\")"
         ))
     })
 }
@@ -52,6 +103,8 @@ fn result_dict<'py>(py: Python<'py>, r: ReadResult) -> PyResult<Bound<'py, PyDic
 #[pyclass(frozen, module = "tessera._core", name = "Array")]
 struct PyArrayHandle {
     inner: tessera::Array,
+    /// Which shared context it uses (see `config::context`).
+    context_id: usize,
 }
 
 /// One attribute's buffers for a write: name, values as bytes, starting byte offsets of
@@ -64,8 +117,26 @@ struct WriteInput<'py>(
     Option<PyReadonlyArray1<'py, u8>>,
 );
 
+/// One dimension's coordinates for a sparse write: name, values as bytes.
+#[derive(FromPyObject)]
+struct CoordWriteInput<'py>(String, PyReadonlyArray1<'py, u8>);
+
 fn contiguous<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, attr: &str, what: &str) -> PyResult<&'a [T]> {
     a.as_slice().map_err(|_| QueryError::new_err(format!("attribute {attr}: the {what} buffer is not contiguous")))
+}
+
+/// Borrows the attribute buffers of a write.
+fn borrow_inputs<'a>(inputs: &'a [WriteInput<'_>]) -> PyResult<Vec<AttrInput<'a>>> {
+    let mut borrowed = Vec::with_capacity(inputs.len());
+    for WriteInput(name, data, offsets, validity) in inputs {
+        borrowed.push(AttrInput {
+            name,
+            data: contiguous(data, name, "data")?,
+            offsets: offsets.as_ref().map(|o| contiguous(o, name, "offsets")).transpose()?,
+            validity: validity.as_ref().map(|v| contiguous(v, name, "validity")).transpose()?,
+        });
+    }
+    Ok(borrowed)
 }
 
 #[pymethods]
@@ -85,9 +156,21 @@ impl PyArrayHandle {
             "w" => Mode::Write,
             other => return Err(PyValueError::new_err(format!("mode must be \"r\" or \"w\", not {other:?}"))),
         };
-        let ctx = context(config)?;
+        let (context_id, ctx) = context(config)?;
         let inner = py.detach(|| tessera::Array::open_at(&ctx, uri, mode, timestamp)).py()?;
-        Ok(Self { inner })
+        Ok(Self { inner, context_id })
+    }
+
+    /// Identifies the shared engine context (equal for arrays opened with equal configurations).
+    #[getter]
+    fn context_id(&self) -> usize {
+        self.context_id
+    }
+
+    /// Whether the array is sparse.
+    #[getter]
+    fn sparse(&self) -> bool {
+        self.inner.schema().is_sparse()
     }
 
     /// The array's location.
@@ -110,14 +193,15 @@ impl PyArrayHandle {
         self.inner.schema().to_json()
     }
 
-    /// Inclusive (lo, hi) per dimension of all written cells, or None.
-    fn nonempty_domain(&self) -> Option<Vec<(i128, i128)>> {
-        self.inner.nonempty_domain()
+    /// Inclusive (lo, hi) per dimension of all written cells (ints, or floats for float
+    /// dimensions), or None.
+    fn nonempty_domain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        self.inner.nonempty_domain_ranges().map(|rs| range_list(py, &rs)).transpose()
     }
 
     /// The fragments this array sees, oldest first, one dict each.
     fn fragments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let dims = &self.inner.schema().dims;
+        let schema = self.inner.schema();
         let out = PyList::empty(py);
         for f in self.inner.fragments() {
             let d = PyDict::new(py);
@@ -131,13 +215,7 @@ impl PyArrayHandle {
             d.set_item("tile_count", f.tile_count())?;
             d.set_item("stored_bytes", f.stored_bytes())?;
             d.set_item("unfiltered_bytes", f.unfiltered_bytes())?;
-            // The engine keeps a dense fragment's domain normalized (coordinate - domain low);
-            // a sparse fragment's holds ordinals, which the engine offers no public way to
-            // convert, so it is reported as None.
-            let dom: Option<Vec<(i128, i128)>> = f.is_dense().then(|| {
-                f.domain.iter().zip(dims).map(|([lo, hi], dim)| (dim.denormalize(*lo), dim.denormalize(*hi))).collect()
-            });
-            d.set_item("nonempty_domain", dom)?;
+            d.set_item("nonempty_domain", range_list(py, &f.nonempty_domain(schema))?)?;
             out.append(d)?;
         }
         Ok(out)
@@ -180,17 +258,71 @@ impl PyArrayHandle {
     fn write(&self, py: Python<'_>, ranges: Ranges, layout: &str, inputs: Vec<WriteInput<'_>>) -> PyResult<String> {
         let layout = parse_layout(layout)?;
         let sub = Subarray { ranges };
-        let mut borrowed = Vec::with_capacity(inputs.len());
-        for WriteInput(name, data, offsets, validity) in &inputs {
-            borrowed.push(AttrInput {
-                name,
-                data: contiguous(data, name, "data")?,
-                offsets: offsets.as_ref().map(|o| contiguous(o, name, "offsets")).transpose()?,
-                validity: validity.as_ref().map(|v| contiguous(v, name, "validity")).transpose()?,
-            });
-        }
+        let borrowed = borrow_inputs(&inputs)?;
         let name = py.detach(|| self.inner.write(&sub, layout, &borrowed)).py()?;
         Ok(name.to_string())
+    }
+
+    /// Writes cells with explicit coordinates as one new sparse fragment. `coords`: one
+    /// (dimension name, values as bytes) per dimension; `layout`: "U" (any order; the engine
+    /// sorts) or "G" (already in global order). Returns the fragment's name.
+    fn write_sparse(
+        &self,
+        py: Python<'_>,
+        coords: Vec<CoordWriteInput<'_>>,
+        layout: &str,
+        inputs: Vec<WriteInput<'_>>,
+    ) -> PyResult<String> {
+        let layout = parse_layout(layout)?;
+        let mut cols = Vec::with_capacity(coords.len());
+        for CoordWriteInput(name, data) in &coords {
+            let data = data.as_slice().map_err(|_| {
+                QueryError::new_err(format!("dimension {name}: the coordinate buffer is not contiguous"))
+            })?;
+            cols.push(CoordInput { name, data });
+        }
+        let borrowed = borrow_inputs(&inputs)?;
+        let name = py
+            .detach(|| {
+                let mut w = self.inner.sparse_writer(layout)?;
+                w.submit(&cols, &borrowed)?;
+                w.finish().map(|m| m.name)
+            })
+            .py()?;
+        Ok(name.to_string())
+    }
+
+    /// Reads a sparse array: `ranges` holds per dimension its inclusive (lo, hi) ranges (ints
+    /// or floats; an empty list is the whole domain); `attrs` (empty: all) in `layout` ("C",
+    /// "F", "G" or "U"). Returns a dict name → (data, offsets, validity): the dimension
+    /// columns first, then the attributes.
+    fn sparse_read<'py>(
+        &self,
+        py: Python<'py>,
+        ranges: SparseRanges,
+        attrs: Vec<String>,
+        layout: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let layout = parse_layout(layout)?;
+        let ranges = dim_ranges(ranges);
+        let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
+        let r = py.detach(|| self.inner.sparse_query(&ranges, &names, layout)?.read_all()).py()?;
+        result_dict(py, r)
+    }
+
+    /// A sparse read to be taken in batches; see `SparseQuery`.
+    fn sparse_query(
+        &self,
+        py: Python<'_>,
+        ranges: SparseRanges,
+        attrs: Vec<String>,
+        layout: &str,
+    ) -> PyResult<SparseQuery> {
+        let layout = parse_layout(layout)?;
+        let ranges = dim_ranges(ranges);
+        let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
+        let q = py.detach(|| self.inner.sparse_query(&ranges, &names, layout)).py()?;
+        Ok(SparseQuery { inner: Mutex::new(q) })
     }
 }
 
@@ -249,9 +381,53 @@ impl ReadQuery {
     }
 }
 
+/// A read of a sparse array whose result is taken in batches (or all at once). Every result
+/// holds the dimension columns first, then the attributes.
+#[pyclass(frozen, module = "tessera._core")]
+struct SparseQuery {
+    inner: Mutex<tessera::SparseReadQuery>,
+}
+
+impl SparseQuery {
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut tessera::SparseReadQuery) -> R + Send) -> R {
+        py.detach(|| f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner)))
+    }
+}
+
+#[pymethods]
+impl SparseQuery {
+    /// Cells in the whole result.
+    #[getter]
+    fn total_cells(&self, py: Python<'_>) -> u64 {
+        self.with(py, |q| q.total_cells())
+    }
+
+    /// Whether every cell has been returned.
+    #[getter]
+    fn is_complete(&self, py: Python<'_>) -> bool {
+        self.with(py, |q| q.is_complete())
+    }
+
+    /// The next batch of about `max_bytes` (at least one cell) as (start cell, cells, dict
+    /// name → buffers), or None when done.
+    fn next_batch<'py>(&self, py: Python<'py>, max_bytes: u64) -> PyResult<Option<(u64, u64, Bound<'py, PyDict>)>> {
+        match self.with(py, |q| q.next_batch(max_bytes)).py()? {
+            Some(r) => Ok(Some((r.start, r.cells, result_dict(py, r)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Every remaining cell as (start cell, cells, dict name → buffers).
+    fn read_all<'py>(&self, py: Python<'py>) -> PyResult<(u64, u64, Bound<'py, PyDict>)> {
+        let r = self.with(py, tessera::SparseReadQuery::read_all).py()?;
+        Ok((r.start, r.cells, result_dict(py, r)?))
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArrayHandle>()?;
     m.add_class::<ReadQuery>()?;
+    m.add_class::<SparseQuery>()?;
     m.add_function(wrap_pyfunction!(create, m)?)?;
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! Configuration: checking a dict of string keys and values with the engine's `Config`, and one
-//! shared engine `Context` (with its compute thread pool) per distinct configuration.
+//! shared engine `Context` (with its compute thread pool and its tile cache, sized by
+//! `sm.tile_cache_size`) per distinct configuration. Two configurations are the same when every
+//! key has the same value, defaults included: `{}` and `{"sm.tile_cache_size": "0"}` share one.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -9,8 +11,9 @@ use tessera::{Config, Context};
 
 use crate::errors::IntoPyResult;
 
-/// Contexts by the explicitly set (key, value) pairs of their configuration, sorted by key.
-type ContextCache = Mutex<HashMap<Vec<(String, String)>, Context>>;
+/// Contexts (with their id, the order of creation) by the value of every key of their
+/// configuration, in `CONFIG_KEYS` order.
+type ContextCache = Mutex<HashMap<Vec<(String, String)>, (usize, Context)>>;
 
 static CONTEXTS: OnceLock<ContextCache> = OnceLock::new();
 
@@ -25,18 +28,20 @@ pub(crate) fn make_config(items: Option<HashMap<String, String>>) -> PyResult<Co
     Ok(config)
 }
 
-/// The shared context of a configuration, created on first use.
-pub(crate) fn context(items: Option<HashMap<String, String>>) -> PyResult<Context> {
+/// The shared context of a configuration and its id, created on first use.
+pub(crate) fn context(items: Option<HashMap<String, String>>) -> PyResult<(usize, Context)> {
     let config = make_config(items)?;
-    let key: Vec<(String, String)> = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let key: Vec<(String, String)> =
+        tessera::CONFIG_KEYS.iter().map(|k| (k.0.to_string(), config.get(k.0).unwrap_or(k.1).to_string())).collect();
     let cache = CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(ctx) = map.get(&key) {
-        return Ok(ctx.clone());
+    if let Some((id, ctx)) = map.get(&key) {
+        return Ok((*id, ctx.clone()));
     }
     let ctx = Context::new(config).py()?;
-    map.insert(key, ctx.clone());
-    Ok(ctx)
+    let id = map.len();
+    map.insert(key, (id, ctx.clone()));
+    Ok((id, ctx))
 }
 
 /// Checks `items` and returns the value of every known key (defaults filled in).

@@ -8,6 +8,7 @@
 //! | `config.rs`     | `tessera/config.py`           |
 //! | `schema.rs`     | `tessera/schema.py`           |
 //! | `array.rs`      | `tessera/array.py`            |
+//! | `stats.rs`      | `tessera/stats.py`            |
 
 use pyo3::prelude::*;
 
@@ -15,15 +16,18 @@ mod array;
 mod config;
 mod errors;
 mod schema;
+mod stats;
 
 /// The extension module.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", tessera::FORMAT_VERSION)?;
+    m.add("SCHEMA_VERSION", tessera::SCHEMA_VERSION)?;
     errors::register(m)?;
     config::register(m)?;
     schema::register(m)?;
     array::register(m)?;
+    stats::register(m)?;
     Ok(())
 }
