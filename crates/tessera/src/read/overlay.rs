@@ -65,8 +65,8 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
         let n = cols.first().map_or(0, Vec::len);
         let mut p = vec![0u64; nd];
         for c in 0..n {
-            for d in 0..nd {
-                p[d] = cols[d][c];
+            for (x, col) in p.iter_mut().zip(&cols) {
+                *x = col[c];
             }
             for (rect, dst) in &pieces {
                 if inside(&p, rect) {
