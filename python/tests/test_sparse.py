@@ -153,10 +153,11 @@ def test_write_read_round_trip_and_newest_wins(uri: str) -> None:
         assert rows(A.read([None, [(1, 1), (9, 9)]], attrs=["s"], order="F")) == [(1, 1, "x"), (2, 9, "b")]
         assert rows(A.read(attrs=[])) == [(1, 1), (2, 9), (3, 7), (10, 5)]  # coordinates only
         # float bounds on an integer dimension take the integers inside
-        assert rows(A.read({"x": (1.5, 3.5), "y": (-1e300, 1e300)}, attrs=["a"])) == [(2, 9, 20), (3, 7, 30)]
+        assert rows(A.read({"x": (1.5, 3.5), "y": (1, 10)}, attrs=["a"])) == [(2, 9, 20), (3, 7, 30)]
         assert rows(A.read({"x": (2.2, 2.8)}, attrs=["a"])) == []
-        # ranges beyond the domain are clipped to it
-        assert len(A.read({"x": (-100, 100)})["x"]) == 4
+        # ranges beyond the domain are an error, as for dense arrays
+        with pytest.raises(ts.DomainError, match="outside the domain"):
+            A.read({"x": (-100, 100)})
         assert A.nonempty_domain() == ((1, 10), (1, 9))
         assert all(isinstance(v, int) for r_ in A.nonempty_domain() for v in r_)
 
@@ -405,13 +406,13 @@ I32 = np.int32
 GOOD = {"a": np.array([1, 2, 3], I32), "s": ["a", "b", "c"]}
 BAD_WRITES: List[Tuple[str, str, Callable[[ts.Array], Any], type, Sequence[str]]] = [
     ("int", "out of domain", lambda A: A.write({"x": np.array([1, 11, 12]), "y": np.array([1, 1, 1])}, GOOD),
-     ts.QueryError, ["11", "cell 1", "outside the domain", "x"]),
+     ts.DomainError, ["11", "cell 1", "outside the domain", "x"]),
     ("float", "NaN", lambda A: A.write({"x": np.array([1, 2, np.nan], np.float32), "y": [1, 2, 3]}, GOOD),
-     ts.QueryError, ["NaN", "cell 2", "finite"]),
+     ts.DomainError, ["NaN", "cell 2", "finite"]),
     ("float", "inf", lambda A: A.write({"x": [1.0, 2.0, 3.0], "y": [1.0, math.inf, 3.0]}, GOOD),
-     ts.QueryError, ["inf", "cell 1"]),
+     ts.DomainError, ["inf", "cell 1"]),
     ("float", "out of float domain", lambda A: A.write({"x": [1.0, 2.0, 10.5], "y": [1.0, 2.0, 3.0]}, GOOD),
-     ts.QueryError, ["10.5", "cell 2", "outside the domain"]),
+     ts.DomainError, ["10.5", "cell 2", "outside the domain"]),
     ("int", "lengths", lambda A: A.write({"x": np.array([1, 2, 3]), "y": np.array([1, 2])}, GOOD),
      ts.QueryError, ["equal lengths"]),
     ("int", "duplicates", lambda A: A.write({"x": np.array([1, 2, 1]), "y": np.array([5, 5, 5])}, GOOD),
@@ -561,9 +562,9 @@ def cases(draw: Any) -> Dict[str, Any]:
             rs = []
             for _ in range(draw(st.integers(1, 2))):
                 a, b = sorted((draw(st.integers(0, size - 1)), draw(st.integers(0, size - 1))))
-                if is_float:  # bounds between grid points too (lo <= hi stays true)
-                    da = draw(st.sampled_from([0.0, -0.25] + ([0.25] if a < b else [])))
-                    db = draw(st.sampled_from([0.0, 0.25] + ([-0.25] if a < b else [])))
+                if is_float:  # bounds between grid points too (inside the domain, lo <= hi)
+                    da = draw(st.sampled_from([0.0] + ([-0.25] if a > 0 else []) + ([0.25] if a < b else [])))
+                    db = draw(st.sampled_from([0.0] + ([0.25] if b < size - 1 else []) + ([-0.25] if a < b else [])))
                     rs.append((a + da, b + db))
                 else:
                     rs.append((a, b))
@@ -691,3 +692,30 @@ def test_a_result_is_a_dict(uri: str) -> None:
     out = io.StringIO()
     print(repr(r), file=out)
     assert out.getvalue().startswith("Result(")
+
+
+def test_random_updates_of_a_dense_array_newest_wins(tmp_path: Any) -> None:
+    uri = str(tmp_path / "img")
+    ts.create(uri, ts.ArraySchema(
+        dims=[ts.Dim("r", domain=(1, 20), tile=8, dtype="int64"), ts.Dim("c", domain=(1, 30), tile=7, dtype="int64")],
+        attrs=[ts.Attr("a", dtype="int32")]))
+    ref = np.arange(600, dtype=np.int32).reshape(20, 30)
+    rng = np.random.default_rng(7)
+    with ts.open(uri, "w") as A:
+        A[1:21, 1:31] = ref
+        # Random cell updates, written as a sparse fragment, then a dense write over part of them.
+        flat = rng.choice(600, size=50, replace=False)
+        rows, cols = flat // 30 + 1, flat % 30 + 1
+        vals = rng.integers(-1000, 0, size=50).astype(np.int32)
+        A.write({"r": rows, "c": cols}, {"a": vals})
+        ref[rows - 1, cols - 1] = vals
+        block = np.full((5, 5), 7, np.int32)
+        A[3:8, 3:8] = block
+        ref[2:7, 2:7] = block
+    with ts.open(uri) as A:
+        assert np.array_equal(A[1:21, 1:31], ref)
+        assert np.array_equal(A[2:9, 4:25], ref[1:8, 3:24])
+        assert np.array_equal(A.read(ranges=[[(1, 20)], [(5, 5), (1, 3)]], order="F"),
+                              ref[:, [4, 0, 1, 2]])
+        kinds = [f.sparse for f in A.fragments()]
+        assert kinds == [False, True, False]

@@ -46,7 +46,10 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         Error::Filter(FilterError::Corrupt { .. }) | Error::Corrupt { .. } => CorruptionError::new_err(msg),
         Error::Filter(_) => SchemaError::new_err(msg),
         Error::Query(
-            EngineQueryError::OutOfDomain { .. } | EngineQueryError::Reversed { .. } | EngineQueryError::BadSubarray(_),
+            EngineQueryError::OutOfDomain { .. }
+            | EngineQueryError::Reversed { .. }
+            | EngineQueryError::Coordinate { .. }
+            | EngineQueryError::BadSubarray(_),
         ) => DomainError::new_err(msg),
         Error::Query(_) => QueryError::new_err(msg),
         Error::Array(EngineArrayError::Config { .. }) => ConfigError::new_err(msg),

@@ -19,24 +19,36 @@ pub enum QueryError {
     OutOfDomain {
         /// Dimension name.
         dim: String,
-        /// Requested low bound.
-        lo: i128,
+        /// Requested low bound (as text: integer or float).
+        lo: String,
         /// Requested high bound.
-        hi: i128,
+        hi: String,
         /// Domain low bound.
-        dom_lo: i128,
+        dom_lo: String,
         /// Domain high bound.
-        dom_hi: i128,
+        dom_hi: String,
     },
     /// A range whose low bound exceeds its high bound.
     #[error("dimension {dim}: range [{lo}, {hi}] is reversed (low > high)")]
     Reversed {
         /// Dimension name.
         dim: String,
-        /// Low bound.
-        lo: i128,
+        /// Low bound (as text).
+        lo: String,
         /// High bound.
-        hi: i128,
+        hi: String,
+    },
+    /// A cell's coordinate outside the domain or not a finite number (sparse writes).
+    #[error("dimension {dim}: coordinate {value} of cell {cell} {why}")]
+    Coordinate {
+        /// Dimension name.
+        dim: String,
+        /// Index of the first offending cell in the write.
+        cell: u64,
+        /// The coordinate as text.
+        value: String,
+        /// What is wrong ("is outside the domain [lo, hi]", "is not a finite number").
+        why: String,
     },
     /// The subarray has the wrong number of dimensions or no range on a dimension.
     #[error("subarray: {0}")]

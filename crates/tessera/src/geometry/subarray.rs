@@ -47,16 +47,20 @@ impl Subarray {
                 rs.iter()
                     .map(|&(lo, hi)| {
                         if lo > hi {
-                            return Err(QueryError::Reversed { dim: dim.name.clone(), lo, hi });
+                            return Err(QueryError::Reversed {
+                                dim: dim.name.clone(),
+                                lo: lo.to_string(),
+                                hi: hi.to_string(),
+                            });
                         }
                         match (dim.normalize(lo), dim.normalize(hi)) {
                             (Some(a), Some(b)) => Ok([a, b]),
                             _ => Err(QueryError::OutOfDomain {
                                 dim: dim.name.clone(),
-                                lo,
-                                hi,
-                                dom_lo: dim.int_domain().0,
-                                dom_hi: dim.int_domain().1,
+                                lo: lo.to_string(),
+                                hi: hi.to_string(),
+                                dom_lo: dim.int_domain().0.to_string(),
+                                dom_hi: dim.int_domain().1.to_string(),
                             }),
                         }
                     })

@@ -91,8 +91,38 @@ impl SparseReadQuery {
                     DimRange::Int(a, b) => a > b,
                     DimRange::Float(a, b) => a > b,
                 };
+                let text = |f: f64, i: Option<i128>| i.map_or_else(|| f.to_string(), |i| i.to_string());
+                let (lt, ht) = (text(lo, int.map(|x| x.0)), text(hi, int.map(|x| x.1)));
                 if reversed {
-                    return Err(QueryError::Reversed { dim: d.name.clone(), lo: lo as i128, hi: hi as i128 }.into());
+                    return Err(QueryError::Reversed { dim: d.name.clone(), lo: lt, hi: ht }.into());
+                }
+                // As for dense reads, a range must lie inside the domain.
+                let outside = if d.is_float() {
+                    let (dlo, dhi) = d.float_domain();
+                    lo < dlo || hi > dhi
+                } else {
+                    let (dlo, dhi) = d.int_domain();
+                    match int {
+                        Some((a, b)) => a < dlo || b > dhi,
+                        None => lo < dlo as f64 || hi > dhi as f64,
+                    }
+                };
+                if outside {
+                    let (dlo, dhi) = if d.is_float() {
+                        let (a, b) = d.float_domain();
+                        (a.to_string(), b.to_string())
+                    } else {
+                        let (a, b) = d.int_domain();
+                        (a.to_string(), b.to_string())
+                    };
+                    return Err(QueryError::OutOfDomain {
+                        dim: d.name.clone(),
+                        lo: lt,
+                        hi: ht,
+                        dom_lo: dlo,
+                        dom_hi: dhi,
+                    }
+                    .into());
                 }
                 if let Some(o) = ordinal_range(d, lo, hi, int) {
                     v.push(o);

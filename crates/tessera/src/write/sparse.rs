@@ -192,11 +192,16 @@ impl SparseWriter {
                 .zip(&cols)
                 .map(|(d, c)| {
                     ordinals(d, c).map_err(|b| {
-                        QueryError::BadBuffer {
-                            attr: d.name.clone(),
-                            detail: format!("coordinate {} of cell {} {}", b.value, b.cell, b.why),
-                        }
-                        .into()
+                        let why = if b.why == "is outside the domain" {
+                            let dom = match d.domain {
+                                crate::schema::Domain::Int(lo, hi) => format!("[{lo}, {hi}]"),
+                                crate::schema::Domain::Float(lo, hi) => format!("[{lo}, {hi}]"),
+                            };
+                            format!("{} {dom}", b.why)
+                        } else {
+                            b.why.to_string()
+                        };
+                        QueryError::Coordinate { dim: d.name.clone(), cell: b.cell as u64, value: b.value, why }.into()
                     })
                 })
                 .collect::<Result<Vec<_>>>()
