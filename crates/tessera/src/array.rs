@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::consolidate::LOCK_FILE;
 use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::footer::{seal, unseal};
@@ -18,7 +19,7 @@ use crate::geometry::{Subarray, TileGrid};
 use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::ArraySchema;
 use crate::stats::{self, Counter, Timer};
-use crate::storage::StorageError;
+use crate::storage::{LockGuard, LockKind, StorageError};
 use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 
 /// Folder holding the schema files.
@@ -54,6 +55,8 @@ pub struct Array {
     pub(crate) schema: Arc<ArraySchema>,
     pub(crate) grid: Arc<TileGrid>,
     pub(crate) fragments: Arc<Vec<FragmentMetadata>>,
+    /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
+    pub(crate) _lock: Option<Arc<LockGuard>>,
 }
 
 impl Array {
@@ -75,6 +78,7 @@ impl Array {
         for dir in [FRAGMENTS_DIR, COMMITS_DIR, META_DIR, SCHEMA_DIR] {
             storage.create_dir_all(&uri.join(dir))?;
         }
+        storage.write_atomic(&uri.join(LOCK_FILE), b"")?;
         let name = format!("__{}_{}", now_ms(), uuid::Uuid::new_v4().simple());
         let bytes = seal(schema.to_json().into_bytes(), SCHEMA_MAGIC);
         stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
@@ -112,11 +116,15 @@ impl Array {
             return Err(ArrayError::NotFound { path: uri }.into());
         }
         let schema = Arc::new(load_schema(ctx, &uri)?);
+        // Readers hold the lock shared so vacuum never deletes what they read.
+        let lock = Self::shared_lock(ctx, &uri, mode == Mode::Read)?;
         let grid = Arc::new(TileGrid::new(&schema));
         let mut names = list_committed(storage.as_ref(), &uri)?;
         if let Some(t) = timestamp {
             names.retain(|n| n.t1 <= t);
         }
+        let superseded = superseded(storage.as_ref(), &uri, &names)?;
+        names.retain(|n| !superseded.contains(&n.to_string()));
         let fragments = if mode == Mode::Read {
             ctx.install(|| {
                 names.into_par_iter().map(|n| load_fragment(ctx, &uri, n, &schema)).collect::<Result<Vec<_>>>()
@@ -124,7 +132,7 @@ impl Array {
         } else {
             Vec::new()
         };
-        Ok(Self { ctx: ctx.clone(), uri, mode, schema, grid, fragments: Arc::new(fragments) })
+        Ok(Self { ctx: ctx.clone(), uri, mode, schema, grid, fragments: Arc::new(fragments), _lock: lock })
     }
 
     /// The array's location.
@@ -178,6 +186,26 @@ impl Array {
             }
         }
         Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| DimRange::from_ordinals(d, *lo, *hi)).collect())
+    }
+
+    /// A shared lock on the array's lock file, if it has one (arrays created by this version do)
+    /// and `want`.
+    pub(crate) fn shared_lock(ctx: &Context, uri: &Path, want: bool) -> Result<Option<Arc<LockGuard>>> {
+        let path = uri.join(LOCK_FILE);
+        if !want || !ctx.storage().is_file(&path) {
+            return Ok(None);
+        }
+        let timeout = std::time::Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
+        Ok(Some(Arc::new(crate::consolidate::lock(ctx.storage().as_ref(), uri, LockKind::Shared, timeout)?)))
+    }
+
+    /// This array seeing only the fragments `keep` (indices into [`Array::fragments`], in
+    /// order), in read mode: the snapshot consolidation reads.
+    pub(crate) fn with_fragments(&self, keep: &[usize]) -> Array {
+        let mut a = self.clone();
+        a.mode = Mode::Read;
+        a.fragments = Arc::new(keep.iter().map(|&i| self.fragments[i].clone()).collect());
+        a
     }
 
     pub(crate) fn require(&self, mode: Mode, op: &'static str) -> Result<()> {
@@ -271,6 +299,20 @@ impl Array {
         let mut q = self.read_query(subarray, attrs, layout)?;
         q.read_all()
     }
+}
+
+/// Names of fragments superseded by a consolidated fragment among `visible` (listed in its
+/// `__commits/<name>.vac`).
+fn superseded(storage: &dyn crate::storage::Storage, uri: &Path, visible: &[FragmentName]) -> Result<Vec<String>> {
+    let commits = uri.join(COMMITS_DIR);
+    let mut out = Vec::new();
+    for f in storage.list_dir(&commits)? {
+        let Some(stem) = f.strip_suffix(".vac") else { continue };
+        if visible.iter().any(|n| n.to_string() == stem) {
+            out.extend(String::from_utf8_lossy(&storage.read_all(&commits.join(&f))?).lines().map(str::to_string));
+        }
+    }
+    Ok(out)
 }
 
 fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {

@@ -11,7 +11,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("sm.io_concurrency", "0", "threads that read tiles in parallel (0: all cores)"),
     ("sm.memory_budget", "1073741824", "bytes of unfiltered tiles a read holds at once"),
     ("sm.tile_cache_size", "0", "bytes of the LRU cache of unfiltered tiles shared by a context's queries"),
-    ("sm.consolidation.buffer_size", "268435456", "bytes of each consolidation buffer (reserved)"),
+    ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
+    ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
     ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),
     ("vfs.coalesce_gap", "1048576", "byte ranges of one file closer than this are read as one"),
     ("vfs.coalesce_max", "134217728", "largest byte range a coalesced read may span"),
@@ -77,6 +78,14 @@ impl Config {
     /// Bytes of unfiltered tiles a read holds at once.
     pub fn memory_budget(&self) -> u64 {
         self.num("sm.memory_budget").max(1)
+    }
+    /// Bytes of cells a consolidation holds at once.
+    pub fn consolidation_buffer_size(&self) -> u64 {
+        self.num("sm.consolidation.buffer_size").max(1)
+    }
+    /// How long vacuum waits for the array's lock, in milliseconds.
+    pub fn vacuum_lock_timeout_ms(&self) -> u64 {
+        self.num("sm.vacuum.lock_timeout_ms")
     }
     /// Bytes of the tile cache (0: no cache).
     pub fn tile_cache_size(&self) -> u64 {

@@ -138,6 +138,14 @@ pub enum ArrayError {
         /// The path.
         path: PathBuf,
     },
+    /// The array stayed locked by readers or writers longer than the wait allowed.
+    #[error("{path} is in use by readers or writers (waited {waited_ms} ms for them to finish)")]
+    Busy {
+        /// The array.
+        path: PathBuf,
+        /// How long the wait lasted.
+        waited_ms: u64,
+    },
     /// A configuration key or value that is not understood.
     #[error("config {key}: {detail}")]
     Config {

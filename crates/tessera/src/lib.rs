@@ -29,6 +29,7 @@
 mod array;
 pub mod cache;
 mod config;
+mod consolidate;
 mod context;
 mod error;
 mod filter;
@@ -43,6 +44,7 @@ mod write;
 
 pub use array::{Array, Mode, META_DIR, SCHEMA_DIR};
 pub use config::{Config, KEYS as CONFIG_KEYS};
+pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};
 pub use context::Context;
 pub use error::{ArrayError, Error, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};

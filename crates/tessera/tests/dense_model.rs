@@ -9,6 +9,23 @@ use tessera::*;
 
 use crate::common::*;
 
+/// Consolidates a consecutive run of fragments chosen by `pick` (or all of them).
+fn consolidate_some(ctx: &Context, uri: &str, pick: u64) {
+    let names: Vec<String> =
+        Array::open(ctx, uri, Mode::Read).unwrap().fragments().iter().map(|f| f.name.to_string()).collect();
+    if names.len() < 2 {
+        return;
+    }
+    let sel = if pick % 3 == 0 {
+        Selection::All
+    } else {
+        let start = (pick as usize / 3) % (names.len() - 1);
+        let len = 2 + (pick as usize / 11) % (names.len() - start - 1);
+        Selection::Names(names[start..start + len].to_vec())
+    };
+    consolidate(ctx, uri, &sel).unwrap();
+}
+
 type Coord = Vec<i128>;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -270,59 +287,71 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
             model.insert(coord, v);
         }
     }
-    let r = Array::open(&ctx, uri, Mode::Read).unwrap();
-    for (ranges, layout, buf_cells) in &c.reads {
-        let layout =
-            if ranges.iter().any(|r| r.len() > 1) && *layout == Layout::Global { Layout::RowMajor } else { *layout };
-        let expected: Vec<Cell> = cells_in_layout(c, ranges, layout)
-            .iter()
-            .map(|k| model.get(k).cloned().unwrap_or(Cell { a: i32::MIN, v: None }))
-            .collect();
-        let sub = Subarray { ranges: ranges.clone() };
-        let mut got: Vec<Cell> = Vec::new();
-        let push = |got: &mut Vec<Cell>, a: &[u8], data: &[u8], offs: &[u64], valid: &[u8]| {
-            let a = as_i32(a);
-            for k in 0..a.len() {
-                let end = offs.get(k + 1).copied().unwrap_or(data.len() as u64) as usize;
-                let vals: Vec<i16> =
-                    data[offs[k] as usize..end].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
-                got.push(Cell { a: a[k], v: (valid[k] == 1).then_some(vals) });
-            }
-        };
-        if *buf_cells == 0 {
-            let res = r.read(&sub, &["a", "v"], layout).unwrap();
-            let v = &res.attrs[1];
-            push(&mut got, &res.attrs[0].data, &v.data, v.offsets.as_ref().unwrap(), v.validity.as_ref().unwrap());
-        } else {
-            let mut q = r.read_query(&sub, &["a", "v"], layout).unwrap();
-            let n = *buf_cells as usize;
-            let (mut a, mut d, mut o, mut val) = (vec![0u8; n * 4], vec![0u8; n * 4], vec![0u64; n], vec![0u8; n]);
-            let mut rounds = 0;
-            loop {
-                let st = {
-                    let mut bufs = [
-                        AttrBuffer { data: &mut a, offsets: None, validity: None },
-                        AttrBuffer { data: &mut d, offsets: Some(&mut o), validity: Some(&mut val) },
-                    ];
-                    q.submit(&mut bufs).unwrap()
-                };
-                let k = st.cells as usize;
-                if k == 0 && !st.complete {
-                    // Values of one cell do not fit: grow the data buffer, as a caller would.
-                    d.resize(d.len() * 2 + 8, 0);
-                } else {
-                    push(&mut got, &a[..k * 4], &d[..st.data_bytes[1] as usize], &o[..k], &val[..k]);
-                }
-                rounds += 1;
-                prop_assert!(rounds < 10_000);
-                if st.complete {
-                    break;
-                }
-            }
+    // Reads before consolidation, after it, and after vacuum must all match the model.
+    for phase in 0..3 {
+        if phase == 1 {
+            consolidate_some(&ctx, uri, c.writes.first().map_or(0, |w| w.2));
         }
-        prop_assert_eq!(got.len(), expected.len());
-        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
-            prop_assert_eq!(g, e, "cell {} of read {:?} {:?}", i, ranges, layout);
+        if phase == 2 {
+            vacuum(&ctx, uri).unwrap();
+        }
+        let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+        for (ranges, layout, buf_cells) in &c.reads {
+            let layout = if ranges.iter().any(|r| r.len() > 1) && *layout == Layout::Global {
+                Layout::RowMajor
+            } else {
+                *layout
+            };
+            let expected: Vec<Cell> = cells_in_layout(c, ranges, layout)
+                .iter()
+                .map(|k| model.get(k).cloned().unwrap_or(Cell { a: i32::MIN, v: None }))
+                .collect();
+            let sub = Subarray { ranges: ranges.clone() };
+            let mut got: Vec<Cell> = Vec::new();
+            let push = |got: &mut Vec<Cell>, a: &[u8], data: &[u8], offs: &[u64], valid: &[u8]| {
+                let a = as_i32(a);
+                for k in 0..a.len() {
+                    let end = offs.get(k + 1).copied().unwrap_or(data.len() as u64) as usize;
+                    let vals: Vec<i16> =
+                        data[offs[k] as usize..end].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+                    got.push(Cell { a: a[k], v: (valid[k] == 1).then_some(vals) });
+                }
+            };
+            if *buf_cells == 0 {
+                let res = r.read(&sub, &["a", "v"], layout).unwrap();
+                let v = &res.attrs[1];
+                push(&mut got, &res.attrs[0].data, &v.data, v.offsets.as_ref().unwrap(), v.validity.as_ref().unwrap());
+            } else {
+                let mut q = r.read_query(&sub, &["a", "v"], layout).unwrap();
+                let n = *buf_cells as usize;
+                let (mut a, mut d, mut o, mut val) = (vec![0u8; n * 4], vec![0u8; n * 4], vec![0u64; n], vec![0u8; n]);
+                let mut rounds = 0;
+                loop {
+                    let st = {
+                        let mut bufs = [
+                            AttrBuffer { data: &mut a, offsets: None, validity: None },
+                            AttrBuffer { data: &mut d, offsets: Some(&mut o), validity: Some(&mut val) },
+                        ];
+                        q.submit(&mut bufs).unwrap()
+                    };
+                    let k = st.cells as usize;
+                    if k == 0 && !st.complete {
+                        // Values of one cell do not fit: grow the data buffer, as a caller would.
+                        d.resize(d.len() * 2 + 8, 0);
+                    } else {
+                        push(&mut got, &a[..k * 4], &d[..st.data_bytes[1] as usize], &o[..k], &val[..k]);
+                    }
+                    rounds += 1;
+                    prop_assert!(rounds < 10_000);
+                    if st.complete {
+                        break;
+                    }
+                }
+            }
+            prop_assert_eq!(got.len(), expected.len());
+            for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+                prop_assert_eq!(g, e, "cell {} of read {:?} {:?}", i, ranges, layout);
+            }
         }
     }
     Ok(())

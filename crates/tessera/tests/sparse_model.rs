@@ -8,6 +8,23 @@ use tessera::*;
 
 use crate::common::*;
 
+/// Consolidates a consecutive run of fragments chosen by `pick` (or all of them).
+fn consolidate_some(ctx: &Context, uri: &str, pick: u64) {
+    let names: Vec<String> =
+        Array::open(ctx, uri, Mode::Read).unwrap().fragments().iter().map(|f| f.name.to_string()).collect();
+    if names.len() < 2 {
+        return;
+    }
+    let sel = if pick % 3 == 0 {
+        Selection::All
+    } else {
+        let start = (pick as usize / 3) % (names.len() - 1);
+        let len = 2 + (pick as usize / 11) % (names.len() - start - 1);
+        Selection::Names(names[start..start + len].to_vec())
+    };
+    consolidate(ctx, uri, &sel).unwrap();
+}
+
 #[derive(Debug, Clone)]
 struct Case {
     float: bool,
@@ -211,79 +228,96 @@ fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
             model.push((p, v.0, v.1));
         }
     }
-    let r = Array::open(&ctx, uri, Mode::Read).unwrap();
-    for (ranges, layout) in &c.reads {
-        let q: Vec<Vec<DimRange>> = ranges
-            .iter()
-            .enumerate()
-            .map(|(d, rs)| {
-                rs.iter()
-                    .map(|&(a, b)| {
-                        if c.float {
-                            DimRange::Float(coord(c, d, a), coord(c, d, b))
-                        } else {
-                            DimRange::Int(coord(c, d, a) as i128, coord(c, d, b) as i128)
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut expect: Vec<Row> = model
-            .iter()
-            .filter(|row| {
-                ranges.iter().zip(&row.0).all(|(rs, &x)| rs.is_empty() || rs.iter().any(|&(a, b)| a <= x && x <= b))
-            })
-            .cloned()
-            .collect();
-        let mut query = r.sparse_query(&q, &[], *layout).unwrap();
-        let res = query.read_all().unwrap();
-        prop_assert_eq!(res.cells as usize, expect.len());
-        let cols: Vec<Vec<u64>> = (0..nd)
-            .map(|d| {
-                res.attrs[d]
-                    .data
-                    .chunks_exact(8)
-                    .map(|b| {
-                        let x = if c.float {
-                            f64::from_le_bytes(b.try_into().unwrap())
-                        } else {
-                            i64::from_le_bytes(b.try_into().unwrap()) as f64
-                        };
-                        let lo = c.dims[d].0 as f64;
-                        (if c.float { (x - lo) / 0.5 } else { x - lo }) as u64
-                    })
-                    .collect()
-            })
-            .collect();
-        let a = as_i32(&res.attrs[nd].data);
-        let vv = &res.attrs[nd + 1];
-        let offs = vv.offsets.as_ref().unwrap();
-        let valid = vv.validity.as_ref().unwrap();
-        let mut got: Vec<Row> = (0..a.len())
-            .map(|k| {
-                let end = offs.get(k + 1).copied().unwrap_or(vv.data.len() as u64) as usize;
-                let v: Vec<i16> =
-                    vv.data[offs[k] as usize..end].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
-                ((0..nd).map(|d| cols[d][k]).collect(), a[k], (valid[k] == 1).then_some(v))
-            })
-            .collect();
-        // Order checks where the layout fixes an order of distinct coordinates.
-        let key_of = |p: &Vec<u64>| -> Vec<u64> {
-            match layout {
-                Layout::RowMajor => p.clone(),
-                Layout::ColMajor => p.iter().rev().copied().collect(),
-                _ if c.cell_order != CellOrder::Hilbert => global_key(c, p),
-                _ => Vec::new(),
-            }
-        };
-        if *layout != Layout::Unordered {
-            for w in got.windows(2) {
-                prop_assert!(key_of(&w[0].0) <= key_of(&w[1].0), "order {:?}: {:?} then {:?}", layout, w[0].0, w[1].0);
-            }
+    // Reads before consolidation, after it, and after vacuum must all match the model.
+    for phase in 0..3 {
+        if phase == 1 {
+            consolidate_some(&ctx, uri, c.writes.iter().map(|w| w.0.len() as u64 * 31 + w.2 as u64).sum::<u64>());
         }
-        got.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
-        expect.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
-        prop_assert_eq!(got, expect);
+        if phase == 2 {
+            vacuum(&ctx, uri).unwrap();
+        }
+        let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+        for (ranges, layout) in &c.reads {
+            let q: Vec<Vec<DimRange>> = ranges
+                .iter()
+                .enumerate()
+                .map(|(d, rs)| {
+                    rs.iter()
+                        .map(|&(a, b)| {
+                            if c.float {
+                                DimRange::Float(coord(c, d, a), coord(c, d, b))
+                            } else {
+                                DimRange::Int(coord(c, d, a) as i128, coord(c, d, b) as i128)
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut expect: Vec<Row> = model
+                .iter()
+                .filter(|row| {
+                    ranges.iter().zip(&row.0).all(|(rs, &x)| rs.is_empty() || rs.iter().any(|&(a, b)| a <= x && x <= b))
+                })
+                .cloned()
+                .collect();
+            let mut query = r.sparse_query(&q, &[], *layout).unwrap();
+            let res = query.read_all().unwrap();
+            prop_assert_eq!(res.cells as usize, expect.len());
+            let cols: Vec<Vec<u64>> = (0..nd)
+                .map(|d| {
+                    res.attrs[d]
+                        .data
+                        .chunks_exact(8)
+                        .map(|b| {
+                            let x = if c.float {
+                                f64::from_le_bytes(b.try_into().unwrap())
+                            } else {
+                                i64::from_le_bytes(b.try_into().unwrap()) as f64
+                            };
+                            let lo = c.dims[d].0 as f64;
+                            (if c.float { (x - lo) / 0.5 } else { x - lo }) as u64
+                        })
+                        .collect()
+                })
+                .collect();
+            let a = as_i32(&res.attrs[nd].data);
+            let vv = &res.attrs[nd + 1];
+            let offs = vv.offsets.as_ref().unwrap();
+            let valid = vv.validity.as_ref().unwrap();
+            let mut got: Vec<Row> = (0..a.len())
+                .map(|k| {
+                    let end = offs.get(k + 1).copied().unwrap_or(vv.data.len() as u64) as usize;
+                    let v: Vec<i16> = vv.data[offs[k] as usize..end]
+                        .chunks_exact(2)
+                        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+                        .collect();
+                    ((0..nd).map(|d| cols[d][k]).collect(), a[k], (valid[k] == 1).then_some(v))
+                })
+                .collect();
+            // Order checks where the layout fixes an order of distinct coordinates.
+            let key_of = |p: &Vec<u64>| -> Vec<u64> {
+                match layout {
+                    Layout::RowMajor => p.clone(),
+                    Layout::ColMajor => p.iter().rev().copied().collect(),
+                    _ if c.cell_order != CellOrder::Hilbert => global_key(c, p),
+                    _ => Vec::new(),
+                }
+            };
+            if *layout != Layout::Unordered {
+                for w in got.windows(2) {
+                    prop_assert!(
+                        key_of(&w[0].0) <= key_of(&w[1].0),
+                        "order {:?}: {:?} then {:?}",
+                        layout,
+                        w[0].0,
+                        w[1].0
+                    );
+                }
+            }
+            got.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+            expect.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+            prop_assert_eq!(got, expect);
+        }
     }
     Ok(())
 }

@@ -25,7 +25,12 @@ pub struct FragmentName {
 impl FragmentName {
     /// A new name for a fragment written at `t`.
     pub fn new(t: u64) -> Self {
-        Self { t0: t, t1: t, uuid: uuid::Uuid::new_v4().simple().to_string(), version: FORMAT_VERSION }
+        Self::covering(t, t)
+    }
+
+    /// A new name for a fragment covering timestamps `[t0, t1]` (consolidation output).
+    pub fn covering(t0: u64, t1: u64) -> Self {
+        Self { t0, t1, uuid: uuid::Uuid::new_v4().simple().to_string(), version: FORMAT_VERSION }
     }
 
     /// Parses `__t0_t1_uuid_v`.

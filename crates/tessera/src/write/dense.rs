@@ -80,10 +80,23 @@ pub struct DenseWriter {
     written: u64,
     total: u64,
     poisoned: bool,
+    /// Shared lock on the array held until the fragment is committed or dropped, so vacuum
+    /// never takes an unfinished fragment for a crashed writer's remains.
+    _lock: Option<std::sync::Arc<crate::storage::LockGuard>>,
 }
 
 impl DenseWriter {
     pub(crate) fn new(array: &Array, subarray: &Subarray, layout: Layout) -> Result<Self> {
+        Self::named(array, subarray, layout, None)
+    }
+
+    /// A writer whose fragment gets `name` (consolidation), or a fresh timestamp when `None`.
+    pub(crate) fn named(
+        array: &Array,
+        subarray: &Subarray,
+        layout: Layout,
+        name: Option<FragmentName>,
+    ) -> Result<Self> {
         let schema = array.schema();
         if layout == Layout::Unordered {
             return Err(QueryError::Layout("dense writes take layout row-major, col-major or global".into()).into());
@@ -98,12 +111,14 @@ impl DenseWriter {
         let tiles = grid.tiles_in(&trange);
         let storage = array.ctx.storage().clone();
         let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
-        let name = FragmentName::new(next_timestamp(&array.uri, floor));
+        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
         let specs = FileSpec::for_schema(schema);
         let frag =
             FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles.len() as u64);
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
+        let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
+            _lock: lock,
             array: array.clone(),
             total: cells(&rect),
             rect,

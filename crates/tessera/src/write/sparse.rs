@@ -126,10 +126,18 @@ pub struct SparseWriter {
     cells: u64,
     submits: u64,
     poisoned: bool,
+    /// Shared lock on the array held until the fragment is committed or dropped, so vacuum
+    /// never takes an unfinished fragment for a crashed writer's remains.
+    _lock: Option<std::sync::Arc<crate::storage::LockGuard>>,
 }
 
 impl SparseWriter {
     pub(crate) fn new(array: &Array, layout: Layout) -> Result<Self> {
+        Self::named(array, layout, None)
+    }
+
+    /// A writer whose fragment gets `name` (consolidation), or a fresh timestamp when `None`.
+    pub(crate) fn named(array: &Array, layout: Layout, name: Option<FragmentName>) -> Result<Self> {
         let schema = array.schema();
         if !matches!(layout, Layout::Unordered | Layout::Global) {
             return Err(QueryError::Layout(format!(
@@ -140,10 +148,12 @@ impl SparseWriter {
         }
         let storage = array.ctx.storage().clone();
         let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
-        let name = FragmentName::new(next_timestamp(&array.uri, floor));
+        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
         let specs = FileSpec::for_sparse(schema);
         let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0);
+        let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
+            _lock: lock,
             keys: OrderKeys::new(schema),
             array: array.clone(),
             layout,
