@@ -16,7 +16,7 @@ fn consolidate_some(ctx: &Context, uri: &str, pick: u64) {
     if names.len() < 2 {
         return;
     }
-    let sel = if pick % 3 == 0 {
+    let sel = if pick.is_multiple_of(3) {
         Selection::All
     } else {
         let start = (pick as usize / 3) % (names.len() - 1);
