@@ -265,6 +265,38 @@ impl Array {
         Ok(w.finish()?.name)
     }
 
+    /// Deletes the cells at the given coordinates (one column per dimension): writes a delete
+    /// fragment; reads no longer return those cells from older fragments (dense arrays give them
+    /// the fill value and null), and consolidation drops them.
+    ///
+    /// # Errors
+    /// Wrong mode, coordinates outside the domain or not finite, columns of different lengths.
+    pub fn delete_cells(&self, coords: &[CoordInput<'_>]) -> Result<FragmentName> {
+        self.require(Mode::Write, "delete")?;
+        let mut w = SparseWriter::for_deletes(self, Vec::new())?;
+        w.submit(coords, &[])?;
+        Ok(w.finish()?.name)
+    }
+
+    /// Deletes every cell in the cross product of `ranges` (per dimension its inclusive ranges;
+    /// an empty list: the whole dimension).
+    ///
+    /// # Errors
+    /// Wrong mode, bad ranges (reversed, outside the domain), or ranges that select no cell.
+    pub fn delete_ranges(&self, ranges: &[Vec<DimRange>]) -> Result<FragmentName> {
+        self.require(Mode::Write, "delete")?;
+        let per_dim = crate::geometry::ordinal_ranges(&self.schema, ranges)?;
+        let mut rects: Vec<crate::geometry::Rect> = vec![Vec::new()];
+        for rs in &per_dim {
+            rects = rects.iter().flat_map(|r| rs.iter().map(move |x| [r.clone(), vec![*x]].concat())).collect();
+        }
+        if rects.is_empty() {
+            return Err(QueryError::BadSubarray("the ranges select no cell".into()).into());
+        }
+        let w = SparseWriter::for_deletes(self, rects)?;
+        Ok(w.finish()?.name)
+    }
+
     /// A read of a sparse array: `ranges` holds per dimension its inclusive ranges (an empty
     /// list: the whole domain); results hold the dimension columns first, then `attrs` (all when
     /// empty), in `layout`.
@@ -383,7 +415,12 @@ fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySc
             if sp.mbrs.iter().any(|m| m.len() != nd) || sp.first.iter().chain(&sp.last).any(|p| p.len() != nd) {
                 return bad("an MBR or bounding coordinate has the wrong number of dimensions");
             }
-            (crate::fragment::FileSpec::for_sparse(schema), k as u64)
+            let specs = if meta.is_delete() {
+                crate::fragment::FileSpec::for_deletes(schema)
+            } else {
+                crate::fragment::FileSpec::for_sparse(schema)
+            };
+            (specs, k as u64)
         }
     };
     if meta.files.len() != specs.len()

@@ -74,6 +74,14 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
         let mut w = SparseWriter::named(&writable, Layout::Global, Some(name.clone()))?;
+        let mut bbox = view.fragments()[0].domain.clone();
+        for f in &view.fragments()[1..] {
+            for (a, b) in bbox.iter_mut().zip(&f.domain) {
+                a[0] = a[0].min(b[0]);
+                a[1] = a[1].max(b[1]);
+            }
+        }
+        w.allow_empty(bbox);
         while let Some(b) = q.next_batch(budget)? {
             let coords: Vec<CoordInput<'_>> =
                 b.attrs[..nd].iter().map(|a| CoordInput { name: &a.name, data: &a.data }).collect();

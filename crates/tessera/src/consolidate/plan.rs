@@ -78,6 +78,19 @@ pub fn plan(
     let t0 = inputs.iter().map(|&i| fragments[i].name.t0).min().unwrap_or(0);
     let t1 = inputs.iter().map(|&i| fragments[i].name.t1).max().unwrap_or(0);
     let dense_output = dense && inputs.iter().any(|&i| fragments[i].is_dense());
+    // A sparse output holds cells, not deletions: deletions in the run may be dropped only when
+    // no older fragment remains for them to apply to. (A dense output holds the array's state,
+    // deletions applied, over its whole box.)
+    if !dense_output && inputs[0] != 0 && inputs.iter().any(|&i| fragments[i].is_delete()) {
+        if matches!(sel, Selection::SizeTiered { .. }) {
+            return Ok(None);
+        }
+        return Err(QueryError::WriteState(format!(
+            "the fragments to consolidate hold deletions, which must still apply to {} older fragment(s): \
+             start the run at the oldest fragment",
+            inputs[0]
+        )));
+    }
     Ok(Some(ConsolidationPlan { inputs, dense_output, timestamps: (t0, t1) }))
 }
 
@@ -126,6 +139,7 @@ mod tests {
                 vec![TileEntry { offset: 0, stored_size: bytes, unfiltered_size: bytes, checksum: 0 }],
             )],
             sparse: None,
+            deletes: None,
         }
     }
 

@@ -53,6 +53,13 @@ impl FileSpec {
         out
     }
 
+    /// The files of a delete fragment: the coordinate files of its deleted points.
+    pub(crate) fn for_deletes(schema: &ArraySchema) -> Vec<FileSpec> {
+        let mut v = Self::for_sparse(schema);
+        v.truncate(schema.ndim());
+        v
+    }
+
     /// The files of a dense fragment of `schema`, in their fixed order: per attribute data,
     /// offsets (variable-length only), validity (nullable only).
     pub(crate) fn for_schema(schema: &ArraySchema) -> Vec<FileSpec> {

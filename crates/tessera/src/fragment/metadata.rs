@@ -55,14 +55,29 @@ pub struct FragmentMetadata {
     pub cell_count: u64,
     /// Per file (name, tile index in tile order).
     pub files: Vec<(String, Vec<TileEntry>)>,
-    /// Sparse fragments: the data-tile index.
+    /// Sparse and delete fragments: the data-tile index (of the deleted points, for deletes).
     pub sparse: Option<SparseIndex>,
+    /// Delete fragments: the deleted rectangles (ordinals); `None` for other fragments.
+    pub deletes: Option<Vec<Rect>>,
 }
 
 impl FragmentMetadata {
     /// Whether the fragment is dense (a hyper-rectangle stored tile by tile).
     pub fn is_dense(&self) -> bool {
         self.sparse.is_none()
+    }
+
+    /// Whether the fragment holds deletions (tombstones) instead of cells.
+    pub fn is_delete(&self) -> bool {
+        self.deletes.is_some()
+    }
+
+    /// Whether a delete fragment deletes the cell with ordinals `p`'s rectangles (points are
+    /// in its coordinate tiles).
+    pub(crate) fn rect_deletes(&self, p: &[u64]) -> bool {
+        self.deletes
+            .as_ref()
+            .is_some_and(|rs| rs.iter().any(|r| r.iter().zip(p).all(|(b, x)| b[0] <= *x && *x <= b[1])))
     }
 
     /// The non-empty domain in the dimensions' own numbers.
@@ -99,7 +114,7 @@ impl FragmentMetadata {
         let mut b = Vec::new();
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        b.push(u8::from(self.sparse.is_some()));
+        b.push(if self.deletes.is_some() { 2 } else { u8::from(self.sparse.is_some()) });
         b.extend_from_slice(&[0, 0, 0]);
         b.extend_from_slice(&(self.domain.len() as u32).to_le_bytes());
         for [lo, hi] in &self.domain {
@@ -139,6 +154,15 @@ impl FragmentMetadata {
                 }
             }
         }
+        if let Some(rects) = &self.deletes {
+            b.extend_from_slice(&(rects.len() as u64).to_le_bytes());
+            for r in rects {
+                for [lo, hi] in r {
+                    b.extend_from_slice(&lo.to_le_bytes());
+                    b.extend_from_slice(&hi.to_le_bytes());
+                }
+            }
+        }
         seal(b, FOOTER_MAGIC)
     }
 
@@ -154,7 +178,7 @@ impl FragmentMetadata {
         }
         let _version = r.u32()?;
         let kind = r.take(4)?[0];
-        if kind > 1 {
+        if kind > 2 {
             return Err(Error::corrupt(path, format!("fragment kind {kind} is not known to this build")));
         }
         let ndim = r.u32()? as usize;
@@ -194,11 +218,32 @@ impl FragmentMetadata {
             }
             files.push((fname, tiles));
         }
-        let sparse = if kind == 1 { Some(decode_sparse(&mut r, tile_count as usize, ndim, path)?) } else { None };
+        let sparse = if kind >= 1 { Some(decode_sparse(&mut r, tile_count as usize, ndim, path)?) } else { None };
+        let deletes = if kind == 2 {
+            let count = r.u64()? as usize;
+            if (count as u64).saturating_mul(16 * ndim as u64) > (r.b.len() - r.at) as u64 {
+                return Err(Error::corrupt(path, "deleted rectangle count larger than the file"));
+            }
+            let mut rects = Vec::with_capacity(count);
+            for _ in 0..count {
+                let mut rect = Vec::with_capacity(ndim);
+                for _ in 0..ndim {
+                    let (lo, hi) = (r.u64()?, r.u64()?);
+                    if lo > hi {
+                        return Err(Error::corrupt(path, "a deleted rectangle is reversed"));
+                    }
+                    rect.push([lo, hi]);
+                }
+                rects.push(rect);
+            }
+            Some(rects)
+        } else {
+            None
+        };
         if r.at != payload.len() {
             return Err(Error::corrupt(path, "trailing bytes after the tile index"));
         }
-        Ok(Self { name, domain, cell_count, files, sparse })
+        Ok(Self { name, domain, cell_count, files, sparse, deletes })
     }
 }
 
@@ -283,6 +328,18 @@ mod tests {
             cell_count: 50,
             files: vec![("a0.data".into(), vec![e(0), e(1)]), ("a0.valid".into(), vec![e(2), e(3)])],
             sparse: None,
+            deletes: None,
+        }
+    }
+
+    #[test]
+    fn delete_round_trip() {
+        let mut m = sparse_sample();
+        m.deletes = Some(vec![vec![[1, 2], [3, 3]], vec![[0, 0], [5, 9]]]);
+        let bytes = m.encode();
+        assert_eq!(FragmentMetadata::decode(&bytes, m.name.clone(), Path::new("m")).unwrap(), m);
+        for n in 0..bytes.len() {
+            assert!(FragmentMetadata::decode(&bytes[..n], m.name.clone(), Path::new("m")).is_err());
         }
     }
 

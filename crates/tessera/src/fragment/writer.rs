@@ -181,7 +181,12 @@ impl FragmentWriter {
     ///
     /// # Errors
     /// A storage failure (the fragment is then not committed), or a missing tile.
-    pub(crate) fn finish(mut self, cell_count: u64, sparse: Option<SparseIndex>) -> Result<FragmentMetadata> {
+    pub(crate) fn finish(
+        mut self,
+        cell_count: u64,
+        sparse: Option<SparseIndex>,
+        deletes: Option<Vec<Rect>>,
+    ) -> Result<FragmentMetadata> {
         let _t = stats::timer(Timer::WriterCommit);
         self.start()?;
         let mut files = Vec::with_capacity(self.specs.len());
@@ -203,7 +208,14 @@ impl FragmentWriter {
         for h in self.handles.drain(..) {
             h.finish()?;
         }
-        let meta = FragmentMetadata { name: self.name.clone(), domain: self.domain.clone(), cell_count, files, sparse };
+        let meta = FragmentMetadata {
+            name: self.name.clone(),
+            domain: self.domain.clone(),
+            cell_count,
+            files,
+            sparse,
+            deletes,
+        };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         let encoded = meta.encode();
         stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);

@@ -2,7 +2,7 @@
 //! schema and converted to normalized coordinates.
 
 use crate::error::QueryError;
-use crate::geometry::coords::ordinal_float;
+use crate::geometry::coords::{float_ordinal, ordinal_float, ordinal_range};
 use crate::schema::ArraySchema;
 
 /// One or more inclusive ranges per dimension, in domain coordinates. A read returns the cells of
@@ -89,4 +89,78 @@ impl DimRange {
             DimRange::Int(dim.denormalize(lo), dim.denormalize(hi))
         }
     }
+}
+
+/// Checks sparse ranges (one list per dimension; an empty list means the whole domain) and
+/// converts them to inclusive ordinal ranges. Integer dimensions given float bounds take the
+/// integers inside; a range that misses every coordinate becomes no range.
+///
+/// # Errors
+/// A wrong dimension count, NaN bounds, a reversed range or one outside the domain.
+pub(crate) fn ordinal_ranges(schema: &ArraySchema, ranges: &[Vec<DimRange>]) -> Result<Vec<Vec<[u64; 2]>>, QueryError> {
+    if ranges.len() != schema.ndim() {
+        return Err(QueryError::BadSubarray(format!(
+            "{} dimensions given, the array has {}",
+            ranges.len(),
+            schema.ndim()
+        )));
+    }
+    let mut oranges: Vec<Vec<[u64; 2]>> = Vec::with_capacity(schema.ndim());
+    for (d, rs) in schema.dims.iter().zip(ranges) {
+        if rs.is_empty() {
+            let whole = if d.is_float() {
+                let (lo, hi) = d.float_domain();
+                [float_ordinal(lo), float_ordinal(hi)]
+            } else {
+                [0, d.domain_size() - 1]
+            };
+            oranges.push(vec![whole]);
+            continue;
+        }
+        let mut v = Vec::new();
+        for r in rs {
+            let (lo, hi, int) = match *r {
+                DimRange::Int(a, b) => (a as f64, b as f64, Some((a, b))),
+                DimRange::Float(a, b) => (a, b, None),
+            };
+            if lo.is_nan() || hi.is_nan() {
+                return Err(QueryError::BadSubarray(format!("dimension {}: a range bound is NaN", d.name)));
+            }
+            let reversed = match *r {
+                DimRange::Int(a, b) => a > b,
+                DimRange::Float(a, b) => a > b,
+            };
+            let text = |f: f64, i: Option<i128>| i.map_or_else(|| f.to_string(), |i| i.to_string());
+            let (lt, ht) = (text(lo, int.map(|x| x.0)), text(hi, int.map(|x| x.1)));
+            if reversed {
+                return Err(QueryError::Reversed { dim: d.name.clone(), lo: lt, hi: ht });
+            }
+            // As for dense reads, a range must lie inside the domain.
+            let outside = if d.is_float() {
+                let (dlo, dhi) = d.float_domain();
+                lo < dlo || hi > dhi
+            } else {
+                let (dlo, dhi) = d.int_domain();
+                match int {
+                    Some((a, b)) => a < dlo || b > dhi,
+                    None => lo < dlo as f64 || hi > dhi as f64,
+                }
+            };
+            if outside {
+                let (dlo, dhi) = if d.is_float() {
+                    let (a, b) = d.float_domain();
+                    (a.to_string(), b.to_string())
+                } else {
+                    let (a, b) = d.int_domain();
+                    (a.to_string(), b.to_string())
+                };
+                return Err(QueryError::OutOfDomain { dim: d.name.clone(), lo: lt, hi: ht, dom_lo: dlo, dom_hi: dhi });
+            }
+            if let Some(o) = ordinal_range(d, lo, hi, int) {
+                v.push(o);
+            }
+        }
+        oranges.push(v);
+    }
+    Ok(oranges)
 }

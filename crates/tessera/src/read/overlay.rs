@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::execute::{count_copied, fetch_tiles, DataSink, Sink, TileKey};
+use super::execute::{count_copied, fetch_tiles, DataSink, Sink, TileKey, FILL_BLOB};
 use super::plan::ResultSpace;
 use crate::array::Array;
 use crate::error::{Error, Result};
@@ -24,6 +24,31 @@ struct Hit {
 
 fn inside(p: &[u64], r: &[[u64; 2]]) -> bool {
     p.iter().zip(r).all(|(x, b)| b[0] <= *x && *x <= b[1])
+}
+
+/// Writes the fill value (and null) at the result places of deleted points.
+fn fill_deleted(array: &Array, deleted: &[Hit], sinks: &mut [Sink<'_>]) {
+    for s in sinks.iter_mut() {
+        let fill = array.schema().attrs[s.attr].fill_bytes();
+        match &mut s.data {
+            DataSink::Fixed(buf) => {
+                for h in deleted {
+                    let at = h.dst as usize * fill.len();
+                    buf[at..at + fill.len()].copy_from_slice(&fill);
+                }
+            }
+            DataSink::Var { refs, .. } => {
+                for h in deleted {
+                    refs[h.dst as usize] = (FILL_BLOB, 0, fill.len() as u64);
+                }
+            }
+        }
+        if let Some(v) = s.validity.as_deref_mut() {
+            for h in deleted {
+                v[h.dst as usize] = 0;
+            }
+        }
+    }
 }
 
 /// Lays the sparse fragments' cells of result cells `[c0, c1)` over `sinks`.
@@ -81,12 +106,18 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     // The newest sparse cell per result position, if newer than the dense fragment there.
     hits.sort_unstable_by(|a, b| a.0.dst.cmp(&b.0.dst).then(b.0.frag.cmp(&a.0.frag)));
     hits.dedup_by_key(|h| h.0.dst);
-    let dense: Vec<usize> = (0..frags.len()).rev().filter(|&i| frags[i].is_dense()).collect();
-    let winners: Vec<Hit> = hits
-        .into_iter()
-        .filter(|(h, p)| dense.iter().find(|&&i| inside(p, &frags[i].domain)).is_none_or(|&i| h.frag > i))
-        .map(|(h, _)| h)
-        .collect();
+    // What the dense plan put there came from the newest dense fragment holding the cell or the
+    // newest deleted rectangle covering it.
+    let provider = |p: &[u64]| {
+        (0..frags.len())
+            .rev()
+            .find(|&i| (frags[i].is_dense() && inside(p, &frags[i].domain)) || frags[i].rect_deletes(p))
+    };
+    let winners: Vec<Hit> =
+        hits.into_iter().filter(|(h, p)| provider(p).is_none_or(|i| h.frag > i)).map(|(h, _)| h).collect();
+    // Deleted points show the fill value.
+    let (deleted, winners): (Vec<Hit>, Vec<Hit>) = winners.into_iter().partition(|h| frags[h.frag].is_delete());
+    fill_deleted(array, &deleted, sinks);
     if winners.is_empty() {
         return Ok(());
     }

@@ -161,6 +161,29 @@ pub(crate) fn plan(
                 if uncovered.is_empty() {
                     break;
                 }
+                if let Some(rects) = &f.deletes {
+                    // Deleted rectangles show the fill value (deleted points: see overlay).
+                    let mut next = Vec::with_capacity(uncovered.len());
+                    for u in uncovered {
+                        let mut parts = vec![u];
+                        for r in rects {
+                            let mut rest = Vec::with_capacity(parts.len());
+                            for p in parts {
+                                match intersect(&p, r) {
+                                    Some(i) => {
+                                        fills.push(FillOp { shape: shape_of(&i), dst: at(&i) });
+                                        rest.extend(subtract(&p, r));
+                                    }
+                                    None => rest.push(p),
+                                }
+                            }
+                            parts = rest;
+                        }
+                        next.extend(parts);
+                    }
+                    uncovered = next;
+                    continue;
+                }
                 if !f.is_dense() {
                     // Sparse fragments (random updates) are laid over the result afterwards.
                     continue;

@@ -15,7 +15,7 @@ use super::query::{count_submit, AttrBuffer, AttrData, ReadResult, ReadStatus};
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{ordinal_range, ordinals, DimRange, OrderKeys};
+use crate::geometry::{ordinal_ranges, ordinals, DimRange, OrderKeys};
 use crate::read::Layout;
 use crate::stats::{self, Timer};
 use crate::storage::Bytes;
@@ -71,65 +71,7 @@ impl SparseReadQuery {
             }
             idx.push(i);
         }
-        // Ordinal ranges per dimension (an empty list: the whole domain).
-        let mut oranges: Vec<Vec<[u64; 2]>> = Vec::with_capacity(schema.ndim());
-        for (d, rs) in schema.dims.iter().zip(ranges) {
-            if rs.is_empty() {
-                oranges.push(vec![[0, u64::MAX]]);
-                continue;
-            }
-            let mut v = Vec::new();
-            for r in rs {
-                let (lo, hi, int) = match *r {
-                    DimRange::Int(a, b) => (a as f64, b as f64, Some((a, b))),
-                    DimRange::Float(a, b) => (a, b, None),
-                };
-                if lo.is_nan() || hi.is_nan() {
-                    return Err(QueryError::BadSubarray(format!("dimension {}: a range bound is NaN", d.name)).into());
-                }
-                let reversed = match *r {
-                    DimRange::Int(a, b) => a > b,
-                    DimRange::Float(a, b) => a > b,
-                };
-                let text = |f: f64, i: Option<i128>| i.map_or_else(|| f.to_string(), |i| i.to_string());
-                let (lt, ht) = (text(lo, int.map(|x| x.0)), text(hi, int.map(|x| x.1)));
-                if reversed {
-                    return Err(QueryError::Reversed { dim: d.name.clone(), lo: lt, hi: ht }.into());
-                }
-                // As for dense reads, a range must lie inside the domain.
-                let outside = if d.is_float() {
-                    let (dlo, dhi) = d.float_domain();
-                    lo < dlo || hi > dhi
-                } else {
-                    let (dlo, dhi) = d.int_domain();
-                    match int {
-                        Some((a, b)) => a < dlo || b > dhi,
-                        None => lo < dlo as f64 || hi > dhi as f64,
-                    }
-                };
-                if outside {
-                    let (dlo, dhi) = if d.is_float() {
-                        let (a, b) = d.float_domain();
-                        (a.to_string(), b.to_string())
-                    } else {
-                        let (a, b) = d.int_domain();
-                        (a.to_string(), b.to_string())
-                    };
-                    return Err(QueryError::OutOfDomain {
-                        dim: d.name.clone(),
-                        lo: lt,
-                        hi: ht,
-                        dom_lo: dlo,
-                        dom_hi: dhi,
-                    }
-                    .into());
-                }
-                if let Some(o) = ordinal_range(d, lo, hi, int) {
-                    v.push(o);
-                }
-            }
-            oranges.push(v);
-        }
+        let oranges = ordinal_ranges(&schema, ranges)?;
         let specs = FileSpec::for_sparse(&schema);
         let nd = schema.ndim();
         // Candidate tiles per fragment, with whether the tile lies inside the query.
@@ -416,7 +358,9 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
         }
     }
     let single = frags.len() <= 1;
-    if single && matches!(layout, Layout::Global | Layout::Unordered) {
+    let fragments = &array.fragments;
+    let any_deletes = fragments.iter().any(|f| f.is_delete());
+    if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
         return refs;
     }
     let keys = OrderKeys::new(schema);
@@ -431,7 +375,35 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
     array.ctx.install(|| {
         perm.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
     });
-    if !schema.allows_duplicates && !single {
+    if any_deletes {
+        // Per coordinates, newest first: a deleted point removes itself and every older cell;
+        // without duplicates only the newest cell stays. Then deleted rectangles of fragments
+        // newer than a cell remove it.
+        let mut kept = Vec::with_capacity(perm.len());
+        let mut i = 0;
+        while i < perm.len() {
+            let mut j = i + 1;
+            while j < perm.len() && kat(perm[j]) == kat(perm[i]) {
+                j += 1;
+            }
+            for &c in &perm[i..j] {
+                if fragments[refs[c as usize].0 as usize].is_delete() {
+                    break;
+                }
+                kept.push(c);
+                if !schema.allows_duplicates {
+                    break;
+                }
+            }
+            i = j;
+        }
+        let ord = |c: u32| &ords[c as usize * nd..c as usize * nd + nd];
+        kept.retain(|&c| {
+            let f = refs[c as usize].0 as usize;
+            !fragments[f + 1..].iter().any(|d| d.rect_deletes(ord(c)))
+        });
+        perm = kept;
+    } else if !schema.allows_duplicates && !single {
         perm.dedup_by(|b, a| kat(*a) == kat(*b));
     }
     let oat = |i: u32| &ords[i as usize * nd..i as usize * nd + nd];

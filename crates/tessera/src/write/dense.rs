@@ -407,7 +407,7 @@ impl DenseWriter {
         }
         let frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
         let total = self.total;
-        frag.finish(total, None)
+        frag.finish(total, None, None)
     }
 }
 

@@ -126,6 +126,11 @@ pub struct SparseWriter {
     cells: u64,
     submits: u64,
     poisoned: bool,
+    /// Delete writers: the deleted rectangles (ordinals); the submitted points are deleted too.
+    deletes: Option<Vec<Rect>>,
+    /// Consolidation: the domain of an empty output (all input cells deleted), which is
+    /// committed anyway so that it supersedes its inputs.
+    empty_domain: Option<Rect>,
     /// Shared lock on the array held until the fragment is committed or dropped, so vacuum
     /// never takes an unfinished fragment for a crashed writer's remains.
     _lock: Option<std::sync::Arc<crate::storage::LockGuard>>,
@@ -165,7 +170,27 @@ impl SparseWriter {
             cells: 0,
             submits: 0,
             poisoned: false,
+            deletes: None,
+            empty_domain: None,
         })
+    }
+
+    /// A writer of a delete fragment: `rects` (ordinal rectangles) and the points submitted
+    /// (coordinates only; repeated points are merged) are deleted.
+    pub(crate) fn for_deletes(array: &Array, rects: Vec<Rect>) -> Result<Self> {
+        let mut w = Self::named(array, Layout::Unordered, None)?;
+        let specs = FileSpec::for_deletes(array.schema());
+        let storage = array.ctx.storage().clone();
+        let name = w.frag.as_ref().map(|f| f.name().clone()).unwrap_or_else(|| FragmentName::new(0));
+        w.frag = Some(FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0));
+        w.specs = specs;
+        w.deletes = Some(rects);
+        Ok(w)
+    }
+
+    /// Lets `finish` commit a fragment without cells, with non-empty domain `domain`.
+    pub(crate) fn allow_empty(&mut self, domain: Rect) {
+        self.empty_domain = Some(domain);
     }
 
     /// The name the fragment will be committed under.
@@ -194,7 +219,14 @@ impl SparseWriter {
         }
         let schema = self.array.schema.clone();
         let (cols, n) = coord_columns(&schema, coords)?;
-        let (attrs, _) = validate(&schema, attrs, Some(n as u64))?;
+        let attrs = if self.deletes.is_some() {
+            if !attrs.is_empty() {
+                return Err(QueryError::AttributeSet("a delete takes coordinates only".into()).into());
+            }
+            Vec::new()
+        } else {
+            validate(&schema, attrs, Some(n as u64))?.0
+        };
         let ords: Vec<Vec<u64>> = self.array.ctx.install(|| {
             schema
                 .dims
@@ -219,10 +251,19 @@ impl SparseWriter {
         let prepare = stats::timer(Timer::WriterPrepareTiles);
         let keys = self.array.ctx.install(|| self.keys.keys(&ords));
         let w = self.keys.width();
-        let perm = match self.layout {
+        let mut perm = match self.layout {
             Layout::Unordered => Some(self.array.ctx.install(|| sort_permutation(&keys, w))),
             _ => None,
         };
+        if self.deletes.is_some() {
+            // Deleting a cell twice is deleting it once.
+            if let Some(p) = perm.as_mut() {
+                p.dedup_by(|b, a| {
+                    keys[*a as usize * w..*a as usize * w + w] == keys[*b as usize * w..*b as usize * w + w]
+                });
+            }
+        }
+        let n = perm.as_ref().map_or(n, Vec::len);
         // Duplicates and order, before anything is written.
         let at = |i: usize| &keys[i * w..i * w + w];
         let sorted_pos = |k: usize| perm.as_ref().map_or(k, |p| p[k] as usize);
@@ -329,7 +370,7 @@ impl SparseWriter {
         if self.poisoned {
             return Err(QueryError::WriteState("the writer failed; nothing is committed".into()).into());
         }
-        if self.cells == 0 {
+        if self.cells == 0 && self.deletes.as_ref().is_none_or(Vec::is_empty) && self.empty_domain.is_none() {
             return Err(QueryError::WriteState("a sparse write needs at least one cell".into()).into());
         }
         let schema = self.array.schema.clone();
@@ -349,8 +390,10 @@ impl SparseWriter {
             let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
             self.array.ctx.install(|| frag.write_tiles(vec![t]))?;
         }
-        let mut domain = self.index.mbrs[0].clone();
-        for m in &self.index.mbrs[1..] {
+        let rects = self.deletes.take();
+        let mut boxes = self.index.mbrs.iter().chain(rects.iter().flatten());
+        let mut domain = boxes.next().cloned().or_else(|| self.empty_domain.clone()).unwrap_or_default();
+        for m in boxes {
             for (a, b) in domain.iter_mut().zip(m) {
                 a[0] = a[0].min(b[0]);
                 a[1] = a[1].max(b[1]);
@@ -360,7 +403,7 @@ impl SparseWriter {
         let mut frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
         frag.set_domain(domain);
         let index = std::mem::take(&mut self.index);
-        frag.finish(self.cells, Some(index))
+        frag.finish(self.cells, Some(index), rects)
     }
 }
 
@@ -560,7 +603,7 @@ fn gather_leftover(schema: &ArraySchema, parts: &[(&Cells<'_>, Pick<'_>)]) -> Le
             p.for_each(|i| l.ords[d].push(c.ords[d][i]));
             gather(c.coords[d], schema.dims[d].datatype.size(), *p, &mut l.coords[d]);
         }
-        for (i, a) in schema.attrs.iter().enumerate() {
+        for (i, a) in schema.attrs.iter().enumerate().filter(|_| c.attrs.len() == schema.attrs.len()) {
             if let Some(offs) = l.offsets[i].as_mut() {
                 gather_var(&c.attrs[i], *p, &mut l.data[i], offs);
             } else {
