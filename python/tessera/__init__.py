@@ -22,6 +22,13 @@ Sparse arrays store only the cells written, with their coordinates (integers or 
 ...     r = A.read(ranges={"x": [(0.25, 0.5)]})                     # inclusive; a ts.Result
 ...     df = r.to_pandas()                                          # columns x, y, a
 
+Each write adds a fragment; ``ts.consolidate`` merges fragments (all, by name, by timestamp
+range, or size-tiered) and ``ts.vacuum`` deletes the ones it superseded (close open arrays
+first: vacuum waits for them):
+
+>>> ts.consolidate("img")                                           # doctest: +SKIP
+>>> ts.vacuum("img")                                                # doctest: +SKIP
+
 Statistics: ``ts.stats.enable()``, ``ts.stats.dump()``, ``ts.stats.json()``.
 """
 
@@ -31,7 +38,9 @@ from . import stats
 from ._core import FORMAT_VERSION, __version__
 from .array import Array, FragmentInfo, create, fragments, from_numpy, open
 from .config import Config
+from .consolidation import VacuumReport, consolidate, consolidation_plan, vacuum
 from .errors import (
+    ArrayBusyError,
     ArrayError,
     ConfigError,
     CorruptionError,
@@ -49,6 +58,7 @@ __all__ = [
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
     "Array",
+    "ArrayBusyError",
     "ArrayError",
     "ArraySchema",
     "Attr",
@@ -69,12 +79,16 @@ __all__ = [
     "SchemaError",
     "StorageError",
     "TesseraError",
+    "VacuumReport",
     "Zstd",
     "__version__",
+    "consolidate",
+    "consolidation_plan",
     "create",
     "default_coord_filters",
     "fragments",
     "from_numpy",
     "open",
     "stats",
+    "vacuum",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "DomainError",
     "QueryError",
     "ArrayError",
+    "ArrayBusyError",
     "ConfigError",
     "CorruptionError",
     "StorageError",
@@ -30,6 +31,9 @@ __all__ = [
     "ReadQuery",
     "SparseQuery",
     "create",
+    "consolidate",
+    "plan_consolidation",
+    "vacuum",
     "stats_enable",
     "stats_disable",
     "stats_is_enabled",
@@ -47,6 +51,7 @@ class SchemaError(TesseraError): ...
 class DomainError(TesseraError): ...
 class QueryError(TesseraError): ...
 class ArrayError(TesseraError): ...
+class ArrayBusyError(ArrayError): ...
 class ConfigError(TesseraError): ...
 class CorruptionError(TesseraError): ...
 class StorageError(TesseraError): ...
@@ -71,12 +76,35 @@ def stats_dump() -> str: ...
 def stats_json() -> str: ...
 def create(uri: str, schema_json: str, config: Optional[Dict[str, str]] = None) -> None: ...
 
+# Consolidation: at most one of names, timestamps (inclusive t0, t1) and size_tiered
+# (ratio, min_fragments); none selects every fragment. Fragments are dicts with the fields of
+# tessera.FragmentInfo.
+def consolidate(
+    uri: str,
+    names: Optional[Sequence[str]] = None,
+    timestamps: Optional[Tuple[int, int]] = None,
+    size_tiered: Optional[Tuple[float, int]] = None,
+    config: Optional[Dict[str, str]] = None,
+) -> Optional[Dict[str, Any]]: ...
+def plan_consolidation(
+    uri: str,
+    names: Optional[Sequence[str]] = None,
+    timestamps: Optional[Tuple[int, int]] = None,
+    size_tiered: Optional[Tuple[float, int]] = None,
+    config: Optional[Dict[str, str]] = None,
+) -> List[Dict[str, Any]]: ...
+# Returns (removed superseded fragments, removed uncommitted fragment folders).
+def vacuum(uri: str, config: Optional[Dict[str, str]] = None) -> Tuple[List[str], List[str]]: ...
+
 @final
 class Array:
     @staticmethod
     def open(
         uri: str, mode: str = "r", timestamp: Optional[int] = None, config: Optional[Dict[str, str]] = None
     ) -> "Array": ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
     @property
     def uri(self) -> str: ...
     @property

@@ -74,6 +74,13 @@ class FragmentInfo:
         return not self.dense
 
 
+def _fragment_info(d: Dict[str, Any]) -> FragmentInfo:
+    """A ``FragmentInfo`` from the binding's dict."""
+    d = dict(d)
+    d["nonempty_domain"] = tuple((lo, hi) for lo, hi in d["nonempty_domain"])
+    return FragmentInfo(**d)
+
+
 def create(uri: PathLike, schema: ArraySchema, config: Optional[ConfigLike] = None) -> None:
     """Creates an empty array with ``schema`` at ``uri`` (``ArrayError`` if something non-empty
     is there)."""
@@ -99,7 +106,9 @@ def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
 
 def fragments(uri: PathLike, timestamp: Optional[Timestamp] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
     """The committed fragments of the array at ``uri``, oldest first: name, timestamps, dense or
-    sparse, cells, tiles, bytes and non-empty domain."""
+    sparse, cells, tiles, bytes and non-empty domain. Fragments a consolidation superseded are
+    left out once the consolidated fragment is committed (with ``timestamp`` before its ``t1``,
+    they are shown until ``ts.vacuum`` deletes them)."""
     with open(uri, "r", timestamp=timestamp, config=config) as A:
         return A.fragments()
 
@@ -175,8 +184,12 @@ class Array:
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
-        """Closes the array (idempotent)."""
-        self._core = None
+        """Closes the array (idempotent). An array open for reading holds the array's lock
+        shared, so ``ts.vacuum`` waits for it: closing releases it at once (a batch iterator
+        from ``iter_batches`` keeps it until it is exhausted or dropped)."""
+        core, self._core = self._core, None
+        if core is not None:
+            core.close()
 
     @property
     def closed(self) -> bool:
@@ -268,11 +281,7 @@ class Array:
 
     def fragments(self) -> List[FragmentInfo]:
         """The fragments this array sees, oldest first (mode "r")."""
-        out = []
-        for f in self._need_read("fragments()").fragments():
-            f["nonempty_domain"] = tuple((lo, hi) for lo, hi in f["nonempty_domain"])
-            out.append(FragmentInfo(**f))
-        return out
+        return [_fragment_info(f) for f in self._need_read("fragments()").fragments()]
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"mode={self._mode!r}"

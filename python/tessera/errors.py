@@ -7,6 +7,11 @@
 * ``QueryError``: any other bad query (buffer size or dtype, unknown attribute, wrong mode,
   layout, write state, a closed array).
 * ``ArrayError``: no array at the path, a folder that is not an array, or one that already exists.
+
+  * ``ArrayBusyError``: the array's lock stayed held longer than ``sm.vacuum.lock_timeout_ms``:
+    ``ts.vacuum`` waiting for readers and writers (arrays open for reading, in any process,
+    this one included), or a reader or writer waiting for a vacuum.
+
 * ``ConfigError``: an unknown configuration key or a bad value.
 * ``CorruptionError``: bytes on disk are wrong; the message names the file and the tile.
 * ``StorageError``: an I/O failure.
@@ -15,6 +20,7 @@
 from __future__ import annotations
 
 from ._core import (
+    ArrayBusyError,
     ArrayError,
     ConfigError,
     CorruptionError,
@@ -26,6 +32,7 @@ from ._core import (
 )
 
 __all__ = [
+    "ArrayBusyError",
     "ArrayError",
     "ConfigError",
     "CorruptionError",

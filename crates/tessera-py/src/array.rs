@@ -1,8 +1,12 @@
-//! Arrays: create, open (mode, timestamp, config), metadata (schema, non-empty domain,
+//! Arrays: create, open (mode, timestamp, config), close, metadata (schema, non-empty domain,
 //! fragments), whole reads, batched reads (`ReadQuery`, `SparseQuery`), dense writes and sparse
 //! writes. Read results hand the engine's buffers to numpy without copying; writes lend numpy's
 //! buffers to the engine without copying. The GIL is released around every engine call that does
 //! I/O or compute.
+//!
+//! An array open for reading holds the array's lock shared (vacuum waits for it); `close` drops
+//! the engine array at once, so the lock is released without waiting for Python's garbage
+//! collector. A batched read (`ReadQuery`, `SparseQuery`) holds the lock until it is dropped.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -99,12 +103,48 @@ fn result_dict<'py>(py: Python<'py>, r: ReadResult) -> PyResult<Bound<'py, PyDic
     Ok(out)
 }
 
+/// One fragment's description as a dict (the fields of Python's `FragmentInfo`).
+pub(crate) fn fragment_dict<'py>(
+    py: Python<'py>,
+    f: &tessera::FragmentMetadata,
+    schema: &ArraySchema,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", f.name.to_string())?;
+    d.set_item("t0", f.name.t0)?;
+    d.set_item("t1", f.name.t1)?;
+    d.set_item("uuid", &f.name.uuid)?;
+    d.set_item("version", f.name.version)?;
+    d.set_item("dense", f.is_dense())?;
+    d.set_item("cell_count", f.cell_count)?;
+    d.set_item("tile_count", f.tile_count())?;
+    d.set_item("stored_bytes", f.stored_bytes())?;
+    d.set_item("unfiltered_bytes", f.unfiltered_bytes())?;
+    d.set_item("nonempty_domain", range_list(py, &f.nonempty_domain(schema))?)?;
+    Ok(d)
+}
+
 /// An open array.
 #[pyclass(frozen, module = "tessera._core", name = "Array")]
 struct PyArrayHandle {
-    inner: tessera::Array,
+    /// The engine array; `None` once closed.
+    inner: Mutex<Option<tessera::Array>>,
+    /// The array's location (for messages after `close`).
+    uri: String,
     /// Which shared context it uses (see `config::context`).
     context_id: usize,
+}
+
+impl PyArrayHandle {
+    /// The engine array (a cheap clone sharing its fragments and its lock), or `QueryError`
+    /// once closed.
+    fn array(&self) -> PyResult<tessera::Array> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| QueryError::new_err(format!("array {} is closed", self.uri)))
+    }
 }
 
 /// One attribute's buffers for a write: name, values as bytes, starting byte offsets of
@@ -158,7 +198,21 @@ impl PyArrayHandle {
         };
         let (context_id, ctx) = context(config)?;
         let inner = py.detach(|| tessera::Array::open_at(&ctx, uri, mode, timestamp)).py()?;
-        Ok(Self { inner, context_id })
+        let uri = inner.uri().to_string_lossy().into_owned();
+        Ok(Self { inner: Mutex::new(Some(inner)), uri, context_id })
+    }
+
+    /// Drops the engine array, releasing its lock (idempotent). Batched reads started from it
+    /// keep their own reference until they are dropped.
+    fn close(&self) {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(inner);
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).is_none()
     }
 
     /// Identifies the shared engine context (equal for arrays opened with equal configurations).
@@ -169,54 +223,42 @@ impl PyArrayHandle {
 
     /// Whether the array is sparse.
     #[getter]
-    fn sparse(&self) -> bool {
-        self.inner.schema().is_sparse()
+    fn sparse(&self) -> PyResult<bool> {
+        Ok(self.array()?.schema().is_sparse())
     }
 
     /// The array's location.
     #[getter]
     fn uri(&self) -> String {
-        self.inner.uri().to_string_lossy().into_owned()
+        self.uri.clone()
     }
 
     /// "r" or "w".
     #[getter]
-    fn mode(&self) -> &'static str {
-        match self.inner.mode() {
+    fn mode(&self) -> PyResult<&'static str> {
+        Ok(match self.array()?.mode() {
             Mode::Read => "r",
             Mode::Write => "w",
-        }
+        })
     }
 
     /// The schema's JSON form.
-    fn schema_json(&self) -> String {
-        self.inner.schema().to_json()
+    fn schema_json(&self) -> PyResult<String> {
+        Ok(self.array()?.schema().to_json())
     }
 
     /// Inclusive (lo, hi) per dimension of all written cells (ints, or floats for float
     /// dimensions), or None.
     fn nonempty_domain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        self.inner.nonempty_domain_ranges().map(|rs| range_list(py, &rs)).transpose()
+        self.array()?.nonempty_domain_ranges().map(|rs| range_list(py, &rs)).transpose()
     }
 
     /// The fragments this array sees, oldest first, one dict each.
     fn fragments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let schema = self.inner.schema();
+        let array = self.array()?;
         let out = PyList::empty(py);
-        for f in self.inner.fragments() {
-            let d = PyDict::new(py);
-            d.set_item("name", f.name.to_string())?;
-            d.set_item("t0", f.name.t0)?;
-            d.set_item("t1", f.name.t1)?;
-            d.set_item("uuid", &f.name.uuid)?;
-            d.set_item("version", f.name.version)?;
-            d.set_item("dense", f.is_dense())?;
-            d.set_item("cell_count", f.cell_count)?;
-            d.set_item("tile_count", f.tile_count())?;
-            d.set_item("stored_bytes", f.stored_bytes())?;
-            d.set_item("unfiltered_bytes", f.unfiltered_bytes())?;
-            d.set_item("nonempty_domain", range_list(py, &f.nonempty_domain(schema))?)?;
-            out.append(d)?;
+        for f in array.fragments() {
+            out.append(fragment_dict(py, f, array.schema())?)?;
         }
         Ok(out)
     }
@@ -233,9 +275,10 @@ impl PyArrayHandle {
         let layout = parse_layout(layout)?;
         let sub = Subarray { ranges };
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
+        let array = self.array()?;
         let (shape, r) = py
             .detach(|| {
-                let mut q = self.inner.read_query(&sub, &names, layout)?;
+                let mut q = array.read_query(&sub, &names, layout)?;
                 let shape = q.shape().to_vec();
                 q.read_all().map(|r| (shape, r))
             })
@@ -248,7 +291,8 @@ impl PyArrayHandle {
         let layout = parse_layout(layout)?;
         let sub = Subarray { ranges };
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
-        let q = py.detach(|| self.inner.read_query(&sub, &names, layout)).py()?;
+        let array = self.array()?;
+        let q = py.detach(|| array.read_query(&sub, &names, layout)).py()?;
         Ok(ReadQuery { inner: Mutex::new(q) })
     }
 
@@ -259,7 +303,8 @@ impl PyArrayHandle {
         let layout = parse_layout(layout)?;
         let sub = Subarray { ranges };
         let borrowed = borrow_inputs(&inputs)?;
-        let name = py.detach(|| self.inner.write(&sub, layout, &borrowed)).py()?;
+        let array = self.array()?;
+        let name = py.detach(|| array.write(&sub, layout, &borrowed)).py()?;
         Ok(name.to_string())
     }
 
@@ -282,9 +327,10 @@ impl PyArrayHandle {
             cols.push(CoordInput { name, data });
         }
         let borrowed = borrow_inputs(&inputs)?;
+        let array = self.array()?;
         let name = py
             .detach(|| {
-                let mut w = self.inner.sparse_writer(layout)?;
+                let mut w = array.sparse_writer(layout)?;
                 w.submit(&cols, &borrowed)?;
                 w.finish().map(|m| m.name)
             })
@@ -306,7 +352,8 @@ impl PyArrayHandle {
         let layout = parse_layout(layout)?;
         let ranges = dim_ranges(ranges);
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
-        let r = py.detach(|| self.inner.sparse_query(&ranges, &names, layout)?.read_all()).py()?;
+        let array = self.array()?;
+        let r = py.detach(|| array.sparse_query(&ranges, &names, layout)?.read_all()).py()?;
         result_dict(py, r)
     }
 
@@ -321,7 +368,8 @@ impl PyArrayHandle {
         let layout = parse_layout(layout)?;
         let ranges = dim_ranges(ranges);
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
-        let q = py.detach(|| self.inner.sparse_query(&ranges, &names, layout)).py()?;
+        let array = self.array()?;
+        let q = py.detach(|| array.sparse_query(&ranges, &names, layout)).py()?;
         Ok(SparseQuery { inner: Mutex::new(q) })
     }
 }

@@ -20,7 +20,19 @@ create_exception!(
     TesseraError,
     "A bad query: buffer size or type, unknown attribute, wrong mode, layout, write state."
 );
-create_exception!(tessera, ArrayError, TesseraError, "No array at the path, not an array, or already exists.");
+create_exception!(
+    tessera,
+    ArrayError,
+    TesseraError,
+    "No array at the path, not an array, already exists, or in use (see ArrayBusyError)."
+);
+create_exception!(
+    tessera,
+    ArrayBusyError,
+    ArrayError,
+    "The array's lock stayed held by readers or writers longer than `sm.vacuum.lock_timeout_ms` \
+     (vacuum waiting for them, or a reader or writer waiting for a vacuum)."
+);
 create_exception!(tessera, ConfigError, TesseraError, "An unknown configuration key or a bad value.");
 create_exception!(tessera, CorruptionError, TesseraError, "Bytes on disk are wrong (the message names file and tile).");
 create_exception!(tessera, StorageError, TesseraError, "An I/O failure of the storage layer.");
@@ -32,6 +44,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DomainError", py.get_type::<DomainError>())?;
     m.add("QueryError", py.get_type::<QueryError>())?;
     m.add("ArrayError", py.get_type::<ArrayError>())?;
+    m.add("ArrayBusyError", py.get_type::<ArrayBusyError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("CorruptionError", py.get_type::<CorruptionError>())?;
     m.add("StorageError", py.get_type::<StorageError>())?;
@@ -53,6 +66,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         ) => DomainError::new_err(msg),
         Error::Query(_) => QueryError::new_err(msg),
         Error::Array(EngineArrayError::Config { .. }) => ConfigError::new_err(msg),
+        Error::Array(EngineArrayError::Busy { .. }) => ArrayBusyError::new_err(msg),
         Error::Array(_) => ArrayError::new_err(msg),
         Error::Storage(_) => StorageError::new_err(msg),
         // `Error` is non-exhaustive: a variant added later is still a TesseraError.

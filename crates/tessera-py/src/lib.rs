@@ -2,18 +2,20 @@
 //! buffers, schema JSON, ranges) and errors, and holds no rule about the data; the user-facing API
 //! is the pure-Python package `python/tessera`, which mirrors these files:
 //!
-//! | Rust            | Python                        |
-//! |-----------------|-------------------------------|
-//! | `errors.rs`     | `tessera/errors.py`           |
-//! | `config.rs`     | `tessera/config.py`           |
-//! | `schema.rs`     | `tessera/schema.py`           |
-//! | `array.rs`      | `tessera/array.py`            |
-//! | `stats.rs`      | `tessera/stats.py`            |
+//! | Rust               | Python                     |
+//! |--------------------|----------------------------|
+//! | `errors.rs`        | `tessera/errors.py`        |
+//! | `config.rs`        | `tessera/config.py`        |
+//! | `schema.rs`        | `tessera/schema.py`        |
+//! | `array.rs`         | `tessera/array.py`         |
+//! | `consolidation.rs` | `tessera/consolidation.py` |
+//! | `stats.rs`         | `tessera/stats.py`         |
 
 use pyo3::prelude::*;
 
 mod array;
 mod config;
+mod consolidation;
 mod errors;
 mod schema;
 mod stats;
@@ -28,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     config::register(m)?;
     schema::register(m)?;
     array::register(m)?;
+    consolidation::register(m)?;
     stats::register(m)?;
     Ok(())
 }

@@ -1,0 +1,160 @@
+"""Consolidation and vacuum.
+
+Every write adds a fragment, and reads merge every fragment they overlap, so many small writes
+make reads slower. ``ts.consolidate`` merges a run of consecutive fragments into one whose
+timestamps ``(t0, t1)`` cover theirs; readers opened afterwards see the new fragment instead of
+its inputs (same values), readers already open keep their snapshot, and time travel to before
+the new fragment's ``t1`` still shows the inputs. ``ts.vacuum`` then deletes the superseded
+inputs (and the folders crashed writers left), after which time travel to before the
+consolidation no longer finds them.
+
+>>> ts.consolidate(uri)                                              # doctest: +SKIP
+>>> ts.consolidate(uri, fragments=[f.name for f in ts.fragments(uri)[2:5]])   # doctest: +SKIP
+>>> ts.consolidate(uri, timestamp=(t0, t1))                          # doctest: +SKIP
+>>> ts.consolidate(uri, policy="size-tiered", ratio=4.0, min_fragments=4)     # doctest: +SKIP
+>>> ts.vacuum(uri)                                                   # doctest: +SKIP
+VacuumReport(removed=(...), uncommitted=())
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from . import _core
+from .array import FragmentInfo, PathLike, Timestamp, _fragment_info, _timestamp_ms
+from .config import ConfigLike, as_items
+
+__all__ = ["VacuumReport", "consolidate", "consolidation_plan", "vacuum"]
+
+#: The consolidation policies ``policy`` accepts.
+POLICIES = ("size-tiered",)
+
+FragmentsLike = Iterable[Union[str, FragmentInfo]]
+
+
+@dataclass(frozen=True)
+class VacuumReport:
+    """What ``ts.vacuum`` deleted."""
+
+    #: Names of the fragments consolidations had superseded.
+    removed: Tuple[str, ...]
+    #: Names of fragment folders that were never committed (left by crashed writers).
+    uncommitted: Tuple[str, ...]
+
+
+def _selection(
+    fragments: Optional[FragmentsLike],
+    timestamp: Optional[Tuple[Timestamp, Timestamp]],
+    policy: Optional[str],
+    ratio: Optional[float],
+    min_fragments: Optional[int],
+) -> Dict[str, Any]:
+    """The binding's keyword arguments for a selection (checked)."""
+    given = [k for k, v in (("fragments", fragments), ("timestamp", timestamp), ("policy", policy)) if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give at most one of fragments, timestamp and policy, not {' and '.join(given)}")
+    if policy is None and (ratio is not None or min_fragments is not None):
+        raise ValueError("ratio and min_fragments go with policy='size-tiered'")
+    if fragments is not None:
+        if isinstance(fragments, (str, bytes, FragmentInfo)):
+            raise TypeError("fragments is a list of fragment names (or FragmentInfo objects), not a single one")
+        names = []
+        for f in fragments:
+            if isinstance(f, FragmentInfo):
+                names.append(f.name)
+            elif isinstance(f, str):
+                names.append(f)
+            else:
+                raise TypeError(f"fragments holds names (str) or FragmentInfo objects, not {type(f).__name__}")
+        return {"names": names}
+    if timestamp is not None:
+        if isinstance(timestamp, (str, bytes)) or not hasattr(timestamp, "__len__") or len(timestamp) != 2:
+            raise TypeError("timestamp is an inclusive (t0, t1) pair (ms since the epoch, or datetimes)")
+        t0, t1 = (_timestamp_ms(t) for t in timestamp)
+        assert t0 is not None and t1 is not None
+        if t0 < 0 or t1 < 0:
+            raise ValueError(f"timestamps are milliseconds since the epoch, not negative ({t0}, {t1})")
+        if t0 > t1:
+            raise ValueError(f"timestamp range ({t0}, {t1}) is reversed")
+        return {"timestamps": (t0, t1)}
+    if policy is not None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown consolidation policy {policy!r} (known: {', '.join(POLICIES)})")
+        r = 4.0 if ratio is None else ratio
+        if isinstance(r, bool) or not isinstance(r, numbers.Real) or math.isnan(r) or r < 1.0:
+            raise ValueError(f"ratio is a number >= 1 (the largest size ratio inside a tier), not {ratio!r}")
+        m = 4 if min_fragments is None else min_fragments
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 2:
+            raise ValueError(f"min_fragments is an integer >= 2, not {min_fragments!r}")
+        return {"size_tiered": (float(r), int(m))}
+    return {}
+
+
+def consolidate(
+    uri: PathLike,
+    fragments: Optional[FragmentsLike] = None,
+    timestamp: Optional[Tuple[Timestamp, Timestamp]] = None,
+    policy: Optional[str] = None,
+    config: Optional[ConfigLike] = None,
+    *,
+    ratio: Optional[float] = None,
+    min_fragments: Optional[int] = None,
+) -> Optional[FragmentInfo]:
+    """Merges fragments of the array at ``uri`` into one new fragment and returns it, or None
+    when fewer than two fragments were chosen. Choose with at most one of:
+
+    * ``fragments``: names (or ``FragmentInfo`` objects, e.g. from ``ts.fragments(uri)``);
+    * ``timestamp``: an inclusive ``(t0, t1)`` pair (ms or datetimes): every fragment whose own
+      ``t0`` and ``t1`` lie within it;
+    * ``policy="size-tiered"``: the longest run of at least ``min_fragments`` (default 4)
+      consecutive fragments whose stored sizes are within a factor ``ratio`` (default 4.0) of
+      each other, as in an LSM tree;
+
+    by default every fragment. The chosen fragments must be consecutive in fragment order
+    (``ts.fragments(uri)``); otherwise, or for a name the array does not have, ``QueryError``
+    (the engine's message). The new fragment covers the inputs' timestamps: reads opened
+    afterwards see the same values through fewer fragments, reads already open are unaffected.
+    The inputs stay on disk (time travel to before the new fragment's ``t1`` still sees them)
+    until ``ts.vacuum``. At most ``sm.consolidation.buffer_size`` bytes of cells are held at
+    once. Nothing is committed on error. The GIL is released while it runs."""
+    sel = _selection(fragments, timestamp, policy, ratio, min_fragments)
+    d = _core.consolidate(os.fspath(uri), config=as_items(config), **sel)
+    return None if d is None else _fragment_info(d)
+
+
+def consolidation_plan(
+    uri: PathLike,
+    fragments: Optional[FragmentsLike] = None,
+    timestamp: Optional[Tuple[Timestamp, Timestamp]] = None,
+    policy: Optional[str] = None,
+    config: Optional[ConfigLike] = None,
+    *,
+    ratio: Optional[float] = None,
+    min_fragments: Optional[int] = None,
+) -> List[FragmentInfo]:
+    """The fragments ``ts.consolidate`` with the same arguments would merge now, oldest first
+    (empty when fewer than two). Nothing is written; errors as for ``consolidate``."""
+    sel = _selection(fragments, timestamp, policy, ratio, min_fragments)
+    return [_fragment_info(d) for d in _core.plan_consolidation(os.fspath(uri), config=as_items(config), **sel)]
+
+
+def vacuum(uri: PathLike, config: Optional[ConfigLike] = None) -> VacuumReport:
+    """Deletes the fragments consolidations superseded, and the folders of fragments that were
+    never committed (left by crashed writers); returns what it deleted.
+
+    Vacuum takes the array's lock exclusively, so no reader ever loses a file it reads: it
+    waits until every reader and writer has finished, in any process, INCLUDING this one. An
+    array open for reading (``ts.open(uri)``) holds the lock until it is closed (leave its
+    ``with`` block or call ``close()``); a batch iterator (``iter_batches``) until it is
+    exhausted or dropped; a writer during each write. Close them first: after
+    ``sm.vacuum.lock_timeout_ms`` (default 600000) it raises ``ArrayBusyError`` (a subclass of
+    ``ArrayError``) and deletes nothing. The GIL is released while it waits, so other threads
+    can finish and close their arrays; an array the calling thread itself keeps open makes it
+    wait for the whole timeout. Readers and writers that start while vacuum holds the lock wait
+    for it (for at most the same timeout)."""
+    removed, uncommitted = _core.vacuum(os.fspath(uri), as_items(config))
+    return VacuumReport(tuple(removed), tuple(uncommitted))
