@@ -176,10 +176,10 @@ def test_dense_consolidate_subsets_by_names_and_timestamps(uri: str) -> None:
     before = folders(uri)
     with pytest.raises(ts.QueryError, match="consecutive"):
         ts.consolidate(uri, fragments=[f[0].name, c1.name])
-    with pytest.raises(ts.QueryError, match="no committed fragment is called __1_1_nope_1"):
+    with pytest.raises(ts.QueryError, match="no fragment called __1_1_nope_1"):
         ts.consolidate(uri, fragments=[f[0].name, "__1_1_nope_1"])
     # A superseded input is no longer a committed fragment one can name.
-    with pytest.raises(ts.QueryError, match="no committed fragment"):
+    with pytest.raises(ts.QueryError, match="no fragment called"):
         ts.consolidate(uri, fragments=[f[2].name, f[3].name])
     assert ts.consolidate(uri, fragments=[f[0].name]) is None
     assert ts.consolidate(uri, fragments=[]) is None

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use tessera::{Error, Mode, QueryError as EngineQueryError, Selection};
+use tessera::{Error, Mode, Selection};
 
 use crate::array::fragment_dict;
 use crate::config::context;
-use crate::errors::{to_py, QueryError};
+use crate::errors::to_py;
 
 /// The engine's selection from the binding's arguments (at most one given).
 fn selection(
@@ -28,16 +28,6 @@ fn selection(
         (None, Some((t0, t1)), None) => Ok(Selection::Timestamps(t0, t1)),
         (None, None, Some((ratio, min_fragments))) => Ok(Selection::SizeTiered { ratio, min_fragments }),
         _ => Err(PyValueError::new_err("give at most one of names, timestamps and size_tiered")),
-    }
-}
-
-/// Engine errors of a consolidation: a selection naming fragments the array does not have is a
-/// bad query (the engine reports it as a bad subarray), raised as `QueryError` with the engine's
-/// text; everything else as usual.
-fn consolidation_error(e: Error) -> PyErr {
-    match e {
-        Error::Query(EngineQueryError::BadSubarray(msg)) => QueryError::new_err(msg),
-        e => to_py(e),
     }
 }
 
@@ -61,7 +51,7 @@ fn consolidate<'py>(
             let schema = tessera::Array::open(&ctx, uri, Mode::Write)?.schema().clone();
             tessera::consolidate(&ctx, uri, &sel).map(|m| (schema, m))
         })
-        .map_err(consolidation_error)?;
+        .map_err(to_py)?;
     meta.map(|m| fragment_dict(py, &m, &schema)).transpose()
 }
 
@@ -85,7 +75,7 @@ fn plan_consolidation<'py>(
             let plan = tessera::plan_consolidation(array.fragments(), !array.schema().is_sparse(), &sel)?;
             Ok::<_, Error>((array, plan))
         })
-        .map_err(consolidation_error)?;
+        .map_err(to_py)?;
     let out = PyList::empty(py);
     for i in plan.map(|p| p.inputs).unwrap_or_default() {
         out.append(fragment_dict(py, &array.fragments()[i], array.schema())?)?;

@@ -14,7 +14,7 @@ use crate::footer::{seal, unseal};
 use crate::fragment::{
     list_committed, now_ms, FragmentMetadata, FragmentName, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE,
 };
-use crate::geometry::DimRange;
+use crate::geometry::{bounding_box, DimRange};
 use crate::geometry::{Subarray, TileGrid};
 use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::ArraySchema;
@@ -163,28 +163,14 @@ impl Array {
     /// The bounding box of all written cells in domain coordinates of integer dimensions, or
     /// `None` if nothing was written (see [`Array::nonempty_domain_ranges`] for float dimensions).
     pub fn nonempty_domain(&self) -> Option<Vec<(i128, i128)>> {
-        let first = self.fragments.first()?;
-        let mut acc = first.domain.clone();
-        for f in self.fragments.iter().skip(1) {
-            for (a, b) in acc.iter_mut().zip(&f.domain) {
-                a[0] = a[0].min(b[0]);
-                a[1] = a[1].max(b[1]);
-            }
-        }
+        let acc = bounding_box(self.fragments.iter().map(|f| &f.domain))?;
         Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| (d.denormalize(*lo), d.denormalize(*hi))).collect())
     }
 
     /// The bounding box of all written cells, per dimension in the dimension's own numbers
     /// (floats for float dimensions), or `None` if nothing was written.
     pub fn nonempty_domain_ranges(&self) -> Option<Vec<DimRange>> {
-        let first = self.fragments.first()?;
-        let mut acc = first.domain.clone();
-        for f in self.fragments.iter().skip(1) {
-            for (a, b) in acc.iter_mut().zip(&f.domain) {
-                a[0] = a[0].min(b[0]);
-                a[1] = a[1].max(b[1]);
-            }
-        }
+        let acc = bounding_box(self.fragments.iter().map(|f| &f.domain))?;
         Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| DimRange::from_ordinals(d, *lo, *hi)).collect())
     }
 

@@ -98,6 +98,9 @@ pub enum QueryError {
         /// The mode it needs.
         needed: &'static str,
     },
+    /// A fragment name that is not among the fragments the array shows.
+    #[error("no fragment called {0} is visible (it may have been consolidated into another)")]
+    UnknownFragment(String),
     /// A layout the operation does not support.
     #[error("{0}")]
     Layout(String),

@@ -14,8 +14,8 @@ use crate::array::{Array, Mode};
 use crate::context::Context;
 use crate::error::Result;
 use crate::fragment::{FragmentMetadata, FragmentName, COMMITS_DIR};
-use crate::geometry::Subarray;
-use crate::read::{Layout, ReadQuery, SparseReadQuery};
+use crate::geometry::{bounding_box, Subarray};
+use crate::read::{AttrData, Layout, ReadQuery, SparseReadQuery};
 use crate::stats::{self, Counter, Timer};
 use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 
@@ -40,13 +40,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
     let last = *p.inputs.last().unwrap_or(&0);
     let meta = if p.dense_output {
         // Bounding box of the inputs (normalized coordinates and dense ordinals coincide).
-        let mut bbox = array.fragments()[p.inputs[0]].domain.clone();
-        for &i in &p.inputs[1..] {
-            for (a, b) in bbox.iter_mut().zip(&array.fragments()[i].domain) {
-                a[0] = a[0].min(b[0]);
-                a[1] = a[1].max(b[1]);
-            }
-        }
+        let bbox = bounding_box(p.inputs.iter().map(|&i| &array.fragments()[i].domain)).unwrap_or_default();
         let sub = Subarray::from_ranges(
             &bbox.iter().zip(&schema.dims).map(|(r, d)| (d.denormalize(r[0]), d.denormalize(r[1]))).collect::<Vec<_>>(),
         );
@@ -54,16 +48,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let mut q = ReadQuery::new(&snapshot, &sub, &[], Layout::Global)?;
         let mut w = DenseWriter::named(&writable, &sub, Layout::Global, Some(name.clone()))?;
         while let Some(b) = q.next_batch(budget)? {
-            let inputs: Vec<AttrInput<'_>> = b
-                .attrs
-                .iter()
-                .map(|a| AttrInput {
-                    name: &a.name,
-                    data: &a.data,
-                    offsets: a.offsets.as_deref(),
-                    validity: a.validity.as_deref(),
-                })
-                .collect();
+            let inputs: Vec<AttrInput<'_>> = b.attrs.iter().map(AttrData::as_input).collect();
             w.submit(&inputs)?;
         }
         record_inputs(ctx, uri, &name, &array, &p.inputs)?;
@@ -74,26 +59,11 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
         let mut w = SparseWriter::named(&writable, Layout::Global, Some(name.clone()))?;
-        let mut bbox = view.fragments()[0].domain.clone();
-        for f in &view.fragments()[1..] {
-            for (a, b) in bbox.iter_mut().zip(&f.domain) {
-                a[0] = a[0].min(b[0]);
-                a[1] = a[1].max(b[1]);
-            }
-        }
-        w.allow_empty(bbox);
+        w.allow_empty(bounding_box(view.fragments().iter().map(|f| &f.domain)).unwrap_or_default());
         while let Some(b) = q.next_batch(budget)? {
             let coords: Vec<CoordInput<'_>> =
                 b.attrs[..nd].iter().map(|a| CoordInput { name: &a.name, data: &a.data }).collect();
-            let attrs: Vec<AttrInput<'_>> = b.attrs[nd..]
-                .iter()
-                .map(|a| AttrInput {
-                    name: &a.name,
-                    data: &a.data,
-                    offsets: a.offsets.as_deref(),
-                    validity: a.validity.as_deref(),
-                })
-                .collect();
+            let attrs: Vec<AttrInput<'_>> = b.attrs[nd..].iter().map(AttrData::as_input).collect();
             w.submit(&coords, &attrs)?;
         }
         record_inputs(ctx, uri, &name, &array, &p.inputs)?;

@@ -54,7 +54,7 @@ pub fn plan(
                 fragments
                     .iter()
                     .position(|f| f.name.to_string() == *n)
-                    .ok_or_else(|| QueryError::BadSubarray(format!("no committed fragment is called {n}")))
+                    .ok_or_else(|| QueryError::UnknownFragment(n.clone()))
             })
             .collect::<Result<_, _>>()?,
         Selection::Timestamps(a, b) => {

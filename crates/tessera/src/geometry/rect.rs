@@ -22,6 +22,18 @@ pub(crate) fn intersect(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<Rect> {
         .collect()
 }
 
+/// The smallest rectangle holding every rectangle of `rects`, or `None` if there is none.
+pub(crate) fn bounding_box<'a>(mut rects: impl Iterator<Item = &'a Rect>) -> Option<Rect> {
+    let mut acc = rects.next()?.clone();
+    for r in rects {
+        for (a, b) in acc.iter_mut().zip(r) {
+            a[0] = a[0].min(b[0]);
+            a[1] = a[1].max(b[1]);
+        }
+    }
+    Some(acc)
+}
+
 /// `a` minus `b` as at most `2 * ndim` disjoint rectangles.
 pub(crate) fn subtract(a: &[[u64; 2]], b: &[[u64; 2]]) -> Vec<Rect> {
     let Some(inner) = intersect(a, b) else {

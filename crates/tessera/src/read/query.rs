@@ -9,8 +9,10 @@ use crate::array::Array;
 use crate::error::{QueryError, Result};
 use crate::geometry::Subarray;
 use crate::read::Layout;
+use crate::schema::ArraySchema;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::Bytes;
+use crate::write::AttrInput;
 
 /// One attribute's cells of a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +36,18 @@ pub struct ReadResult {
     pub cells: u64,
     /// Per requested attribute, in request order.
     pub attrs: Vec<AttrData>,
+}
+
+impl AttrData {
+    /// These cells as input of a write.
+    pub fn as_input(&self) -> AttrInput<'_> {
+        AttrInput {
+            name: &self.name,
+            data: &self.data,
+            offsets: self.offsets.as_deref(),
+            validity: self.validity.as_deref(),
+        }
+    }
 }
 
 impl ReadResult {
@@ -77,23 +91,7 @@ pub struct ReadQuery {
 impl ReadQuery {
     pub(crate) fn new(array: &Array, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<Self> {
         let schema = array.schema();
-        let mut idx = Vec::new();
-        if attrs.is_empty() {
-            idx.extend(0..schema.attrs.len());
-        }
-        for name in attrs {
-            let Some(i) = schema.attr_index(name) else {
-                return Err(QueryError::UnknownAttribute {
-                    name: (*name).to_string(),
-                    known: schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", "),
-                }
-                .into());
-            };
-            if idx.contains(&i) {
-                return Err(QueryError::AttributeSet(format!("attribute {name} is requested twice")).into());
-            }
-            idx.push(i);
-        }
+        let idx = resolve_attrs(schema, attrs)?;
         if layout == Layout::Unordered {
             return Err(QueryError::Layout("dense reads take layout row-major, col-major or global".into()).into());
         }
@@ -398,4 +396,23 @@ pub(crate) fn layout_counter(layout: Layout) -> Counter {
         Layout::Global => Counter::SmQuerySubmitLayoutGlobalOrder,
         Layout::Unordered => Counter::SmQuerySubmitLayoutUnordered,
     }
+}
+
+/// The indices of the attributes called `attrs` (all attributes when empty), in that order.
+pub(crate) fn resolve_attrs(schema: &ArraySchema, attrs: &[&str]) -> Result<Vec<usize>> {
+    if attrs.is_empty() {
+        return Ok((0..schema.attrs.len()).collect());
+    }
+    let mut idx = Vec::with_capacity(attrs.len());
+    for name in attrs {
+        let i = schema.attr_index(name).ok_or_else(|| QueryError::UnknownAttribute {
+            name: (*name).to_string(),
+            known: schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", "),
+        })?;
+        if idx.contains(&i) {
+            return Err(QueryError::AttributeSet(format!("attribute {name} is requested twice")).into());
+        }
+        idx.push(i);
+    }
+    Ok(idx)
 }

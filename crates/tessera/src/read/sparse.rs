@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use rayon::prelude::*;
 
 use super::execute::{count_copied, fetch_tiles, TileKey};
-use super::query::{count_submit, AttrBuffer, AttrData, ReadResult, ReadStatus};
+use super::query::{count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult, ReadStatus};
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
@@ -57,20 +57,7 @@ impl SparseReadQuery {
             ))
             .into());
         }
-        let mut idx = Vec::new();
-        if attrs.is_empty() {
-            idx.extend(0..schema.attrs.len());
-        }
-        for name in attrs {
-            let i = schema.attr_index(name).ok_or_else(|| QueryError::UnknownAttribute {
-                name: (*name).to_string(),
-                known: schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", "),
-            })?;
-            if idx.contains(&i) {
-                return Err(QueryError::AttributeSet(format!("attribute {name} is requested twice")).into());
-            }
-            idx.push(i);
-        }
+        let idx = resolve_attrs(&schema, attrs)?;
         let oranges = ordinal_ranges(&schema, ranges)?;
         let specs = FileSpec::for_sparse(&schema);
         let nd = schema.ndim();

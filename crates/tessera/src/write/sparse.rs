@@ -15,7 +15,7 @@ use crate::fragment::{
     next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, RTree, SparseIndex,
     UnfilteredTile, FANOUT,
 };
-use crate::geometry::{ordinals, sort_permutation, value_text, OrderKeys, Rect};
+use crate::geometry::{bounding_box, ordinals, sort_permutation, value_text, OrderKeys, Rect};
 use crate::read::Layout;
 use crate::schema::ArraySchema;
 use crate::stats::{self, Timer};
@@ -391,14 +391,9 @@ impl SparseWriter {
             self.array.ctx.install(|| frag.write_tiles(vec![t]))?;
         }
         let rects = self.deletes.take();
-        let mut boxes = self.index.mbrs.iter().chain(rects.iter().flatten());
-        let mut domain = boxes.next().cloned().or_else(|| self.empty_domain.clone()).unwrap_or_default();
-        for m in boxes {
-            for (a, b) in domain.iter_mut().zip(m) {
-                a[0] = a[0].min(b[0]);
-                a[1] = a[1].max(b[1]);
-            }
-        }
+        let domain = bounding_box(self.index.mbrs.iter().chain(rects.iter().flatten()))
+            .or_else(|| self.empty_domain.clone())
+            .unwrap_or_default();
         self.index.rtree = RTree::build(&self.index.mbrs, FANOUT);
         let mut frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
         frag.set_domain(domain);
