@@ -262,3 +262,75 @@ fn vacuum_removes_what_crashed_writers_left() {
     assert_eq!(report.uncommitted.len(), 1);
     assert_eq!(read_all_cells(&good, "/a", &schema), before);
 }
+
+/// Child half of `killed_consolidation_changes_nothing`: consolidates and vacuums until killed.
+#[test]
+#[ignore = "run as a child process by killed_consolidation_changes_nothing"]
+fn child_consolidator_loop() {
+    let Ok(uri) = std::env::var("TESSERA_CHILD_CONSOLIDATE") else { return };
+    let ctx = local_ctx();
+    loop {
+        let _ = consolidate(&ctx, &uri, &Selection::All).unwrap();
+        vacuum(&ctx, &uri).unwrap();
+        // New fragments to consolidate next time: rewrite the same values.
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let schema = r.schema().clone();
+        let vals = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+        drop(r);
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        for half in [(1, 150), (151, 300)] {
+            let rows = half.1 - half.0 + 1;
+            let start = ((half.0 - 1) * 200 * 4) as usize;
+            let part = &vals.attrs[0].data[start..start + (rows * 200 * 4) as usize];
+            w.write(&Subarray::from_ranges(&[half, (1, 200)]), Layout::RowMajor, &[AttrInput::fixed("a", part)])
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn killed_consolidation_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("arr");
+    let ctx = local_ctx();
+    let mut schema = schema_2d(300, 200, 64, 64);
+    schema.attrs[0].filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    let vals: Vec<i32> = (0..300 * 200).collect();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+    let (rows, cols): (Vec<i64>, Vec<i64>) = ((1..=300).collect(), (1..=300).map(|i| 1 + i % 200).collect());
+    w.write_sparse(
+        &[
+            CoordInput { name: "r", data: bytemuck::cast_slice(&rows) },
+            CoordInput { name: "c", data: bytemuck::cast_slice(&cols) },
+        ],
+        &[AttrInput::fixed("a", i32_bytes(&[-1; 300]))],
+    )
+    .unwrap();
+    drop(w);
+    let expect = {
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data)
+    };
+    let exe = std::env::current_exe().unwrap();
+    for round in 0..6u64 {
+        let mut child = std::process::Command::new(&exe)
+            .args(["--exact", "faults::child_consolidator_loop", "--ignored", "--nocapture"])
+            .env("TESSERA_CHILD_CONSOLIDATE", &uri)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(120 + 83 * round));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let got = as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data);
+        assert_eq!(got, expect, "round {round}: a killed consolidation changed what readers see");
+    }
+    // Whatever the kills left behind, vacuum cleans it and the values stay.
+    vacuum(&ctx, &uri).unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data), expect);
+}
