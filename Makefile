@@ -50,6 +50,7 @@ clean:
 bench:
 	cargo bench -p tessera --bench dense
 	cargo bench -p tessera --bench stats
+	cargo bench -p tessera --bench fragments
 
 # A short run of the same benchmark (~100 MB).
 bench-quick:

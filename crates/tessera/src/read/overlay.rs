@@ -108,9 +108,13 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     hits.dedup_by_key(|h| h.0.dst);
     // What the dense plan put there came from the newest dense fragment holding the cell or the
     // newest deleted rectangle covering it.
+    // Only dense and delete fragments can provide a cell; there are usually few of them.
+    let providers: Vec<usize> =
+        (0..frags.len()).rev().filter(|&i| frags[i].is_dense() || frags[i].is_delete()).collect();
     let provider = |p: &[u64]| {
-        (0..frags.len())
-            .rev()
+        providers
+            .iter()
+            .copied()
             .find(|&i| (frags[i].is_dense() && inside(p, &frags[i].domain)) || frags[i].rect_deletes(p))
     };
     let winners: Vec<Hit> =

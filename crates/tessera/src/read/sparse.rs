@@ -385,9 +385,11 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
             i = j;
         }
         let ord = |c: u32| &ords[c as usize * nd..c as usize * nd + nd];
+        let rect_deleters: Vec<usize> =
+            (0..fragments.len()).filter(|&i| fragments[i].deletes.as_ref().is_some_and(|r| !r.is_empty())).collect();
         kept.retain(|&c| {
             let f = refs[c as usize].0 as usize;
-            !fragments[f + 1..].iter().any(|d| d.rect_deletes(ord(c)))
+            !rect_deleters.iter().any(|&d| d > f && fragments[d].rect_deletes(ord(c)))
         });
         perm = kept;
     } else if !schema.allows_duplicates && !single {

@@ -1,0 +1,137 @@
+//! The TileDB paper's Figure 12 at our scale (issue 4): a dense array written as one fragment,
+//! then 10, 100 and 1000 sparse fragments of 1,000 random cells each; the mean time of random
+//! 1K x 1K subarray reads after each step and after consolidation; consolidation time beside the
+//! initial load time.
+//!
+//! `cargo bench -p tessera --bench fragments -- [--rows R] [--cols C] [--reads N]`
+//! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads).
+#![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use tessera::*;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn arg(name: &str, default: i128) -> i128 {
+    let v: Vec<String> = std::env::args().collect();
+    v.iter().position(|a| a == name).and_then(|i| v.get(i + 1)).and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn mean_reads(r: &Array, squares: &[(i128, i128)], side: i128) -> Duration {
+    let t = Instant::now();
+    for &(x, y) in squares {
+        let res =
+            r.read(&Subarray::from_ranges(&[(x, x + side - 1), (y, y + side - 1)]), &["a"], Layout::RowMajor).unwrap();
+        std::hint::black_box(res);
+    }
+    t.elapsed() / squares.len() as u32
+}
+
+fn main() {
+    let (rows, cols, nreads) = (arg("--rows", 15000), arg("--cols", 17500), arg("--reads", 100) as usize);
+    let side = 1000.min(rows).min(cols);
+    let dir = std::env::temp_dir().join("tessera-bench-fragments");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let uri = dir.join("a");
+    let ctx = Context::new(Config::new()).unwrap();
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (1, rows), 1000.min(rows as u64)))
+        .dim(Dimension::new("c", Datatype::Int64, (1, cols), 2500.min(cols as u64)))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    let ncols = cols as i32;
+    let data: Vec<i32> = (0..rows as i32).flat_map(|i| (0..cols as i32).map(move |j| i % ncols + j)).collect();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let t = Instant::now();
+    Array::open(&ctx, &uri, Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&data))])
+        .unwrap();
+    let load = t.elapsed();
+    drop(data);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let squares: Vec<(i128, i128)> = (0..nreads)
+        .map(|_| (1 + rng.below((rows - side + 1) as u64) as i128, 1 + rng.below((cols - side + 1) as u64) as i128))
+        .collect();
+    println!(
+        "# fragments: {rows} x {cols} int32 ({:.2} GB) in 1000 x 2500 tiles; {nreads} random {side} x {side} reads per step",
+        (rows * cols * 4) as f64 / 1e9
+    );
+    println!("initial load (one dense fragment): {:.3} s", load.as_secs_f64());
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    mean_reads(&r, &squares[..nreads.min(10)], side); // warm the page cache
+    let base = mean_reads(&r, &squares, side);
+    drop(r);
+    println!("{:>5} fragments: {:>8.3} ms per read (1.00x)", 1, base.as_secs_f64() * 1e3);
+    let mut written = 0;
+    let steps: Vec<usize> = match std::env::var("FRAGMENT_STEPS") {
+        Ok(v) => v.split(',').filter_map(|x| x.parse().ok()).collect(),
+        Err(_) => vec![10, 100, 1000],
+    };
+    for target in steps {
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        let t = Instant::now();
+        while written < target {
+            let n = 1000;
+            let rs: Vec<i64> = (0..n).map(|_| 1 + rng.below(rows as u64) as i64).collect();
+            let cs: Vec<i64> = (0..n).map(|_| 1 + rng.below(cols as u64) as i64).collect();
+            let mut seen = std::collections::HashSet::new();
+            let keep: Vec<usize> = (0..n).filter(|&k| seen.insert((rs[k], cs[k]))).collect();
+            let (rs, cs): (Vec<i64>, Vec<i64>) = keep.iter().map(|&k| (rs[k], cs[k])).unzip();
+            let vals: Vec<i32> = (0..rs.len() as i32).map(|k| -k).collect();
+            w.write_sparse(
+                &[
+                    CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+                    CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+                ],
+                &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
+            )
+            .unwrap();
+            written += 1;
+        }
+        let writes = t.elapsed();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        assert_eq!(r.fragments().len(), 1 + target);
+        let d = mean_reads(&r, &squares, side);
+        println!(
+            "{:>5} fragments: {:>8.3} ms per read ({:.2}x)   [{} updates of 1,000 cells written in {:.2} s]",
+            1 + target,
+            d.as_secs_f64() * 1e3,
+            d.as_secs_f64() / base.as_secs_f64(),
+            target,
+            writes.as_secs_f64()
+        );
+    }
+    let t = Instant::now();
+    consolidate(&ctx, &uri, &Selection::All).unwrap();
+    let cons = t.elapsed();
+    vacuum(&ctx, &uri).unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let d = mean_reads(&r, &squares, side);
+    println!(
+        "consolidated:     {:>8.3} ms per read ({:.2}x)",
+        d.as_secs_f64() * 1e3,
+        d.as_secs_f64() / base.as_secs_f64()
+    );
+    println!(
+        "consolidation of 1001 fragments: {:.3} s ({:.2}x the initial load)",
+        cons.as_secs_f64(),
+        cons.as_secs_f64() / load.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
