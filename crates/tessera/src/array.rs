@@ -105,6 +105,15 @@ impl Array {
     /// # Errors
     /// As [`Array::open`].
     pub fn open_at(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, timestamp: Option<u64>) -> Result<Self> {
+        Self::open_between(ctx, uri, mode, 0, timestamp.unwrap_or(u64::MAX))
+    }
+
+    /// Opens the array at `uri` seeing only the fragments written between `start` and `end`
+    /// (inclusive, milliseconds since the epoch): those with `start <= t0` and `t1 <= end`.
+    ///
+    /// # Errors
+    /// As [`Array::open`].
+    pub fn open_between(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, start: u64, end: u64) -> Result<Self> {
         let uri = uri.as_ref().to_path_buf();
         let _t =
             stats::timer(if mode == Mode::Read { Timer::SmArrayOpenForReads } else { Timer::SmArrayOpenForWrites });
@@ -120,11 +129,9 @@ impl Array {
         let lock = Self::shared_lock(ctx, &uri, mode == Mode::Read)?;
         let grid = Arc::new(TileGrid::new(&schema));
         let mut names = list_committed(storage.as_ref(), &uri)?;
-        if let Some(t) = timestamp {
-            names.retain(|n| n.t1 <= t);
-        }
+        names.retain(|n| n.t1 <= end);
         let superseded = superseded(storage.as_ref(), &uri, &names)?;
-        names.retain(|n| !superseded.contains(&n.to_string()));
+        names.retain(|n| !superseded.contains(&n.to_string()) && n.t0 >= start);
         let fragments = if mode == Mode::Read {
             ctx.install(|| {
                 names.into_par_iter().map(|n| load_fragment(ctx, &uri, n, &schema)).collect::<Result<Vec<_>>>()

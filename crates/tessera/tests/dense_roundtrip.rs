@@ -106,6 +106,12 @@ fn newest_write_wins_and_hidden_fragments_are_not_needed() {
     let old = Array::open_at(&ctx, "/a", Mode::Read, Some(t)).unwrap();
     let res = old.read(&Subarray::from_ranges(&[(3, 3), (1, 8)]), &["a"], Layout::RowMajor).unwrap();
     assert_eq!(as_i32(&res.attrs[0].data), vec![1; 8]);
+    // A start/end range: only the second write, so cells it did not write read as fill.
+    let t2 = r.fragments()[1].name.t0;
+    let only2 = Array::open_between(&ctx, "/a", Mode::Read, t2, u64::MAX).unwrap();
+    assert_eq!(only2.fragments().len(), 1);
+    let res = only2.read(&Subarray::from_ranges(&[(3, 3), (1, 8)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), vec![i32::MIN, i32::MIN, 2, 2, 2, 2, i32::MIN, i32::MIN]);
 }
 
 #[test]
