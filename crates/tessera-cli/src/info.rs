@@ -267,7 +267,7 @@ pub(crate) fn iso_ms(ms: u64) -> String {
 }
 
 /// Bytes and number of the files under `path` (symbolic links are counted, not followed).
-fn dir_size(path: &Path) -> std::io::Result<(u64, u64)> {
+pub(crate) fn dir_size(path: &Path) -> std::io::Result<(u64, u64)> {
     let meta = std::fs::symlink_metadata(path)?;
     if !meta.is_dir() {
         return Ok((meta.len(), 1));

@@ -1,5 +1,6 @@
 //! The `tessera` command: create, inspect, write and read Tessera arrays from the shell, with
-//! NumPy `.npy` files as the exchange format.
+//! NumPy `.npy` files as the exchange format for dense arrays and CSV or Parquet files (one row
+//! per cell) for sparse ones.
 //!
 //! `main.rs` only parses the command line into [`Cli`] and calls [`run`]; every command is a
 //! function taking its arguments, the engine [`Config`] and a writer for its standard output, so
@@ -7,8 +8,13 @@
 //! array or file (anyhow); [`exit_code`] prints them as `error: ...` on stderr.
 //!
 //! Modules: [`npy`] reads and writes `.npy` files, [`subarray_spec`] parses `--subarray`,
-//! `attr_npy` maps attributes to `.npy` dtypes and shapes, `info` renders `tessera info`, and
-//! `progress` draws progress bars on stderr.
+//! `attr_npy` maps attributes to `.npy` dtypes and shapes, `info` renders `tessera info`,
+//! `progress` draws progress bars on stderr. Sparse arrays: `sparse` holds `write`, `read` and
+//! `import` for them, over `table` (columns of cells, conversion and type inference), [`csv`]
+//! (an RFC 4180 reader and writer) with `csv_io`, and `parquet_io`.
+//!
+//! `--stats` (or `--stats-json FILE`) records the engine's statistics during any command and
+//! prints them to stderr (writes them as JSON) at the end.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -20,10 +26,16 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tessera::{Array, ArraySchema, AttrInput, Config, Context, Layout, Mode, Subarray};
 
 mod attr_npy;
+pub mod csv;
+mod csv_io;
 mod info;
 pub mod npy;
+#[cfg(feature = "parquet")]
+mod parquet_io;
 mod progress;
+mod sparse;
 pub mod subarray_spec;
+mod table;
 
 use attr_npy::{check_input, check_representable, read_form, InputOrder};
 use info::{human, spec_str};
@@ -86,15 +98,22 @@ prints the example below without the comments (JSON has none).
     "tile_order": "row-major"         // order of the tiles: row-major | col-major
   }"#;
 
-const LONG_ABOUT: &str = "Create, inspect, write and read Tessera arrays (dense multi-dimensional \
-arrays stored as compressed, timestamped fragments), with NumPy .npy files as the exchange format.
+const LONG_ABOUT: &str = "Create, inspect, write and read Tessera arrays (dense and sparse \
+multi-dimensional arrays stored as compressed, timestamped fragments). Dense arrays are exchanged as \
+NumPy .npy files (one per attribute), sparse arrays as CSV or Parquet files (one row per cell, one \
+column per dimension and attribute).
 
-Example session:
+Example session (dense):
   tessera schema-example > schema.json
   tessera create temps --schema schema.json
   tessera write temps --subarray 1:3000,1:12000 --input temperature=day1.npy
   tessera info temps
-  tessera read temps --subarray 1:10,: --output temperature=first_rows.npy";
+  tessera read temps --subarray 1:10,: --output temperature=first_rows.npy
+
+Example session (sparse):
+  tessera import trips.parquet trips --dims lon,lat --domain lon=-180:180,lat=-90:90 --tile lon=1,lat=1
+  tessera write trips --input more_trips.csv
+  tessera read trips --subarray -74.1:-73.9,40.6:40.8 --output midtown.csv --stats";
 
 /// The long help of `--subarray`, followed by what an omitted `--subarray` means.
 macro_rules! spec_help {
@@ -116,6 +135,12 @@ pub struct Cli {
     /// Engine configuration as KEY=VALUE (repeatable; `tessera --help` lists the keys).
     #[arg(long = "config", value_name = "KEY=VALUE", global = true)]
     pub config: Vec<String>,
+    /// Record engine statistics during the command and print them to stderr at the end.
+    #[arg(long, global = true)]
+    pub stats: bool,
+    /// Record engine statistics during the command and write them as JSON to FILE at the end.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub stats_json: Option<PathBuf>,
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -131,12 +156,18 @@ pub enum Command {
     SchemaExample,
     /// Show an array's schema, fragments, non-empty domain, size on disk and compression ratio.
     Info(InfoArgs),
-    /// Write a subarray from .npy files (one per attribute) as a new fragment.
+    /// Write cells as a new fragment: a dense subarray from .npy files (one per attribute), or
+    /// sparse cells from a CSV or Parquet file (one row per cell).
     #[command(after_long_help = WRITE_HELP)]
     Write(WriteArgs),
-    /// Read a subarray into .npy files (one per attribute).
+    /// Read cells: a dense subarray into .npy files (one per attribute), or sparse cells into a
+    /// CSV or Parquet file.
     #[command(after_long_help = READ_HELP)]
     Read(ReadArgs),
+    /// Create a sparse array from a CSV or Parquet file (types and domain inferred) and write the
+    /// file into it.
+    #[command(after_long_help = IMPORT_HELP)]
+    Import(ImportArgs),
 }
 
 const WRITE_HELP: &str = "Each .npy file must have exactly the attribute's dtype (no casting: \
@@ -145,13 +176,44 @@ arrays are written row-major and Fortran-order ones column-major, without copyin
 float64 attribute with cell_val_num 2 takes complex64/complex128 (or a trailing axis of 2); other \
 multi-value attributes take a trailing axis of cell_val_num; fixed-length utf8 takes |S<n> byte \
 strings. Variable-length and nullable attributes cannot be represented in .npy: write those with \
-the Python API. A write is all or nothing: on any error no fragment is committed.";
+the Python API. A write is all or nothing: on any error no fragment is committed.
+
+Sparse arrays: --input is one .csv (.tsv) or .parquet file with one row per cell and one column per \
+dimension and attribute, named like them (every one is needed; other columns are an error unless \
+--ignore-extra). Values must be exactly of the schema's types: integers within the type's range for \
+integer types, numbers for float types, text for utf8 (a fixed-length utf8 attribute takes strings of \
+exactly its length), coordinates inside the domain. An empty CSV field or a Parquet null is an absent \
+value, allowed only for nullable attributes; in CSV write \"\" for an empty string. Parquet columns \
+may be INT32, INT64 (also unsigned, dates and timestamps as their integers), FLOAT, DOUBLE or \
+BYTE_ARRAY strings; integers go into float attributes only when exact. Every row is checked before \
+anything is written, and the file becomes one fragment (one unordered write). With --sorted the \
+rows must already be in the array's global order and are streamed in chunks of 1Mi rows into one \
+global-order write (less memory; still one fragment, nothing committed on error).";
 
 const READ_HELP: &str = "Each .npy file is shaped like the subarray (with --layout global: one \
 axis of cells in the array's global order) and has the attribute's dtype; 2-value float32/float64 \
 attributes come back as complex64/complex128. row-major writes a C-order file, col-major a \
 Fortran-order one. Variable-length and nullable attributes cannot be represented in .npy: read \
-those with the Python API. Files are written under a temporary name and renamed when complete.";
+those with the Python API. Files are written under a temporary name and renamed when complete.
+
+Sparse arrays: --output is one .csv (.tsv) or .parquet file: a column per dimension, then one per \
+attribute (all, or those of --attrs), a row per cell. --subarray bounds may be floats for float \
+dimensions (-12.5:47.25). --layout global gives the array's global order, row-major and col-major sort \
+by coordinates, unordered whatever is fastest. CSV writes floats as the shortest text that reads back \
+exactly, null as an empty field and the empty string as \"\"; Parquet writes one row group per \
+batch, zstd-compressed, nullable attributes as optional columns.";
+
+const IMPORT_HELP: &str = "Column types are inferred from the data: a column whose values are all \
+integers becomes int64 (a Parquet UINT64 column with values above 2^63 - 1: uint64), numbers \
+float64, anything else utf8 of variable length; a column with absent values (empty CSV fields, \
+Parquet nulls) becomes a nullable attribute. Dimensions must all have one type (an engine rule): \
+if any is float64, all are. The domain of each dimension is the range of its values unless given \
+with --domain; without --tile a dimension has no tile extent (one space tile; see --cell-order \
+hilbert for spatial locality). The file is read twice (once to infer, once to write); on any error \
+the array folder is removed again.
+
+Example:
+  tessera import points.csv pts --dims x,y --tile x=1000,y=1000 --cell-order hilbert --zstd 5";
 
 /// Arguments of `tessera create`.
 #[derive(Debug, Args)]
@@ -182,9 +244,19 @@ pub struct WriteArgs {
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true,
           long_help = spec_help!("Without --subarray: the whole domain."))]
     pub subarray: Option<String>,
-    /// One .npy file per attribute, as ATTR=FILE (FILE alone when the array has one attribute).
+    /// Dense arrays: one .npy file per attribute, as ATTR=FILE (FILE alone when the array has one
+    /// attribute). Sparse arrays: one .csv or .parquet file with every dimension and attribute.
     #[arg(long, value_name = "[ATTR=]FILE", required = true, num_args = 1..)]
     pub input: Vec<String>,
+    /// Sparse arrays: skip columns of the file that are neither dimensions nor attributes.
+    #[arg(long)]
+    pub ignore_extra: bool,
+    /// Sparse arrays: the rows are in the array's global order; stream them in chunks.
+    #[arg(long)]
+    pub sorted: bool,
+    /// CSV field delimiter (default: `,`; tab for .tsv files).
+    #[arg(long, value_name = "CHAR")]
+    pub delimiter: Option<String>,
 }
 
 /// Arguments of `tessera read`.
@@ -196,12 +268,70 @@ pub struct ReadArgs {
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true,
           long_help = spec_help!("Without --subarray: the non-empty domain (the bounding box of all writes)."))]
     pub subarray: Option<String>,
-    /// A .npy file to create per attribute read, as ATTR=FILE (FILE alone with one attribute).
+    /// Dense arrays: a .npy file to create per attribute read, as ATTR=FILE (FILE alone with one
+    /// attribute). Sparse arrays: one .csv or .parquet file.
     #[arg(long, value_name = "[ATTR=]FILE", required = true, num_args = 1..)]
     pub output: Vec<String>,
     /// Order of the cells in the files.
     #[arg(long, value_enum, default_value_t = LayoutArg::RowMajor)]
     pub layout: LayoutArg,
+    /// Sparse arrays: the attributes to read, comma-separated (default: all).
+    #[arg(long, value_name = "ATTR,...", value_delimiter = ',')]
+    pub attrs: Vec<String>,
+    /// CSV field delimiter (default: `,`; tab for .tsv files).
+    #[arg(long, value_name = "CHAR")]
+    pub delimiter: Option<String>,
+}
+
+/// Arguments of `tessera import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The CSV (.csv, .tsv) or Parquet (.parquet) file.
+    pub file: PathBuf,
+    /// The array to create (a folder that does not exist or is empty).
+    pub uri: PathBuf,
+    /// The columns that are the dimensions, comma-separated, slowest-varying first.
+    #[arg(long, value_name = "COL,...", value_delimiter = ',', required = true)]
+    pub dims: Vec<String>,
+    /// The columns that are the attributes (default: every other column).
+    #[arg(long, value_name = "COL,...", value_delimiter = ',')]
+    pub attrs: Vec<String>,
+    /// Cells per data tile.
+    #[arg(long, value_name = "N")]
+    pub capacity: Option<u64>,
+    /// Space-tile extents, e.g. x=1000,y=1000 (integers for integer dimensions).
+    #[arg(long, value_name = "DIM=EXTENT,...", value_delimiter = ',')]
+    pub tile: Vec<String>,
+    /// Domains, e.g. x=0:360000000,y=-90:90 (default: the range of the data).
+    #[arg(long, value_name = "DIM=LO:HI,...", value_delimiter = ',', allow_hyphen_values = true)]
+    pub domain: Vec<String>,
+    /// Allow several cells with the same coordinates.
+    #[arg(long)]
+    pub allows_duplicates: bool,
+    /// Order of the cells inside a space tile.
+    #[arg(long, value_enum, default_value_t = CellOrderArg::RowMajor)]
+    pub cell_order: CellOrderArg,
+    /// Compress attributes with zstd at LEVEL (-7..=22), and coordinates with delta + zstd at LEVEL
+    /// (default: attributes unfiltered, coordinates delta + zstd level 3).
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true)]
+    pub zstd: Option<i32>,
+    /// The rows are in the new array's global order: stream them (see `tessera write --help`).
+    #[arg(long)]
+    pub sorted: bool,
+    /// CSV field delimiter (default: `,`; tab for .tsv files).
+    #[arg(long, value_name = "CHAR")]
+    pub delimiter: Option<String>,
+}
+
+/// `--cell-order` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CellOrderArg {
+    /// Last dimension fastest.
+    RowMajor,
+    /// First dimension fastest.
+    ColMajor,
+    /// Along a Hilbert curve (keeps nearby cells together).
+    Hilbert,
 }
 
 /// `--layout` values.
@@ -213,6 +343,8 @@ pub enum LayoutArg {
     ColMajor,
     /// The array's global (tile) order: a 1-D .npy file of cells.
     Global,
+    /// Sparse arrays: whatever order is fastest.
+    Unordered,
 }
 
 impl From<LayoutArg> for Layout {
@@ -221,6 +353,7 @@ impl From<LayoutArg> for Layout {
             LayoutArg::RowMajor => Layout::RowMajor,
             LayoutArg::ColMajor => Layout::ColMajor,
             LayoutArg::Global => Layout::Global,
+            LayoutArg::Unordered => Layout::Unordered,
         }
     }
 }
@@ -239,13 +372,34 @@ fn config_help() -> String {
 /// Whatever the command reports; the message names the array or file concerned.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     let config = parse_config(&cli.config)?;
-    match &cli.command {
+    let stats = cli.stats || cli.stats_json.is_some();
+    if stats {
+        tessera::stats::reset();
+        tessera::stats::enable();
+    }
+    let result = match &cli.command {
         Command::Create(a) => create(a, &config, out),
         Command::SchemaExample => schema_example(out),
         Command::Info(a) => info(a, &config, out),
         Command::Write(a) => write(a, &config, out),
         Command::Read(a) => read(a, &config, out),
+        Command::Import(a) => import(a, &config, out),
+    };
+    if stats {
+        tessera::stats::disable();
+        if cli.stats {
+            let dump = tessera::stats::dump();
+            eprint!("{dump}{}", if dump.ends_with('\n') { "" } else { "\n" });
+        }
+        if let Some(p) = &cli.stats_json {
+            let written = std::fs::write(p, tessera::stats::json() + "\n")
+                .with_context(|| format!("cannot write statistics to {}", p.display()));
+            if result.is_ok() {
+                written?;
+            }
+        }
     }
+    result
 }
 
 /// Prints `error: ...` (with every context) to stderr for an error and turns the result into
@@ -399,12 +553,22 @@ pub fn write(args: &WriteArgs, config: &Config, out: &mut impl Write) -> Result<
 }
 
 fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_bytes: u64) -> Result<()> {
-    let spec = args.subarray.as_deref().map(SubarraySpec::parse).transpose()?;
     let uri = &args.uri;
     let array = open(config, uri, Mode::Write)?;
+    if array.schema().is_sparse() {
+        return sparse::write(&array, args, out);
+    }
+    for (set, flag) in
+        [(args.ignore_extra, "--ignore-extra"), (args.sorted, "--sorted"), (args.delimiter.is_some(), "--delimiter")]
+    {
+        if set {
+            bail!("{flag} applies to sparse arrays; array {} is dense (written from .npy files)", uri.display());
+        }
+    }
+    refuse_tables(&args.input, "--input", uri)?;
+    let spec = args.subarray.as_deref().map(SubarraySpec::parse).transpose()?;
     let schema = array.schema().clone();
     let in_array = || format!("array {}", uri.display());
-    refuse_sparse(&schema, uri)?;
     for a in &schema.attrs {
         check_representable(a, "written").with_context(|| format!("{}: a write needs every attribute", in_array()))?;
     }
@@ -487,14 +651,29 @@ fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_
     Ok(())
 }
 
-/// `write` and `read` exchange dense grids; sparse arrays have no `.npy` form here.
-fn refuse_sparse(schema: &ArraySchema, uri: &Path) -> Result<()> {
-    if schema.is_sparse() {
-        bail!(
-            "array {} is sparse: `tessera write` and `tessera read` exchange dense subarrays as .npy grids; \
-             write and read sparse arrays with the Python API",
-            uri.display()
-        );
+/// `tessera import FILE URI --dims ...`: creates a sparse array whose schema is inferred from a
+/// CSV or Parquet file and writes the file into it as one fragment.
+///
+/// # Errors
+/// An existing, non-empty URI, an unreadable file, a missing column, a dimension column with text
+/// or empty values, bad `--tile`/`--domain` items, or any error of a sparse write. On error the
+/// array folder is removed (emptied, if it existed).
+pub fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    sparse::import(args, config, out)
+}
+
+/// Dense arrays exchange .npy files: CSV and Parquet files (for sparse arrays) are refused.
+fn refuse_tables(items: &[String], flag: &str, uri: &Path) -> Result<()> {
+    for item in items {
+        let file = item.split_once('=').map_or(item.as_str(), |(_, f)| f);
+        let ext = Path::new(file).extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if matches!(ext.as_deref(), Some("csv" | "tsv" | "parquet" | "pq")) {
+            bail!(
+                "{flag} {item}: array {} is dense and exchanges .npy files (one per attribute); CSV and Parquet \
+                 files are for sparse arrays",
+                uri.display()
+            );
+        }
     }
     Ok(())
 }
@@ -570,12 +749,26 @@ pub fn read(args: &ReadArgs, config: &Config, out: &mut impl Write) -> Result<()
 }
 
 fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch_bytes: u64) -> Result<()> {
-    let spec = args.subarray.as_deref().map(SubarraySpec::parse).transpose()?;
     let uri = &args.uri;
     let array = open(config, uri, Mode::Read)?;
+    if array.schema().is_sparse() {
+        return sparse::read(&array, args, batch_bytes, out);
+    }
+    for (set, flag) in [(!args.attrs.is_empty(), "--attrs"), (args.delimiter.is_some(), "--delimiter")] {
+        if set {
+            bail!(
+                "{flag} applies to sparse arrays; array {} is dense (read into .npy files named as ATTR=FILE)",
+                uri.display()
+            );
+        }
+    }
+    if args.layout == LayoutArg::Unordered {
+        bail!("--layout unordered applies to sparse arrays; array {} is dense", uri.display());
+    }
+    refuse_tables(&args.output, "--output", uri)?;
+    let spec = args.subarray.as_deref().map(SubarraySpec::parse).transpose()?;
     let schema = array.schema();
     let in_array = || format!("array {}", uri.display());
-    refuse_sparse(schema, uri)?;
     let layout = Layout::from(args.layout);
     let assigned = assign_files(schema, &args.output, "--output", false)?;
     let mut forms = Vec::new();
@@ -726,6 +919,9 @@ mod tests {
                 uri: uri.clone(),
                 subarray: Some("-6:10,1:9".into()),
                 input: vec![input.display().to_string()],
+                ignore_extra: false,
+                sorted: false,
+                delimiter: None,
             };
             write_in_slabs(&args, &config, &mut out, 1).unwrap();
             for layout in [LayoutArg::RowMajor, LayoutArg::ColMajor] {
@@ -735,6 +931,8 @@ mod tests {
                     subarray: None,
                     output: vec![format!("v={}", output.display())],
                     layout,
+                    attrs: Vec::new(),
+                    delimiter: None,
                 };
                 read_in_batches(&args, &config, &mut out, 50).unwrap();
                 let back = npy::read(&mut File::open(&output).unwrap()).unwrap();

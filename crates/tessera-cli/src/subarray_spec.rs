@@ -6,9 +6,12 @@
 //! dimension). Dimensions left off at the end also mean their whole domain, so for a 2-D array
 //! `1:10` is `1:10,:`. Parsing is separate from resolving against a schema so a bad SPEC is
 //! reported before any array is touched.
+//!
+//! Sparse arrays take the same SPEC through [`SparseSpec`], whose bounds may also be floats
+//! (`-12.5:47`) for float dimensions.
 
 use anyhow::{bail, Result};
-use tessera::ArraySchema;
+use tessera::{ArraySchema, DimRange, Domain};
 
 /// One item of a SPEC; `None` bounds stand for the domain's bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,14 +89,21 @@ fn plural(n: usize) -> &'static str {
 }
 
 fn parse_item(item: &str) -> Result<RangeSpec> {
-    let num = |s: &str| -> Result<Option<i128>> {
+    let (lo, hi) = split_item(item, |s| match s.parse::<i128>() {
+        Ok(v) => Ok(v),
+        Err(_) => bail!("{s:?} is not an integer (expected lo:hi, e.g. 1:100 or -5:5)"),
+    })?;
+    Ok(RangeSpec { lo, hi })
+}
+
+/// Splits an item into its optional bounds, parsing each non-empty one with `num`.
+fn split_item<T: Copy>(item: &str, num: impl Fn(&str) -> Result<T>) -> Result<(Option<T>, Option<T>)> {
+    let one = |s: &str| -> Result<Option<T>> {
         let s = s.trim();
         if s.is_empty() {
-            return Ok(None);
-        }
-        match s.parse::<i128>() {
-            Ok(v) => Ok(Some(v)),
-            Err(_) => bail!("{s:?} is not an integer (expected lo:hi, e.g. 1:100 or -5:5)"),
+            Ok(None)
+        } else {
+            num(s).map(Some)
         }
     };
     match item.split_once(':') {
@@ -101,13 +111,145 @@ fn parse_item(item: &str) -> Result<RangeSpec> {
             if b.contains(':') {
                 bail!("{item:?} has more than one ':' (expected lo:hi)");
             }
-            Ok(RangeSpec { lo: num(a)?, hi: num(b)? })
+            Ok((one(a)?, one(b)?))
         }
         None => {
-            let v = num(item)?;
-            Ok(RangeSpec { lo: v, hi: v })
+            let v = one(item)?;
+            Ok((v, v))
         }
     }
+}
+
+/// A bound of a sparse SPEC.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Num {
+    /// An integer.
+    Int(i128),
+    /// A finite float (written with a point or an exponent).
+    Float(f64),
+}
+
+impl Num {
+    fn as_f64(self) -> f64 {
+        match self {
+            #[allow(clippy::cast_precision_loss)]
+            Num::Int(v) => v as f64,
+            Num::Float(v) => v,
+        }
+    }
+}
+
+/// One item of a sparse SPEC; `None` bounds stand for the domain's bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SparseRangeSpec {
+    /// Low bound, or the domain's low bound.
+    pub lo: Option<Num>,
+    /// High bound, or the domain's high bound.
+    pub hi: Option<Num>,
+}
+
+/// A parsed SPEC for a sparse array: as [`SubarraySpec`], with float bounds allowed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseSpec {
+    /// The items, in dimension order (possibly fewer than the array's dimensions).
+    pub ranges: Vec<SparseRangeSpec>,
+}
+
+impl SparseSpec {
+    /// Parses a SPEC such as `-12.5:47,:` or `0:100,7`.
+    ///
+    /// # Errors
+    /// An item of the wrong form or a bound that is not a finite number.
+    pub fn parse(spec: &str) -> Result<Self> {
+        let num = |s: &str| -> Result<Num> {
+            if let Ok(v) = s.parse::<i128>() {
+                return Ok(Num::Int(v));
+            }
+            match s.parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(Num::Float(v)),
+                _ => bail!("{s:?} is not a finite number (expected lo:hi, e.g. 1:100 or -12.5:47.25)"),
+            }
+        };
+        let ranges = spec
+            .split(',')
+            .enumerate()
+            .map(|(i, item)| {
+                split_item(item.trim(), num)
+                    .map(|(lo, hi)| SparseRangeSpec { lo, hi })
+                    .map_err(|e| anyhow::anyhow!("subarray {spec:?}, item {}: {e}", i + 1))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { ranges })
+    }
+
+    /// Resolves the SPEC against `schema` into the engine's ranges: per dimension, one inclusive
+    /// range, or none for the whole domain.
+    ///
+    /// # Errors
+    /// More items than dimensions, a float bound on an integer dimension, a reversed range, or a
+    /// range outside the domain.
+    pub fn resolve(&self, schema: &ArraySchema) -> Result<Vec<Vec<DimRange>>> {
+        let ndim = schema.dims.len();
+        if self.ranges.len() > ndim {
+            bail!("the subarray has {} ranges but the array has {ndim} dimension{}", self.ranges.len(), plural(ndim));
+        }
+        schema
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let r = self.ranges.get(i).copied().unwrap_or(SparseRangeSpec { lo: None, hi: None });
+                if r.lo.is_none() && r.hi.is_none() {
+                    return Ok(Vec::new());
+                }
+                match d.domain {
+                    Domain::Int(dlo, dhi) => {
+                        let int = |b: Option<Num>, default: i128| match b {
+                            None => Ok(default),
+                            Some(Num::Int(v)) => Ok(v),
+                            Some(Num::Float(v)) => {
+                                bail!("dimension {} has {} coordinates; {v} is not an integer", d.name, d.datatype)
+                            }
+                        };
+                        let (lo, hi) = (int(r.lo, dlo)?, int(r.hi, dhi)?);
+                        if lo > hi {
+                            bail!("dimension {}: range {lo}:{hi} is reversed (low > high)", d.name);
+                        }
+                        if lo < dlo || hi > dhi {
+                            bail!("dimension {}: range {lo}:{hi} is outside the domain {dlo}:{dhi}", d.name);
+                        }
+                        Ok(vec![DimRange::Int(lo, hi)])
+                    }
+                    Domain::Float(dlo, dhi) => {
+                        let lo = r.lo.map_or(dlo, Num::as_f64);
+                        let hi = r.hi.map_or(dhi, Num::as_f64);
+                        if lo > hi {
+                            bail!("dimension {}: range {lo:?}:{hi:?} is reversed (low > high)", d.name);
+                        }
+                        if lo < dlo || hi > dhi {
+                            bail!("dimension {}: range {lo:?}:{hi:?} is outside the domain {dlo:?}:{dhi:?}", d.name);
+                        }
+                        Ok(vec![DimRange::Float(lo, hi)])
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+/// Sparse ranges as text: `x -12.5:47.0, y all`.
+pub fn sparse_ranges_str(schema: &ArraySchema, ranges: &[Vec<DimRange>]) -> String {
+    schema
+        .dims
+        .iter()
+        .zip(ranges)
+        .map(|(d, r)| match r.first() {
+            None => format!("{} all", d.name),
+            Some(DimRange::Int(a, b)) => format!("{} {a}:{b}", d.name),
+            Some(DimRange::Float(a, b)) => format!("{} {a:?}:{b:?}", d.name),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -142,6 +284,44 @@ mod tests {
             let got = SubarraySpec::parse(spec).unwrap().resolve(&s).unwrap();
             assert_eq!(got, want.to_vec(), "{spec}");
         }
+    }
+
+    #[test]
+    fn sparse_specs_take_float_bounds() {
+        let s = ArraySchema::builder(ArrayType::Sparse)
+            .dim(Dimension::float("lat", Datatype::Float64, (-90.0, 90.0), None))
+            .dim(Dimension::float("lon", Datatype::Float64, (-180.0, 180.0), None))
+            .attr(Attribute::new("a", Datatype::Float32))
+            .build()
+            .unwrap();
+        let got = SparseSpec::parse("-12.5:47,").unwrap().resolve(&s).unwrap();
+        assert_eq!(got, vec![vec![DimRange::Float(-12.5, 47.0)], vec![]]);
+        let got = SparseSpec::parse("1e1:,:-0.5").unwrap().resolve(&s).unwrap();
+        assert_eq!(got, vec![vec![DimRange::Float(10.0, 90.0)], vec![DimRange::Float(-180.0, -0.5)]]);
+        let got = SparseSpec::parse("3.25").unwrap().resolve(&s).unwrap();
+        assert_eq!(got, vec![vec![DimRange::Float(3.25, 3.25)], vec![]]);
+        for (spec, msg) in
+            [("a:1", "\"a\" is not a finite number"), ("nan:1", "not a finite number"), ("1:2:3", "more than one")]
+        {
+            let e = format!("{:#}", SparseSpec::parse(spec).unwrap_err());
+            assert!(e.contains(msg), "{spec}: {e}");
+        }
+        for (spec, msg) in [
+            ("5:1", "range 5.0:1.0 is reversed"),
+            ("-91:0", "outside the domain -90.0:90.0"),
+            ("1,2,3", "3 ranges but the array has 2 dimensions"),
+        ] {
+            let e = format!("{:#}", SparseSpec::parse(spec).unwrap().resolve(&s).unwrap_err());
+            assert!(e.contains(msg), "{spec}: {e}");
+        }
+        let ints = ArraySchema::builder(ArrayType::Sparse)
+            .dim(Dimension::new("x", Datatype::Int64, (0, 100), 10))
+            .attr(Attribute::new("a", Datatype::Float32))
+            .build()
+            .unwrap();
+        assert_eq!(SparseSpec::parse("3:").unwrap().resolve(&ints).unwrap(), vec![vec![DimRange::Int(3, 100)]]);
+        let e = format!("{:#}", SparseSpec::parse("1.5:3").unwrap().resolve(&ints).unwrap_err());
+        assert!(e.contains("dimension x has int64 coordinates; 1.5 is not an integer"), "{e}");
     }
 
     #[test]

@@ -318,6 +318,11 @@ fn errors_are_clear_and_change_nothing_on_disk() {
             "more than once",
         ),
         (vec!["info", &f.p("nope")], "does not exist"),
+        (vec!["read", &g, "--output", &f.p("o.csv")], "is dense and exchanges .npy files"),
+        (vec!["write", &g, "--input", &format!("a={}", f.p("in.parquet"))], "is dense and exchanges .npy files"),
+        (vec!["read", &g, "--output", &f.p("o.npy"), "--attrs", "a"], "--attrs applies to sparse arrays"),
+        (vec!["read", &g, "--output", &f.p("o.npy"), "--layout", "unordered"], "--layout unordered applies to sparse"),
+        (vec!["write", &g, "--input", &ok_npy, "--sorted"], "--sorted applies to sparse arrays"),
         (vec!["info", &ok_npy], "is not a Tessera array"),
         (vec!["create", &g, "--schema", &f.p("g.json")], "already exists"),
         (vec!["create", &f.p("new"), "--schema", &f.p("text.npy")], "invalid schema in"),
@@ -393,7 +398,7 @@ fn the_binary_runs_end_to_end() {
 }
 
 #[test]
-fn sparse_arrays_are_described_but_not_exchanged_as_npy() {
+fn sparse_arrays_are_described_and_refuse_npy() {
     let f = Fixture::new();
     f.create(
         "s",
@@ -404,7 +409,7 @@ fn sparse_arrays_are_described_but_not_exchanged_as_npy() {
             "cell_order": "row-major", "tile_order": "row-major", "capacity": 2}"#,
     );
     let s = f.p("s");
-    // Write cells through the engine (the CLI does not write sparse arrays).
+    // Write cells through the engine.
     let ctx = tessera::Context::new(tessera::Config::new()).unwrap();
     let w = tessera::Array::open(&ctx, f.path("s"), tessera::Mode::Write).unwrap();
     let (lat, lon) = (le(&[-12.5f64, 3.25, 47.0], f64::to_le_bytes), le(&[100.0f64, -0.5, 7.75], f64::to_le_bytes));
@@ -435,7 +440,7 @@ fn sparse_arrays_are_described_but_not_exchanged_as_npy() {
     assert_ne!(before, before_npy);
     for args in [vec!["write", &s, "--input", &f.p("t.npy")], vec!["read", &s, "--output", &f.p("o.npy")]] {
         let e = err(&args);
-        assert!(e.contains("is sparse") && e.contains("Python API"), "{e}");
+        assert!(e.contains("is sparse") && e.contains(".csv or .parquet") && e.contains("not"), "{e}");
         assert!(snapshot(f.dir.path()) == before_npy);
     }
 }

@@ -259,7 +259,9 @@ impl OrderKeys {
     }
 }
 
-/// The permutation that sorts cells by their keys (`w` words each), stable for equal keys.
+/// The permutation that sorts cells by their keys (`w` words each), stable for equal keys. The
+/// caller keeps the cell count within `u32::MAX` (the sparse writer refuses larger unordered
+/// writes).
 pub(crate) fn sort_permutation(keys: &[u64], w: usize) -> Vec<u32> {
     let n = keys.len() / w.max(1);
     let mut perm: Vec<u32> = (0..n as u32).collect();

@@ -219,6 +219,13 @@ impl SparseWriter {
         }
         let schema = self.array.schema.clone();
         let (cols, n) = coord_columns(&schema, coords)?;
+        if self.layout == Layout::Unordered && n > u32::MAX as usize {
+            return Err(QueryError::WriteState(format!(
+                "an unordered write holds at most {} cells ({n} given): write in global order over several submits",
+                u32::MAX
+            ))
+            .into());
+        }
         let attrs = if self.deletes.is_some() {
             if !attrs.is_empty() {
                 return Err(QueryError::AttributeSet("a delete takes coordinates only".into()).into());

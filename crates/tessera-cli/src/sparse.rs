@@ -1,0 +1,777 @@
+//! Sparse arrays from and to CSV and Parquet files: `tessera write` and `tessera read` on sparse
+//! arrays, and `tessera import`.
+//!
+//! A file holds one row per cell and one column per dimension and attribute, named like them.
+//! Writing reads every row into column buffers (checking each value against the schema, so a bad
+//! row is reported before anything is written) and hands them to the engine in one unordered
+//! submit: one fragment, however large the file. With `--sorted` the rows are instead streamed in
+//! chunks into one global-order write (the rows must already be in the array's global order).
+//! Reading streams result batches into the file, under a temporary name renamed when complete.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use tessera::{
+    default_coord_filters, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder, CellValNum, Config,
+    CoordInput, Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
+};
+
+use crate::csv::parse_delimiter;
+use crate::csv_io::{CsvSink, CsvSource};
+use crate::info::human;
+use crate::progress;
+use crate::subarray_spec::{sparse_ranges_str, SparseSpec};
+use crate::table::{
+    append, check_compatible, specs_of, Batch, ColumnBuf, ColumnSpec, Inference, Inferred, Sink, Source, SrcKind,
+};
+use crate::{context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
+
+/// Rows per batch read from a file (and per submit with `--sorted`).
+pub(crate) const CHUNK_ROWS: usize = 1 << 20;
+
+/// The exchange formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// CSV with this delimiter.
+    Csv(u8),
+    /// Parquet.
+    Parquet,
+}
+
+impl Format {
+    /// The format of `path` by its extension (`.csv`, `.tsv`, `.txt`, `.parquet`, `.pq`).
+    ///
+    /// # Errors
+    /// Another extension, or a bad `--delimiter`.
+    pub(crate) fn of(path: &Path, delimiter: Option<&str>) -> Result<Self> {
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        let delimiter = delimiter.map(parse_delimiter).transpose().map_err(|e| anyhow!(e))?;
+        match ext.as_deref() {
+            Some("csv" | "txt") => Ok(Format::Csv(delimiter.unwrap_or(b','))),
+            Some("tsv" | "tab") => Ok(Format::Csv(delimiter.unwrap_or(b'\t'))),
+            Some("parquet" | "pq" | "parq") => {
+                if delimiter.is_some() {
+                    bail!("--delimiter applies to CSV files, not to {}", path.display());
+                }
+                Ok(Format::Parquet)
+            }
+            _ => bail!(
+                "{}: unknown file type; sparse arrays are exchanged as .csv (or .tsv) and .parquet files",
+                path.display()
+            ),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Format::Csv(_) => "CSV",
+            Format::Parquet => "Parquet",
+        }
+    }
+}
+
+/// Opens `path` as a table.
+fn open_source(path: &Path, format: Format) -> Result<Box<dyn Source>> {
+    Ok(match format {
+        Format::Csv(d) => Box::new(CsvSource::open(path, d)?),
+        Format::Parquet => parquet_source(path)?,
+    })
+}
+
+#[cfg(feature = "parquet")]
+fn parquet_source(path: &Path) -> Result<Box<dyn Source>> {
+    Ok(Box::new(crate::parquet_io::ParquetSource::open(path)?))
+}
+
+#[cfg(feature = "parquet")]
+fn parquet_sink(file: File, specs: &[ColumnSpec]) -> Result<Box<dyn Sink>> {
+    Ok(Box::new(crate::parquet_io::ParquetSink::new(file, specs)?))
+}
+
+/// What builds without the `parquet` feature say.
+#[cfg(not(feature = "parquet"))]
+const NO_PARQUET: &str = "this tessera was built without Parquet support (cargo feature \"parquet\"); use CSV";
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_source(path: &Path) -> Result<Box<dyn Source>> {
+    bail!("{}: {NO_PARQUET}", path.display())
+}
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_sink(_file: File, _specs: &[ColumnSpec]) -> Result<Box<dyn Sink>> {
+    bail!("{NO_PARQUET}")
+}
+
+/// How a file is written into an array.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoadOptions {
+    /// Skip columns that are neither dimensions nor attributes.
+    pub(crate) ignore_extra: bool,
+    /// Rows are in global order: stream them.
+    pub(crate) sorted: bool,
+    /// Rows per batch.
+    pub(crate) chunk_rows: usize,
+}
+
+/// Finds the source column of each spec and selects them in spec order.
+fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_extra: bool) -> Result<()> {
+    let file = src.path().display().to_string();
+    let cols = src.columns();
+    let names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
+    let missing: Vec<String> =
+        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(ColumnSpec::role).collect();
+    if !missing.is_empty() {
+        bail!("{file}: no column for {} of {array} (the file has columns: {})", missing.join(", "), names());
+    }
+    let extra: Vec<&str> =
+        cols.iter().filter(|c| !specs.iter().any(|s| s.name == c.name)).map(|c| c.name.as_str()).collect();
+    if !extra.is_empty() && !ignore_extra {
+        bail!(
+            "{file}: column{} {} match{} no dimension or attribute of {array} (it has: {}); pass --ignore-extra to \
+             skip {}",
+            plural(extra.len()),
+            extra.join(", "),
+            if extra.len() == 1 { "es" } else { "" },
+            specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+            if extra.len() == 1 { "it" } else { "them" }
+        );
+    }
+    let mut picked = Vec::with_capacity(specs.len());
+    for s in specs {
+        let i = cols.iter().position(|c| c.name == s.name).unwrap_or_default();
+        check_compatible(&cols[i], s).with_context(|| file.clone())?;
+        picked.push(i);
+    }
+    src.select(&picked);
+    Ok(())
+}
+
+/// Converts every column of `batch` into `bufs`.
+fn convert(specs: &[ColumnSpec], batch: &Batch, bufs: &mut [ColumnBuf], file: &Path) -> Result<()> {
+    for ((spec, values), buf) in specs.iter().zip(&batch.cols).zip(bufs.iter_mut()) {
+        append(spec, values, batch.rows, buf)
+            .map_err(|e| anyhow!("{}: {}, column {}: {}", file.display(), batch.locate(e.row), spec.name, e.detail))?;
+    }
+    Ok(())
+}
+
+/// Submits the buffered cells (dimensions first, as `specs`).
+fn submit(w: &mut SparseWriter, ndim: usize, specs: &[ColumnSpec], bufs: &[ColumnBuf]) -> tessera::Result<()> {
+    let coords: Vec<CoordInput<'_>> =
+        specs[..ndim].iter().zip(bufs).map(|(s, b)| CoordInput { name: &s.name, data: &b.data }).collect();
+    let attrs: Vec<AttrInput<'_>> = specs[ndim..]
+        .iter()
+        .zip(&bufs[ndim..])
+        .map(|(s, b)| AttrInput {
+            name: &s.name,
+            data: &b.data,
+            offsets: s.is_var().then_some(b.offsets.as_slice()),
+            validity: s.nullable.then_some(b.validity.as_slice()),
+        })
+        .collect();
+    w.submit(&coords, &attrs)
+}
+
+/// Writes the rows of `path` into the open sparse `array` as one fragment.
+///
+/// # Errors
+/// Missing or extra columns, a value that does not convert (naming its row and column),
+/// coordinates the engine refuses (duplicates, out of global order with `--sorted`), an empty
+/// file, or an engine failure. Nothing is committed on error.
+pub(crate) fn load(array: &Array, path: &Path, format: Format, opts: LoadOptions) -> Result<FragmentMetadata> {
+    let schema = array.schema();
+    let in_array = format!("array {}", array.uri().display());
+    let all: Vec<usize> = (0..schema.attrs.len()).collect();
+    let specs = specs_of(schema, &all).with_context(|| format!("{in_array}: a write needs every attribute"))?;
+    let mut src = open_source(path, format)?;
+    map_columns(src.as_mut(), &specs, &in_array, opts.ignore_extra)?;
+    let ndim = schema.dims.len();
+    let file = path.display();
+    let bar = progress::bytes_bar(src.progress().1, "loading");
+    let mut bufs = vec![ColumnBuf::default(); specs.len()];
+    let mut rows = 0u64;
+    let meta = if opts.sorted {
+        let mut w = array.sparse_writer(Layout::Global).with_context(|| format!("cannot write to {in_array}"))?;
+        while let Some(batch) = src.next_batch(opts.chunk_rows)? {
+            bufs.iter_mut().for_each(ColumnBuf::clear);
+            convert(&specs, &batch, &mut bufs, path)?;
+            submit(&mut w, ndim, &specs, &bufs).with_context(|| {
+                format!(
+                    "cannot write rows {}..{} of {file} to {in_array} (cell k of these rows is row {} + k; --sorted \
+                     needs the rows in the array's global order)",
+                    batch.first_row + 1,
+                    batch.first_row + batch.rows as u64,
+                    batch.first_row + 1
+                )
+            })?;
+            rows += batch.rows as u64;
+            bar.set_position(src.progress().0);
+        }
+        if rows == 0 {
+            bail!("{file} has no data rows: nothing to write");
+        }
+        bar.finish_and_clear();
+        w.finish().with_context(|| format!("cannot commit the write to {in_array}"))?
+    } else {
+        while let Some(batch) = src.next_batch(opts.chunk_rows)? {
+            convert(&specs, &batch, &mut bufs, path)?;
+            rows += batch.rows as u64;
+            bar.set_position(src.progress().0);
+        }
+        bar.finish_and_clear();
+        if rows == 0 {
+            bail!("{file} has no data rows: nothing to write");
+        }
+        if rows > u64::from(u32::MAX) {
+            // The engine sorts an unordered write with a u32 permutation.
+            bail!(
+                "{file} has {rows} rows; one unordered write takes at most 2^32 - 1 cells (sort the rows in the \
+                   array's global order and pass --sorted)"
+            );
+        }
+        let mut w = array.sparse_writer(Layout::Unordered).with_context(|| format!("cannot write to {in_array}"))?;
+        submit(&mut w, ndim, &specs, &bufs)
+            .with_context(|| format!("cannot write {file} to {in_array} (cell k is data row k + 1 of the file)"))?;
+        drop(bufs);
+        w.finish().with_context(|| format!("cannot commit the write to {in_array}"))?
+    };
+    Ok(meta)
+}
+
+/// `tessera write URI --input FILE.csv|FILE.parquet` on a sparse array.
+pub(crate) fn write(array: &Array, args: &WriteArgs, out: &mut impl Write) -> Result<()> {
+    let uri = &args.uri;
+    if args.subarray.is_some() {
+        bail!(
+            "array {} is sparse: --subarray is for dense writes; a sparse write takes every cell's coordinates from \
+             the file",
+            uri.display()
+        );
+    }
+    let [input] = args.input.as_slice() else {
+        bail!("array {} is sparse: give one --input file (.csv or .parquet) holding every column", uri.display());
+    };
+    let path = PathBuf::from(input);
+    let format = Format::of(&path, args.delimiter.as_deref()).map_err(|e| {
+        if path.extension().is_some_and(|e| e == "npy") {
+            anyhow!(
+                "array {} is sparse: write it from a .csv or .parquet file with one row per cell (columns named \
+                 like its dimensions and attributes), not from .npy",
+                uri.display()
+            )
+        } else {
+            e
+        }
+    })?;
+    let start = Instant::now();
+    let opts = LoadOptions { ignore_extra: args.ignore_extra, sorted: args.sorted, chunk_rows: CHUNK_ROWS };
+    let meta = load(array, &path, format, opts)?;
+    writeln!(
+        out,
+        "wrote {} cell{} from {} to {} as fragment {} ({} stored) in {:.2} s",
+        meta.cell_count,
+        plural(usize::try_from(meta.cell_count).unwrap_or(2)),
+        path.display(),
+        uri.display(),
+        meta.name,
+        human(meta.stored_bytes()),
+        start.elapsed().as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// `tessera read URI --output FILE.csv|FILE.parquet` on a sparse array.
+pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut impl Write) -> Result<()> {
+    let uri = &args.uri;
+    let schema = array.schema();
+    let in_array = || format!("array {}", uri.display());
+    let [output] = args.output.as_slice() else {
+        bail!("array {} is sparse: give one --output file (.csv or .parquet)", uri.display());
+    };
+    let path = PathBuf::from(output);
+    let format = Format::of(&path, args.delimiter.as_deref()).map_err(|e| {
+        if path.extension().is_some_and(|e| e == "npy") {
+            anyhow!(
+                "array {} is sparse: read it into a .csv or .parquet file (one row per cell), not .npy",
+                uri.display()
+            )
+        } else {
+            e
+        }
+    })?;
+    let attrs: Vec<usize> = if args.attrs.is_empty() {
+        (0..schema.attrs.len()).collect()
+    } else {
+        let mut v = Vec::new();
+        for name in &args.attrs {
+            let Some(i) = schema.attr_index(name) else {
+                bail!(
+                    "--attrs: {} has no attribute {name:?} (it has: {})",
+                    in_array(),
+                    schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                );
+            };
+            if v.contains(&i) {
+                bail!("--attrs: attribute {name} is given more than once");
+            }
+            v.push(i);
+        }
+        v
+    };
+    let specs = specs_of(schema, &attrs)
+        .with_context(|| format!("{}: choose the attributes to read with --attrs", in_array()))?;
+    let ranges = match &args.subarray {
+        Some(s) => SparseSpec::parse(s)?.resolve(schema).with_context(in_array)?,
+        None => vec![Vec::new(); schema.dims.len()],
+    };
+    let range_text = sparse_ranges_str(schema, &ranges);
+    let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
+    let layout = Layout::from(args.layout);
+    let mut query = array
+        .sparse_query(&ranges, &names, layout)
+        .with_context(|| format!("cannot read {range_text} of {}", in_array()))?;
+    let total = query.total_cells();
+
+    let file_name = path.file_name().ok_or_else(|| anyhow!("--output {}: not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(".{}.tessera-{}.tmp", file_name.to_string_lossy(), std::process::id()));
+    let file = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut temps = TempFiles(vec![tmp.clone()]);
+    let mut sink: Box<dyn Sink> = match format {
+        Format::Csv(d) => Box::new(CsvSink::new(file, &specs, d)?),
+        Format::Parquet => parquet_sink(file, &specs)?,
+    };
+    let cell_bytes: u64 = specs.iter().map(|s| s.kind_size_estimate()).sum();
+    let bar = progress::bytes_bar(total * cell_bytes, "reading");
+    let mut cells = 0u64;
+    while let Some(batch) =
+        query.next_batch(batch_bytes).with_context(|| format!("cannot read {range_text} of {}", in_array()))?
+    {
+        let n = usize::try_from(batch.cells)?;
+        sink.write_batch(&batch.attrs, n).with_context(|| format!("cannot write {}", path.display()))?;
+        cells += batch.cells;
+        bar.inc(batch.cells * cell_bytes);
+    }
+    bar.finish_and_clear();
+    sink.finish().with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot create {}", path.display()))?;
+    temps.0.clear();
+    writeln!(
+        out,
+        "wrote {} ({}): {cells} cell{} of {} ({range_text}), layout {}, columns {}",
+        path.display(),
+        format.name(),
+        plural(usize::try_from(cells).unwrap_or(2)),
+        uri.display(),
+        layout.name(),
+        specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    )?;
+    Ok(())
+}
+
+impl ColumnSpec {
+    /// Bytes per cell for progress estimates (16 for strings).
+    fn kind_size_estimate(&self) -> u64 {
+        match self.kind {
+            crate::table::Kind::Int(t) | crate::table::Kind::Float(t) => t.size() as u64,
+            crate::table::Kind::Str(_) => 16,
+        }
+    }
+}
+
+/// Parses `NAME=VALUE` items of `flag`, checking names are dimensions in `dims`.
+fn named_items<'a>(items: &'a [String], flag: &str, dims: &[String]) -> Result<Vec<(usize, &'a str)>> {
+    let mut out: Vec<(usize, &str)> = Vec::new();
+    for item in items {
+        let Some((name, value)) = item.split_once('=') else {
+            bail!("{flag} {item:?}: expected DIM=VALUE");
+        };
+        let Some(i) = dims.iter().position(|d| d == name.trim()) else {
+            bail!("{flag} {item:?}: {name:?} is not one of the dimensions ({})", dims.join(", "));
+        };
+        if out.iter().any(|(k, _)| *k == i) {
+            bail!("{flag}: dimension {name} is given more than once");
+        }
+        out.push((i, value.trim()));
+    }
+    Ok(out)
+}
+
+/// The folder an import creates the array in: absent (created) or empty (emptied on failure).
+struct NewArrayDir {
+    path: PathBuf,
+    existed: bool,
+    done: bool,
+}
+
+impl Drop for NewArrayDir {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.existed {
+            if let Ok(entries) = std::fs::read_dir(&self.path) {
+                for e in entries.flatten() {
+                    let p = e.path();
+                    let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                }
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// `tessera import FILE URI --dims ...`: infers a sparse schema from the file, creates the array
+/// and writes the file into it.
+pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    let start = Instant::now();
+    let path = &args.file;
+    let file = path.display().to_string();
+    let format = Format::of(path, args.delimiter.as_deref())?;
+    let uri = &args.uri;
+    // The target must not hold anything yet (checked first: nothing is read for nothing).
+    let existed = uri.exists();
+    if existed && (!uri.is_dir() || std::fs::read_dir(uri).map_or(true, |mut d| d.next().is_some())) {
+        bail!("cannot import into {}: it already exists (give a new folder)", uri.display());
+    }
+    let dims: Vec<String> = args.dims.iter().map(|d| d.trim().to_string()).collect();
+    let mut src = open_source(path, format)?;
+    let cols = src.columns().to_vec();
+    let col_names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
+    let find = |name: &str, what: &str| {
+        cols.iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| anyhow!("{file}: no column {name:?} for {what} (the file has columns: {})", col_names()))
+    };
+    let mut picked = Vec::new();
+    for d in &dims {
+        picked.push(find(d, "--dims")?);
+    }
+    let attrs: Vec<String> = if args.attrs.is_empty() {
+        cols.iter().filter(|c| !dims.contains(&c.name)).map(|c| c.name.clone()).collect()
+    } else {
+        args.attrs.iter().map(|a| a.trim().to_string()).collect()
+    };
+    for a in &attrs {
+        if dims.contains(a) {
+            bail!("column {a} is given both as a dimension and as an attribute");
+        }
+        picked.push(find(a, "--attrs")?);
+    }
+    for (k, &c) in picked.iter().enumerate() {
+        if picked[..k].contains(&c) {
+            bail!("column {} is given more than once", cols[c].name);
+        }
+        if cols[c].kind == SrcKind::Unsupported {
+            bail!("{file}: column {} has Parquet type {}, which tessera cannot read", cols[c].name, cols[c].type_name);
+        }
+    }
+    if dims.is_empty() {
+        bail!("--dims: name at least one column");
+    }
+    if attrs.is_empty() {
+        bail!("{file}: an array needs at least one attribute, and every column is a dimension");
+    }
+    src.select(&picked);
+
+    // Pass 1: types, nulls and ranges.
+    let mut inf = vec![Inference::default(); picked.len()];
+    let bar = progress::bytes_bar(src.progress().1, "scanning");
+    while let Some(batch) = src.next_batch(CHUNK_ROWS)? {
+        for (i, v) in inf.iter_mut().zip(&batch.cols) {
+            i.add(v, &batch);
+        }
+        bar.set_position(src.progress().0);
+    }
+    bar.finish_and_clear();
+    drop(src);
+    let rows = inf.first().map_or(0, |i| i.rows);
+    if rows == 0 {
+        bail!("{file} has no data rows: nothing to import");
+    }
+    let (schema, notes) = infer_schema(args, &dims, &attrs, &inf, &file)?;
+
+    // Create, then write; on failure the folder is left as it was.
+    let ctx = context(config)?;
+    let mut guard = NewArrayDir { path: uri.clone(), existed, done: false };
+    Array::create(&ctx, uri, &schema).with_context(|| format!("cannot create array {}", uri.display()))?;
+    let array = open(config, uri, Mode::Write)?;
+    let opts = LoadOptions { ignore_extra: true, sorted: args.sorted, chunk_rows: CHUNK_ROWS };
+    let meta = load(&array, path, format, opts)?;
+    guard.done = true;
+    let disk = crate::info::dir_size(uri).map(|(b, _)| b).unwrap_or(0);
+
+    writeln!(
+        out,
+        "imported {} cells from {file} into {} in {:.2} s",
+        meta.cell_count,
+        uri.display(),
+        start.elapsed().as_secs_f64()
+    )?;
+    for n in &notes {
+        writeln!(out, "  note: {n}")?;
+    }
+    for d in &schema.dims {
+        let domain = match d.domain {
+            tessera::Domain::Int(lo, hi) => format!("{lo}:{hi}"),
+            tessera::Domain::Float(lo, hi) => format!("{lo:?}:{hi:?}"),
+        };
+        let tile = match d.tile {
+            Some(tessera::Extent::Int(t)) => format!("tile {t}"),
+            Some(tessera::Extent::Float(t)) => format!("tile {t:?}"),
+            None => "no tile extent".into(),
+        };
+        writeln!(out, "  dimension {}: {}, domain {domain}, {tile}", d.name, d.datatype)?;
+    }
+    for a in &schema.attrs {
+        let var = if a.is_var() { " (variable length)" } else { "" };
+        let null = if a.nullable { ", nullable" } else { "" };
+        writeln!(out, "  attribute {}: {}{var}{null}", a.name, a.datatype)?;
+    }
+    let order =
+        serde_json::to_value(schema.cell_order).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    writeln!(
+        out,
+        "  cell order {order}, capacity {}, duplicates {}",
+        schema.capacity,
+        if schema.allows_duplicates { "allowed" } else { "not allowed" }
+    )?;
+    writeln!(
+        out,
+        "  1 fragment ({}): {} stored ({} before filters), {} on disk",
+        meta.name,
+        human(meta.stored_bytes()),
+        human(meta.unfiltered_bytes()),
+        human(disk)
+    )?;
+    Ok(())
+}
+
+/// The schema `tessera import` creates, and notes on choices made for the user.
+fn infer_schema(
+    args: &ImportArgs,
+    dims: &[String],
+    attrs: &[String],
+    inf: &[Inference],
+    file: &str,
+) -> Result<(ArraySchema, Vec<String>)> {
+    let mut notes = Vec::new();
+    let ndim = dims.len();
+    // Dimension types: all the same (the engine's rule); floats win over integers.
+    let mut dim_types = Vec::new();
+    for (d, i) in dims.iter().zip(inf) {
+        if i.nulls > 0 {
+            bail!(
+                "{file}: column {d} has {} empty value{} (first at {}); every cell needs a coordinate",
+                i.nulls,
+                plural(usize::try_from(i.nulls).unwrap_or(2)),
+                i.first_null.as_deref().unwrap_or("?")
+            );
+        }
+        match i.inferred() {
+            Inferred::Str => {
+                let (v, at) = i.first_text.clone().unwrap_or_default();
+                bail!("{file}: column {d} holds text ({at}: {v:?}); a dimension needs numbers");
+            }
+            t => dim_types.push(t),
+        }
+        if i.non_finite {
+            bail!("{file}: column {d} holds NaN or infinite values; coordinates must be finite");
+        }
+    }
+    let float_dims = dim_types.contains(&Inferred::Float);
+    if float_dims {
+        let ints: Vec<&str> =
+            dims.iter().zip(&dim_types).filter(|(_, t)| **t != Inferred::Float).map(|(d, _)| d.as_str()).collect();
+        if !ints.is_empty() {
+            notes.push(format!(
+                "{} hold{} integers but {} float64: all dimensions of an array have one type",
+                ints.join(", "),
+                if ints.len() == 1 { "s" } else { "" },
+                if ints.len() == 1 { "is" } else { "are" }
+            ));
+        }
+    }
+    let int_type =
+        if dim_types.contains(&Inferred::Int(Datatype::UInt64)) { Datatype::UInt64 } else { Datatype::Int64 };
+    let domains = named_items(&args.domain, "--domain", dims)?;
+    let tiles = named_items(&args.tile, "--tile", dims)?;
+    let mut out_dims = Vec::new();
+    for (k, (d, i)) in dims.iter().zip(inf).enumerate() {
+        let domain = domains.iter().find(|(j, _)| *j == k).map(|(_, v)| *v);
+        let tile = tiles.iter().find(|(j, _)| *j == k).map(|(_, v)| *v);
+        let bad = |flag: &str, v: &str, what: &str| anyhow!("{flag} {d}={v}: {what}");
+        let dim = if float_dims {
+            let (lo, hi) = match domain {
+                Some(v) => {
+                    let (a, b) = v.split_once(':').ok_or_else(|| bad("--domain", v, "expected LO:HI"))?;
+                    let p = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+                    (
+                        p(a).ok_or_else(|| bad("--domain", v, "bounds must be finite numbers"))?,
+                        p(b).ok_or_else(|| bad("--domain", v, "bounds must be finite numbers"))?,
+                    )
+                }
+                None => i.float_range.unwrap_or((0.0, 0.0)),
+            };
+            let tile = match tile {
+                Some(v) => Some(
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|t| t.is_finite() && *t > 0.0)
+                        .ok_or_else(|| bad("--tile", v, "expected a positive number"))?,
+                ),
+                None => None,
+            };
+            Dimension::float(d.clone(), Datatype::Float64, (lo, hi), tile)
+        } else {
+            let (lo, hi) = match domain {
+                Some(v) => {
+                    let (a, b) = v.split_once(':').ok_or_else(|| bad("--domain", v, "expected LO:HI"))?;
+                    let p = |s: &str| s.trim().parse::<i128>().ok();
+                    (
+                        p(a).ok_or_else(|| bad("--domain", v, "bounds must be integers (the column holds integers)"))?,
+                        p(b).ok_or_else(|| bad("--domain", v, "bounds must be integers (the column holds integers)"))?,
+                    )
+                }
+                None => i.int_range.unwrap_or((0, 0)),
+            };
+            let mut dim = Dimension::new(d.clone(), int_type, (lo, hi), 1);
+            dim.tile = match tile {
+                Some(v) => Some(tessera::Extent::Int(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|t| *t > 0)
+                        .ok_or_else(|| bad("--tile", v, "expected a positive integer"))?,
+                )),
+                None => None,
+            };
+            dim
+        };
+        out_dims.push(dim);
+    }
+    let inferred: Vec<&str> = dims
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !domains.iter().any(|(j, _)| j == k))
+        .map(|(_, d)| d.as_str())
+        .collect();
+    if !inferred.is_empty() {
+        notes.push(format!(
+            "the domain of {} is the range of the data; later writes must stay inside it (set it with --domain)",
+            inferred.join(", ")
+        ));
+    }
+    let level = args.zstd;
+    if let Some(l) = level {
+        if !(-7..=22).contains(&l) {
+            bail!("--zstd {l}: the level must be in -7..=22");
+        }
+    }
+    let mut b = ArraySchema::builder(ArrayType::Sparse);
+    for mut d in out_dims {
+        if let Some(l) = level {
+            let mut f = default_coord_filters().filters().to_vec();
+            for x in &mut f {
+                if let Filter::Zstd { level } = x {
+                    *level = l;
+                }
+            }
+            d = d.with_filters(FilterPipeline::new(f));
+        }
+        b = b.dim(d);
+    }
+    for (a, i) in attrs.iter().zip(&inf[ndim..]) {
+        let (t, var) = match i.inferred() {
+            Inferred::Int(t) => (t, false),
+            Inferred::Float => (Datatype::Float64, false),
+            Inferred::Str => (Datatype::Utf8, true),
+        };
+        let mut attr = Attribute::new(a.clone(), t);
+        if var {
+            attr.cell_val_num = CellValNum::Var;
+        }
+        attr.nullable = i.nulls > 0;
+        if let Some(l) = level {
+            attr.filters = FilterPipeline::new(vec![Filter::Zstd { level: l }]);
+        }
+        b = b.attr(attr);
+    }
+    if let Some(c) = args.capacity {
+        b = b.capacity(c);
+    }
+    b = b.cell_order(match args.cell_order {
+        CellOrderArg::RowMajor => CellOrder::RowMajor,
+        CellOrderArg::ColMajor => CellOrder::ColMajor,
+        CellOrderArg::Hilbert => CellOrder::Hilbert,
+    });
+    b = b.allows_duplicates(args.allows_duplicates);
+    Ok((b.build().context("cannot build the inferred schema")?, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn tree(dir: &Path) -> Vec<(PathBuf, u64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p.clone());
+                }
+                let len = std::fs::metadata(&p).unwrap().len();
+                out.push((p, len));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// `--sorted` streams many chunks into one fragment; a bad row in a late chunk (after full
+    /// tiles were written) commits nothing and leaves the folder as it was.
+    #[test]
+    fn sorted_streaming_in_small_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("s");
+        let schema = ArraySchema::builder(ArrayType::Sparse)
+            .dim(Dimension::new("x", Datatype::Int64, (0, 999), 100))
+            .attr(Attribute::new("v", Datatype::Int32))
+            .capacity(3)
+            .build()
+            .unwrap();
+        let ctx = context(&Config::new()).unwrap();
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let array = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        let opts = LoadOptions { ignore_extra: false, sorted: true, chunk_rows: 2 };
+        let csv = dir.path().join("in.csv");
+        let text: String =
+            std::iter::once("x,v\n".to_string()).chain((0..25).map(|i| format!("{},{i}\n", i * 7))).collect();
+        std::fs::write(&csv, &text).unwrap();
+        let meta = load(&array, &csv, Format::Csv(b','), opts).unwrap();
+        assert_eq!(meta.cell_count, 25);
+        let before = tree(&uri);
+        // Out of order at row 20 (in the 10th chunk of 2 rows).
+        let bad: String = std::iter::once("x,v\n".to_string())
+            .chain((0..25).map(|i| format!("{},{i}\n", if i == 19 { 5 } else { i * 7 + 1 })))
+            .collect();
+        std::fs::write(&csv, &bad).unwrap();
+        let array = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), opts).unwrap_err());
+        assert!(e.contains("cannot write rows 19..20") && e.contains("not in global order"), "{e}");
+        assert_eq!(tree(&uri), before);
+        // A bad value in a late chunk, too.
+        let bad = text.replace("\n140,20\n", "\n140,x\n");
+        std::fs::write(&csv, &bad).unwrap();
+        let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), opts).unwrap_err());
+        assert!(e.contains("row 21 (line 22), column v: \"x\" is not an integer"), "{e}");
+        assert_eq!(tree(&uri), before);
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        assert_eq!(r.fragments().len(), 1);
+    }
+}

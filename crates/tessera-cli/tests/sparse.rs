@@ -1,0 +1,742 @@
+//! Sparse arrays through the `tessera` command: CSV and Parquet round trips, `tessera import`,
+//! bad inputs that must leave the array folder unchanged, float-dimension SPECs, and `--stats`.
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+// Parquet files are built and checked here with the `parquet` crate.
+#![cfg(feature = "parquet")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use clap::Parser;
+use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use tessera_cli::csv::{Reader, Record};
+use tessera_cli::{run, Cli};
+
+fn tessera(args: &[&str]) -> Result<String, String> {
+    let cli = Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    run(cli, &mut out).map_err(|e| format!("{e:#}"))?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+fn ok(args: &[&str]) -> String {
+    tessera(args).unwrap_or_else(|e| panic!("tessera {args:?} failed: {e}"))
+}
+
+fn err(args: &[&str]) -> String {
+    match tessera(args) {
+        Ok(out) => panic!("tessera {args:?} should fail but printed {out}"),
+        Err(e) => e,
+    }
+}
+
+/// Every file under `dir` with its contents.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.insert(p.clone(), Vec::new());
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap() }
+    }
+    fn p(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn create(&self, name: &str, schema: &str) {
+        let s = self.path(&format!("{name}.json"));
+        std::fs::write(&s, schema).unwrap();
+        ok(&["create", &self.p(name), "--schema", &s.display().to_string()]);
+    }
+    fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.path(name), text).unwrap();
+        self.p(name)
+    }
+}
+
+/// A CSV cell: `None` for an unquoted empty field (null), else the text.
+type Row = Vec<Option<String>>;
+
+/// The header and rows of a CSV file.
+fn read_csv(path: &Path) -> (Vec<String>, Vec<Row>) {
+    let mut r = Reader::new(std::io::BufReader::new(File::open(path).unwrap()), b',');
+    let mut rec = Record::default();
+    assert!(r.read_record(&mut rec).unwrap(), "no header in {}", path.display());
+    let header = rec.fields().map(String::from).collect();
+    let mut rows = Vec::new();
+    while r.read_record(&mut rec).unwrap() {
+        rows.push(
+            (0..rec.len())
+                .map(|i| (rec.is_quoted(i) || !rec.field(i).is_empty()).then(|| rec.field(i).to_string()))
+                .collect(),
+        );
+    }
+    (header, rows)
+}
+
+/// x int32 [-100, 100] tile 10, y int32 [0, 1000] tile 100; every kind of attribute a column holds.
+const EVENTS: &str = r#"{"version": 1, "array_type": "sparse",
+  "dims": [{"name": "x", "type": "int32", "domain": [-100, 100], "tile": 10},
+           {"name": "y", "type": "int32", "domain": [0, 1000], "tile": 100}],
+  "attrs": [{"name": "a", "type": "float32", "filters": [{"name": "zstd", "level": 1}]},
+            {"name": "b", "type": "int16", "nullable": true},
+            {"name": "s", "type": "utf8", "cell_val_num": "var", "nullable": true},
+            {"name": "code", "type": "utf8", "cell_val_num": 2},
+            {"name": "u", "type": "uint64"}],
+  "cell_order": "row-major", "tile_order": "row-major", "capacity": 3}"#;
+
+const EVENT_COLS: [&str; 7] = ["x", "y", "a", "b", "s", "code", "u"];
+
+/// Row `i` of the events data, in EVENT_COLS order (`None`: null).
+fn event(i: i64) -> Row {
+    let x = (i * 37) % 201 - 100;
+    let y = (i * 113) % 1001;
+    let a = format!("{:?}", i as f32 * 0.1 - 1.0);
+    let b = (i % 4 != 0).then(|| (i * 100 - 2000).to_string());
+    let s = match i % 5 {
+        1 => None,
+        2 => Some(String::new()),
+        3 => Some(format!("a, \"quoted\" {i}\nsecond line")),
+        4 => Some(format!("ünïcode {i}")),
+        _ => Some(format!("plain{i}")),
+    };
+    let code = format!("{:02}", i % 100);
+    let u = (u64::MAX - i as u64).to_string();
+    vec![Some(x.to_string()), Some(y.to_string()), Some(a), b, s, Some(code), Some(u)]
+}
+
+/// Writes rows as CSV with columns `order` (indices into EVENT_COLS).
+fn events_csv(rows: &[Row], order: &[usize]) -> String {
+    let mut out = Vec::new();
+    let field = |out: &mut Vec<u8>, v: &Option<String>| {
+        if let Some(v) = v {
+            tessera_cli::csv::write_field(out, v.as_bytes(), b',', v.is_empty()).unwrap();
+        }
+    };
+    for (k, &c) in order.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(EVENT_COLS[c].as_bytes());
+    }
+    out.push(b'\n');
+    for r in rows {
+        for (k, &c) in order.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            field(&mut out, &r[c]);
+        }
+        out.push(b'\n');
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// (tile index along x, tile index along y, x, y).
+type Key = (i64, i64, i64, i64);
+
+fn coords(r: &Row) -> (i64, i64) {
+    (r[0].as_ref().unwrap().parse().unwrap(), r[1].as_ref().unwrap().parse().unwrap())
+}
+
+#[test]
+fn csv_round_trip_in_every_layout() {
+    let f = Fixture::new();
+    f.create("ev", EVENTS);
+    let ev = f.p("ev");
+    let rows: Vec<Row> = (0..40).map(event).collect();
+    // Columns in another order than the schema's; rows in no particular order.
+    let input = f.write("in.csv", &events_csv(&rows, &[4, 6, 0, 5, 2, 1, 3]));
+    let out = ok(&["write", &ev, "--input", &input]);
+    assert!(out.contains("wrote 40 cells from") && out.contains("as fragment __"), "{out}");
+    let want: BTreeSet<Row> = rows.iter().cloned().collect();
+    let tile_key = |r: &Row| {
+        let (x, y) = coords(r);
+        ((x + 100) / 10, y / 100, x, y)
+    };
+    for layout in ["row-major", "col-major", "global", "unordered"] {
+        let o = f.path(&format!("{layout}.csv"));
+        let printed = ok(&["read", &ev, "--output", &o.display().to_string(), "--layout", layout]);
+        assert!(printed.contains("40 cells") && printed.contains("columns x, y, a, b, s, code, u"), "{printed}");
+        let (header, got) = read_csv(&o);
+        assert_eq!(header, EVENT_COLS);
+        assert_eq!(got.iter().cloned().collect::<BTreeSet<_>>(), want, "{layout}");
+        let keys: Vec<Key> = got.iter().map(tile_key).collect();
+        let sorted_by = |k: &dyn Fn(&Key) -> Key| keys.windows(2).all(|w| k(&w[0]) < k(&w[1]));
+        match layout {
+            "row-major" => assert!(sorted_by(&|k| (k.2, k.3, 0, 0)), "row-major output not sorted by (x, y)"),
+            "col-major" => assert!(sorted_by(&|k| (k.3, k.2, 0, 0)), "col-major output not sorted by (y, x)"),
+            "global" => assert!(sorted_by(&|k| *k), "global output not in tile order"),
+            _ => {}
+        }
+    }
+    // --attrs and a subarray: only those columns, only those cells.
+    let o = f.p("part.csv");
+    ok(&["read", &ev, "--subarray", "-50:50,:500", "--attrs", "s,u", "--output", &o]);
+    let (header, got) = read_csv(Path::new(&o));
+    assert_eq!(header, ["x", "y", "s", "u"]);
+    let want: BTreeSet<Row> = rows
+        .iter()
+        .filter(|r| {
+            let (x, y) = coords(r);
+            (-50..=50).contains(&x) && y <= 500
+        })
+        .map(|r| vec![r[0].clone(), r[1].clone(), r[4].clone(), r[6].clone()])
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), want);
+    // A tab-separated file reads and writes with the other delimiter.
+    let tsv = f.p("all.tsv");
+    ok(&["read", &ev, "--output", &tsv]);
+    assert!(std::fs::read_to_string(&tsv).unwrap().starts_with("x\ty\ta\tb\ts\tcode\tu\n"));
+    f.create("ev2", EVENTS);
+    ok(&["write", &f.p("ev2"), "--input", &tsv]);
+    ok(&["read", &f.p("ev2"), "--output", &f.p("ev2.csv"), "--layout", "global"]);
+    assert_eq!(std::fs::read(f.path("ev2.csv")).unwrap(), std::fs::read(f.path("global.csv")).unwrap());
+    // No temporary files are left behind.
+    assert!(snapshot(f.dir.path()).keys().all(|p| !p.display().to_string().ends_with(".tmp")));
+}
+
+#[test]
+fn parquet_round_trip_and_foreign_parquet_files() {
+    let f = Fixture::new();
+    f.create("ev", EVENTS);
+    let rows: Vec<Row> = (0..40).map(event).collect();
+    ok(&["write", &f.p("ev"), "--input", &f.write("in.csv", &events_csv(&rows, &[0, 1, 2, 3, 4, 5, 6]))]);
+    ok(&["read", &f.p("ev"), "--output", &f.p("ev.parquet"), "--layout", "global"]);
+    // The Parquet file's schema: types, signedness and optional (nullable) columns.
+    let reader = parquet::file::reader::SerializedFileReader::new(File::open(f.path("ev.parquet")).unwrap()).unwrap();
+    let schema = parquet::file::reader::FileReader::metadata(&reader).file_metadata().schema_descr_ptr();
+    let fields: Vec<String> =
+        schema.columns().iter().map(|c| format!("{} {} {}", c.name(), c.physical_type(), c.max_def_level())).collect();
+    assert_eq!(
+        fields,
+        ["x INT32 0", "y INT32 0", "a FLOAT 0", "b INT32 1", "s BYTE_ARRAY 1", "code BYTE_ARRAY 0", "u INT64 0"]
+    );
+    // Parquet → a new array → CSV equals the first array's CSV.
+    f.create("ev2", EVENTS);
+    let out = ok(&["write", &f.p("ev2"), "--input", &f.p("ev.parquet")]);
+    assert!(out.contains("wrote 40 cells"), "{out}");
+    ok(&["read", &f.p("ev"), "--output", &f.p("a.csv"), "--layout", "global"]);
+    ok(&["read", &f.p("ev2"), "--output", &f.p("b.csv"), "--layout", "global"]);
+    assert_eq!(std::fs::read(f.path("a.csv")).unwrap(), std::fs::read(f.path("b.csv")).unwrap());
+
+    // A file written by another Parquet writer: two row groups, INT32/INT64/FLOAT/DOUBLE/UTF8,
+    // optional columns with nulls, an unsigned INT32; integers go into a float attribute.
+    f.create(
+        "other",
+        r#"{"version": 1, "array_type": "sparse",
+            "dims": [{"name": "i", "type": "int64", "domain": [0, 99]}],
+            "attrs": [{"name": "f", "type": "float32", "nullable": true},
+                      {"name": "d", "type": "float64"},
+                      {"name": "s", "type": "utf8", "cell_val_num": "var", "nullable": true},
+                      {"name": "w", "type": "uint32"},
+                      {"name": "n", "type": "float64"}],
+            "cell_order": "row-major", "tile_order": "row-major"}"#,
+    );
+    let msg = "message m { REQUIRED INT64 i; OPTIONAL FLOAT f; REQUIRED DOUBLE d; OPTIONAL BYTE_ARRAY s (UTF8);
+                           REQUIRED INT32 w (UINT_32); REQUIRED INT32 n; OPTIONAL BOOLEAN unused; }";
+    let path = f.path("foreign.parquet");
+    let mut w = SerializedFileWriter::new(
+        File::create(&path).unwrap(),
+        Arc::new(parse_message_type(msg).unwrap()),
+        Arc::new(WriterProperties::builder().build()),
+    )
+    .unwrap();
+    for group in 0..2i64 {
+        let ids: Vec<i64> = (0..5).map(|k| 90 - group * 10 - k).collect();
+        let mut rg = w.next_row_group().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        c.typed::<Int64Type>().write_batch(&ids, None, None).unwrap();
+        c.close().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        c.typed::<FloatType>().write_batch(&[0.5, 1.5], Some(&[1, 0, 0, 1, 0]), None).unwrap();
+        c.close().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        c.typed::<DoubleType>().write_batch(&[1e300, -0.0, 0.1, f64::NAN, 2.0], None, None).unwrap();
+        c.close().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        let strs: Vec<ByteArray> = ["", "zwei", "drei"].iter().map(|s| ByteArray::from(*s)).collect();
+        c.typed::<ByteArrayType>().write_batch(&strs, Some(&[1, 0, 1, 1, 0]), None).unwrap();
+        c.close().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        c.typed::<Int32Type>().write_batch(&[-1, 0, 1, 2, i32::MIN], None, None).unwrap();
+        c.close().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        c.typed::<Int32Type>().write_batch(&[7, -7, 0, i32::MAX, 3], None, None).unwrap();
+        c.close().unwrap();
+        let mut c = rg.next_column().unwrap().unwrap();
+        if let parquet::column::writer::ColumnWriter::BoolColumnWriter(b) = c.untyped() {
+            b.write_batch(&[true], Some(&[0, 0, 1, 0, 0]), None).unwrap();
+        }
+        c.close().unwrap();
+        rg.close().unwrap();
+    }
+    w.close().unwrap();
+    let e = err(&["write", &f.p("other"), "--input", &f.p("foreign.parquet")]);
+    assert!(e.contains("column unused matches no dimension or attribute") && e.contains("--ignore-extra"), "{e}");
+    ok(&["write", &f.p("other"), "--input", &f.p("foreign.parquet"), "--ignore-extra"]);
+    ok(&["read", &f.p("other"), "--output", &f.p("other.csv")]);
+    let (header, got) = read_csv(&f.path("other.csv"));
+    assert_eq!(header, ["i", "f", "d", "s", "w", "n"]);
+    let s = |x: &str| Some(x.to_string());
+    let want_group = |g: i64| -> Vec<Row> {
+        let i = |k: i64| s(&(90 - g * 10 - k).to_string());
+        vec![
+            vec![i(4), None, s("2.0"), None, s("2147483648"), s("3.0")],
+            vec![i(3), s("1.5"), s("NaN"), s("drei"), s("2"), s("2147483647.0")],
+            vec![i(2), None, s("0.1"), s("zwei"), s("1"), s("0.0")],
+            vec![i(1), None, s("-0.0"), None, s("0"), s("-7.0")],
+            vec![i(0), s("0.5"), s("1e300"), s(""), s("4294967295"), s("7.0")],
+        ]
+    };
+    let want: Vec<Row> = want_group(1).into_iter().chain(want_group(0)).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn import_infers_the_schema() {
+    let f = Fixture::new();
+    let csv = f.write(
+        "pts.csv",
+        "id,lon,lat,name,temp,count,note\n\
+         1,10,-5,alpha,20.5,3,x\n\
+         2,20,15,\"beta, two\",-1,,\n\
+         3,30,25,gamma,1e-3,7,\"\"\n\
+         4,-40,35,,NaN,1,y\n",
+    );
+    let out = ok(&["import", &csv, &f.p("pts"), "--dims", "lon,lat", "--attrs", "name,temp,count,note"]);
+    for want in [
+        "imported 4 cells from",
+        "dimension lon: int64, domain -40:30, no tile extent",
+        "dimension lat: int64, domain -5:35",
+        "attribute name: utf8 (variable length), nullable",
+        "attribute temp: float64\n",
+        "attribute count: int64, nullable",
+        "attribute note: utf8 (variable length), nullable",
+        "1 fragment (__",
+        "stored",
+        "on disk",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let info: serde_json::Value = serde_json::from_str(&ok(&["info", &f.p("pts"), "--json"])).unwrap();
+    assert_eq!(info["schema"]["array_type"], "sparse");
+    assert_eq!(info["fragments"].as_array().unwrap().len(), 1);
+    let attrs = info["schema"]["attrs"].as_array().unwrap();
+    assert_eq!(
+        attrs.iter().map(|a| a["name"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["name", "temp", "count", "note"]
+    );
+    assert!(attrs.iter().all(|a| a.get("filters").is_none_or(|f| f.as_array().unwrap().is_empty())));
+    ok(&["read", &f.p("pts"), "--output", &f.p("back.csv"), "--layout", "row-major"]);
+    let (header, rows) = read_csv(&f.path("back.csv"));
+    assert_eq!(header, ["lon", "lat", "name", "temp", "count", "note"]);
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(
+        rows,
+        vec![
+            vec![s("-40"), s("35"), None, s("NaN"), s("1"), s("y")],
+            vec![s("10"), s("-5"), s("alpha"), s("20.5"), s("3"), s("x")],
+            vec![s("20"), s("15"), s("beta, two"), s("-1.0"), None, None],
+            vec![s("30"), s("25"), s("gamma"), s("0.001"), s("7"), s("")],
+        ]
+    );
+
+    // Options: domain, tiles, capacity, Hilbert order, zstd, duplicates; mixed dimension types.
+    let csv = f.write("mixed.csv", "t,v,w\n1,0.5,a\n1,0.5,b\n3,2.25,c\n");
+    let out = ok(&[
+        "import",
+        &csv,
+        &f.p("mixed"),
+        "--dims",
+        "t,v",
+        "--domain",
+        "t=-10:10,v=-1e3:1e3",
+        "--tile",
+        "t=2.5",
+        "--capacity",
+        "2",
+        "--cell-order",
+        "hilbert",
+        "--zstd",
+        "7",
+        "--allows-duplicates",
+    ]);
+    assert!(out.contains("note: t holds integers but is float64"), "{out}");
+    assert!(out.contains("dimension t: float64, domain -10.0:10.0, tile 2.5"), "{out}");
+    assert!(out.contains("cell order hilbert, capacity 2, duplicates allowed"), "{out}");
+    let info: serde_json::Value = serde_json::from_str(&ok(&["info", &f.p("mixed"), "--json"])).unwrap();
+    assert_eq!(info["schema"]["dims"][1]["domain"], serde_json::json!([-1000.0, 1000.0]));
+    assert_eq!(info["schema"]["attrs"][0]["filters"], serde_json::json!([{"name": "zstd", "level": 7}]));
+    assert_eq!(
+        info["schema"]["dims"][0]["filters"],
+        serde_json::json!([{"name": "delta"}, {"name": "zstd", "level": 7}])
+    );
+    assert_eq!(info["fragments"][0]["cell_count"], 3);
+
+    // Parquet import: types from the column types; a file written by `tessera read`.
+    ok(&["read", &f.p("pts"), "--output", &f.p("pts.parquet")]);
+    let out = ok(&["import", &f.p("pts.parquet"), &f.p("pts2"), "--dims", "lat,lon", "--cell-order", "col-major"]);
+    assert!(
+        out.contains("dimension lat: int64, domain -5:35") && out.contains("attribute count: int64, nullable"),
+        "{out}"
+    );
+    ok(&["read", &f.p("pts2"), "--output", &f.p("back2.csv"), "--attrs", "temp", "--layout", "col-major"]);
+    let (_, rows2) = read_csv(&f.path("back2.csv"));
+    assert_eq!(rows2.len(), 4);
+    // col-major: the first dimension (lat) varies fastest, so rows go by lon.
+    assert_eq!(rows2[0], vec![s("35"), s("-40"), s("NaN")]);
+    assert_eq!(rows2[1], vec![s("-5"), s("10"), s("20.5")]);
+}
+
+/// Every bad input is reported (naming the row and column, or the line) and changes nothing.
+#[test]
+fn bad_inputs_change_nothing() {
+    let f = Fixture::new();
+    f.create("ev", EVENTS);
+    let ev = f.p("ev");
+    let good: Vec<Row> = (0..6).map(event).collect();
+    let all: Vec<usize> = (0..7).collect();
+    ok(&["write", &ev, "--input", &f.write("good.csv", &events_csv(&good, &all))]);
+    let with = |i: usize, col: usize, v: Option<&str>| {
+        let mut rows = good.clone();
+        rows[i][col] = v.map(String::from);
+        events_csv(&rows, &all)
+    };
+    let header = "x,y,a,b,s,code,u\n";
+    let first = events_csv(&good[..1], &all);
+    let first_row = first.lines().nth(1).unwrap().to_string();
+    let mut cases: Vec<(String, &str)> = vec![
+        (
+            f.write("nonint.csv", &with(2, 0, Some("1.5"))),
+            "nonint.csv: row 3 (line 4), column x: \"1.5\" is not an integer (dimension x is int32)",
+        ),
+        (f.write("word.csv", &with(1, 3, Some("ten"))), "row 2 (line 3), column b: \"ten\" is not an integer"),
+        (f.write("range.csv", &with(4, 3, Some("40000"))), "row 5 (line 7), column b: 40000 is out of range for int16"),
+        (
+            f.write("domain.csv", &with(0, 1, Some("1001"))),
+            "row 1 (line 2), column y: 1001 is outside the domain 0:1000 of dimension y",
+        ),
+        (
+            f.write("nullnn.csv", &with(3, 2, None)),
+            "row 4 (line 5), column a: no value (null), but attribute a is not nullable",
+        ),
+        (f.write("nulldim.csv", &with(3, 0, None)), "column x: no value, but dimension x needs a coordinate"),
+        (
+            f.write("nullstr.csv", &with(5, 5, None)),
+            "column code: no value (null), but attribute code is not nullable (write \"\"",
+        ),
+        (
+            f.write("fixed.csv", &with(5, 5, Some("abc"))),
+            "column code: \"abc\" has 3 bytes, but attribute code holds strings of exactly 2 bytes",
+        ),
+        (f.write("float.csv", &with(1, 2, Some("1e39"))), "column a: 1e39 is out of range for float32"),
+        (
+            f.write("missing.csv", &events_csv(&good, &[0, 1, 2, 3, 4, 5])),
+            "missing.csv: no column for attribute u of array",
+        ),
+        (
+            f.write("nodims.csv", &events_csv(&good, &[2, 3, 4, 5, 6])),
+            "no column for dimension x, dimension y of array",
+        ),
+        (
+            f.write("extra.csv", &format!("x,y,a,b,s,code,u,extra\n{first_row},1\n")),
+            "extra.csv: column extra matches no dimension or attribute of array",
+        ),
+        (
+            f.write("quote.csv", &format!("{header}1,2,3.0,4,\"ab\"c,xy,5\n")),
+            "quote.csv: line 2: field 5 has 'c' after its closing quote",
+        ),
+        (f.write("bare.csv", &format!("{header}1,2,3.0,4,a\"b,xy,5\n")), "quote inside an unquoted value"),
+        (
+            f.write("open.csv", &format!("{header}{first_row}\n1,2,3.0,4,\"never closed,xy,5\n")),
+            "open.csv: line 3: a quoted field is not closed",
+        ),
+        (
+            f.write("fields.csv", &format!("{header}{first_row}\n1,2,3\n")),
+            "fields.csv: line 3 has 3 fields, the header has 7",
+        ),
+        (
+            f.write("dup.csv", &events_csv(&[good[0].clone(), good[1].clone(), good[0].clone()], &all)),
+            "duplicate coordinates (-100, 0) at cells 0 and 2",
+        ),
+        (f.write("empty.csv", header), "empty.csv has no data rows"),
+        (f.write("nothing.csv", ""), "nothing.csv is empty: a CSV file needs a header row"),
+        (f.write("unsorted.csv", &events_csv(&[good[1].clone(), good[0].clone()], &all)), "not in global order"),
+        (f.write("data.json", "{}"), "unknown file type"),
+        (f.write("data.npy", "x"), "is sparse: write it from a .csv or .parquet file"),
+        (f.p("absent.csv"), "cannot open input"),
+    ];
+    // Parquet: a null in a non-nullable attribute, floats for an integer dimension.
+    let pq = |name: &str, msg: &str, write: &dyn Fn(&mut SerializedFileWriter<File>)| {
+        let mut w = SerializedFileWriter::new(
+            File::create(f.path(name)).unwrap(),
+            Arc::new(parse_message_type(msg).unwrap()),
+            Arc::new(WriterProperties::builder().build()),
+        )
+        .unwrap();
+        write(&mut w);
+        w.close().unwrap();
+        f.p(name)
+    };
+    let events_parquet = |name: &str, x_type: &str, a_nulls: bool| {
+        let msg = format!(
+            "message m {{ REQUIRED {x_type} x; REQUIRED INT32 y; OPTIONAL FLOAT a; OPTIONAL INT32 b; OPTIONAL BYTE_ARRAY s (UTF8);
+                         REQUIRED BYTE_ARRAY code (UTF8); REQUIRED INT64 u (UINT_64); }}"
+        );
+        pq(name, &msg, &|w| {
+            let mut rg = w.next_row_group().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            if x_type == "DOUBLE" {
+                c.typed::<DoubleType>().write_batch(&[1.0, 2.0], None, None).unwrap();
+            } else {
+                c.typed::<Int32Type>().write_batch(&[1, 2], None, None).unwrap();
+            }
+            c.close().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<Int32Type>().write_batch(&[5, 6], None, None).unwrap();
+            c.close().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            let defs: &[i16] = if a_nulls { &[1, 0] } else { &[1, 1] };
+            c.typed::<FloatType>()
+                .write_batch(&[1.0, 2.0][..defs.iter().filter(|&&d| d == 1).count()], Some(defs), None)
+                .unwrap();
+            c.close().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<Int32Type>().write_batch(&[], Some(&[0, 0]), None).unwrap();
+            c.close().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<ByteArrayType>().write_batch(&[], Some(&[0, 0]), None).unwrap();
+            c.close().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<ByteArrayType>()
+                .write_batch(&[ByteArray::from("ab"), ByteArray::from("cd")], None, None)
+                .unwrap();
+            c.close().unwrap();
+            let mut c = rg.next_column().unwrap().unwrap();
+            c.typed::<Int64Type>().write_batch(&[-1, 5], None, None).unwrap();
+            c.close().unwrap();
+            rg.close().unwrap();
+        })
+    };
+    cases.push((
+        events_parquet("null.parquet", "INT32", true),
+        "null.parquet: row 2, column a: no value (null), but attribute a is not nullable",
+    ));
+    cases.push((
+        events_parquet("float_x.parquet", "DOUBLE", false),
+        "column x has type DOUBLE, which cannot hold dimension x (int32)",
+    ));
+    std::fs::write(f.path("junk.parquet"), "not parquet at all").unwrap();
+    cases.push((f.p("junk.parquet"), "junk.parquet is not a readable Parquet file"));
+    // A good Parquet file is accepted (and checked last so the cases above see the first state).
+    let good_parquet = events_parquet("good.parquet", "INT32", false);
+
+    let array_dir = f.path("ev");
+    for (input, msg) in cases {
+        let before = snapshot(&array_dir);
+        let sorted = input.ends_with("unsorted.csv");
+        let mut args = vec!["write", ev.as_str(), "--input", input.as_str()];
+        if sorted {
+            args.push("--sorted");
+        }
+        let e = err(&args);
+        assert!(e.contains(msg), "tessera {args:?}:\n{e}\nshould contain\n{msg}");
+        assert!(snapshot(&array_dir) == before, "tessera {args:?} changed the array folder");
+    }
+    // Flags that do not fit.
+    for (args, msg) in [
+        (vec!["write", &ev, "--input", &f.p("good.csv"), "--subarray", "1:2,1:2"], "--subarray is for dense writes"),
+        (vec!["write", &ev, "--input", &f.p("good.csv"), &f.p("good.csv")], "give one --input file"),
+        (vec!["write", &ev, "--input", &good_parquet, "--delimiter", ";"], "--delimiter applies to CSV files"),
+        (vec!["write", &ev, "--input", &f.p("good.csv"), "--delimiter", "ab"], "expected one ASCII character"),
+        (vec!["read", &ev, "--output", &f.p("o.csv"), "--attrs", "nope"], "has no attribute \"nope\""),
+        (
+            vec!["read", &ev, "--output", &f.p("o.csv"), "--subarray", "1.5:3"],
+            "dimension x has int32 coordinates; 1.5 is not an integer",
+        ),
+        (vec!["read", &ev, "--output", &f.p("o.csv"), "--subarray", "3:1"], "range 3:1 is reversed"),
+        (vec!["read", &ev, "--output", &f.p("o.npy")], "read it into a .csv or .parquet file"),
+        (vec!["read", &ev, "--output", &f.p("no_dir/o.csv")], "cannot create"),
+    ] {
+        let before = snapshot(f.dir.path());
+        let e = err(&args);
+        assert!(e.contains(msg), "tessera {args:?}:\n{e}\nshould contain\n{msg}");
+        assert!(snapshot(f.dir.path()) == before, "tessera {args:?} changed files");
+    }
+    // The same data, fixed, goes in; --ignore-extra skips the extra column.
+    ok(&["write", &ev, "--input", &f.p("extra.csv"), "--ignore-extra"]);
+    ok(&["write", &ev, "--input", &good_parquet]);
+    ok(&[
+        "write",
+        &ev,
+        "--input",
+        &f.write("sorted.csv", &events_csv(&[good[0].clone(), good[1].clone()], &all)),
+        "--sorted",
+    ]);
+    let info: serde_json::Value = serde_json::from_str(&ok(&["info", &ev, "--json"])).unwrap();
+    let counts: Vec<u64> =
+        info["fragments"].as_array().unwrap().iter().map(|f| f["cell_count"].as_u64().unwrap()).collect();
+    assert_eq!(counts, [6, 1, 2, 2]);
+}
+
+#[test]
+fn failed_imports_leave_no_array() {
+    let f = Fixture::new();
+    let dup = f.write("dup.csv", "x,y,v\n1,1,a\n2,2,b\n1,1,c\n");
+    let text_dim = f.write("text.csv", "x,y,v\n1,1,a\n2,oops,b\n");
+    let null_dim = f.write("null.csv", "x,y,v\n1,1,a\n2,,b\n");
+    let nan_dim = f.write("nan.csv", "x,y,v\n1,1,a\n2,nan,b\n");
+    let bad_quote = f.write("quote.csv", "x,y,v\n1,1,a\n2,2,\"b\n");
+    std::fs::create_dir(f.path("full")).unwrap();
+    std::fs::write(f.path("full/file"), "x").unwrap();
+    std::fs::create_dir(f.path("empty_dir")).unwrap();
+    let (a, empty_dir, full) = (f.p("a"), f.p("empty_dir"), f.p("full"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["import", &dup, &a, "--dims", "x,y"], "duplicate coordinates (1, 1) at cells 0 and 2"),
+        (vec!["import", &dup, &empty_dir, "--dims", "x,y"], "duplicate coordinates"),
+        (
+            vec!["import", &text_dim, &a, "--dims", "x,y"],
+            "column y holds text (row 2 (line 3): \"oops\"); a dimension needs numbers",
+        ),
+        (vec!["import", &null_dim, &a, "--dims", "x,y"], "column y has 1 empty value (first at row 2 (line 3))"),
+        (vec!["import", &nan_dim, &a, "--dims", "x,y"], "column y holds NaN or infinite values"),
+        (vec!["import", &bad_quote, &a, "--dims", "x,y"], "quote.csv: line 3: a quoted field is not closed"),
+        (vec!["import", &dup, &full, "--dims", "x,y"], "it already exists"),
+        (vec!["import", &dup, &a, "--dims", "x,q"], "no column \"q\" for --dims"),
+        (vec!["import", &dup, &a, "--dims", "x,y,v"], "needs at least one attribute"),
+        (vec!["import", &dup, &a, "--dims", "x", "--attrs", "x"], "both as a dimension and as an attribute"),
+        (vec!["import", &dup, &a, "--dims", "x,y", "--tile", "z=3"], "\"z\" is not one of the dimensions"),
+        (vec!["import", &dup, &a, "--dims", "x,y", "--tile", "x=0"], "--tile x=0: expected a positive integer"),
+        (vec!["import", &dup, &a, "--dims", "x,y", "--domain", "x=5"], "--domain x=5: expected LO:HI"),
+        (vec!["import", &dup, &a, "--dims", "x,y", "--domain", "x=2:5"], "1 is outside the domain 2:5 of dimension x"),
+        (vec!["import", &dup, &a, "--dims", "x,y", "--zstd", "99"], "--zstd 99"),
+    ];
+    for (args, msg) in cases {
+        let before = snapshot(f.dir.path());
+        let e = err(&args);
+        assert!(e.contains(msg), "tessera {args:?}:\n{e}\nshould contain\n{msg}");
+        assert!(snapshot(f.dir.path()) == before, "tessera {args:?} changed files");
+    }
+    // With duplicates allowed the same file imports (into the empty folder too).
+    let out = ok(&["import", &dup, &f.p("empty_dir"), "--dims", "x,y", "--allows-duplicates"]);
+    assert!(out.contains("imported 3 cells"), "{out}");
+}
+
+#[test]
+fn float_dimension_specs() {
+    let f = Fixture::new();
+    f.create(
+        "geo",
+        r#"{"version": 1, "array_type": "sparse",
+            "dims": [{"name": "lat", "type": "float64", "domain": [-90.0, 90.0], "tile": 10.0},
+                     {"name": "lon", "type": "float64", "domain": [-180.0, 180.0]}],
+            "attrs": [{"name": "t", "type": "float32"}],
+            "cell_order": "hilbert", "tile_order": "row-major", "capacity": 4}"#,
+    );
+    let mut text = String::from("lat,lon,t\n");
+    let mut pts = Vec::new();
+    for i in 0..60 {
+        let lat = -88.5 + 3.0 * f64::from(i);
+        let lon = -179.75 + 6.0 * f64::from((i * 7) % 60);
+        pts.push((lat, lon));
+        text.push_str(&format!("{lat},{lon},{i}\n"));
+    }
+    ok(&["write", &f.p("geo"), "--input", &f.write("geo.csv", &text)]);
+    for (spec, lat_r, lon_r) in [
+        ("-12.5:47,:", (-12.5, 47.0), (-180.0, 180.0)),
+        ("-12.5:47.0,-0.5:100.25", (-12.5, 47.0), (-0.5, 100.25)),
+        ("0:30,", (0.0, 30.0), (-180.0, 180.0)),
+        (":-80.5,10:", (-90.0, -80.5), (10.0, 180.0)),
+        ("-2.5", (-2.5, -2.5), (-180.0, 180.0)),
+        ("1.5:1.75", (1.5, 1.75), (-180.0, 180.0)),
+    ] {
+        let out = f.p("o.csv");
+        ok(&["read", &f.p("geo"), "--subarray", spec, "--output", &out]);
+        let (_, rows) = read_csv(Path::new(&out));
+        let got: BTreeSet<(String, String)> =
+            rows.iter().map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap())).collect();
+        let want: BTreeSet<(String, String)> = pts
+            .iter()
+            .filter(|(a, b)| lat_r.0 <= *a && *a <= lat_r.1 && lon_r.0 <= *b && *b <= lon_r.1)
+            .map(|(a, b)| (format!("{a:?}"), format!("{b:?}")))
+            .collect();
+        assert_eq!(got, want, "{spec}");
+        // Row-major output is sorted by (lat, lon).
+        let keys: Vec<(f64, f64)> = rows
+            .iter()
+            .map(|r| (r[0].as_ref().unwrap().parse().unwrap(), r[1].as_ref().unwrap().parse().unwrap()))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{spec}");
+    }
+    let e = err(&["read", &f.p("geo"), "--subarray", "1:x", "--output", &f.p("o.csv")]);
+    assert!(e.contains("\"x\" is not a finite number"), "{e}");
+    let e = err(&["read", &f.p("geo"), "--subarray", "-91:0", "--output", &f.p("o.csv")]);
+    assert!(e.contains("dimension lat: range -91.0:0.0 is outside the domain -90.0:90.0"), "{e}");
+    let e = err(&["read", &f.p("geo"), "--subarray", "10:-10", "--output", &f.p("o.csv")]);
+    assert!(e.contains("dimension lat: range 10.0:-10.0 is reversed"), "{e}");
+    // A NaN coordinate is refused with its row.
+    let e = err(&["write", &f.p("geo"), "--input", &f.write("nan.csv", "lat,lon,t\n1,2,3\nNaN,1,2\n")]);
+    assert!(e.contains("row 2 (line 3), column lat: NaN is not a finite coordinate"), "{e}");
+}
+
+#[test]
+fn stats_are_printed_only_when_asked() {
+    let f = Fixture::new();
+    let bin = env!("CARGO_BIN_EXE_tessera");
+    let run = |args: &[&str]| Command::new(bin).args(args).output().unwrap();
+    let csv = f.write("p.csv", "x,y,v\n1,1,0.5\n2,3,1.5\n");
+    let o = run(&["import", &csv, &f.p("p"), "--dims", "x,y", "--stats"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("Write query submits: 1"), "{stderr}");
+    let o = run(&["read", &f.p("p"), "--output", &f.p("o.csv"), "--stats"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("Read query submits:") && stderr.contains("Summary:"), "{stderr}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("2 cells"));
+    let o = run(&["read", &f.p("p"), "--output", &f.p("o.csv")]);
+    assert!(o.status.success());
+    assert!(
+        o.stderr.is_empty(),
+        "without --stats nothing is printed to stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // --stats-json writes JSON and prints nothing; also before the subcommand.
+    let o = run(&["--stats-json", &f.p("s.json"), "write", &f.p("p"), "--input", &f.write("q.csv", "x,y,v\n2,1,1\n")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty());
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f.path("s.json")).unwrap()).unwrap();
+    assert!(json["summary"].is_object() && json["counters"].is_object(), "{json}");
+    // Statistics are printed for a failing command too, after which comes the error.
+    let o = run(&["read", &f.p("p"), "--output", &f.p("o.csv"), "--attrs", "nope", "--stats"]);
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("Read query submits:") && stderr.contains("error: --attrs"), "{stderr}");
+}
