@@ -22,6 +22,13 @@ Sparse arrays store only the cells written, with their coordinates (integers or 
 ...     r = A.read(ranges={"x": [(0.25, 0.5)]})                     # inclusive; a ts.Result
 ...     df = r.to_pandas()                                          # columns x, y, a
 
+Deletes write a delete fragment: cells at coordinates, or every cell in inclusive ranges (dense
+arrays then read the fill value and null there; sparse arrays return nothing):
+
+>>> with ts.open("pts", "w") as A:                                  # doctest: +SKIP
+...     A.delete({"x": [0.5], "y": [0.25]})
+...     A.delete(ranges={"x": [(0.0, 0.1)]})                        # other dimensions: whole
+
 Each write adds a fragment; ``ts.consolidate`` merges fragments (all, by name, by timestamp
 range, or size-tiered) and ``ts.vacuum`` deletes the ones it superseded (close open arrays
 first: vacuum waits for them):

@@ -7,6 +7,10 @@ coordinate arrays (``A.write({"x": xs, "y": ys}, {"a": vals})`` or ``A[xs, ys] =
 as a ``Result``: a dict of 1-D numpy arrays, the dimension columns first, then the attributes
 (``A[1:11, :]`` with half-open integer slices, or ``A.read(ranges={"x": [(lo, hi)]})`` with
 inclusive bounds of any type).
+
+Deletes (``A.delete({"x": xs, "y": ys})`` for cells at coordinates, ``A.delete(ranges={"x":
+[(lo, hi)]})`` for the cross product of inclusive ranges) write a delete fragment: older cells
+there no longer exist (dense arrays read the fill value and null), later writes do.
 """
 
 from __future__ import annotations
@@ -53,14 +57,21 @@ class FragmentInfo:
     t1: int
     uuid: str
     version: int
+    #: What it holds: "dense" (a hyper-rectangle of cells), "sparse" (cells with explicit
+    #: coordinates: a sparse array's writes, or random updates of a dense array) or "delete"
+    #: (tombstones written by ``Array.delete``; neither ``dense`` nor ``sparse``).
+    kind: str
+    #: Whether ``kind`` is "dense".
     dense: bool
+    #: Cells it holds; for a delete fragment, the distinct points deleted by coordinates (cells
+    #: deleted by ranges are not counted).
     cell_count: int
     tile_count: int
     #: Bytes of its tiles on disk (after filtering) and before filtering.
     stored_bytes: int
     unfiltered_bytes: int
-    #: Inclusive (lo, hi) per dimension bounding the cells it holds, in domain coordinates
-    #: (floats for float dimensions).
+    #: Inclusive (lo, hi) per dimension bounding the cells it holds (a delete fragment: the
+    #: points and ranges it deletes), in domain coordinates (floats for float dimensions).
     nonempty_domain: Tuple[Tuple[Any, Any], ...]
 
     @property
@@ -70,8 +81,9 @@ class FragmentInfo:
 
     @property
     def sparse(self) -> bool:
-        """Whether it stores explicit coordinates (the opposite of ``dense``)."""
-        return not self.dense
+        """Whether ``kind`` is "sparse": cells stored with explicit coordinates. False for dense
+        fragments and for delete fragments (which hold coordinates of deleted cells, not cells)."""
+        return self.kind == "sparse"
 
 
 def _fragment_info(d: Dict[str, Any]) -> FragmentInfo:
@@ -105,8 +117,8 @@ def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
 
 
 def fragments(uri: PathLike, timestamp: Optional[Timestamp] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
-    """The committed fragments of the array at ``uri``, oldest first: name, timestamps, dense or
-    sparse, cells, tiles, bytes and non-empty domain. Fragments a consolidation superseded are
+    """The committed fragments of the array at ``uri``, oldest first: name, timestamps, kind
+    ("dense", "sparse" or "delete"), cells, tiles, bytes and non-empty domain. Fragments a consolidation superseded are
     left out once the consolidated fragment is committed (with ``timestamp`` before its ``t1``,
     they are shown until ``ts.vacuum`` deletes them)."""
     with open(uri, "r", timestamp=timestamp, config=config) as A:
@@ -275,7 +287,9 @@ class Array:
 
     def nonempty_domain(self) -> Optional[Tuple[Tuple[Any, Any], ...]]:
         """Inclusive (lo, hi) per dimension bounding every written cell (floats for float
-        dimensions), or None when nothing was written (mode "r")."""
+        dimensions), or None when nothing was written (mode "r"). A bound, not the tightest
+        box: cells deleted since still count, and so do the points and ranges of deletes (an
+        array whose only fragment is a delete has a non-empty domain)."""
         d = self._need_read("nonempty_domain()").nonempty_domain()
         return None if d is None else tuple((lo, hi) for lo, hi in d)
 
@@ -372,6 +386,8 @@ class Array:
             if r is None:
                 out.append([])  # the engine's "whole domain"
                 continue
+            if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
+                raise DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs")
             pairs = [r] if _is_pair(r) else list(r)
             if not pairs:
                 raise DomainError(f"dimension {dim.name} has no range (give None for the whole domain)")
@@ -573,12 +589,7 @@ class Array:
         except KeyError:
             raise QueryError(f"a sparse write's order is 'U' (unordered) or 'G' (global), not {order!r}") from None
         by_name = {d.name: d for d in self._schema.dims}
-        cols = []
-        for name, c in coords.items():
-            dim = by_name.get(name)
-            if dim is None:
-                raise DomainError(f"unknown dimension {name!r} (the array has: {', '.join(self.dim_names)})")
-            cols.append((name, _coord_column(dim, c)))
+        cols = self._coord_columns(coords, "a sparse write")
         if not cols:
             self._c().write_sparse([], layout, [])  # the engine names the missing coordinates
         n = len(cols[0][1]) // by_name[cols[0][0]].dtype.itemsize
@@ -589,6 +600,55 @@ class Array:
             arr, valid = _codec.prepare(a, v, (n,))
             inputs.append(_codec.encode(a, arr, valid, "C", 1))
         return self._c().write_sparse(cols, layout, inputs)
+
+    def _coord_columns(self, coords: Mapping[str, Any], what: str) -> List[Tuple[str, np.ndarray]]:
+        """The coordinate columns of a sparse write or a delete (each as bytes), checked as
+        ``_coord_column`` does; unknown dimensions raise ``DomainError``."""
+        if not isinstance(coords, Mapping):
+            raise QueryError(f"the coordinates of {what} are given as a dict: dimension name → coordinates")
+        by_name = {d.name: d for d in self._schema.dims}
+        cols = []
+        for name, c in coords.items():
+            dim = by_name.get(name)
+            if dim is None:
+                raise DomainError(f"unknown dimension {name!r} (the array has: {', '.join(self.dim_names)})")
+            cols.append((name, _coord_column(dim, c)))
+        return cols
+
+    def delete(self, coords: Optional[Mapping[str, Any]] = None, *, ranges: Optional[RangesLike] = None) -> str:
+        """Deletes cells (mode "w") and returns the name of the delete fragment written. Give
+        exactly one of:
+
+        * ``coords``: dimension name → coordinates of the cells to delete, one entry per
+          dimension, converted as for ``write`` (a numpy array of the dimension's exact dtype, or
+          Python numbers converted only when exact; a scalar for one cell). Repeated points and
+          points where no cell exists are fine.
+        * ``ranges``: INCLUSIVE ranges as for ``read``: one entry per dimension, or a dict by
+          dimension name; each entry None (the whole dimension), a (lo, hi) pair or a list of
+          pairs; dimensions left out of a dict are whole. Every cell in the cross product of the
+          ranges is deleted (``ranges={}``: every cell). Bounds may be ints or floats (an integer
+          dimension takes the integers inside float bounds); ranges outside the domain, reversed
+          or selecting no cell raise ``DomainError``.
+
+        Cells written before the delete no longer exist: dense arrays read them as the
+        attribute's fill value (null for nullable attributes), sparse arrays do not return them
+        (with duplicates allowed, every cell at a deleted point is gone). Cells written later at
+        the same coordinates exist again, and time travel to before the delete still shows the
+        old cells. Consolidation applies deletions (the consolidated fragment holds none); a
+        sparse array refuses to consolidate a run holding deletions while older fragments would
+        remain outside it (``QueryError``: start the run at the oldest fragment). The GIL is
+        released while the fragment is written; nothing is written when any input is rejected."""
+        if (coords is None) == (ranges is None):
+            raise ValueError(
+                "give exactly one of coords (a dict of coordinates: A.delete({'x': xs, ...})) "
+                "and ranges (inclusive ranges: A.delete(ranges={'x': [(lo, hi)]}))"
+            )
+        if coords is not None:
+            cols = self._coord_columns(coords, "a delete")
+            if len(cols) == self.ndim and all(len(c) == 0 for _, c in cols):
+                raise QueryError("a delete by coordinates needs at least one point (no coordinates given)")
+            return self._c().delete_cells(cols)
+        return self._c().delete_ranges(self._sparse_ranges(ranges))
 
     def _attr_values(self, value: Any) -> List[Tuple[Attr, Any]]:
         """The attributes given by a write's value: a dict by name, or the single attribute's."""

@@ -119,7 +119,11 @@ def consolidate(
     (the engine's message). The new fragment covers the inputs' timestamps: reads opened
     afterwards see the same values through fewer fragments, reads already open are unaffected.
     The inputs stay on disk (time travel to before the new fragment's ``t1`` still sees them)
-    until ``ts.vacuum``. At most ``sm.consolidation.buffer_size`` bytes of cells are held at
+    until ``ts.vacuum``. Deletes (``Array.delete``) among the inputs are applied: the new
+    fragment holds no tombstones. When it holds cells with coordinates (a sparse array, or a
+    run of a dense array without dense fragments), a run holding deletes must start at the
+    oldest fragment (``QueryError`` otherwise), since its deletes would no longer apply to the
+    older fragments. At most ``sm.consolidation.buffer_size`` bytes of cells are held at
     once. Nothing is committed on error. The GIL is released while it runs."""
     sel = _selection(fragments, timestamp, policy, ratio, min_fragments)
     d = _core.consolidate(os.fspath(uri), config=as_items(config), **sel)

@@ -29,6 +29,7 @@ mod attr_npy;
 pub mod csv;
 mod csv_io;
 mod info;
+pub mod maintenance;
 pub mod npy;
 #[cfg(feature = "parquet")]
 mod parquet_io;
@@ -168,6 +169,14 @@ pub enum Command {
     /// file into it.
     #[command(after_long_help = IMPORT_HELP)]
     Import(ImportArgs),
+    /// List the fragments readers see: name, kind, timestamps, cells, bytes, non-empty domain.
+    Fragments(maintenance::FragmentsArgs),
+    /// Merge consecutive fragments into one (all by default).
+    Consolidate(maintenance::ConsolidateArgs),
+    /// Delete fragments superseded by consolidation and what crashed writers left.
+    Vacuum(maintenance::VacuumArgs),
+    /// Delete every cell of a subarray (a delete fragment: older values stop being read).
+    Delete(maintenance::DeleteArgs),
 }
 
 const WRITE_HELP: &str = "Each .npy file must have exactly the attribute's dtype (no casting: \
@@ -384,6 +393,10 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Write(a) => write(a, &config, out),
         Command::Read(a) => read(a, &config, out),
         Command::Import(a) => import(a, &config, out),
+        Command::Fragments(a) => maintenance::fragments(a, &config, out),
+        Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
+        Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
+        Command::Delete(a) => maintenance::delete(a, &config, out),
     };
     if stats {
         tessera::stats::disable();

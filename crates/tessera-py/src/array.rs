@@ -1,6 +1,6 @@
 //! Arrays: create, open (mode, timestamp, config), close, metadata (schema, non-empty domain,
-//! fragments), whole reads, batched reads (`ReadQuery`, `SparseQuery`), dense writes and sparse
-//! writes. Read results hand the engine's buffers to numpy without copying; writes lend numpy's
+//! fragments), whole reads, batched reads (`ReadQuery`, `SparseQuery`), dense writes, sparse
+//! writes and deletions (by coordinates or by ranges). Read results hand the engine's buffers to numpy without copying; writes lend numpy's
 //! buffers to the engine without copying. The GIL is released around every engine call that does
 //! I/O or compute.
 //!
@@ -39,7 +39,7 @@ impl Num {
     }
 }
 
-/// Inclusive ranges per dimension of a sparse read (an empty list: the whole domain).
+/// Inclusive ranges per dimension of a sparse read or a delete (an empty list: the whole domain).
 type SparseRanges = Vec<Vec<(Num, Num)>>;
 
 fn dim_ranges(ranges: SparseRanges) -> Vec<Vec<DimRange>> {
@@ -103,6 +103,18 @@ fn result_dict<'py>(py: Python<'py>, r: ReadResult) -> PyResult<Bound<'py, PyDic
     Ok(out)
 }
 
+/// What a fragment holds: "dense" (a hyper-rectangle of cells), "sparse" (cells with explicit
+/// coordinates) or "delete" (tombstones: deleted points and rectangles).
+fn fragment_kind(f: &tessera::FragmentMetadata) -> &'static str {
+    if f.is_delete() {
+        "delete"
+    } else if f.is_dense() {
+        "dense"
+    } else {
+        "sparse"
+    }
+}
+
 /// One fragment's description as a dict (the fields of Python's `FragmentInfo`).
 pub(crate) fn fragment_dict<'py>(
     py: Python<'py>,
@@ -115,6 +127,7 @@ pub(crate) fn fragment_dict<'py>(
     d.set_item("t1", f.name.t1)?;
     d.set_item("uuid", &f.name.uuid)?;
     d.set_item("version", f.name.version)?;
+    d.set_item("kind", fragment_kind(f))?;
     d.set_item("dense", f.is_dense())?;
     d.set_item("cell_count", f.cell_count)?;
     d.set_item("tile_count", f.tile_count())?;
@@ -163,6 +176,18 @@ struct CoordWriteInput<'py>(String, PyReadonlyArray1<'py, u8>);
 
 fn contiguous<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, attr: &str, what: &str) -> PyResult<&'a [T]> {
     a.as_slice().map_err(|_| QueryError::new_err(format!("attribute {attr}: the {what} buffer is not contiguous")))
+}
+
+/// Borrows the coordinate buffers of a sparse write or a delete.
+fn borrow_coords<'a>(coords: &'a [CoordWriteInput<'_>]) -> PyResult<Vec<CoordInput<'a>>> {
+    let mut cols = Vec::with_capacity(coords.len());
+    for CoordWriteInput(name, data) in coords {
+        let data = data
+            .as_slice()
+            .map_err(|_| QueryError::new_err(format!("dimension {name}: the coordinate buffer is not contiguous")))?;
+        cols.push(CoordInput { name, data });
+    }
+    Ok(cols)
 }
 
 /// Borrows the attribute buffers of a write.
@@ -319,13 +344,7 @@ impl PyArrayHandle {
         inputs: Vec<WriteInput<'_>>,
     ) -> PyResult<String> {
         let layout = parse_layout(layout)?;
-        let mut cols = Vec::with_capacity(coords.len());
-        for CoordWriteInput(name, data) in &coords {
-            let data = data.as_slice().map_err(|_| {
-                QueryError::new_err(format!("dimension {name}: the coordinate buffer is not contiguous"))
-            })?;
-            cols.push(CoordInput { name, data });
-        }
+        let cols = borrow_coords(&coords)?;
         let borrowed = borrow_inputs(&inputs)?;
         let array = self.array()?;
         let name = py
@@ -335,6 +354,25 @@ impl PyArrayHandle {
                 w.finish().map(|m| m.name)
             })
             .py()?;
+        Ok(name.to_string())
+    }
+
+    /// Deletes the cells at the coordinates given (one (dimension name, values as bytes) per
+    /// dimension; repeated points are fine) as one new delete fragment. Returns its name.
+    fn delete_cells(&self, py: Python<'_>, coords: Vec<CoordWriteInput<'_>>) -> PyResult<String> {
+        let cols = borrow_coords(&coords)?;
+        let array = self.array()?;
+        let name = py.detach(|| array.delete_cells(&cols)).py()?;
+        Ok(name.to_string())
+    }
+
+    /// Deletes every cell in the cross product of `ranges` (per dimension its inclusive (lo, hi)
+    /// ranges, ints or floats; an empty list is the whole dimension) as one new delete fragment.
+    /// Returns its name.
+    fn delete_ranges(&self, py: Python<'_>, ranges: SparseRanges) -> PyResult<String> {
+        let ranges = dim_ranges(ranges);
+        let array = self.array()?;
+        let name = py.detach(|| array.delete_ranges(&ranges)).py()?;
         Ok(name.to_string())
     }
 

@@ -170,14 +170,14 @@ impl Array {
     /// The bounding box of all written cells in domain coordinates of integer dimensions, or
     /// `None` if nothing was written (see [`Array::nonempty_domain_ranges`] for float dimensions).
     pub fn nonempty_domain(&self) -> Option<Vec<(i128, i128)>> {
-        let acc = bounding_box(self.fragments.iter().map(|f| &f.domain))?;
+        let acc = bounding_box(self.fragments.iter().filter(|f| !f.is_delete()).map(|f| &f.domain))?;
         Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| (d.denormalize(*lo), d.denormalize(*hi))).collect())
     }
 
     /// The bounding box of all written cells, per dimension in the dimension's own numbers
     /// (floats for float dimensions), or `None` if nothing was written.
     pub fn nonempty_domain_ranges(&self) -> Option<Vec<DimRange>> {
-        let acc = bounding_box(self.fragments.iter().map(|f| &f.domain))?;
+        let acc = bounding_box(self.fragments.iter().filter(|f| !f.is_delete()).map(|f| &f.domain))?;
         Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| DimRange::from_ordinals(d, *lo, *hi)).collect())
     }
 

@@ -38,6 +38,14 @@ pub enum QueryError {
         /// High bound.
         hi: String,
     },
+    /// Malformed coordinate columns (lengths, partial values).
+    #[error("dimension {dim}: {detail}")]
+    CoordBuffer {
+        /// Dimension name.
+        dim: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A cell's coordinate outside the domain or not a finite number (sparse writes).
     #[error("dimension {dim}: coordinate {value} of cell {cell} {why}")]
     Coordinate {

@@ -29,6 +29,29 @@ pub struct TileEntry {
     pub checksum: u64,
 }
 
+/// What a fragment holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FragmentKind {
+    /// Every cell of a hyper-rectangle, tile by tile.
+    Dense,
+    /// Cells with explicit coordinates.
+    Sparse,
+    /// Deletions (tombstones).
+    Delete,
+}
+
+impl FragmentKind {
+    /// "dense", "sparse" or "delete".
+    pub fn name(self) -> &'static str {
+        match self {
+            FragmentKind::Dense => "dense",
+            FragmentKind::Sparse => "sparse",
+            FragmentKind::Delete => "delete",
+        }
+    }
+}
+
 /// The index of a sparse fragment's data tiles (coordinates as ordinals).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SparseIndex {
@@ -62,6 +85,17 @@ pub struct FragmentMetadata {
 }
 
 impl FragmentMetadata {
+    /// What the fragment holds.
+    pub fn kind(&self) -> FragmentKind {
+        if self.is_delete() {
+            FragmentKind::Delete
+        } else if self.is_dense() {
+            FragmentKind::Dense
+        } else {
+            FragmentKind::Sparse
+        }
+    }
+
     /// Whether the fragment is dense (a hyper-rectangle stored tile by tile).
     pub fn is_dense(&self) -> bool {
         self.sparse.is_none()

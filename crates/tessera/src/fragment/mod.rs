@@ -13,7 +13,7 @@ mod writer;
 pub(crate) use commit::{commit_fragment, list_committed};
 pub use commit::{COMMITS_DIR, FRAGMENTS_DIR};
 pub(crate) use files::{FileKind, FileSpec};
-pub use metadata::{FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
+pub use metadata::{FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
 pub use rtree::RTree;

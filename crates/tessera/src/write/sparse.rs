@@ -426,8 +426,8 @@ fn coord_columns<'a>(schema: &ArraySchema, coords: &[CoordInput<'a>]) -> Result<
         }
         let s = schema.dims[k].datatype.size();
         if c.data.len() % s != 0 {
-            return Err(QueryError::BadBuffer {
-                attr: c.name.to_string(),
+            return Err(QueryError::CoordBuffer {
+                dim: c.name.to_string(),
                 detail: format!("{} bytes is not a whole number of {} values", c.data.len(), schema.dims[k].datatype),
             }
             .into());
@@ -445,8 +445,8 @@ fn coord_columns<'a>(schema: &ArraySchema, coords: &[CoordInput<'a>]) -> Result<
         match n {
             None => n = Some(len),
             Some(m) if m != len => {
-                return Err(QueryError::BadBuffer {
-                    attr: d.name.clone(),
+                return Err(QueryError::CoordBuffer {
+                    dim: d.name.clone(),
                     detail: format!(
                         "{len} coordinates, but dimension {} has {m}: columns must have equal lengths",
                         schema.dims[0].name

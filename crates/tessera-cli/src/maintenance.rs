@@ -1,0 +1,188 @@
+//! Commands that manage fragments: `tessera fragments` (list), `tessera consolidate`,
+//! `tessera vacuum` and `tessera delete` (cells in a subarray).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use tessera::{consolidate, vacuum, Array, Config, Context, Mode, Selection};
+
+use crate::info::{human, iso_ms};
+use crate::subarray_spec::{sparse_ranges_str, SparseSpec};
+
+/// Arguments of `tessera fragments`.
+#[derive(Debug, Args)]
+pub struct FragmentsArgs {
+    /// The array.
+    pub uri: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `tessera consolidate`.
+#[derive(Debug, Args)]
+pub struct ConsolidateArgs {
+    /// The array.
+    pub uri: PathBuf,
+    /// Consolidate these fragments (consecutive in fragment order); repeatable.
+    #[arg(long = "fragment", value_name = "NAME")]
+    pub fragments: Vec<String>,
+    /// Consolidate the fragments written between these times (ms since the epoch, inclusive).
+    #[arg(long, value_name = "T0:T1")]
+    pub timestamp: Option<String>,
+    /// Size-tiered: the longest run of at least MIN similar-size fragments (within RATIO).
+    #[arg(long, value_name = "RATIO:MIN")]
+    pub size_tiered: Option<String>,
+    /// Vacuum afterwards (deletes the consolidated fragments).
+    #[arg(long)]
+    pub vacuum: bool,
+}
+
+/// Arguments of `tessera vacuum`.
+#[derive(Debug, Args)]
+pub struct VacuumArgs {
+    /// The array.
+    pub uri: PathBuf,
+}
+
+/// Arguments of `tessera delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The array.
+    pub uri: PathBuf,
+    /// The cells to delete: inclusive `lo:hi` per dimension (floats for float dimensions; `:` or
+    /// omitted: the whole dimension).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
+    pub subarray: String,
+}
+
+fn ctx(config: &Config) -> Result<Context> {
+    Context::new(config.clone()).context("cannot start the engine")
+}
+
+/// `tessera fragments URI`: the fragments readers see, oldest first.
+///
+/// # Errors
+/// The array cannot be opened, or `out` cannot be written.
+pub fn fragments(args: &FragmentsArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    let c = ctx(config)?;
+    let a =
+        Array::open(&c, &args.uri, Mode::Read).with_context(|| format!("cannot open array {}", args.uri.display()))?;
+    let rows: Vec<serde_json::Value> = a
+        .fragments()
+        .iter()
+        .map(|f| {
+            let kind = f.kind().name();
+            serde_json::json!({
+                "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "kind": kind,
+                "cells": f.cell_count, "tiles": f.tile_count(), "stored_bytes": f.stored_bytes(),
+                "nonempty_domain": sparse_ranges_str(a.schema(), &[f.nonempty_domain(a.schema())]
+                    .concat().into_iter().map(|r| vec![r]).collect::<Vec<_>>()),
+            })
+        })
+        .collect();
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &rows)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "{} fragment(s) of {} (oldest first)", rows.len(), args.uri.display())?;
+    for (f, r) in a.fragments().iter().zip(&rows) {
+        writeln!(
+            out,
+            "  {}  {:<6}  {} .. {}  {} cells  {}  {}",
+            f.name,
+            r["kind"].as_str().unwrap_or(""),
+            iso_ms(f.name.t0),
+            iso_ms(f.name.t1),
+            f.cell_count,
+            human(f.stored_bytes()),
+            r["nonempty_domain"].as_str().unwrap_or("")
+        )?;
+    }
+    Ok(())
+}
+
+fn pair<T: std::str::FromStr>(s: &str, what: &str) -> Result<(T, T)> {
+    let parse = |x: &str| x.trim().parse::<T>().ok();
+    match s.split_once(':').map(|(a, b)| (parse(a), parse(b))) {
+        Some((Some(a), Some(b))) => Ok((a, b)),
+        _ => bail!("{what} {s:?}: expected two numbers as A:B"),
+    }
+}
+
+/// `tessera consolidate URI [--fragment NAME ...|--timestamp T0:T1|--size-tiered R:N] [--vacuum]`.
+///
+/// # Errors
+/// Contradicting selections, a selection that is not consecutive, or an engine failure.
+pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    let given = usize::from(!args.fragments.is_empty())
+        + usize::from(args.timestamp.is_some())
+        + usize::from(args.size_tiered.is_some());
+    if given > 1 {
+        bail!("give at most one of --fragment, --timestamp and --size-tiered");
+    }
+    let sel = if !args.fragments.is_empty() {
+        Selection::Names(args.fragments.clone())
+    } else if let Some(t) = &args.timestamp {
+        let (a, b) = pair::<u64>(t, "--timestamp")?;
+        Selection::Timestamps(a, b)
+    } else if let Some(s) = &args.size_tiered {
+        let (ratio, min) = pair::<f64>(s, "--size-tiered")?;
+        Selection::SizeTiered { ratio, min_fragments: min as usize }
+    } else {
+        Selection::All
+    };
+    let c = ctx(config)?;
+    let t = std::time::Instant::now();
+    let made =
+        consolidate(&c, &args.uri, &sel).with_context(|| format!("cannot consolidate {}", args.uri.display()))?;
+    match made {
+        None => writeln!(out, "nothing to consolidate in {} (fewer than two fragments chosen)", args.uri.display())?,
+        Some(m) => writeln!(
+            out,
+            "consolidated into {} ({} cells, {}) in {:.2} s",
+            m.name,
+            m.cell_count,
+            human(m.stored_bytes()),
+            t.elapsed().as_secs_f64()
+        )?,
+    }
+    if args.vacuum {
+        vacuum_cmd(&VacuumArgs { uri: args.uri.clone() }, config, out)?;
+    }
+    Ok(())
+}
+
+/// `tessera vacuum URI`: deletes consolidated fragments and crashed writers' leftovers.
+///
+/// # Errors
+/// Readers or writers holding the array past `sm.vacuum.lock_timeout_ms`, or a storage failure.
+pub fn vacuum_cmd(args: &VacuumArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    let c = ctx(config)?;
+    let r = vacuum(&c, &args.uri).with_context(|| format!("cannot vacuum {}", args.uri.display()))?;
+    writeln!(
+        out,
+        "vacuumed {}: removed {} superseded fragment(s) and {} unfinished one(s)",
+        args.uri.display(),
+        r.removed.len(),
+        r.uncommitted.len()
+    )?;
+    Ok(())
+}
+
+/// `tessera delete URI --subarray SPEC`: deletes every cell of the subarray.
+///
+/// # Errors
+/// A bad SPEC (reversed, outside the domain) or an engine failure.
+pub fn delete(args: &DeleteArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    let c = ctx(config)?;
+    let a =
+        Array::open(&c, &args.uri, Mode::Write).with_context(|| format!("cannot open array {}", args.uri.display()))?;
+    let ranges = SparseSpec::parse(&args.subarray)?.resolve(a.schema())?;
+    let name = a.delete_ranges(&ranges).with_context(|| format!("cannot delete from {}", args.uri.display()))?;
+    writeln!(out, "deleted {} from {} (fragment {name})", sparse_ranges_str(a.schema(), &ranges), args.uri.display())?;
+    Ok(())
+}

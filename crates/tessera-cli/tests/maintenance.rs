@@ -1,0 +1,69 @@
+//! `tessera fragments`, `consolidate`, `vacuum` and `delete`, in-process on a temporary folder.
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use clap::Parser;
+use tessera_cli::npy::{self, Dtype, Header};
+use tessera_cli::{run, Cli};
+
+fn tessera(args: &[&str]) -> Result<String, String> {
+    let cli = Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    run(cli, &mut out).map_err(|e| format!("{e:#}"))?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+fn ok(args: &[&str]) -> String {
+    tessera(args).unwrap_or_else(|e| panic!("tessera {args:?} failed: {e}"))
+}
+
+fn write_npy(path: &std::path::Path, rows: u64, cols: u64, value: i32) {
+    let h = Header { dtype: Dtype::parse("<i4").unwrap(), fortran_order: false, shape: vec![rows, cols] };
+    let data: Vec<u8> = (0..rows * cols).flat_map(|_| value.to_le_bytes()).collect();
+    npy::write(&mut std::fs::File::create(path).unwrap(), &h, &data).unwrap();
+}
+
+fn read_values(dir: &std::path::Path, uri: &str) -> Vec<i32> {
+    let out = dir.join("out.npy");
+    let _ = std::fs::remove_file(&out);
+    ok(&["read", uri, "--subarray", "1:4,1:6", "--output", out.to_str().unwrap()]);
+    let a = npy::read(&mut std::fs::File::open(&out).unwrap()).unwrap();
+    a.data.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+#[test]
+fn fragments_consolidate_vacuum_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let uri = uri.to_str().unwrap();
+    let schema = dir.path().join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"array_type":"dense","dims":[{"name":"r","type":"int64","domain":[1,4],"tile":2},
+            {"name":"c","type":"int64","domain":[1,6],"tile":3}],
+            "attrs":[{"name":"a","type":"int32"}],"cell_order":"row-major","tile_order":"row-major"}"#,
+    )
+    .unwrap();
+    ok(&["create", uri, "--schema", schema.to_str().unwrap()]);
+    let (full, part) = (dir.path().join("full.npy"), dir.path().join("part.npy"));
+    write_npy(&full, 4, 6, 1);
+    write_npy(&part, 2, 2, 2);
+    ok(&["write", uri, "--subarray", "1:4,1:6", "--input", full.to_str().unwrap()]);
+    ok(&["write", uri, "--subarray", "2:3,2:3", "--input", part.to_str().unwrap()]);
+    let out = ok(&["delete", uri, "--subarray", "4:4,:"]);
+    assert!(out.contains("deleted"), "{out}");
+    let listing = ok(&["fragments", uri]);
+    assert!(listing.starts_with("3 fragment(s)") && listing.contains("delete"), "{listing}");
+    let before = read_values(dir.path(), uri);
+    assert_eq!(&before[6..12], &[1, 2, 2, 1, 1, 1]);
+    assert!(before[18..24].iter().all(|&v| v == i32::MIN), "deleted row reads as fill: {before:?}");
+    let out = ok(&["consolidate", uri, "--vacuum"]);
+    assert!(out.contains("consolidated into") && out.contains("removed 3 superseded"), "{out}");
+    assert!(ok(&["fragments", uri]).starts_with("1 fragment(s)"));
+    assert_eq!(read_values(dir.path(), uri), before, "consolidation changed what reads return");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["fragments", uri, "--json"])).unwrap();
+    assert_eq!(json[0]["kind"], "dense");
+    let e = tessera(&["consolidate", uri, "--timestamp", "5", "--fragment", "x"]).unwrap_err();
+    assert!(e.contains("at most one of"), "{e}");
+    assert!(ok(&["consolidate", uri]).contains("nothing to consolidate"));
+    assert!(ok(&["vacuum", uri]).contains("removed 0 superseded"));
+}
