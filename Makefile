@@ -8,7 +8,7 @@ STAMP   := $(VENV)/.deps-stamp
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test build venv rust-test py-test bench bench-quick lint fmt clean
+.PHONY: all demo test build venv rust-test py-test bench bench-quick bench-deps lint fmt clean
 
 all: test
 
@@ -46,13 +46,24 @@ clean:
 	rm -rf target $(VENV)
 
 # Benchmarks (not tests): dense load/read at full size (~1 GiB), statistics overhead and the
-# tile cache.
-bench:
+# tile cache; then the peer suite (bench/, issue 6): Tessera against TileDB-Py, HDF5, Zarr,
+# TensorStore, DuckDB and Parquet on the TileDB paper's workloads (~1 GiB dense, 10M sparse
+# points; results in bench/out/ and docs/benchmarks.md).
+BENCH_STAMP := $(VENV)/.bench-deps-stamp
+
+$(BENCH_STAMP): requirements-bench.txt $(STAMP)
+	$(PIP) install -q -r requirements-bench.txt
+	touch $@
+
+bench-deps: $(BENCH_STAMP)
+
+bench: build bench-deps
 	cargo bench -p tessera --bench dense
 	cargo bench -p tessera --bench stats
-	cargo bench -p tessera --bench fragments
+	$(PY) bench/run.py
 
-# A short run of the same benchmark (~100 MB).
-bench-quick:
+# A short run of the same benchmarks (~100 MB dense, 1M sparse points; a few minutes).
+bench-quick: build bench-deps
 	cargo bench -p tessera --bench dense -- --rows 4000 --cols 5000 --reps 5
 	cargo bench -p tessera --bench stats
+	$(PY) bench/run.py --quick

@@ -15,7 +15,7 @@ use super::query::{count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{ordinal_ranges, ordinals, DimRange, OrderKeys};
+use crate::geometry::{ordinal_ranges, ordinals, pack_keys, DimRange, OrderKeys};
 use crate::read::Layout;
 use crate::stats::{self, Timer};
 use crate::storage::Bytes;
@@ -245,29 +245,36 @@ impl SparseReadQuery {
         let _t = stats::timer(Timer::ReaderRead);
         let schema = self.array.schema();
         let part = &self.cells[c0 as usize..c1 as usize];
-        // Runs of consecutive cells of one tile.
-        let mut runs: Vec<(TileKey, u32, u32)> = Vec::new();
+        // Runs of consecutive cells of one tile; tiles numbered by first appearance (`slot`), so
+        // the loops below index vectors instead of looking tiles up per run.
+        let mut keys: Vec<TileKey> = Vec::new();
+        let mut slot_of: HashMap<TileKey, u32> = HashMap::new();
+        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
         for &(f, t, c) in part {
             let key = (f as usize, u64::from(t));
+            let slot = match runs.last() {
+                Some(&(sl, _, _)) if keys[sl as usize] == key => sl,
+                _ => *slot_of.entry(key).or_insert_with(|| {
+                    keys.push(key);
+                    (keys.len() - 1) as u32
+                }),
+            };
             match runs.last_mut() {
-                Some((k, _, end)) if *k == key && *end == c => *end += 1,
-                _ => runs.push((key, c, c + 1)),
+                Some((sl, _, end)) if *sl == slot && *end == c => *end += 1,
+                _ => runs.push((slot, c, c + 1)),
             }
         }
         let mut out = Vec::with_capacity(schema.ndim() + self.attrs.len());
         for (d, dim) in schema.dims.iter().enumerate() {
             let s = dim.datatype.size();
+            let cols: Vec<&[u8]> = keys.iter().map(|k| &self.coords[k][d][..]).collect();
             let mut data = Vec::with_capacity(part.len() * s);
-            for (k, a, b) in &runs {
-                data.extend_from_slice(&self.coords[k][d][*a as usize * s..*b as usize * s]);
+            for &(sl, a, b) in &runs {
+                data.extend_from_slice(&cols[sl as usize][a as usize * s..b as usize * s]);
             }
             count_copied(false, data.len() as u64);
             out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
         }
-        let keys: Vec<TileKey> = {
-            let mut seen = HashSet::new();
-            runs.iter().filter(|r| seen.insert(r.0)).map(|r| r.0).collect()
-        };
         let file_of = |attr: usize, kind: FileKind| self.specs.iter().position(|s| s.attr == attr && s.kind == kind);
         let mut requests = Vec::new();
         for &i in &self.attrs {
@@ -280,42 +287,44 @@ impl SparseReadQuery {
         let tiles = fetch_tiles(&self.array, &self.specs, &requests)?;
         for &i in &self.attrs {
             let a = &schema.attrs[i];
-            let get = |k: &TileKey, kind| file_of(i, kind).and_then(|f| tiles.get(&(*k, f)));
-            let mut data = Vec::new();
-            let mut offsets = a.is_var().then(Vec::new);
-            let mut validity = a.nullable.then(Vec::new);
-            for (k, s, e) in &runs {
-                let (s, e) = (*s as usize, *e as usize);
-                let d = get(k, FileKind::Data).map_or(&[][..], |b| &b[..]);
+            let per_slot = |kind| -> Vec<&[u8]> {
+                keys.iter()
+                    .map(|k| file_of(i, kind).and_then(|f| tiles.get(&(*k, f))).map_or(&[][..], |b| &b[..]))
+                    .collect()
+            };
+            let (datas, offss, valids) =
+                (per_slot(FileKind::Data), per_slot(FileKind::Offsets), per_slot(FileKind::Validity));
+            let cs = a.cell_size();
+            let mut data = Vec::with_capacity(if a.is_var() { 0 } else { part.len() * cs });
+            let mut offsets = a.is_var().then(|| Vec::with_capacity(part.len()));
+            let mut validity = a.nullable.then(|| Vec::with_capacity(part.len()));
+            for &(sl, s, e) in &runs {
+                let (sl, s, e) = (sl as usize, s as usize, e as usize);
+                let d = datas[sl];
                 if let Some(offs) = offsets.as_mut() {
-                    let o = get(k, FileKind::Offsets).map_or(&[][..], |b| &b[..]);
-                    let at = |c: usize| -> Result<u64> {
-                        if c * 8 + 8 > o.len() {
-                            return Ok(d.len() as u64);
+                    let o = offss[sl];
+                    let at = |c: usize| -> u64 {
+                        match o.get(c * 8..c * 8 + 8) {
+                            Some(b) => u64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+                            None => d.len() as u64,
                         }
-                        let mut w = [0u8; 8];
-                        w.copy_from_slice(&o[c * 8..c * 8 + 8]);
-                        Ok(u64::from_le_bytes(w))
                     };
-                    let (start, end) = (at(s)?, at(e)?);
+                    let (start, end) = (at(s), at(e));
                     if start > end || end > d.len() as u64 {
+                        let k = keys[sl];
                         return Err(Error::corrupt(
                             self.array.uri.join(FRAGMENTS_DIR).join(self.array.fragments[k.0].name.to_string()),
                             format!("tile {}: offsets of attribute {} out of order or past the data", k.1, a.name),
                         ));
                     }
                     let base = data.len() as u64;
-                    for c in s..e {
-                        offs.push(at(c)? - start + base);
-                    }
+                    offs.extend((s..e).map(|c| at(c) - start + base));
                     data.extend_from_slice(&d[start as usize..end as usize]);
                 } else {
-                    let cs = a.cell_size();
                     data.extend_from_slice(&d[s * cs..e * cs]);
                 }
                 if let Some(v) = validity.as_mut() {
-                    let src = get(k, FileKind::Validity).map_or(&[][..], |b| &b[..]);
-                    v.extend_from_slice(&src[s..e]);
+                    v.extend_from_slice(&valids[sl][s..e]);
                 }
             }
             count_copied(a.is_var(), data.len() as u64 + offsets.as_ref().map_or(0, |o| 8 * o.len() as u64));
@@ -356,11 +365,20 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
     array.ctx.install(|| {
         kbuf.par_chunks_mut(w).zip(ords.par_chunks(nd.max(1))).for_each(|(k, o)| keys.key(o, k));
     });
-    let mut perm: Vec<u32> = (0..total as u32).collect();
     let kat = |i: u32| &kbuf[i as usize * w..i as usize * w + w];
     // Global order; among equal coordinates the newest fragment first.
-    array.ctx.install(|| {
-        perm.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
+    let mut perm: Vec<u32> = array.ctx.install(|| match pack_keys(&kbuf, w) {
+        Some(packed) => {
+            let mut items: Vec<(u128, u32, u32)> =
+                (0..total).map(|i| (packed[i], u32::MAX - refs[i].0, i as u32)).collect();
+            items.par_sort_unstable();
+            items.into_iter().map(|t| t.2).collect()
+        }
+        None => {
+            let mut p: Vec<u32> = (0..total as u32).collect();
+            p.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
+            p
+        }
     });
     if any_deletes {
         // Per coordinates, newest first: a deleted point removes itself and every older cell;
