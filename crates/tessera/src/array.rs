@@ -258,6 +258,23 @@ impl Array {
         Ok(w.finish()?.name)
     }
 
+    /// Reads the cells at the given coordinates (one column per dimension) of a dense array, in
+    /// the order given: random element reads. Each tile holding some of the points is read once.
+    ///
+    /// # Errors
+    /// Wrong mode, a sparse array, coordinates outside the domain, columns of different lengths,
+    /// unknown attributes, storage failures, corrupt tiles.
+    pub fn read_points(&self, coords: &[CoordInput<'_>], attrs: &[&str]) -> Result<ReadResult> {
+        self.require(Mode::Read, "read")?;
+        if self.schema.is_sparse() {
+            return Err(QueryError::Layout("read_points reads dense arrays; use sparse_query".into()).into());
+        }
+        let cols = self.ctx.install(|| crate::write::coord_ordinals(&self.schema, coords))?;
+        let n = cols.first().map_or(0, Vec::len);
+        let points: Vec<Vec<u64>> = (0..n).map(|i| cols.iter().map(|c| c[i]).collect()).collect();
+        ReadQuery::points(self, points, attrs)?.read_all()
+    }
+
     /// Deletes the cells at the given coordinates (one column per dimension): writes a delete
     /// fragment; reads no longer return those cells from older fragments (dense arrays give them
     /// the fill value and null), and consolidation drops them.

@@ -328,6 +328,33 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
             vacuum(&ctx, uri).unwrap();
         }
         let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+        // Every cell of the domain as a point read, in a scrambled order.
+        {
+            let all: Vec<Vec<i128>> = cells_in_layout(
+                c,
+                &c.dims.iter().map(|&(lo, size, _)| vec![(lo, lo + size as i128 - 1)]).collect::<Vec<_>>(),
+                Layout::RowMajor,
+            );
+            let mut order: Vec<usize> = (0..all.len()).collect();
+            order.sort_by_key(|&i| (i * 7919) % all.len().max(1));
+            let pts: Vec<&Vec<i128>> = order.iter().map(|&i| &all[i]).collect();
+            let cols: Vec<Vec<u8>> =
+                (0..c.dims.len()).map(|d| pts.iter().flat_map(|p| (p[d] as i64).to_le_bytes()).collect()).collect();
+            let names: Vec<String> = (0..c.dims.len()).map(|d| format!("d{d}")).collect();
+            let coords: Vec<CoordInput<'_>> =
+                (0..c.dims.len()).map(|d| CoordInput { name: &names[d], data: &cols[d] }).collect();
+            let res = r.read_points(&coords, &["a", "v"]).unwrap();
+            let a = as_i32(&res.attrs[0].data);
+            let v = &res.attrs[1];
+            let (offs, valid) = (v.offsets.as_ref().unwrap(), v.validity.as_ref().unwrap());
+            for (k, p) in pts.iter().enumerate() {
+                let e = model.get(*p).cloned().unwrap_or(Cell { a: i32::MIN, v: None });
+                let end = offs.get(k + 1).copied().unwrap_or(v.data.len() as u64) as usize;
+                let vals: Vec<i16> =
+                    v.data[offs[k] as usize..end].chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+                prop_assert_eq!(Cell { a: a[k], v: (valid[k] == 1).then_some(vals) }, e, "point {:?}", p);
+            }
+        }
         for (ranges, layout, buf_cells) in &c.reads {
             let layout = if ranges.iter().any(|r| r.len() > 1) && *layout == Layout::Global {
                 Layout::RowMajor

@@ -38,16 +38,32 @@ pub(crate) struct ResultSpace {
     pub ranges: Vec<Vec<[u64; 2]>>,
     /// Cells per dimension (sum of range lengths).
     pub shape: Vec<u64>,
+    /// Point reads: the normalized coordinates of each result cell (then `ranges` and `shape`
+    /// are unused).
+    pub points: Option<Vec<Vec<u64>>>,
 }
 
 impl ResultSpace {
     pub(crate) fn total(&self) -> u64 {
-        self.shape.iter().product()
+        match &self.points {
+            Some(p) => p.len() as u64,
+            None => self.shape.iter().product(),
+        }
     }
 
     /// Splits result cells `[c0, c1)` into domain boxes with their place in a buffer that holds
     /// exactly those cells.
     pub(crate) fn pieces(&self, grid: &TileGrid, c0: u64, c1: u64) -> Vec<(Rect, Strided)> {
+        if let Some(points) = &self.points {
+            // Each point is a one-cell box at its own place in the result.
+            return points[c0 as usize..c1 as usize]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    (p.iter().map(|&x| [x, x]).collect(), Strided { offset: i as u64, strides: vec![0; p.len()] })
+                })
+                .collect();
+        }
         let mut out = Vec::new();
         match self.layout {
             Layout::RowMajor | Layout::ColMajor => {

@@ -100,7 +100,20 @@ impl ReadQuery {
             return Err(QueryError::Layout("global layout needs exactly one range per dimension".into()).into());
         }
         let shape = ranges.iter().map(|rs| rs.iter().map(|[a, b]| b - a + 1).sum()).collect();
-        Ok(Self { array: array.clone(), attrs: idx, space: ResultSpace { layout, ranges, shape }, cursor: 0 })
+        Ok(Self {
+            array: array.clone(),
+            attrs: idx,
+            space: ResultSpace { layout, ranges, shape, points: None },
+            cursor: 0,
+        })
+    }
+
+    /// A read of the cells at `points` (normalized coordinates), in the order given.
+    pub(crate) fn points(array: &Array, points: Vec<Vec<u64>>, attrs: &[&str]) -> Result<Self> {
+        let idx = resolve_attrs(array.schema(), attrs)?;
+        let n = points.len() as u64;
+        let space = ResultSpace { layout: Layout::RowMajor, ranges: Vec::new(), shape: vec![n], points: Some(points) };
+        Ok(Self { array: array.clone(), attrs: idx, space, cursor: 0 })
     }
 
     /// Cells per dimension of the whole result (ranges of a dimension concatenated).

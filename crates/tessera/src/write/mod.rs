@@ -7,4 +7,5 @@ mod sparse;
 
 pub use dense::DenseWriter;
 pub use input::AttrInput;
+pub(crate) use sparse::coord_ordinals;
 pub use sparse::{CoordInput, SparseWriter};

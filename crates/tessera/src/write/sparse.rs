@@ -234,27 +234,7 @@ impl SparseWriter {
         } else {
             validate(&schema, attrs, Some(n as u64))?.0
         };
-        let ords: Vec<Vec<u64>> = self.array.ctx.install(|| {
-            schema
-                .dims
-                .par_iter()
-                .zip(&cols)
-                .map(|(d, c)| {
-                    ordinals(d, c).map_err(|b| {
-                        let why = if b.why == "is outside the domain" {
-                            let dom = match d.domain {
-                                crate::schema::Domain::Int(lo, hi) => format!("[{lo}, {hi}]"),
-                                crate::schema::Domain::Float(lo, hi) => format!("[{lo}, {hi}]"),
-                            };
-                            format!("{} {dom}", b.why)
-                        } else {
-                            b.why.to_string()
-                        };
-                        QueryError::Coordinate { dim: d.name.clone(), cell: b.cell as u64, value: b.value, why }.into()
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let ords: Vec<Vec<u64>> = self.array.ctx.install(|| ordinals_of(&schema, &cols))?;
         let prepare = stats::timer(Timer::WriterPrepareTiles);
         let keys = self.array.ctx.install(|| self.keys.keys(&ords));
         let w = self.keys.width();
@@ -407,6 +387,39 @@ impl SparseWriter {
         let index = std::mem::take(&mut self.index);
         frag.finish(self.cells, Some(index), rects)
     }
+}
+
+/// The ordinals of checked coordinate columns, naming the first bad cell.
+fn ordinals_of(schema: &ArraySchema, cols: &[&[u8]]) -> Result<Vec<Vec<u64>>> {
+    schema
+        .dims
+        .par_iter()
+        .zip(cols)
+        .map(|(d, c)| {
+            ordinals(d, c).map_err(|b| {
+                let why = if b.why == "is outside the domain" {
+                    let dom = match d.domain {
+                        crate::schema::Domain::Int(lo, hi) => format!("[{lo}, {hi}]"),
+                        crate::schema::Domain::Float(lo, hi) => format!("[{lo}, {hi}]"),
+                    };
+                    format!("{} {dom}", b.why)
+                } else {
+                    b.why.to_string()
+                };
+                QueryError::Coordinate { dim: d.name.clone(), cell: b.cell as u64, value: b.value, why }.into()
+            })
+        })
+        .collect::<Result<Vec<_>>>()
+}
+
+/// Checks coordinate inputs (every dimension once, whole values, equal lengths) and returns
+/// their ordinals.
+///
+/// # Errors
+/// As [`SparseWriter::submit`] for coordinates.
+pub(crate) fn coord_ordinals(schema: &ArraySchema, coords: &[CoordInput<'_>]) -> Result<Vec<Vec<u64>>> {
+    let (cols, _) = coord_columns(schema, coords)?;
+    ordinals_of(schema, &cols)
 }
 
 /// Checks the coordinate inputs: every dimension once, whole values, equal lengths.
