@@ -477,6 +477,19 @@ class Array:
         layout = _layout(order)
         return self._read(self._ranges(ranges), self._attrs(attrs), layout, None)
 
+    def read_points(self, coords: Mapping[str, Any], attrs: Optional[Sequence[str]] = None) -> DenseResult:
+        """Reads the cells of a dense array at ``coords`` (a dict dimension name → coordinates,
+        converted as for sparse writes), in the order given: random element reads. Each tile
+        holding some of the points is read once. One attribute gives a 1-D ndarray, several a
+        dict."""
+        if self.sparse:
+            raise QueryError("read_points reads dense arrays; use read(ranges=...) on sparse arrays")
+        attr_list = self._attrs(attrs)
+        cols = self._coord_columns(coords, "a point read")
+        bufs = self._c().read_points(cols, [a.name for a in attr_list])
+        out = {a.name: _codec.to_numpy(a, bufs[a.name], None, "G") for a in attr_list}
+        return out[attr_list[0].name] if len(attr_list) == 1 else out
+
     def _sparse_read(self, ranges: SparseRanges, attrs: List[Attr], layout: str) -> Result:
         names = [a.name for a in attrs] or [self._schema.attrs[0].name]
         bufs = self._c().sparse_read(ranges, names, layout)

@@ -674,3 +674,30 @@ def test_sparse_delete_model(c: Dict[str, Any], data: Any) -> None:
                 with ts.open(uri) as A:
                     assert rows(A.read()) == want(cells) and len(A.fragments()) == 1
                 assert len(fragment_dirs(uri)) == 1
+
+
+def test_read_points_match_numpy_with_updates_and_deletes(tmp_path: Any) -> None:
+    uri = str(tmp_path / "pts")
+    ts.create(uri, ts.ArraySchema(
+        dims=[ts.Dim("r", domain=(1, 40), tile=16, dtype="int64"), ts.Dim("c", domain=(1, 30), tile=7, dtype="int64")],
+        attrs=[ts.Attr("a", dtype="int32"), ts.Attr("f", dtype="float64")]))
+    ref_a = np.arange(1200, dtype=np.int32).reshape(40, 30)
+    ref_f = ref_a.astype(np.float64) / 2
+    rng = np.random.default_rng(3)
+    with ts.open(uri, "w") as A:
+        A[1:41, 1:31] = {"a": ref_a, "f": ref_f}
+        flat = rng.choice(1200, size=40, replace=False)
+        rows, cols = flat // 30 + 1, flat % 30 + 1
+        A.write({"r": rows, "c": cols}, {"a": np.full(40, -5, np.int32), "f": np.full(40, -5.0)})
+        ref_a[rows - 1, cols - 1], ref_f[rows - 1, cols - 1] = -5, -5.0
+        A.delete(ranges={"r": [(3, 4)]})
+        ref_a[2:4, :], ref_f[2:4, :] = np.iinfo(np.int32).min, np.nan
+    pr = rng.integers(1, 41, size=500)
+    pc = rng.integers(1, 31, size=500)
+    with ts.open(uri) as A:
+        got = A.read_points({"r": pr, "c": pc})
+        assert np.array_equal(got["a"], ref_a[pr - 1, pc - 1])
+        assert np.array_equal(got["f"], ref_f[pr - 1, pc - 1], equal_nan=True)
+        assert np.array_equal(A.read_points({"r": [1, 40], "c": [30, 1]}, attrs=["a"]), ref_a[[0, 39], [29, 0]])
+        with pytest.raises(ts.DomainError):
+            A.read_points({"r": [0], "c": [1]})

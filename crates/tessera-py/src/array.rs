@@ -366,6 +366,21 @@ impl PyArrayHandle {
         Ok(name.to_string())
     }
 
+    /// Reads the cells of a dense array at the coordinates given (one (dimension name, values as
+    /// bytes) per dimension), in that order. Returns a dict name → (data, offsets, validity).
+    fn read_points<'py>(
+        &self,
+        py: Python<'py>,
+        coords: Vec<CoordWriteInput<'_>>,
+        attrs: Vec<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let cols = borrow_coords(&coords)?;
+        let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
+        let array = self.array()?;
+        let r = py.detach(|| array.read_points(&cols, &names)).py()?;
+        result_dict(py, r)
+    }
+
     /// Deletes every cell in the cross product of `ranges` (per dimension its inclusive (lo, hi)
     /// ranges, ints or floats; an empty list is the whole dimension) as one new delete fragment.
     /// Returns its name.
