@@ -50,6 +50,7 @@ clean:
 # TensorStore, DuckDB and Parquet on the TileDB paper's workloads (~1 GiB dense, 10M sparse
 # points; results in bench/out/ and docs/benchmarks.md).
 BENCH_STAMP := $(VENV)/.bench-deps-stamp
+BENCH_ARGS  ?=   # extra options of bench/run.py, e.g. BENCH_ARGS="--engines tessera,h5py --no-docs"
 
 $(BENCH_STAMP): requirements-bench.txt $(STAMP)
 	$(PIP) install -q -r requirements-bench.txt
@@ -60,10 +61,10 @@ bench-deps: $(BENCH_STAMP)
 bench: build bench-deps
 	cargo bench -p tessera --bench dense
 	cargo bench -p tessera --bench stats
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 # A short run of the same benchmarks (~100 MB dense, 1M sparse points; a few minutes).
 bench-quick: build bench-deps
 	cargo bench -p tessera --bench dense -- --rows 4000 --cols 5000 --reps 5
 	cargo bench -p tessera --bench stats
-	$(PY) bench/run.py --quick
+	$(PY) bench/run.py --quick $(BENCH_ARGS)

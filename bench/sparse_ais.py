@@ -1,0 +1,315 @@
+"""The sparse benchmark of the TileDB paper (section 6.2) on synthetic AIS-like ship positions
+(bench/ais.py): Tessera against TileDB-Py, DuckDB and Parquet (pyarrow), in one run.
+
+1. Load ``--points`` points (default 10 million) in 10 writes, one per month: Tessera and TileDB
+   as sparse arrays (int64 dims x, y in [0, 360e6) x [0, 180e6), space tiles 10M x 10M, data
+   tiles of 10,000 cells), without compression and with it (attributes zstd-3; coordinates
+   delta + zstd-3); DuckDB as a table ordered by (x, y); Parquet as one file per month sorted by
+   (x, y), without and with zstd. The load time includes fsync of every file of the store.
+2. Subarray queries in a dense region (the busiest harbour) and a sparse one (the emptiest
+   open-ocean spot) returning about 10K, 100K and 1M points: boxes found by binary search on
+   their size around each centre, plus ``--shifts - 1`` copies shifted by random offsets of up
+   to 10% of the box (the paper's 50 shifted subarrays). Every query returns the coordinates and
+   all 7 attributes as numpy arrays. Each engine's result is checked against numpy on the
+   generated data (count, coordinate checksum, per-attribute sums).
+3. Warm: one untimed pass, then ``--reps`` rounds over the shifted boxes; the figure is the median
+   over rounds of the mean time per query. Cold: ``posix_fadvise(DONTNEED)`` on every file of the
+   store (the page cache cannot be dropped here), then open + query of the base box, timed
+   (median of ``--cold-reps``).
+
+``python bench/sparse_ais.py`` (full, 10M points) or ``--points 1000000 --reps 3`` (quick).
+Writes bench/out/sparse_ais.json and bench/out/sparse_ais.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import ais  # noqa: E402
+import common  # noqa: E402
+from adapters import load as load_adapter  # noqa: E402
+from common import Row, log  # noqa: E402
+
+# (engine label, adapter module, compressed); OPTIONS: adapter options of a label.
+VARIANTS: List[Tuple[str, str, bool]] = [
+    ("tessera", "tessera", False),
+    ("tessera-mmap", "tessera", False),
+    ("tessera+z", "tessera", True),
+    ("tiledb", "tiledb", False),
+    ("tiledb+z", "tiledb", True),
+    ("duckdb", "duckdb", True),
+    ("parquet", "parquet", False),
+    ("parquet+z", "parquet", True),
+]
+OPTIONS: Dict[str, Dict[str, Any]] = {"tessera-mmap": {"read_mode": "mmap"}}
+TARGETS = (10_000, 100_000, 1_000_000)
+Box = Tuple[int, int, int, int]
+
+
+def expected(data: ais.AIS, sx: np.ndarray, sy: np.ndarray, order: np.ndarray, box: Box) -> Dict[str, int]:
+    """What a query must return: count, coordinate checksum, per-attribute sums."""
+    x0, x1, y0, y1 = box
+    i, j = np.searchsorted(sx, [x0, x1 + 1])
+    m = (sy[i:j] >= y0) & (sy[i:j] <= y1)
+    rows = order[i:j][m]
+    out = {"count": int(len(rows)), "xy": ais.coord_checksum(sx[i:j][m], sy[i:j][m])}
+    for a in ais.ATTRS:
+        out[a] = int(data.columns[a][rows].sum())
+    return out
+
+
+def digest(res: Dict[str, np.ndarray]) -> Dict[str, int]:
+    out = {"count": int(len(res["x"])), "xy": ais.coord_checksum(np.asarray(res["x"]), np.asarray(res["y"]))}
+    for a in ais.ATTRS:
+        out[a] = int(np.asarray(res[a]).sum())
+    return out
+
+
+def shifted(box: Box, k: int, rng: np.random.Generator) -> List[Box]:
+    """``box`` and ``k - 1`` copies shifted by up to 10% of its width and height, in the domain."""
+    x0, x1, y0, y1 = box
+    w, h = x1 - x0, y1 - y0
+    out = [box]
+    for _ in range(k - 1):
+        dx = int(rng.uniform(-0.1, 0.1) * w)
+        dy = int(rng.uniform(-0.1, 0.1) * h)
+        dx = max(-x0, min(ais.X_MAX - 1 - x1, dx))
+        dy = max(-y0, min(ais.Y_MAX - 1 - y1, dy))
+        out.append((x0 + dx, x1 + dx, y0 + dy, y1 + dy))
+    return out
+
+
+def run(points: int = 10_000_000, months: int = 10, reps: int = 5, cold_reps: int = 3, shifts: int = 5,
+        workdir: Optional[str] = None, engines: Optional[List[str]] = None, keep: bool = False,
+        seed: int = 20160901, targets: Tuple[int, ...] = TARGETS) -> Dict[str, Any]:
+    workdir = workdir or common.default_workdir()
+    os.makedirs(workdir, exist_ok=True)
+    out: Dict[str, Any] = {"params": {"points": points, "months": months, "reps": reps, "cold_reps": cold_reps,
+                                      "shifts": shifts, "seed": seed, "workdir": workdir}}
+    rows: List[Row] = []
+    t = time.perf_counter()
+    data = ais.generate(points, months=months, seed=seed)
+    out["generate_seconds"] = time.perf_counter() - t
+    raw = data.n * len(ais.COLUMNS) * 8
+    log(f"# sparse AIS: {data.n:,} points ({common.fmt_bytes(raw)} as int64 columns) in {months} batches, "
+        f"generated in {out['generate_seconds']:.1f} s")
+    sort_order = np.lexsort((data.columns["y"], data.columns["x"]))
+    sx, sy = data.columns["x"][sort_order], data.columns["y"][sort_order]
+    dense_c, sparse_c = ais.dense_and_sparse_centres(data)
+    rng = np.random.default_rng(seed + 1)
+    queries: List[Dict[str, Any]] = []
+    for region, (cx, cy) in (("dense", dense_c), ("sparse", sparse_c)):
+        for target in targets:
+            box, count = ais.box_for_count(sx, sy, cx, cy, target)
+            boxes = shifted(box, shifts, rng)
+            exp = [expected(data, sx, sy, sort_order, b) for b in boxes]
+            q = {"region": region, "target": target, "centre": (cx, cy), "boxes": boxes, "expected": exp,
+                 "counts": [e["count"] for e in exp]}
+            queries.append(q)
+            log(f"  {region:6} ~{target:>9,}: base box {(box[1] - box[0]) / ais.DEG:.4f} x "
+                f"{(box[3] - box[2]) / ais.DEG:.4f} deg at ({cx / ais.DEG:.3f}, {cy / ais.DEG:.3f}), counts "
+                f"{[e['count'] for e in exp]}")
+    out["queries"] = [{k: v for k, v in q.items() if k != "expected"} for q in queries]
+    out["engines"] = {}
+    out["load_average_start"] = common.load_average()
+    variants = [v for v in VARIANTS if engines is None or v[0] in engines or v[1] in engines]
+    stores: Dict[str, Any] = {}
+    paths: Dict[str, str] = {}
+    # 1. Loads, one engine after the other.
+    for label, modname, compressed in variants:
+        mod = load_adapter(modname)
+        info: Dict[str, Any] = {"adapter": modname, "compressed": compressed}
+        out["engines"][label] = info
+        if not mod.AVAILABLE:
+            info["error"] = f"not installed: {mod.REASON}"
+            log(f"\n## {label}: SKIPPED ({info['error']})")
+            rows.append(Row("sparse load", f"{data.n:,} points", label, None, note=info["error"]))
+            continue
+        info["version"] = mod.VERSION
+        path = os.path.join(workdir, f"ais-{label}" + (".duckdb" if modname == "duckdb" else ""))
+        common.remove(path)
+        store = mod.Sparse(path, compressed, ais.ATTRS, (ais.X_MAX, ais.Y_MAX), **OPTIONS.get(label, {}))
+        info["method"] = (store.__class__.__doc__ or "").strip()
+        log(f"\n## {label} ({mod.VERSION}){': ' + store.note if store.note else ''}")
+        try:
+            batch_times: List[float] = []
+
+            def batches():
+                for i in range(months):
+                    b = data.batch(i)
+                    t0 = time.perf_counter()
+                    yield b
+                    batch_times.append(time.perf_counter() - t0)
+
+            t0 = time.perf_counter()
+            store.load(batches())
+            common.fsync_tree(path)
+            load_s = time.perf_counter() - t0
+        except Exception as e:  # noqa: BLE001 - reported, never hidden
+            info["error"] = f"load failed: {type(e).__name__}: {e}"
+            log(f"  LOAD FAILED: {info['error']}")
+            rows.append(Row("sparse load", f"{data.n:,} points", label, None, note=info["error"]))
+            common.remove(path)
+            continue
+        stored = common.du(path)
+        info.update(load_seconds=load_s, stored_bytes=stored, batch_seconds=batch_times)
+        log(f"  load {load_s:.2f} s ({raw / load_s / 1e6:.0f} MB/s of int64 input), stored "
+            f"{common.fmt_bytes(stored)} ({raw / stored:.2f}x smaller than the raw columns)")
+        rows.append(Row("sparse load", f"{data.n:,} points", label, load_s, bytes=raw, cells=data.n,
+                        limit="seq_write_fsync", limit_bytes=stored, extra={"stored_bytes": stored}))
+        rows.append(Row("sparse stored", "bytes on disk", label, float(stored), bytes=stored))
+        store.open()
+        stores[label] = store
+        paths[label] = path
+    # 2. Queries: every result checked, then the engines timed in turns.
+    log("\n## queries (engines timed in turns; warm: mean per query over the shifted boxes)")
+    for q in queries:
+        case = f"{q['region']} region ~{q['target'] // 1000}K"
+        live: Dict[str, Any] = {}
+        for label, store in stores.items():
+            try:
+                for b, e in zip(q["boxes"], q["expected"]):
+                    got = digest(store.query(b))
+                    if got != e:
+                        raise AssertionError(f"wrong result for box {b}: got {got}, expected {e}")
+                live[label] = store
+            except Exception as e:  # noqa: BLE001
+                msg = f"{type(e).__name__}: {e}"[:300]
+                log(f"  {case:<24} {label}: FAILED {msg}")
+                rows.append(Row("sparse read warm", case, label, None, note=msg))
+                out["engines"][label].setdefault("errors", []).append(msg)
+
+        def round_fn(store: Any) -> Any:
+            return lambda: [store.query(b) for b in q["boxes"]]
+
+        warm = common.interleaved({k: round_fn(s) for k, s in live.items()}, reps=reps, warmup=0)
+
+        def cold_setup(label: str) -> Any:
+            def f() -> None:
+                live[label].close()
+                common.drop_cache(paths[label])
+            return f
+
+        def cold_fn(store: Any) -> Any:
+            def f() -> None:
+                store.open()
+                store.query(q["boxes"][0])
+            return f
+
+        coldable = {k: s for k, s in live.items() if not getattr(s, "cold_note", "")}
+        cold = common.interleaved({k: cold_fn(s) for k, s in coldable.items()}, reps=cold_reps, warmup=0,
+                                  setups={k: cold_setup(k) for k in coldable})
+        cells = int(np.mean(q["counts"]))
+        res_bytes = cells * len(ais.COLUMNS) * 8
+        nb = len(q["boxes"])
+        for label in live:
+            w, c = warm[label], cold.get(label)
+            if isinstance(w, BaseException) or isinstance(c, BaseException):
+                msg = f"{type(w if isinstance(w, BaseException) else c).__name__}: {w if isinstance(w, BaseException) else c}"[:300]
+                rows.append(Row("sparse read warm", case, label, None, note=msg))
+                log(f"  {case:<24} {label}: FAILED {msg}")
+                continue
+            per_query = [r / nb for r in w.runs]
+            rows.append(Row("sparse read warm", case, label, float(np.median(per_query)), runs=per_query,
+                            bytes=res_bytes, cells=cells, limit="memcpy"))
+            if c is None:
+                rows.append(Row("sparse read cold", case, label, None, note=live[label].cold_note))
+            else:
+                rows.append(Row("sparse read cold", case, label, c.median, runs=c.runs, bytes=res_bytes,
+                                cells=q["counts"][0]))
+            log(f"  {case:<24} {label:<12} warm {common.fmt_time(float(np.median(per_query))):>10}  "
+                f"cold {common.fmt_time(c.median) if c is not None else 'n/a':>10}   (results verified: {q['counts']})")
+    for label, store in stores.items():
+        store.close()
+        if not keep:
+            common.remove(paths[label])
+    out["load_average_end"] = common.load_average()
+    out["rows"] = rows
+    return out
+
+
+def report(out: Dict[str, Any], limits: Dict[str, Any]) -> str:
+    rows: List[Row] = out["rows"]
+    lines = [f"Sparse AIS-like data: {out['params']['points']:,} points in {out['params']['months']} writes; "
+             f"queries: median of {out['params']['reps']} rounds over {out['params']['shifts']} shifted boxes "
+             f"(warm), cold = fadvise(DONTNEED) + open + query (median of {out['params']['cold_reps']}).", ""]
+    load = [r for r in rows if r.group == "sparse load"]
+    lines.append(common.table(load, limits))
+    lines.append("")
+    raw = out["params"]["points"] * len(ais.COLUMNS) * 8
+    lines.append(common.bytes_table([r for r in rows if r.group == "sparse stored"], raw))
+    lines.append("")
+    lines.append(f"(in parentheses: how many times smaller than the raw int64 columns, {common.fmt_bytes(raw)})")
+    lines.append("")
+    lines.append(common.table([r for r in rows if r.group == "sparse read warm"], limits))
+    lines.append("")
+    lines.append(common.table([r for r in rows if r.group == "sparse read cold"], {}))
+    lines.append("")
+    lines.append(tessera_vs_peers(rows))
+    return "\n".join(lines)
+
+
+def tessera_vs_peers(rows: List[Row]) -> str:
+    """Tessera's best variant against the best non-Tessera peer, per workload."""
+    by: Dict[Tuple[str, str], Dict[str, float]] = {}
+    for r in rows:
+        if r.seconds is not None and r.group != "sparse stored":
+            by.setdefault((r.group, r.case), {})[r.engine] = r.seconds
+    out = ["| workload | best Tessera | best peer | Tessera / peer |", "|---|---|---|---|"]
+    for (g, c), v in by.items():
+        mine = {e: s for e, s in v.items() if e.startswith("tessera")}
+        peers = {e: s for e, s in v.items() if not e.startswith("tessera")}
+        if not mine or not peers:
+            continue
+        me = min(mine, key=mine.get)
+        pe = min(peers, key=peers.get)
+        ratio = mine[me] / peers[pe]
+        verdict = "faster" if ratio < 1 else "slower"
+        out.append(f"| {g}: {c} | {me} {common.fmt_time(mine[me])} | {pe} {common.fmt_time(peers[pe])} | "
+                   f"{ratio:.2f} ({verdict}) |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--points", type=int, default=10_000_000)
+    p.add_argument("--months", type=int, default=10)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--cold-reps", type=int, default=3)
+    p.add_argument("--shifts", type=int, default=5)
+    p.add_argument("--engines", default=None, help="comma-separated labels or adapters (default: all)")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--keep", action="store_true", help="keep the stores after the run")
+    p.add_argument("--out", default=os.path.join(common.HERE, "out", "sparse_ais"))
+    args = p.parse_args()
+    t = time.perf_counter()
+    workdir = args.workdir or common.default_workdir()
+    os.makedirs(workdir, exist_ok=True)
+    limits = common.machine_limits(workdir, quick=args.points < 5_000_000)
+    log(f"machine: memcpy {common.fmt_rate(limits['memcpy'])}, sequential write+fsync "
+        f"{common.fmt_rate(limits['seq_write_fsync'])}, read warm {common.fmt_rate(limits['seq_read_warm'])}, "
+        f"cold {common.fmt_rate(limits['seq_read_cold'])}")
+    out = run(points=args.points, months=args.months, reps=args.reps, cold_reps=args.cold_reps, shifts=args.shifts,
+              workdir=workdir, engines=args.engines.split(",") if args.engines else None, keep=args.keep)
+    out["limits"] = limits
+    out["machine"] = common.machine_facts()
+    out["versions"] = common.versions()
+    out["total_seconds"] = time.perf_counter() - t
+    md = report(out, limits)
+    log("\n" + md)
+    common.write_json(args.out + ".json", out)
+    with open(args.out + ".md", "w") as f:
+        f.write(md + "\n")
+    log(f"\nwrote {args.out}.json and {args.out}.md ({out['total_seconds']:.0f} s in all)")
+
+
+if __name__ == "__main__":
+    main()
