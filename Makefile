@@ -61,6 +61,8 @@ bench-deps: $(BENCH_STAMP)
 bench: build bench-deps
 	cargo bench -p tessera --bench dense
 	cargo bench -p tessera --bench stats
+	cargo bench -p tessera --bench fragments
+	cargo bench -p tessera --bench sparse
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # A short run of the same benchmarks (~100 MB dense, 1M sparse points; a few minutes).

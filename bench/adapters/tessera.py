@@ -86,12 +86,12 @@ class Dense:
     """A 2-D dense int32 array (int64 dims ``rows``, ``cols`` from 0), one attribute ``a``,
     row-major cells and tiles, filters none / gzip-6 / zstd-3. Writes: ``A[...] = data`` (one
     fragment). Reads: ``A[r0:r1, c0:c1]``. Random updates: ``A.write(coords, values)``, one
-    sparse fragment (no data is rewritten). Random element reads: the API has no point-list
-    read for dense arrays (a multi-range read returns the cross product of the ranges), so one
-    ``A[r, c]`` per element. ``read_mode``: the engine's ``vfs.read_mode`` (default pread; the
-    suite also runs reads with "mmap" as the engine ``tessera-mmap``)."""
+    sparse fragment (no data is rewritten). Random element reads: ``A.read_points(coords)``
+    (each tile holding points is read once). Consolidation: ``ts.consolidate`` then
+    ``ts.vacuum``. ``read_mode``: the engine's ``vfs.read_mode`` (default pread; the suite also
+    runs reads with "mmap" as the engine ``tessera-mmap``)."""
 
-    point_reads_native = False
+    point_reads_native = True
 
     def __init__(self, path: str, shape: Tuple[int, int], tile: Tuple[int, int], compression: str = "none",
                  threads: Optional[int] = None, read_mode: Optional[str] = None) -> None:
@@ -100,7 +100,7 @@ class Dense:
         self.config = _config(threads, read_mode)
         self.cold_note = MMAP_COLD_NOTE if read_mode == "mmap" else ""
         self.A: Any = None
-        self.notes: Dict[str, str] = {"points": "no point-list read in the API: one A[r, c] per element",
+        self.notes: Dict[str, str] = {"points": "A.read_points(coords): one point read",
                                       "update": "A.write(coords, values): one sparse fragment"}
 
     def _filters(self) -> List[Any]:
@@ -123,8 +123,7 @@ class Dense:
         return self.A[r0:r1, c0:c1]
 
     def read_points(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        A = self.A
-        return np.array([A[r, c] for r, c in zip(rows.tolist(), cols.tolist())], dtype=np.int32)
+        return self.A.read_points({"rows": rows, "cols": cols})
 
     def update(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
         with ts.open(self.path, "w", config=self.config) as A:
@@ -140,4 +139,10 @@ class Dense:
             return len(A.fragments())
 
     def consolidate(self) -> None:
-        raise Unsupported("Tessera has no consolidation yet (issue 4)")
+        # Vacuum waits for every open array (readers hold the lock shared): close ours first.
+        was_open = self.A is not None
+        self.close()
+        ts.consolidate(self.path, config=self.config)
+        ts.vacuum(self.path, config=self.config)
+        if was_open:
+            self.open()

@@ -48,6 +48,7 @@ fn inside(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
 
 impl SparseReadQuery {
     pub(crate) fn new(array: &Array, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<Self> {
+        let _t = stats::timer(Timer::ReaderPlan);
         let schema = array.schema().clone();
         if ranges.len() != schema.ndim() {
             return Err(QueryError::BadSubarray(format!(
