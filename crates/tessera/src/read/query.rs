@@ -9,7 +9,7 @@ use crate::array::Array;
 use crate::error::{QueryError, Result};
 use crate::geometry::Subarray;
 use crate::read::Layout;
-use crate::schema::ArraySchema;
+use crate::schema::{ArraySchema, Attribute};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::Bytes;
 use crate::write::AttrInput;
@@ -187,16 +187,7 @@ impl ReadQuery {
         }
         let mut fit = self.space.total() - self.cursor;
         for (&i, b) in self.attrs.iter().zip(bufs.iter()) {
-            let a = &schema.attrs[i];
-            let bad = |d: &str| QueryError::BadBuffer { attr: a.name.clone(), detail: d.to_string() };
-            if a.is_var() {
-                fit = fit.min(b.offsets.as_ref().ok_or_else(|| bad("needs an offsets buffer"))?.len() as u64);
-            } else {
-                fit = fit.min(b.data.len() as u64 / a.cell_size() as u64);
-            }
-            if a.nullable {
-                fit = fit.min(b.validity.as_ref().ok_or_else(|| bad("needs a validity buffer"))?.len() as u64);
-            }
+            fit = fit.min(buffer_cells(&schema.attrs[i], b)?);
         }
         let mut status = ReadStatus { complete: self.is_complete(), cells: 0, data_bytes: vec![0; bufs.len()] };
         if fit == 0 {
@@ -229,40 +220,7 @@ impl ReadQuery {
         }
         // Variable-length values: read, then keep the longest prefix whose values fit.
         let r = self.read_interval(c0, c1)?;
-        let mut n = fit;
-        for (d, b) in r.attrs.iter().zip(bufs.iter()) {
-            if let Some(offs) = &d.offsets {
-                let cap = b.data.len() as u64;
-                let k = offs.partition_point(|&o| o <= cap);
-                // Cell j fits when its end (next start, or the data length) is within cap.
-                let mut fits = 0u64;
-                for j in 0..k {
-                    let end = offs.get(j + 1).copied().unwrap_or(d.data.len() as u64);
-                    if end <= cap {
-                        fits = j as u64 + 1;
-                    }
-                }
-                n = n.min(fits);
-            }
-        }
-        for ((k, d), b) in r.attrs.iter().enumerate().zip(bufs.iter_mut()) {
-            let a = &schema.attrs[self.attrs[k]];
-            let used = match &d.offsets {
-                Some(offs) => {
-                    let end = offs.get(n as usize).copied().unwrap_or(d.data.len() as u64);
-                    if let Some(o) = b.offsets.as_deref_mut() {
-                        o[..n as usize].copy_from_slice(&offs[..n as usize]);
-                    }
-                    end
-                }
-                None => n * a.cell_size() as u64,
-            };
-            b.data[..used as usize].copy_from_slice(&d.data[..used as usize]);
-            if let (Some(v), Some(src)) = (b.validity.as_deref_mut(), &d.validity) {
-                v[..n as usize].copy_from_slice(&src[..n as usize]);
-            }
-            status.data_bytes[k] = used;
-        }
+        let n = copy_prefix(&r, bufs, &mut status.data_bytes);
         self.cursor = c0 + n;
         status.cells = n;
         status.complete = self.is_complete();
@@ -428,4 +386,50 @@ pub(crate) fn resolve_attrs(schema: &ArraySchema, attrs: &[&str]) -> Result<Vec<
         idx.push(i);
     }
     Ok(idx)
+}
+
+/// How many cells the caller's buffer `b` of attribute `a` can take.
+pub(crate) fn buffer_cells(a: &Attribute, b: &AttrBuffer<'_>) -> Result<u64> {
+    let bad = |d: &str| QueryError::BadBuffer { attr: a.name.clone(), detail: d.to_string() };
+    let mut fit = if a.is_var() {
+        b.offsets.as_ref().ok_or_else(|| bad("needs an offsets buffer"))?.len() as u64
+    } else {
+        b.data.len() as u64 / a.cell_size() as u64
+    };
+    if a.nullable {
+        fit = fit.min(b.validity.as_ref().ok_or_else(|| bad("needs a validity buffer"))?.len() as u64);
+    }
+    Ok(fit)
+}
+
+/// Copies the longest prefix of `r` whose variable-length values fit into `bufs` (one per column
+/// of `r`, in order), recording the data bytes used per buffer; returns the cells copied.
+pub(crate) fn copy_prefix(r: &ReadResult, bufs: &mut [AttrBuffer<'_>], data_bytes: &mut [u64]) -> u64 {
+    let fit = r.cells;
+    let mut n = fit;
+    for (d, b) in r.attrs.iter().zip(bufs.iter()) {
+        if let Some(offs) = &d.offsets {
+            let cap = b.data.len() as u64;
+            let fits =
+                (0..offs.len()).take_while(|&j| offs.get(j + 1).copied().unwrap_or(d.data.len() as u64) <= cap).count();
+            n = n.min(fits as u64);
+        }
+    }
+    for ((k, d), b) in r.attrs.iter().enumerate().zip(bufs.iter_mut()) {
+        let used = match &d.offsets {
+            Some(offs) => {
+                if let Some(o) = b.offsets.as_deref_mut() {
+                    o[..n as usize].copy_from_slice(&offs[..n as usize]);
+                }
+                offs.get(n as usize).copied().unwrap_or(d.data.len() as u64)
+            }
+            None => n * (d.data.len() as u64).checked_div(fit).unwrap_or(0),
+        };
+        b.data[..used as usize].copy_from_slice(&d.data[..used as usize]);
+        if let (Some(v), Some(src)) = (b.validity.as_deref_mut(), &d.validity) {
+            v[..n as usize].copy_from_slice(&src[..n as usize]);
+        }
+        data_bytes[k] = used;
+    }
+    n
 }

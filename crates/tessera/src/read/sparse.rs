@@ -11,7 +11,9 @@ use std::collections::{HashMap, HashSet};
 use rayon::prelude::*;
 
 use super::execute::{count_copied, fetch_tiles, TileKey};
-use super::query::{count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult, ReadStatus};
+use super::query::{
+    buffer_cells, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult, ReadStatus,
+};
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
@@ -192,49 +194,14 @@ impl SparseReadQuery {
                 fit = fit.min(b.data.len() as u64 / schema.dims[k].datatype.size() as u64);
                 continue;
             }
-            let a = &schema.attrs[self.attrs[k - nd]];
-            let bad = |d: &str| QueryError::BadBuffer { attr: a.name.clone(), detail: d.to_string() };
-            if a.is_var() {
-                fit = fit.min(b.offsets.as_ref().ok_or_else(|| bad("needs an offsets buffer"))?.len() as u64);
-            } else {
-                fit = fit.min(b.data.len() as u64 / a.cell_size() as u64);
-            }
-            if a.nullable {
-                fit = fit.min(b.validity.as_ref().ok_or_else(|| bad("needs a validity buffer"))?.len() as u64);
-            }
+            fit = fit.min(buffer_cells(&schema.attrs[self.attrs[k - nd]], b)?);
         }
         let mut status = ReadStatus { complete: self.is_complete(), cells: 0, data_bytes: vec![0; bufs.len()] };
         if fit == 0 {
             return Ok(status);
         }
         let r = self.materialize(self.cursor, self.cursor + fit)?;
-        // Keep the longest prefix whose variable-length values fit.
-        let mut n = fit;
-        for (d, b) in r.attrs.iter().zip(bufs.iter()) {
-            if let Some(offs) = &d.offsets {
-                let cap = b.data.len() as u64;
-                let fits = (0..offs.len())
-                    .take_while(|&j| offs.get(j + 1).copied().unwrap_or(d.data.len() as u64) <= cap)
-                    .count();
-                n = n.min(fits as u64);
-            }
-        }
-        for ((k, d), b) in r.attrs.iter().enumerate().zip(bufs.iter_mut()) {
-            let used = match &d.offsets {
-                Some(offs) => {
-                    if let Some(o) = b.offsets.as_deref_mut() {
-                        o[..n as usize].copy_from_slice(&offs[..n as usize]);
-                    }
-                    offs.get(n as usize).copied().unwrap_or(d.data.len() as u64)
-                }
-                None => n * (d.data.len() as u64 / fit),
-            };
-            b.data[..used as usize].copy_from_slice(&d.data[..used as usize]);
-            if let (Some(v), Some(src)) = (b.validity.as_deref_mut(), &d.validity) {
-                v[..n as usize].copy_from_slice(&src[..n as usize]);
-            }
-            status.data_bytes[k] = used;
-        }
+        let n = copy_prefix(&r, bufs, &mut status.data_bytes);
         self.cursor += n;
         status.cells = n;
         status.complete = self.is_complete();
