@@ -1,7 +1,7 @@
 //! Configuration: checking a dict of string keys and values with the engine's `Config`, and one
 //! shared engine `Context` (with its compute thread pool and its tile cache, sized by
 //! `sm.tile_cache_size`) per distinct configuration. Two configurations are the same when every
-//! key has the same value, defaults included: `{}` and `{"sm.tile_cache_size": "0"}` share one.
+//! key has the same value, defaults included: `{}` and `{"vfs.read_mode": "pread"}` share one.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

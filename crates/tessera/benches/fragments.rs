@@ -4,7 +4,8 @@
 //! initial load time.
 //!
 //! `cargo bench -p tessera --bench fragments -- [--rows R] [--cols C] [--reads N]`
-//! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads).
+//! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads). `FRAGMENT_STEPS=10,100`
+//! chooses the steps; `FRAGMENT_KEEP=1` stops before consolidation and keeps the array for profiling.
 #![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
 
 use std::time::{Duration, Instant};
@@ -116,6 +117,10 @@ fn main() {
             target,
             writes.as_secs_f64()
         );
+    }
+    if std::env::var_os("FRAGMENT_KEEP").is_some() {
+        println!("kept {} (FRAGMENT_KEEP)", uri.display());
+        return;
     }
     let t = Instant::now();
     consolidate(&ctx, &uri, &Selection::All).unwrap();

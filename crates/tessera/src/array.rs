@@ -55,6 +55,9 @@ pub struct Array {
     pub(crate) schema: Arc<ArraySchema>,
     pub(crate) grid: Arc<TileGrid>,
     pub(crate) fragments: Arc<Vec<FragmentMetadata>>,
+    /// The fragments' folders (`uri/__fragments/name`) and names, built once per open: reads
+    /// use them for every tile.
+    pub(crate) fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
     /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
     pub(crate) _lock: Option<Arc<LockGuard>>,
 }
@@ -139,7 +142,17 @@ impl Array {
         } else {
             Vec::new()
         };
-        Ok(Self { ctx: ctx.clone(), uri, mode, schema, grid, fragments: Arc::new(fragments), _lock: lock })
+        let fragment_dirs = fragment_dirs(&uri, &fragments);
+        Ok(Self {
+            ctx: ctx.clone(),
+            uri,
+            mode,
+            schema,
+            grid,
+            fragments: Arc::new(fragments),
+            fragment_dirs,
+            _lock: lock,
+        })
     }
 
     /// The array's location.
@@ -198,7 +211,18 @@ impl Array {
         let mut a = self.clone();
         a.mode = Mode::Read;
         a.fragments = Arc::new(keep.iter().map(|&i| self.fragments[i].clone()).collect());
+        a.fragment_dirs = Arc::new(keep.iter().map(|&i| self.fragment_dirs[i].clone()).collect());
         a
+    }
+
+    /// The folder of fragment `frag` (an index into [`Array::fragments`]).
+    pub(crate) fn fragment_dir(&self, frag: usize) -> &Path {
+        &self.fragment_dirs[frag].0
+    }
+
+    /// The name of fragment `frag` as shared text (tile-cache keys).
+    pub(crate) fn fragment_key(&self, frag: usize) -> Arc<str> {
+        Arc::clone(&self.fragment_dirs[frag].1)
     }
 
     pub(crate) fn require(&self, mode: Mode, op: &'static str) -> Result<()> {
@@ -439,4 +463,18 @@ fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySc
         return bad("file list or tile count does not match the schema");
     }
     Ok(meta)
+}
+
+/// The folder and name of every fragment.
+fn fragment_dirs(uri: &Path, fragments: &[FragmentMetadata]) -> Arc<Vec<(PathBuf, Arc<str>)>> {
+    let base = uri.join(FRAGMENTS_DIR);
+    Arc::new(
+        fragments
+            .iter()
+            .map(|f| {
+                let name = f.name.to_string();
+                (base.join(&name), Arc::from(name))
+            })
+            .collect(),
+    )
 }

@@ -10,7 +10,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("sm.compute_concurrency", "0", "threads that filter and unfilter tiles (0: all cores)"),
     ("sm.io_concurrency", "0", "threads that read tiles in parallel (0: all cores)"),
     ("sm.memory_budget", "1073741824", "bytes of unfiltered tiles a read holds at once"),
-    ("sm.tile_cache_size", "0", "bytes of the LRU cache of unfiltered tiles shared by a context's queries"),
+    (
+        "sm.tile_cache_size",
+        "134217728",
+        "bytes of the LRU cache of unfiltered tiles shared by a context's queries (0: off); it takes tiles of at most a sixteenth of its size",
+    ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
     ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
     ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),

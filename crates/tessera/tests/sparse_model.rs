@@ -166,13 +166,14 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
     run_with(c, &mem_ctx(), "/s")
 }
 
-/// Local files in `mode`, with a small tile cache and tiny coalescing limits (so reads split and
-/// merge), to show every storage path gives the model's answers.
-fn run_local(c: &Case, mode: &str) -> Result<(), TestCaseError> {
+/// Local files in `mode`, with a tile cache of `cache` bytes (none, small enough that only some
+/// tiles go through it, or the default) and tiny coalescing limits (so reads split and merge),
+/// to show every storage path gives the model's answers.
+fn run_local(c: &Case, mode: &str, cache: &str) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new();
     config.set("vfs.read_mode", mode).unwrap();
-    config.set("sm.tile_cache_size", "4096").unwrap();
+    config.set("sm.tile_cache_size", cache).unwrap();
     config.set("vfs.coalesce_gap", "16").unwrap();
     config.set("vfs.coalesce_max", "200").unwrap();
     config.set("sm.memory_budget", "300").unwrap();
@@ -368,7 +369,7 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
     #[test]
-    fn sparse_reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>()) {
-        run_local(&c, if mmap { "mmap" } else { "pread" })?;
+    fn sparse_reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>(), cache in 0..3usize) {
+        run_local(&c, if mmap { "mmap" } else { "pread" }, ["0", "4096", "134217728"][cache])?;
     }
 }

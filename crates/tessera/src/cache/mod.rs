@@ -100,6 +100,13 @@ impl TileCache {
         self.capacity > 0
     }
 
+    /// Whether readers cache a tile of `len` bytes: one of at most a sixteenth of the capacity,
+    /// so that one tile never evicts much of the cache. Larger unfiltered tiles are read straight
+    /// into the result instead (the page cache keeps their bytes).
+    pub fn admits(&self, len: u64) -> bool {
+        self.is_enabled() && len <= self.capacity / 16
+    }
+
     /// The tile's bytes if cached, making it the most recently used entry.
     pub fn get(&self, key: &TileKey) -> Option<Bytes> {
         let found = if self.is_enabled() { self.lock().get(key) } else { None };

@@ -41,70 +41,186 @@ pub(crate) fn ordinal_float(o: u64) -> f64 {
     }
 }
 
-/// Reads value `i` of a little-endian column of `dt` as f64 (floats) or i128 (integers).
-fn int_at(dt: Datatype, col: &[u8], i: usize) -> i128 {
-    let s = dt.size();
-    let b = &col[i * s..i * s + s];
-    match dt {
-        Datatype::Int8 => i128::from(b[0] as i8),
-        Datatype::Int16 => i128::from(i16::from_le_bytes([b[0], b[1]])),
-        Datatype::Int32 => i128::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        Datatype::Int64 => i128::from(i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-        Datatype::UInt8 => i128::from(b[0]),
-        Datatype::UInt16 => i128::from(u16::from_le_bytes([b[0], b[1]])),
-        Datatype::UInt32 => i128::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        _ => i128::from(u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-    }
+/// Ordinals of integer cells `x - lo`, one loop per datatype without branches, so the compiler
+/// vectorises it; the first value outside `[lo, hi]` is reported.
+macro_rules! int_ordinals {
+    ($t:ty, $col:expr, $lo:expr, $hi:expr, $base:expr, $out:expr) => {{
+        const S: usize = std::mem::size_of::<$t>();
+        // The domain lies within the datatype's range (a schema rule).
+        let (lo, hi) = (<$t>::try_from($lo).unwrap_or(<$t>::MIN), <$t>::try_from($hi).unwrap_or(<$t>::MAX));
+        let mut bad = false;
+        $out.extend($col.chunks_exact(S).map(|c| {
+            let x = <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+            bad |= (x < lo) | (x > hi);
+            // Two's-complement difference: x - lo as an unsigned number.
+            (x as i128 - lo as i128) as u64
+        }));
+        if bad {
+            let cell = $col.chunks_exact(S).position(|c| {
+                let x = <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+                x < lo || x > hi
+            });
+            let cell = cell.unwrap_or(0);
+            let x = <$t>::from_le_bytes($col[cell * S..cell * S + S].try_into().unwrap_or([0; S]));
+            return Err(BadCoord { cell: $base + cell, value: x.to_string(), why: "is outside the domain" });
+        }
+    }};
 }
 
-fn float_at(dt: Datatype, col: &[u8], i: usize) -> f64 {
-    if dt == Datatype::Float32 {
-        f64::from(f32::from_le_bytes([col[4 * i], col[4 * i + 1], col[4 * i + 2], col[4 * i + 3]]))
+/// Ordinals of float cells, checking they are finite numbers inside `[lo, hi]`.
+macro_rules! float_ordinals {
+    ($t:ty, $col:expr, $lo:expr, $hi:expr, $base:expr, $out:expr) => {{
+        const S: usize = std::mem::size_of::<$t>();
+        let (lo, hi) = ($lo, $hi);
+        let mut bad = false;
+        $out.extend($col.chunks_exact(S).map(|c| {
+            let x = f64::from(<$t>::from_le_bytes(c.try_into().unwrap_or([0; S])));
+            // NaN fails both comparisons; infinities lie outside every finite domain.
+            bad |= !((x >= lo) & (x <= hi)) | !x.is_finite();
+            float_ordinal(x)
+        }));
+        if bad {
+            for (cell, c) in $col.chunks_exact(S).enumerate() {
+                let x = f64::from(<$t>::from_le_bytes(c.try_into().unwrap_or([0; S])));
+                if !x.is_finite() {
+                    return Err(BadCoord { cell: $base + cell, value: x.to_string(), why: "is not a finite number" });
+                }
+                if x < lo || x > hi {
+                    return Err(BadCoord { cell: $base + cell, value: x.to_string(), why: "is outside the domain" });
+                }
+            }
+        }
+    }};
+}
+
+/// Appends the ordinals of the coordinate column `col` (cells numbered from `base` in errors).
+fn ordinals_chunk(dim: &Dimension, col: &[u8], base: usize, out: &mut Vec<u64>) -> Result<(), BadCoord> {
+    if dim.is_float() {
+        let (lo, hi) = dim.float_domain();
+        match dim.datatype {
+            Datatype::Float32 => float_ordinals!(f32, col, lo, hi, base, out),
+            _ => float_ordinals!(f64, col, lo, hi, base, out),
+        }
     } else {
-        f64::from_le_bytes(col[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]))
+        let (lo, hi) = dim.int_domain();
+        match dim.datatype {
+            Datatype::Int8 => int_ordinals!(i8, col, lo, hi, base, out),
+            Datatype::Int16 => int_ordinals!(i16, col, lo, hi, base, out),
+            Datatype::Int32 => int_ordinals!(i32, col, lo, hi, base, out),
+            Datatype::Int64 => int_ordinals!(i64, col, lo, hi, base, out),
+            Datatype::UInt8 => int_ordinals!(u8, col, lo, hi, base, out),
+            Datatype::UInt16 => int_ordinals!(u16, col, lo, hi, base, out),
+            Datatype::UInt32 => int_ordinals!(u32, col, lo, hi, base, out),
+            _ => int_ordinals!(u64, col, lo, hi, base, out),
+        }
     }
+    Ok(())
 }
 
 /// The ordinals of a coordinate column, checking every value lies in the domain (and is a finite
-/// number, for floats). The column holds `len / size` values.
+/// number, for floats). The column holds `len / size` values. Long columns are converted in
+/// parallel chunks.
 pub(crate) fn ordinals(dim: &Dimension, col: &[u8]) -> Result<Vec<u64>, BadCoord> {
-    let n = col.len() / dim.datatype.size();
+    let size = dim.datatype.size();
+    let n = col.len() / size;
+    let col = &col[..n * size];
     let chunk = 1 << 16;
-    let parts: Vec<Result<Vec<u64>, BadCoord>> = (0..n.div_ceil(chunk))
-        .into_par_iter()
-        .map(|c| {
-            let (a, b) = (c * chunk, ((c + 1) * chunk).min(n));
-            let mut out = Vec::with_capacity(b - a);
-            if dim.is_float() {
-                let (lo, hi) = dim.float_domain();
-                for i in a..b {
-                    let x = float_at(dim.datatype, col, i);
-                    if !x.is_finite() {
-                        return Err(BadCoord { cell: i, value: x.to_string(), why: "is not a finite number" });
-                    }
-                    if x < lo || x > hi {
-                        return Err(BadCoord { cell: i, value: x.to_string(), why: "is outside the domain" });
-                    }
-                    out.push(float_ordinal(x));
-                }
-            } else {
-                let (lo, hi) = dim.int_domain();
-                for i in a..b {
-                    let x = int_at(dim.datatype, col, i);
-                    if x < lo || x > hi {
-                        return Err(BadCoord { cell: i, value: x.to_string(), why: "is outside the domain" });
-                    }
-                    out.push((x - lo) as u64);
-                }
-            }
+    let mut all = Vec::with_capacity(n);
+    if n <= chunk {
+        ordinals_chunk(dim, col, 0, &mut all)?;
+        return Ok(all);
+    }
+    let parts: Vec<Result<Vec<u64>, BadCoord>> = col
+        .par_chunks(chunk * size)
+        .enumerate()
+        .map(|(c, part)| {
+            let mut out = Vec::with_capacity(chunk);
+            ordinals_chunk(dim, part, c * chunk, &mut out)?;
             Ok(out)
         })
         .collect();
-    let mut all = Vec::with_capacity(n);
     for p in parts {
         all.extend(p?);
     }
     Ok(all)
+}
+
+/// Keeps in `keep` (cell indices, ascending) the cells of column `col` whose value lies in the
+/// typed inclusive range `[lo, hi]`; with `scan` every cell of the column is tested, otherwise
+/// only the cells already in `keep`.
+macro_rules! keep_in_range {
+    ($t:ty, $col:expr, $lo:expr, $hi:expr, $scan:expr, $keep:expr) => {{
+        const S: usize = std::mem::size_of::<$t>();
+        let (lo, hi): ($t, $t) = ($lo, $hi);
+        let at = |i: usize| <$t>::from_le_bytes($col[i * S..i * S + S].try_into().unwrap_or([0; S]));
+        if $scan {
+            // Branch-free: every index is written, the count advances only for kept cells.
+            let n = $col.len() / S;
+            $keep.clear();
+            $keep.resize(n + 1, 0);
+            let mut k = 0usize;
+            for (i, c) in $col.chunks_exact(S).enumerate() {
+                let x = <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+                $keep[k] = i as u32;
+                k += usize::from((lo <= x) & (x <= hi));
+            }
+            $keep.truncate(k);
+        } else {
+            $keep.retain(|&i| {
+                let x = at(i as usize);
+                lo <= x && x <= hi
+            });
+        }
+    }};
+}
+
+/// The cells (indices, ascending) of coordinate columns `cols` (one per dimension of `dims`)
+/// whose ordinals lie inside `bbox`, compared on the stored values without converting every cell
+/// to an ordinal. Values outside the domain never lie inside a box of the domain.
+pub(crate) fn cells_in_box(dims: &[Dimension], cols: &[&[u8]], bbox: &[[u64; 2]]) -> Vec<u32> {
+    let mut keep: Vec<u32> = Vec::new();
+    for (d, ((dim, col), b)) in dims.iter().zip(cols).zip(bbox).enumerate() {
+        let scan = d == 0;
+        if !scan && keep.is_empty() {
+            break;
+        }
+        if dim.is_float() {
+            let (lo, hi) = (ordinal_float(b[0]), ordinal_float(b[1]));
+            match dim.datatype {
+                // An f32 converts to f64 exactly, so the test is done in f64.
+                Datatype::Float32 => {
+                    let at =
+                        |i: usize| f64::from(f32::from_le_bytes(col[i * 4..i * 4 + 4].try_into().unwrap_or([0; 4])));
+                    if scan {
+                        keep = (0..col.len() / 4).filter(|&i| lo <= at(i) && at(i) <= hi).map(|i| i as u32).collect();
+                    } else {
+                        keep.retain(|&i| lo <= at(i as usize) && at(i as usize) <= hi);
+                    }
+                }
+                _ => keep_in_range!(f64, col, lo, hi, scan, keep),
+            }
+        } else {
+            let dlo = dim.int_domain().0;
+            let (lo, hi) = (dlo + i128::from(b[0]), dlo + i128::from(b[1]));
+            macro_rules! int {
+                ($t:ty) => {{
+                    let (Ok(lo), Ok(hi)) = (<$t>::try_from(lo), <$t>::try_from(hi)) else { return Vec::new() };
+                    keep_in_range!($t, col, lo, hi, scan, keep)
+                }};
+            }
+            match dim.datatype {
+                Datatype::Int8 => int!(i8),
+                Datatype::Int16 => int!(i16),
+                Datatype::Int32 => int!(i32),
+                Datatype::Int64 => int!(i64),
+                Datatype::UInt8 => int!(u8),
+                Datatype::UInt16 => int!(u16),
+                Datatype::UInt32 => int!(u32),
+                _ => int!(u64),
+            }
+        }
+    }
+    keep
 }
 
 /// Converts an inclusive query range on a dimension to an inclusive ordinal range, clamped to
@@ -353,6 +469,144 @@ pub(crate) fn hilbert_index(x: &mut [u32], bits: u32) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A dimension of `dt` over a domain chosen from `lo`/`span`, and column bytes for `vals`
+    /// (values outside the type wrap, which puts some outside the domain).
+    fn dim_and_col(dt: Datatype, lo: i64, span: u16, vals: &[i64]) -> (Dimension, Vec<u8>) {
+        let dim = if matches!(dt, Datatype::Float32 | Datatype::Float64) {
+            Dimension::float("d", dt, (lo as f64, lo as f64 + f64::from(span)), None)
+        } else {
+            let (tlo, thi) = match dt {
+                Datatype::Int8 => (-128, 127),
+                Datatype::UInt8 => (0, 255),
+                Datatype::Int16 => (-32768, 32767),
+                Datatype::UInt16 => (0, 65535),
+                Datatype::UInt32 | Datatype::UInt64 => (0, 1 << 30),
+                _ => (-1 << 30, 1 << 30),
+            };
+            let a = i128::from(lo).clamp(tlo, thi);
+            Dimension::new("d", dt, (a, (a + i128::from(span)).min(thi)), 1)
+        };
+        let mut col = Vec::new();
+        for &v in vals {
+            match dt {
+                Datatype::Int8 => col.extend((v as i8).to_le_bytes()),
+                Datatype::UInt8 => col.extend((v as u8).to_le_bytes()),
+                Datatype::Int16 => col.extend((v as i16).to_le_bytes()),
+                Datatype::UInt16 => col.extend((v as u16).to_le_bytes()),
+                Datatype::Int32 => col.extend((v as i32).to_le_bytes()),
+                Datatype::UInt32 => col.extend((v as u32).to_le_bytes()),
+                Datatype::Int64 => col.extend(v.to_le_bytes()),
+                Datatype::UInt64 => col.extend((v as u64).to_le_bytes()),
+                Datatype::Float32 => col.extend((v as f32 + 0.5).to_le_bytes()),
+                _ => col.extend((v as f64 - 0.25).to_le_bytes()),
+            }
+        }
+        (dim, col)
+    }
+
+    /// Scalar reference: the ordinal of one value, or why it is refused.
+    fn ordinal_ref(dim: &Dimension, col: &[u8], i: usize) -> Option<u64> {
+        let s = dim.datatype.size();
+        let b = &col[i * s..i * s + s];
+        let v: f64 = match dim.datatype {
+            Datatype::Int8 => f64::from(b[0] as i8),
+            Datatype::UInt8 => f64::from(b[0]),
+            Datatype::Int16 => f64::from(i16::from_le_bytes([b[0], b[1]])),
+            Datatype::UInt16 => f64::from(u16::from_le_bytes([b[0], b[1]])),
+            Datatype::Int32 => f64::from(i32::from_le_bytes(b.try_into().unwrap())),
+            Datatype::UInt32 => f64::from(u32::from_le_bytes(b.try_into().unwrap())),
+            Datatype::Int64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
+            Datatype::UInt64 => u64::from_le_bytes(b.try_into().unwrap()) as f64,
+            Datatype::Float32 => f64::from(f32::from_le_bytes(b.try_into().unwrap())),
+            _ => f64::from_le_bytes(b.try_into().unwrap()),
+        };
+        let (lo, hi) = dim.float_domain();
+        if !(lo <= v && v <= hi) {
+            return None;
+        }
+        Some(if dim.is_float() { float_ordinal(v) } else { (v as i128 - dim.int_domain().0) as u64 })
+    }
+
+    const TYPES: [Datatype; 10] = [
+        Datatype::Int8,
+        Datatype::UInt8,
+        Datatype::Int16,
+        Datatype::UInt16,
+        Datatype::Int32,
+        Datatype::UInt32,
+        Datatype::Int64,
+        Datatype::UInt64,
+        Datatype::Float32,
+        Datatype::Float64,
+    ];
+
+    proptest! {
+        /// `ordinals` equals the scalar reference, and reports the first refused cell.
+        #[test]
+        fn ordinals_match_the_scalar_reference(t in 0..10usize, lo in -300i64..300, span in 0u16..600,
+                                               vals in proptest::collection::vec(-400i64..1000, 0..200)) {
+            let (dim, col) = dim_and_col(TYPES[t], lo, span, &vals);
+            let want: Vec<Option<u64>> = (0..vals.len()).map(|i| ordinal_ref(&dim, &col, i)).collect();
+            match ordinals(&dim, &col) {
+                Ok(got) => prop_assert_eq!(got.into_iter().map(Some).collect::<Vec<_>>(), want),
+                Err(b) => {
+                    prop_assert_eq!(want.iter().position(Option::is_none), Some(b.cell));
+                    prop_assert_eq!(b.why, "is outside the domain");
+                }
+            }
+        }
+
+        /// `cells_in_box` keeps exactly the cells whose reference ordinals lie in the box.
+        #[test]
+        fn cells_in_box_matches_the_ordinals(t in 0..10usize, u in 0..10usize, lo in -300i64..300, span in 0u16..600,
+                                             vals in proptest::collection::vec((-400i64..1000, -400i64..1000), 0..200),
+                                             b in (0u64..700, 0u64..700, 0u64..700, 0u64..700)) {
+            let (xs, ys): (Vec<i64>, Vec<i64>) = vals.iter().copied().unzip();
+            let (d0, c0) = dim_and_col(TYPES[t], lo, span, &xs);
+            let (d1, c1) = dim_and_col(TYPES[u], -lo, span / 2, &ys);
+            // A box of ordinals inside each domain (floats: around the domain's ordinals).
+            let in_dom = |d: &Dimension, a: u64, z: u64| -> [u64; 2] {
+                let (a, z) = (a.min(z), a.max(z));
+                if d.is_float() {
+                    let (flo, fhi) = d.float_domain();
+                    [float_ordinal((flo + a as f64 / 2.0).min(fhi)), float_ordinal((flo + z as f64 / 2.0).min(fhi))]
+                } else {
+                    let size = (d.int_domain().1 - d.int_domain().0) as u64;
+                    [a.min(size), z.min(size)]
+                }
+            };
+            let bbox = [in_dom(&d0, b.0, b.1), in_dom(&d1, b.2, b.3)];
+            let want: Vec<u32> = (0..vals.len())
+                .filter(|&i| {
+                    [(&d0, &c0), (&d1, &c1)].iter().zip(&bbox).all(|((d, c), r)| {
+                        ordinal_ref(d, c, i).is_some_and(|o| r[0] <= o && o <= r[1])
+                    })
+                })
+                .map(|i| i as u32)
+                .collect();
+            let dims = [d0.clone(), d1.clone()];
+            prop_assert_eq!(cells_in_box(&dims, &[&c0, &c1], &bbox), want);
+        }
+    }
+
+    #[test]
+    fn ordinals_refuse_nan_and_infinity() {
+        let dim = Dimension::float("d", Datatype::Float64, (-1.0, 1.0), None);
+        for (v, why) in [
+            (f64::NAN, "is not a finite number"),
+            (f64::INFINITY, "is not a finite number"),
+            (2.0, "is outside the domain"),
+        ] {
+            let col: Vec<u8> = [0.5f64, v].iter().flat_map(|x| x.to_le_bytes()).collect();
+            let e = ordinals(&dim, &col).unwrap_err();
+            assert_eq!((e.cell, e.why), (1, why));
+        }
+        // -0.0 and +0.0 are one coordinate.
+        let col: Vec<u8> = [-0.0f64, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let o = ordinals(&dim, &col).unwrap();
+        assert_eq!(o[0], o[1]);
+    }
 
     proptest! {
         #[test]

@@ -14,7 +14,7 @@ use super::plan::{CopyOp, FillOp};
 use crate::array::Array;
 use crate::cache::TileKey as CacheKey;
 use crate::error::{Error, Result};
-use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
+use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
@@ -94,7 +94,7 @@ struct Request {
 }
 
 fn file_path(array: &Array, frag: usize, file: &str) -> PathBuf {
-    array.uri.join(FRAGMENTS_DIR).join(array.fragments[frag].name.to_string()).join(file)
+    array.fragment_dir(frag).join(file)
 }
 
 fn run_batch(
@@ -111,14 +111,13 @@ fn run_batch(
     // Direct reads: an unfiltered fixed-size data tile whose only copy is one contiguous run of
     // the whole tile goes from storage straight into the result (no intermediate buffer).
     let mut direct: Vec<(usize, TileKey, usize, usize)> = Vec::new();
-    // With a tile cache, tiles go through the cache instead.
-    let use_direct = !array.ctx.tile_cache().is_enabled();
-    for (si, s) in sinks.iter().enumerate().filter(|_| use_direct) {
+    // Tiles the tile cache takes go through it instead.
+    for (si, s) in sinks.iter().enumerate() {
         let (DataSink::Fixed(_), Some(fd)) = (&s.data, file_of(s.attr, FileKind::Data)) else { continue };
-        if !specs[fd].filters.is_empty() {
+        let cs = schema.attrs[s.attr].cell_size();
+        if !specs[fd].filters.is_empty() || array.ctx.tile_cache().admits(cells_per_tile * cs as u64) {
             continue;
         }
-        let cs = schema.attrs[s.attr].cell_size();
         for &key in batch {
             if let [op] = by_tile[&key].as_slice() {
                 if let Some(runs) = contiguous_runs(cs, &op.shape, &op.src, &op.dst) {
@@ -347,7 +346,7 @@ pub(crate) fn fetch_tiles(
             .map(|v| v.into_iter().flatten().collect())
     })?;
     for ((key, f), b) in tiles {
-        if cache.is_enabled() {
+        if cache.admits(b.len() as u64) {
             cache.insert(cache_key(array, key, f), b.clone());
         }
         found.insert((key, f), b);
@@ -357,7 +356,7 @@ pub(crate) fn fetch_tiles(
 
 /// The tile-cache key of tile `key` of file `f`.
 fn cache_key(array: &Array, key: TileKey, f: usize) -> CacheKey {
-    CacheKey::new(array.fragments[key.0].name.to_string(), f as u32, key.1)
+    CacheKey::new(array.fragment_key(key.0), f as u32, key.1)
 }
 
 /// Counts a tile fetched from storage (`stored` bytes read, `unfiltered` after unfiltering).

@@ -11,7 +11,7 @@ use super::plan::ResultSpace;
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{ordinals, Rect};
+use crate::geometry::{cells_in_box, ordinals, Rect};
 
 /// One sparse cell that lands in the result: result position, fragment, tile, cell.
 #[derive(Clone, Copy)]
@@ -61,7 +61,25 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     let nd = schema.ndim();
     let pieces = space.pieces(&array.grid, c0, c1);
     let specs = FileSpec::for_sparse(schema);
-    let overlaps = |m: &Rect| pieces.iter().any(|(r, _)| m.iter().zip(r).all(|(a, b)| a[0] <= b[1] && b[0] <= a[1]));
+    let Some(bbox) = pieces
+        .iter()
+        .map(|(r, _)| r.clone())
+        .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| [x[0].min(y[0]), x[1].max(y[1])]).collect())
+    else {
+        return Ok(());
+    };
+    let meets = |m: &Rect, r: &Rect| m.iter().zip(r).all(|(a, b)| a[0] <= b[1] && b[0] <= a[1]);
+    // Many pieces (point reads, many ranges): tiles are chosen by the pieces' bounding box.
+    let overlaps = |m: &Rect| if pieces.len() > 16 { meets(m, &bbox) } else { pieces.iter().any(|(r, _)| meets(m, r)) };
+    // Point reads look cells up by their coordinates instead of testing every point.
+    let point_places: Option<HashMap<Vec<u64>, Vec<u64>>> =
+        (pieces.len() > 16 && pieces.iter().all(|(r, _)| r.iter().all(|b| b[0] == b[1]))).then(|| {
+            let mut m: HashMap<Vec<u64>, Vec<u64>> = HashMap::new();
+            for (r, dst) in &pieces {
+                m.entry(r.iter().map(|b| b[0]).collect()).or_default().push(dst.offset);
+            }
+            m
+        });
     let mut tiles: Vec<TileKey> = Vec::new();
     for (fi, f) in frags.iter().enumerate() {
         if let Some(sp) = &f.sparse {
@@ -75,30 +93,48 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     let coords = fetch_tiles(array, &specs, &requests)?;
     // Every sparse cell inside the run, with its coordinates.
     let mut hits: Vec<(Hit, Vec<u64>)> = Vec::new();
+    let dims = &schema.dims;
     for &key in &tiles {
+        let raw: Vec<&[u8]> = (0..nd).map(|d| coords.get(&(key, d)).map_or(&[][..], |b| &b[..])).collect();
+        // Most cells of an update fragment lie outside the run: they are dropped on the stored
+        // values, and only the rest become ordinals (which checks them against the domain).
+        let near = cells_in_box(dims, &raw, &bbox);
+        if near.is_empty() {
+            continue;
+        }
         let cols: Vec<Vec<u64>> = (0..nd)
             .map(|d| {
-                let c = coords.get(&(key, d)).map_or(&[][..], |b| &b[..]);
-                ordinals(&schema.dims[d], c).map_err(|b| {
+                let s = dims[d].datatype.size();
+                let picked: Vec<u8> = near
+                    .iter()
+                    .flat_map(|&c| raw[d].get(c as usize * s..c as usize * s + s).unwrap_or(&[]))
+                    .copied()
+                    .collect();
+                ordinals(&dims[d], &picked).map_err(|b| {
                     Error::corrupt(
                         array.uri.join(FRAGMENTS_DIR).join(frags[key.0].name.to_string()).join(&specs[d].name),
-                        format!("tile {}: coordinate {} of cell {} {}", key.1, b.value, b.cell, b.why),
+                        format!("tile {}: coordinate {} of cell {} {}", key.1, b.value, near[b.cell], b.why),
                     )
                 })
             })
             .collect::<Result<_>>()?;
-        let n = cols.first().map_or(0, Vec::len);
         let mut p = vec![0u64; nd];
-        for c in 0..n {
+        for (k, &c) in near.iter().enumerate() {
             for (x, col) in p.iter_mut().zip(&cols) {
-                *x = col[c];
+                *x = col[k];
+            }
+            if let Some(places) = &point_places {
+                for &at in places.get(&p).map_or(&[][..], Vec::as_slice) {
+                    hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.clone()));
+                }
+                continue;
             }
             for (rect, dst) in &pieces {
                 if inside(&p, rect) {
                     let at = dst.offset
                         + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>();
                     // No break: with overlapping query ranges one cell has several result places.
-                    hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c as u32 }, p.clone()));
+                    hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.clone()));
                 }
             }
         }
