@@ -62,6 +62,7 @@ bench: build bench-deps
 	cargo bench -p tessera --bench dense
 	cargo bench -p tessera --bench stats
 	cargo bench -p tessera --bench fragments
+	cargo bench -p tessera --bench fragments_sparse
 	cargo bench -p tessera --bench sparse
 	$(PY) bench/run.py $(BENCH_ARGS)
 
