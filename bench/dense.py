@@ -15,16 +15,27 @@ Per compression (none, gzip-6, zstd-3) and engine:
 * parallel reads of random 1Kx1K squares with 1 and 2 processes, each engine limited to one
   thread per process (figure 11d; none and zstd);
 * random element updates of 1K, 10K, 100K cells + fsync (figure 10a; none and zstd);
+* parallel writes of the whole array by 1 and 2 processes, each writing a band of whole tile rows
+  of the created (empty) array with one engine thread, then fsync of the store: wall time from a
+  barrier until every process is done (none and zstd; HDF5 by one process only);
 * Tessera only: read time of random 1Kx1K squares with 1, 1+10, 1+100, 1+1000 fragments
   (1,000 random cells each), then consolidation (figure 12) if the engine has it.
 
-Every read is checked against the formula (and updated cells after the updates).
+Every read is checked against the formula (and updated cells after the updates, the whole
+array after each parallel write).
+
+``only``: run the workloads whose group (e.g. "dense parallel writes zstd") is a selected name or
+starts with one followed by a space ("dense parallel" selects reads and writes); loads run when a
+selected workload reads the loaded stores.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue as queue_mod
+import shutil
+import tempfile
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -109,11 +120,229 @@ def parallel_read(modname: str, kw: Dict[str, Any], squares: List[Tuple[int, int
     return max(r[2] for r in res) - min(r[1] for r in res)
 
 
+def _fsync_store(path: str) -> None:
+    """``common.fsync_tree`` for a store other processes are writing: a file or directory that
+    vanishes between the listing and its fsync (another writer's temporary file, renamed into
+    place) is skipped; what it became is in the listing of its directory, fsynced after it."""
+    entries: List[str] = []
+    dirs: List[str] = []
+    for root, ds, fs in os.walk(path):
+        dirs.append(root)
+        entries.extend(os.path.join(root, f) for f in fs)
+    if not dirs:  # a single file (HDF5)
+        entries = [path]
+        dirs = [os.path.dirname(path) or "."]
+    for f in entries + dirs:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_worker(modname: str, kw: Dict[str, Any], r0: int, r1: int, src: str, shape: Tuple[int, int],
+                  cmds: Any, barrier: Any, queue: Any) -> None:
+    """One writer of the parallel writes: on each command, waits at the barrier, then writes rows
+    ``r0:r1`` of the (created, empty) store and fsyncs the store; reports its clock."""
+    try:
+        sys.path.insert(0, common.HERE)
+        from adapters import load as _load
+
+        mod = _load(modname)
+        store = mod.Dense(threads=1, **kw)
+        band = np.memmap(src, dtype=np.int32, mode="r", shape=shape)[r0:r1]
+        int(band[:, ::1024].sum())  # map every page of the band now (untimed)
+        # Warm-up (untimed): one tile written into a scratch array, so that the engine's lazy
+        # start-up (thread pools, codecs, ...) stays out of the first timed run.
+        wshape = (min(kw["tile"][0], r1 - r0), min(kw["tile"][1], shape[1]))
+        warm = mod.Dense(threads=1, **dict(kw, path=f"{kw['path']}.warmup{r0}", shape=wshape))
+        common.remove(warm.path)
+        warm.create()
+        warm.write_rows(0, wshape[0], np.ascontiguousarray(band[:wshape[0], :wshape[1]]))
+        common.fsync_tree(warm.path)
+        common.remove(warm.path)
+        queue.put(("ready", 0.0, 0.0))
+    except Exception as e:  # noqa: BLE001
+        queue.put(("error", f"{type(e).__name__}: {e}", 0.0))
+        return
+    while cmds.get() is not None:
+        try:
+            barrier.wait()
+            t0 = time.perf_counter()
+            store.write_rows(r0, r1, band)
+            _fsync_store(kw["path"])
+            t1 = time.perf_counter()
+            queue.put(("ok", t0, t1))
+        except Exception as e:  # noqa: BLE001
+            try:
+                barrier.abort()
+            except Exception:  # noqa: BLE001
+                pass
+            queue.put(("error", f"{type(e).__name__}: {e}", 0.0))
+
+
+class _Writers:
+    """``procs`` writer processes of one engine, each with its band of whole tile rows, kept for
+    the repetitions (so process start-up and imports stay out of the runs)."""
+
+    def __init__(self, ctx: Any, modname: str, kw: Dict[str, Any], bands: List[Tuple[int, int]], src: str,
+                 shape: Tuple[int, int]) -> None:
+        self.queue = ctx.Queue()
+        self.barrier = ctx.Barrier(len(bands))  # kept: the children attach to its semaphores
+        self.cmds = [ctx.Queue() for _ in bands]
+        self.ps = [ctx.Process(target=_write_worker, args=(modname, kw, r0, r1, src, shape, q, self.barrier,
+                                                           self.queue), daemon=True)
+                   for (r0, r1), q in zip(bands, self.cmds)]
+        for p in self.ps:
+            p.start()
+
+    def _results(self, timeout: float = 1800) -> List[Tuple[str, Any, float]]:
+        res: List[Tuple[str, Any, float]] = []
+        end = time.monotonic() + timeout
+        while len(res) < len(self.ps):
+            try:
+                res.append(self.queue.get(timeout=1))
+            except queue_mod.Empty:
+                dead = [p.exitcode for p in self.ps if p.exitcode is not None]
+                if dead or time.monotonic() > end:
+                    self.barrier.abort()
+                    raise RuntimeError(f"writer process died (exit code {dead[0]})" if dead else "writers timed out")
+        errs = [r[1] for r in res if r[0] == "error"]
+        if errs:
+            raise RuntimeError(errs[0])
+        return res
+
+    def ready(self) -> None:
+        self._results()
+
+    def run(self) -> float:
+        """Wall time from the barrier's release until the last writer is done (fsync included)."""
+        for q in self.cmds:
+            q.put("go")
+        res = self._results()
+        # perf_counter is CLOCK_MONOTONIC, one clock for every process on Linux.
+        return max(r[2] for r in res) - min(r[1] for r in res)
+
+    def stop(self) -> None:
+        for q in self.cmds:
+            q.put(None)
+        for p in self.ps:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+
+
+def parallel_writes(data: np.ndarray, tile: Tuple[int, int], comp: str, engines: Sequence[str], reps: int,
+                    workdir: str, procs_list: Sequence[int] = (1, 2)) -> List[Row]:
+    """Parallel writes: the whole array written into a created, empty store by 1 and by 2
+    processes (each a band of whole tile rows, one engine thread), then fsync of the store by each
+    process; timed from a barrier until the last process is done; in turns across engines
+    (median of ``reps``); the whole array is read back and checked after every run."""
+    shape = data.shape
+    rows, cols = shape
+    nbytes = data.nbytes
+    group = f"dense parallel writes {comp}"
+    out: List[Row] = []
+    log(f"  parallel writes ({comp}): {common.fmt_bytes(nbytes)} by {' and '.join(map(str, procs_list))} processes")
+    # The data, once, in a file in memory (tmpfs) that every writer maps (else in the workdir).
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or shutil.disk_usage(shm).free < 2 * nbytes:
+        shm = workdir
+    fd, src = tempfile.mkstemp(prefix="tessera-bench-", suffix=".i32", dir=shm)
+    os.close(fd)
+    ctx = mp.get_context("spawn")
+    try:
+        data.tofile(src)
+        mods: Dict[str, Any] = {}
+        kws: Dict[str, Dict[str, Any]] = {}
+        for name in engines:
+            if name in VARIANT_OF:  # read-side variants write like their base engine
+                continue
+            mod = load_adapter(name)
+            path = os.path.join(workdir, f"dense-pwrite-{name}" + ("" if comp == "none" else f"+{comp}"))
+            kw = {"path": path, "shape": shape, "tile": tile, "compression": comp}
+            if not mod.AVAILABLE:
+                out += [Row(group, f"whole array, {p} proc", name, None, note=f"not installed: {mod.REASON}")
+                        for p in procs_list]
+                continue
+            try:
+                probe = mod.Dense(**kw)
+                if not hasattr(probe, "write_rows"):
+                    raise Unsupported("no parallel-write method in the adapter")
+            except Unsupported as e:
+                out += [Row(group, f"whole array, {p} proc", name, None, note=str(e)) for p in procs_list]
+                continue
+            mods[name], kws[name] = mod, kw
+        ntr = -(-rows // tile[0])  # tile rows
+        for procs in procs_list:
+            case = f"whole array, {procs} proc"
+            bands = [(min(rows, (k * ntr // procs) * tile[0]), min(rows, ((k + 1) * ntr // procs) * tile[0]))
+                     for k in range(procs)]
+            writers: Dict[str, _Writers] = {}
+            for name, mod in mods.items():
+                why = getattr(mod, "CONCURRENT_WRITES", "") if procs > 1 else ""
+                if not why and any(r0 >= r1 for r0, r1 in bands):
+                    why = f"fewer tile rows ({ntr}) than processes"
+                if why:
+                    out.append(Row(group, case, name, None, note=why))
+                    log(f"    parallel writes {procs} proc {name:<12} not run ({why})")
+                    continue
+                writers[name] = _Writers(ctx, name, kws[name], bands, src, shape)
+            walls: Dict[str, Any] = {}
+            for name, w in writers.items():
+                try:
+                    w.ready()
+                    walls[name] = []
+                except Exception as e:  # noqa: BLE001
+                    walls[name] = e
+            for rep in range(reps):
+                names = [k for k, v in walls.items() if isinstance(v, list)]
+                for name in names[rep % max(1, len(names)):] + names[: rep % max(1, len(names))]:
+                    path = kws[name]["path"]
+                    try:
+                        common.remove(path)
+                        mods[name].Dense(**kws[name]).create()  # untimed: the empty array
+                        common.fsync_tree(path)
+                        wall = writers[name].run()
+                        chk = mods[name].Dense(**kws[name])
+                        chk.open()
+                        got = np.asarray(chk.read(0, rows, 0, cols)).reshape(shape)
+                        chk.close()
+                        if not np.array_equal(got, data):
+                            raise AssertionError("the array read back after the parallel writes differs")
+                        del got
+                        walls[name].append(wall)
+                    except Exception as e:  # noqa: BLE001
+                        walls[name] = e
+                    finally:
+                        common.remove(path)
+            for name, w in writers.items():
+                w.stop()
+                v = walls[name]
+                if isinstance(v, BaseException):
+                    msg = f"{type(v).__name__}: {v}"[:300]
+                    out.append(Row(group, case, name, None, note=msg))
+                    log(f"    parallel writes {procs} proc {name:<12} FAILED {msg}")
+                    continue
+                med = float(np.median(v))
+                out.append(Row(group, case, name, med, runs=v, bytes=nbytes,
+                               limit="seq_write_fsync" if comp == "none" else f"{CODEC_OF[comp]} compress"))
+                log(f"    parallel writes {procs} proc {name:<12} {common.fmt_time(med):>9} "
+                    f"({nbytes / med / 1e6:,.0f} MB/s)")
+    finally:
+        common.remove(src)
+    return out
+
+
 def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 1_000), reps: int = 5,
         load_reps: int = 1, cold_reps: int = 3, squares: int = 20, point_sizes: Sequence[int] = (1_000, 10_000, 100_000),
         update_sizes: Sequence[int] = (1_000, 10_000, 100_000), fragment_counts: Sequence[int] = (10, 100, 1000),
-        parallel_squares: int = 32, point_budget: float = 60.0, workdir: Optional[str] = None,
-        engines: Optional[Sequence[str]] = None, compressions: Sequence[str] = COMPRESSIONS,
+        parallel_squares: int = 32, point_budget: float = 60.0, parallel_write_reps: int = 3,
+        workdir: Optional[str] = None, engines: Optional[Sequence[str]] = None,
+        compressions: Sequence[str] = COMPRESSIONS, only: Optional[Sequence[str]] = None,
         seed: int = 7) -> Dict[str, Any]:
     workdir = workdir or common.default_workdir()
     os.makedirs(workdir, exist_ok=True)
@@ -123,7 +352,9 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
     out: Dict[str, Any] = {"params": {"rows": rows, "cols": cols, "tile": tile, "reps": reps, "load_reps": load_reps,
                                       "cold_reps": cold_reps, "squares": squares, "point_sizes": list(point_sizes),
                                       "update_sizes": list(update_sizes), "fragment_counts": list(fragment_counts),
-                                      "parallel_squares": parallel_squares, "seed": seed},
+                                      "parallel_squares": parallel_squares,
+                                      "parallel_write_reps": parallel_write_reps, "only": list(only or []),
+                                      "seed": seed},
                            "engines": {}}
     rows_out: List[Row] = []
     t = time.perf_counter()
@@ -147,18 +378,26 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
     update_counter = [0]
     out["load_average_start"] = common.load_average()
 
+    def want(group: str) -> bool:
+        return not only or any(group == g or group.startswith(g + " ") for g in only)
+
     def fail(group: str, case: str, label: str, e: BaseException) -> None:
         msg = f"{type(e).__name__}: {e}"[:300]
         rows_out.append(Row(group, case, label, None, note=msg))
         log(f"    {case} {label}: FAILED {msg}")
 
     for comp in compressions:
+        on_stores = [g for g in ("dense load", "dense stored", "dense read warm", "dense read cold")
+                     + (() if comp == "gzip" else ("dense random reads", "dense parallel reads", "dense random updates"))
+                     if want(f"{g} {comp}")]
+        if not on_stores and not (comp != "gzip" and want(f"dense parallel writes {comp}")):
+            continue
         log(f"\n## compression: {comp}")
         stores: Dict[str, Any] = {}  # engine name -> adapter instance
         paths: Dict[str, str] = {}
         kws: Dict[str, Dict[str, Any]] = {}
-        # 1. Loads, one engine after the other.
-        for name in engines:
+        # 1. Loads, one engine after the other (when a selected workload reads the stores).
+        for name in (engines if on_stores else []):
             label = name if comp == "none" else f"{name}+{comp}"
             modname, opts = VARIANT_OF.get(name, (name, {}))
             mod = load_adapter(modname)
@@ -208,7 +447,8 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
         rlimit = "memcpy" if comp == "none" else f"{CODEC_OF[comp]} decompress"
         cases: List[Tuple[str, List[Tuple[int, int, int, int]], int]] = [(n, [b], 1) for n, b in reads]
         cases.append((f"{side}x{side} random", [(r, r + side, c, c + side) for r, c in sq], min(5, len(sq))))
-        for rname, boxes, ncold in cases:
+        for rname, boxes, ncold in (cases if want(f"dense read warm {comp}") or want(f"dense read cold {comp}")
+                                    else []):
             live = {}
             for name, store in stores.items():
                 try:
@@ -272,7 +512,7 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
             store.open()
 
         # 3. Random element reads (engines without a point read: per element, within a time budget).
-        for n, (pr, pc) in point_sets.items():
+        for n, (pr, pc) in (point_sets.items() if want(f"dense random reads {comp}") else []):
             case = f"{n // 1000}K elements"
             fns, subset = {}, {}
             for name, store in stores.items():
@@ -310,7 +550,7 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
             store.close()
 
         # 4. Parallel reads: 1 and 2 processes, one engine thread each, in turns.
-        for procs in (1, 2):
+        for procs in ((1, 2) if want(f"dense parallel reads {comp}") else ()):
             case = f"{parallel_squares} x {side}x{side}, {procs} proc"
             walls: Dict[str, List[float]] = {k: [] for k in stores}
             for rep in range(3):
@@ -330,7 +570,7 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
                     log(f"    parallel {procs} proc {name:<12} {common.fmt_time(float(np.median(w))):>9}")
 
         # 5. Random element updates (+ fsync), in turns; each run writes a fresh set of cells.
-        for n in update_sizes:
+        for n in (update_sizes if want(f"dense random updates {comp}") else ()):
             case = f"{n // 1000}K elements"
             last: Dict[str, Any] = {}
 
@@ -374,8 +614,12 @@ def run(rows: int = 20_000, cols: int = 13_000, tile: Tuple[int, int] = (2_500, 
                     pass
             common.remove(paths[name])
 
-    # 6. Fragments (Tessera; TileDB cannot add sparse fragments to a dense array).
-    if "tessera" in engines and fragment_counts:
+        # 6. Parallel writes: 1 and 2 processes, one engine thread each, in turns.
+        if want(f"dense parallel writes {comp}"):
+            rows_out.extend(parallel_writes(data, tile, comp, engines, parallel_write_reps, workdir))
+
+    # 7. Fragments (Tessera; TileDB cannot add sparse fragments to a dense array).
+    if "tessera" in engines and fragment_counts and want("dense fragments"):
         rows_out.extend(fragments_experiment(data, shape, tile, fragment_counts, sq, side, reps, workdir, seed))
         rows_out.append(Row("dense fragments", "1", "tiledb", None,
                             note="TileDB 2.x cannot write cells (sparse fragments) into a dense array"))

@@ -4,6 +4,14 @@ on the same generated data, in one run, beside the machine's own limits measured
 
     python bench/run.py            # full run: ~1 GiB dense array, 10M sparse points (~45 min here)
     python bench/run.py --quick    # the same workloads at ~100 MB / 1M points (a few minutes)
+    python bench/run.py --quick --only "dense parallel writes" --no-docs   # some workloads only
+
+``--only GROUP[,GROUP]`` runs the workloads whose group (the first column of the tables without
+the case, e.g. "dense parallel writes zstd", "dense read warm none", "sparse load") is one of
+the names given or starts with one followed by a space: "dense parallel" selects the parallel
+reads and writes of every compression, "dense" every dense workload. Dense loads run whenever a
+selected workload reads their stores; the sparse benchmark runs whole when a name starts with
+"sparse". The machine limits are measured in every run.
 
 Writes bench/out/results.json (every run of every figure, versions, machine facts and limits),
 bench/out/results.md (the tables), docs/bench/*.png (plots in the manner of the paper's figures)
@@ -32,13 +40,13 @@ from common import Row, log  # noqa: E402
 QUICK = {
     "dense": dict(rows=5_000, cols=5_000, tile=(2_500, 1_000), reps=3, load_reps=1, cold_reps=1, squares=5,
                   point_sizes=(1_000, 10_000), update_sizes=(1_000, 10_000), fragment_counts=(10, 100),
-                  parallel_squares=8, point_budget=0.5),
+                  parallel_squares=8, point_budget=0.5, parallel_write_reps=3),
     "sparse": dict(points=1_000_000, reps=3, cold_reps=1, shifts=2, targets=(10_000, 100_000)),
 }
 FULL = {
     "dense": dict(rows=20_000, cols=13_000, tile=(2_500, 1_000), reps=5, load_reps=1, cold_reps=3, squares=20,
                   point_sizes=(1_000, 10_000, 100_000), update_sizes=(1_000, 10_000, 100_000),
-                  fragment_counts=(10, 100, 1000), parallel_squares=32, point_budget=5.0),
+                  fragment_counts=(10, 100, 1000), parallel_squares=32, point_budget=5.0, parallel_write_reps=3),
     "sparse": dict(points=10_000_000, reps=5, cold_reps=3, shifts=5, targets=(10_000, 100_000, 1_000_000)),
 }
 
@@ -109,7 +117,8 @@ def report_md(res: Dict[str, Any]) -> str:
                    f"{p['tile'][0]:,} x {p['tile'][1]:,} ({common.fmt_bytes(p['tile'][0] * p['tile'][1] * 4)})")
         for comp in dense.COMPRESSIONS:
             groups = [f"dense load {comp}", f"dense read warm {comp}", f"dense read cold {comp}",
-                      f"dense random reads {comp}", f"dense parallel reads {comp}", f"dense random updates {comp}"]
+                      f"dense random reads {comp}", f"dense parallel reads {comp}", f"dense random updates {comp}",
+                      f"dense parallel writes {comp}"]
             if not any(r.group in groups for r in rows):
                 continue
             out.append("")
@@ -122,10 +131,11 @@ def report_md(res: Dict[str, Any]) -> str:
             out.append(common.bytes_table(stored, raw))
             out.append("")
             out.append("(in parentheses: compression ratio against the raw int32 array)")
-        out.append("")
-        out.append("#### Fragments (random 1Kx1K reads, mean per read)")
-        out.append("")
-        out.append(section(rows, limits, ["dense fragments"]))
+        if any(r.group == "dense fragments" for r in rows):
+            out.append("")
+            out.append("#### Fragments (random 1Kx1K reads, mean per read)")
+            out.append("")
+            out.append(section(rows, limits, ["dense fragments"]))
     if "sparse" in res:
         s = res["sparse"]
         p = s["params"]
@@ -245,23 +255,25 @@ def plots(res: Dict[str, Any], outdir: str) -> List[str]:
                 ax.grid(which="both", alpha=0.3)
             axes[0].legend(fontsize=7)
             save(fig, name)
-        # Figure 11(d): parallel reads.
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, comp in zip(axes, ("none", "zstd")):
-            g = f"dense parallel reads {comp}"
-            cs = [c for c in dict.fromkeys(r.case for r in rows if r.group == g)]
-            for eng in dengines:
-                ys = [get(g, c, eng) for c in cs]
-                pts = [(int(c.split(", ")[1].split()[0]), y) for c, y in zip(cs, ys) if y]
-                if pts:
-                    ax.plot(*zip(*pts), marker="o", label=eng, color=color[eng])
-            ax.set_xticks([1, 2])
-            ax.set_yscale("log")
-            ax.set_xlabel("processes (one engine thread each)")
-            ax.set_ylabel("seconds (wall)")
-            ax.set_title(f"Parallel 1Kx1K reads, {comp} (fig. 11d)", fontsize=10)
-            ax.grid(which="both", alpha=0.3)
-        axes[0].legend(fontsize=7)
+        # Figure 11(d): parallel reads; then parallel writes of the whole array.
+        fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+        for i, (kind, title) in enumerate((("reads", "Parallel 1Kx1K reads, {} (fig. 11d)"),
+                                           ("writes", "Parallel writes of the whole array, {}"))):
+            for ax, comp in zip(axes[i], ("none", "zstd")):
+                g = f"dense parallel {kind} {comp}"
+                cs = [c for c in dict.fromkeys(r.case for r in rows if r.group == g)]
+                for eng in dengines:
+                    ys = [get(g, c, eng) for c in cs]
+                    pts = [(int(c.split(", ")[1].split()[0]), y) for c, y in zip(cs, ys) if y]
+                    if pts:
+                        ax.plot(*zip(*pts), marker="o", label=eng, color=color[eng])
+                ax.set_xticks([1, 2])
+                ax.set_yscale("log")
+                ax.set_xlabel("processes (one engine thread each)")
+                ax.set_ylabel("seconds (wall)")
+                ax.set_title(title.format(comp), fontsize=10)
+                ax.grid(which="both", alpha=0.3)
+            axes[i][0].legend(fontsize=7)
         save(fig, "dense_parallel.png")
         # Figure 12(a): fragments.
         fr = [r for r in rows if r.group == "dense fragments" and r.engine == "tessera" and r.seconds and r.case != "consolidate"]
@@ -326,24 +338,32 @@ CAVEATS = """\
   the store being read, then reopens the store and reads inside the timed region (so cold figures
   include the open). Directory entries and inodes stay cached; the disk is a virtual disk whose
   host may cache too (see the measured cold sequential read bandwidth above).
-- **Threads.** Every engine uses its default parallelism (both cores) except in the parallel-read
-  workload, where each process is limited to one engine thread (Tessera `sm.compute_concurrency`
+- **Threads.** Every engine uses its default parallelism (both cores) except in the parallel read
+  and write workloads, where each process is limited to one engine thread (Tessera `sm.compute_concurrency`
   and `sm.io_concurrency`, TileDB `sm.compute_concurrency_level` / `sm.io_concurrency_level`,
   TensorStore `data_copy_concurrency` / `file_io_concurrency`, Zarr `threading.max_workers`; HDF5
   is single-threaded). The codec limits are single-core; an engine may beat them with two threads.
+- **Parallel writes.** The whole dense array is written into a created, empty store (creation
+  untimed) by 1 process, then by 2 processes each writing half, a band of whole tile rows, with
+  one engine thread each; timed from a barrier until the last process has written its band and
+  fsynced every file of the store. Tessera and TileDB write one fragment per process, Zarr and
+  TensorStore one file per chunk; HDF5 (h5py without MPI) runs one process only: two processes
+  cannot write one HDF5 file. The writers map the data from /dev/shm and write one scratch tile
+  before the first run (untimed); the whole array is read back and checked after every run.
 - **Loads include durability.** Each load is create + write + `fsync` of every file of the store
   (the paper synced after every load and update); the random updates include the fsync too.
 - **Engines' own caches.** HDF5 reads use its default 1 MiB chunk cache (smaller than a 10 MB
   chunk: no data cached between reads); HDF5 element reads and updates open the file with a
   1.5 GiB chunk cache (the paper gave HDF5 an unlimited cache), and that open is timed. TensorStore
-  has no cache pool (the default); Tessera's tile cache is off (the default, `sm.tile_cache_size`
-  0); DuckDB keeps its buffer pool between warm queries (cold runs reconnect).
+  has no cache pool (the default); Tessera runs with its default tile cache (`sm.tile_cache_size`
+  128 MiB, holding tiles of at most 8 MiB: the 10 MB dense tiles are never cached, the sparse data
+  tiles are); DuckDB keeps its buffer pool between warm queries (cold runs reconnect).
 - **What each engine cannot do** is a footnote in the tables: TileDB 2.x cannot write single cells
   into a dense array (no sparse or multi-range dense writes), so its "updates" read, modify and
-  rewrite every touched tile; neither Tessera nor TileDB-Py has a point-list read for dense arrays
-  (a multi-range read returns the cross product), so their random element reads are one query per
-  element, timed on as many elements as fit in a time budget and scaled linearly (footnoted);
-  Tessera has no consolidation yet; DuckDB and Parquet are not run on dense arrays.
+  rewrite every touched tile; TileDB-Py has no point-list read for dense arrays (a multi-range
+  read returns the cross product), so its random element reads are one query per element, timed
+  on as many elements as fit in a time budget and scaled linearly (footnoted); Tessera reads the
+  list in one `A.read_points` call; DuckDB and Parquet are not run on dense arrays.
 - **Sparse peers' layouts differ.** DuckDB holds one table sorted by (x, y) (built by an
   `ORDER BY` over the 10 staged batches: the load includes that sort); Parquet holds one file per
   batch, each sorted by (x, y), row groups of 10,000 rows (the fastest of 10K/30K/100K/1M rows in
@@ -416,6 +436,9 @@ def main() -> None:
     p.add_argument("--engines", default=None, help="comma-separated adapters (default: all)")
     p.add_argument("--skip-dense", action="store_true")
     p.add_argument("--skip-sparse", action="store_true")
+    p.add_argument("--only", default=None, metavar="GROUP[,GROUP]",
+                   help='only these workload groups, e.g. "dense parallel writes,dense load none" '
+                        '(matching: see the docstring of bench/run.py)')
     p.add_argument("--workdir", default=None, help="where stores are written (default bench/out/data)")
     p.add_argument("--out", default=os.path.join(common.HERE, "out"))
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md and docs/bench/")
@@ -438,12 +461,13 @@ def main() -> None:
         return
     cfg = QUICK if args.quick else FULL
     engines = args.engines.split(",") if args.engines else None
+    only = [g.strip() for g in args.only.split(",") if g.strip()] if args.only else None
     workdir = args.workdir or common.default_workdir()
     os.makedirs(workdir, exist_ok=True)
     t0 = time.perf_counter()
     res: Dict[str, Any] = {"started": dt.datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
                            "machine": common.machine_facts(), "versions": common.versions(),
-                           "load_average_start": common.load_average(), "config": cfg}
+                           "load_average_start": common.load_average(), "config": cfg, "only": only}
     avail = {n: (m.AVAILABLE, m.REASON, m.VERSION) for n, m in all_adapters().items()}
     res["adapters"] = {n: {"available": a, "reason": r, "version": v} for n, (a, r, v) in avail.items()}
     for n, (a, r, v) in avail.items():
@@ -452,14 +476,14 @@ def main() -> None:
     res["limits"] = common.machine_limits(workdir, sample=sample, quick=args.quick)
     log("\n" + limits_table(res["limits"]))
     rows: List[Row] = []
-    if not args.skip_dense:
+    if not args.skip_dense and (not only or any(g.startswith("dense") for g in only)):
         t = time.perf_counter()
-        d = dense.run(workdir=workdir, engines=engines, **cfg["dense"])
+        d = dense.run(workdir=workdir, engines=engines, only=only, **cfg["dense"])
         rows += d.pop("rows")
         d["seconds"] = time.perf_counter() - t
         res["dense"] = d
         log(f"\n(dense workloads: {d['seconds'] / 60:.1f} min)")
-    if not args.skip_sparse:
+    if not args.skip_sparse and (not only or any(g.startswith("sparse") for g in only)):
         t = time.perf_counter()
         s = sparse_ais.run(workdir=workdir, engines=engines, **cfg["sparse"])
         rows += s.pop("rows")

@@ -3,8 +3,11 @@
 Every module defines ``AVAILABLE`` (bool), ``REASON`` (why not, when not) and ``VERSION``, and
 some of: ``Sparse`` (a sparse AIS-like point store: ``load(batches)``, ``open()``,
 ``query(box)``, ``close()``) and ``Dense`` (a dense 2-D int32 array: ``load``, subarray reads,
-random element updates and reads). A workload an engine cannot do raises ``Unsupported`` with
-the reason, which the output and the tables report.
+random element updates and reads; ``create`` and ``write_rows(r0, r1, data)`` for the parallel
+writes: the empty array, then bands of rows written by several processes at once). A workload an
+engine cannot do raises ``Unsupported`` with the reason, which the output and the tables report;
+a module whose engine cannot have several processes write one store says why in
+``CONCURRENT_WRITES`` (absent: it can).
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ except Exception:  # noqa: BLE001
 
 NAME = "hdf5"
 BIG_CACHE = 1536 << 20  # the paper gave HDF5 an unlimited chunk cache for updates
+# Several processes writing one file: not without parallel HDF5 (MPI-IO), which h5py from PyPI
+# is not built with. The library caches metadata (chunk index, free space) in each process and
+# writes it back on flush/close, so two writers overwrite each other's metadata; HDF5 >= 1.10
+# locks the file against a second writer, and SWMR allows one writer with many readers.
+CONCURRENT_WRITES = ("HDF5 without parallel HDF5 (MPI) cannot have two processes write one file: each caches the "
+                     "file's metadata and writes it back (the file is locked against a second writer; SWMR allows "
+                     "one writer only)")
 
 
 class Dense:
@@ -60,6 +67,17 @@ class Dense:
         with h5py.File(self.path, "w") as f:
             d = f.create_dataset("a", shape=self.shape, dtype=np.int32, chunks=self.tile, **self._filter())
             d[...] = data
+
+    def create(self) -> None:
+        """The file with the empty dataset (chunks are allocated when written)."""
+        with h5py.File(self.path, "w") as f:
+            f.create_dataset("a", shape=self.shape, dtype=np.int32, chunks=self.tile, **self._filter())
+
+    def write_rows(self, r0: int, r1: int, data: np.ndarray) -> None:
+        """Rows ``r0:r1`` of the created dataset: ``d[r0:r1, :] = data`` on the file opened "r+"
+        (one writer at a time: see ``CONCURRENT_WRITES``)."""
+        with h5py.File(self.path, "r+") as f:
+            f["a"][r0:r1, :] = data
 
     def open(self) -> None:
         self.f = h5py.File(self.path, "r")

@@ -55,9 +55,19 @@ class Dense:
             spec["delete_existing"] = True
         return spec
 
+    def create(self) -> Any:
+        """The empty array (metadata only); returns it."""
+        return tstore.open(self._spec(create=True), context=self.context).result()
+
     def load(self, data: np.ndarray) -> None:
-        t = tstore.open(self._spec(create=True), context=self.context).result()
+        t = self.create()
         t.write(data).result()
+
+    def write_rows(self, r0: int, r1: int, data: np.ndarray) -> None:
+        """Rows ``r0:r1`` of the created array: ``t[r0:r1, :].write(data)`` on the array opened for
+        writing (one file per chunk: processes writing disjoint whole chunks do not meet)."""
+        t = tstore.open(self._spec(), context=self.context, write=True).result()
+        t[r0:r1, :].write(data).result()
 
     def open(self) -> None:
         self.t = tstore.open(self._spec(), context=self.context, read=True).result()

@@ -106,15 +106,24 @@ class Dense:
     def _filters(self) -> List[Any]:
         return {"none": [], "gzip": [ts.Gzip(level=6)], "zstd": [ts.Zstd(level=3)]}[self.compression]
 
-    def load(self, data: np.ndarray) -> None:
+    def create(self) -> None:
+        """The empty array (schema only)."""
         R, C = self.shape
         schema = ts.ArraySchema(
             dims=[ts.Dim("rows", (0, R - 1), tile=self.tile[0], dtype="int64"),
                   ts.Dim("cols", (0, C - 1), tile=self.tile[1], dtype="int64")],
             attrs=[ts.Attr("a", "int32", filters=self._filters())])
         ts.create(self.path, schema, config=self.config)
+
+    def write_rows(self, r0: int, r1: int, data: np.ndarray) -> None:
+        """Rows ``r0:r1`` (every column) of the created array: open for writing, ``A[r0:r1, 0:C]
+        = data`` (one fragment of its own; writers take no lock, so processes write at once)."""
         with ts.open(self.path, "w", config=self.config) as A:
-            A[0:R, 0:C] = data
+            A[r0:r1, 0:self.shape[1]] = data
+
+    def load(self, data: np.ndarray) -> None:
+        self.create()
+        self.write_rows(0, self.shape[0], data)
 
     def open(self) -> None:
         self.A = ts.open(self.path, config=self.config)

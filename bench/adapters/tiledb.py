@@ -104,7 +104,8 @@ class Dense:
         self.notes = {"points": "no point-list read for dense arrays: one A[r, c] per element",
                       "update": "no cell writes to dense arrays: read-modify-write of each touched tile"}
 
-    def load(self, data: np.ndarray) -> None:
+    def create(self) -> None:
+        """The empty array (schema only)."""
         R, C = self.shape
         f = {"none": [], "gzip": [tiledb.GzipFilter(level=6)], "zstd": [tiledb.ZstdFilter(level=3)]}[self.compression]
         dom = tiledb.Domain(
@@ -114,8 +115,17 @@ class Dense:
                                     attrs=[tiledb.Attr("a", dtype=np.int32, filters=tiledb.FilterList(f), ctx=self.ctx)],
                                     ctx=self.ctx)
         tiledb.Array.create(self.path, schema, ctx=self.ctx)
+
+    def load(self, data: np.ndarray) -> None:
+        self.create()
         with tiledb.open(self.path, "w", ctx=self.ctx) as A:
             A[:] = data
+
+    def write_rows(self, r0: int, r1: int, data: np.ndarray) -> None:
+        """Rows ``r0:r1`` (every column) of the created array: ``A[r0:r1, 0:C] = data`` on an array
+        opened for writing (a fragment of its own; TileDB's writers are independent)."""
+        with tiledb.open(self.path, "w", ctx=self.ctx) as A:
+            A[r0:r1, 0:self.shape[1]] = data
 
     def open(self) -> None:
         self.A = tiledb.open(self.path, "r", ctx=self.ctx)

@@ -36,11 +36,21 @@ class Dense:
         if threads:
             zarr.config.set({"threading.max_workers": threads, "async.concurrency": max(1, threads)})
 
-    def load(self, data: np.ndarray) -> None:
+    def create(self) -> Any:
+        """The empty array (metadata only); returns it."""
         comp = {"none": None, "gzip": GzipCodec(level=6), "zstd": ZstdCodec(level=3)}[self.compression]
-        z = zarr.create_array(store=self.path, shape=self.shape, chunks=self.tile, dtype="int32",
-                              compressors=comp, filters=None, fill_value=0, overwrite=True)
+        return zarr.create_array(store=self.path, shape=self.shape, chunks=self.tile, dtype="int32",
+                                 compressors=comp, filters=None, fill_value=0, overwrite=True)
+
+    def load(self, data: np.ndarray) -> None:
+        z = self.create()
         z[:] = data
+
+    def write_rows(self, r0: int, r1: int, data: np.ndarray) -> None:
+        """Rows ``r0:r1`` of the created array: ``z[r0:r1, :] = data`` on the array opened "r+"
+        (one file per chunk: processes writing disjoint whole chunks do not meet)."""
+        z = zarr.open_array(self.path, mode="r+")
+        z[r0:r1, :] = data
 
     def open(self) -> None:
         self.z = zarr.open_array(self.path, mode="r")
