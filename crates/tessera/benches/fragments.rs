@@ -1,7 +1,8 @@
 //! The TileDB paper's Figure 12 at our scale (issue 4): a dense array written as one fragment,
 //! then 10, 100 and 1000 sparse fragments of 1,000 random cells each; the mean time of random
 //! 1K x 1K subarray reads after each step and after consolidation; consolidation time beside the
-//! initial load time.
+//! initial load time. Each step's reads alternate with the same reads of the one-fragment
+//! snapshot (time travel to the load), so ratios compare like with like on a busy machine.
 //!
 //! `cargo bench -p tessera --bench fragments -- [--rows R] [--cols C] [--reads N]`
 //! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads). `FRAGMENT_STEPS=10,100`
@@ -31,14 +32,47 @@ fn arg(name: &str, default: i128) -> i128 {
     v.iter().position(|a| a == name).and_then(|i| v.get(i + 1)).and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-fn mean_reads(r: &Array, squares: &[(i128, i128)], side: i128) -> Duration {
+fn read_square(r: &Array, x: i128, y: i128, side: i128) -> Duration {
     let t = Instant::now();
-    for &(x, y) in squares {
-        let res =
-            r.read(&Subarray::from_ranges(&[(x, x + side - 1), (y, y + side - 1)]), &["a"], Layout::RowMajor).unwrap();
-        std::hint::black_box(res);
+    let res =
+        r.read(&Subarray::from_ranges(&[(x, x + side - 1), (y, y + side - 1)]), &["a"], Layout::RowMajor).unwrap();
+    std::hint::black_box(res);
+    t.elapsed()
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Reads every square from `base` (the one-fragment snapshot, opened at the load's timestamp)
+/// and from `now`, alternately, so that both see the same machine: the ratio of the two is what
+/// the step costs, even while other work slows the machine down. Returns (mean, median) of
+/// `now` and the ratios of means and medians to `base`.
+fn paired_reads(base: &Array, now: &Array, squares: &[(i128, i128)], side: i128) -> (Duration, Duration, f64, f64) {
+    let (mut b, mut n) = (Vec::new(), Vec::new());
+    for (k, &(x, y)) in squares.iter().enumerate() {
+        // Which goes first alternates too: the second read of a square finds it in the caches.
+        if k % 2 == 0 {
+            b.push(read_square(base, x, y, side));
+            n.push(read_square(now, x, y, side));
+        } else {
+            n.push(read_square(now, x, y, side));
+            b.push(read_square(base, x, y, side));
+        }
     }
-    t.elapsed() / squares.len() as u32
+    let mean = |v: &[Duration]| v.iter().sum::<Duration>() / v.len() as u32;
+    let (mb, mn) = (mean(&b), mean(&n));
+    let (db, dn) = (median(&mut b), median(&mut n));
+    (mn, dn, mn.as_secs_f64() / mb.as_secs_f64(), dn.as_secs_f64() / db.as_secs_f64())
+}
+
+fn report(label: &str, (mean, med, rmean, rmed): (Duration, Duration, f64, f64), extra: &str) {
+    println!(
+        "{label:<17} {:>8.3} ms per read ({rmean:.2}x), median {:.3} ms ({rmed:.2}x){extra}",
+        mean.as_secs_f64() * 1e3,
+        med.as_secs_f64() * 1e3
+    );
 }
 
 fn main() {
@@ -75,10 +109,12 @@ fn main() {
     );
     println!("initial load (one dense fragment): {:.3} s", load.as_secs_f64());
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
-    mean_reads(&r, &squares[..nreads.min(10)], side); // warm the page cache
-    let base = mean_reads(&r, &squares, side);
+    let loaded_at = r.fragments()[0].name.t1;
+    let base = Array::open_at(&ctx, &uri, Mode::Read, Some(loaded_at)).unwrap();
+    assert_eq!(base.fragments().len(), 1);
+    paired_reads(&base, &r, &squares[..nreads.min(10)], side); // warm the page cache
+    report("    1 fragments:", paired_reads(&base, &r, &squares, side), "");
     drop(r);
-    println!("{:>5} fragments: {:>8.3} ms per read (1.00x)", 1, base.as_secs_f64() * 1e3);
     let mut written = 0;
     let steps: Vec<usize> = match std::env::var("FRAGMENT_STEPS") {
         Ok(v) => v.split(',').filter_map(|x| x.parse().ok()).collect(),
@@ -108,14 +144,10 @@ fn main() {
         let writes = t.elapsed();
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         assert_eq!(r.fragments().len(), 1 + target);
-        let d = mean_reads(&r, &squares, side);
-        println!(
-            "{:>5} fragments: {:>8.3} ms per read ({:.2}x)   [{} updates of 1,000 cells written in {:.2} s]",
-            1 + target,
-            d.as_secs_f64() * 1e3,
-            d.as_secs_f64() / base.as_secs_f64(),
-            target,
-            writes.as_secs_f64()
+        report(
+            &format!("{:>5} fragments:", 1 + target),
+            paired_reads(&base, &r, &squares, side),
+            &format!("   [{} updates of 1,000 cells written in {:.2} s]", target, writes.as_secs_f64()),
         );
     }
     if std::env::var_os("FRAGMENT_KEEP").is_some() {
@@ -125,14 +157,22 @@ fn main() {
     let t = Instant::now();
     consolidate(&ctx, &uri, &Selection::All).unwrap();
     let cons = t.elapsed();
+    // The one-fragment snapshot holds a shared lock that vacuum would wait for; the consolidated
+    // array is compared with a fresh copy of the load instead.
+    drop(base);
     vacuum(&ctx, &uri).unwrap();
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
-    let d = mean_reads(&r, &squares, side);
-    println!(
-        "consolidated:     {:>8.3} ms per read ({:.2}x)",
-        d.as_secs_f64() * 1e3,
-        d.as_secs_f64() / base.as_secs_f64()
-    );
+    let copy = dir.join("base");
+    Array::create(&ctx, &copy, &schema).unwrap();
+    let data: Vec<i32> = (0..rows as i32).flat_map(|i| (0..cols as i32).map(move |j| i % ncols + j)).collect();
+    Array::open(&ctx, &copy, Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&data))])
+        .unwrap();
+    drop(data);
+    let base = Array::open(&ctx, &copy, Mode::Read).unwrap();
+    paired_reads(&base, &r, &squares[..nreads.min(10)], side);
+    report("consolidated:", paired_reads(&base, &r, &squares, side), "");
     println!(
         "consolidation of 1001 fragments: {:.3} s ({:.2}x the initial load)",
         cons.as_secs_f64(),

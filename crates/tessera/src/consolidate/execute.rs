@@ -6,6 +6,10 @@
 //! a sparse output holds the merged cells of the inputs. A `__commits/<output>.vac` file,
 //! written before the output is committed, lists the inputs: once the output is committed,
 //! readers that see it ignore them, and [`vacuum`](super::vacuum) deletes them.
+//!
+//! Reading and writing overlap: a second thread reads the next batch while the current one is
+//! filtered and written, each batch half the buffer size, so at most the buffer size of cells is
+//! held at once.
 
 use std::path::Path;
 
@@ -47,10 +51,13 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let snapshot = array.with_fragments(&(0..=last).collect::<Vec<_>>());
         let mut q = ReadQuery::new(&snapshot, &sub, &[], Layout::Global)?;
         let mut w = DenseWriter::named(&writable, &sub, Layout::Global, Some(name.clone()))?;
-        while let Some(b) = q.next_batch(budget)? {
-            let inputs: Vec<AttrInput<'_>> = b.attrs.iter().map(AttrData::as_input).collect();
-            w.submit(&inputs)?;
-        }
+        pipelined(
+            || q.next_batch(budget / 2),
+            |b| {
+                let inputs: Vec<AttrInput<'_>> = b.attrs.iter().map(AttrData::as_input).collect();
+                w.submit(&inputs)
+            },
+        )?;
         record_inputs(ctx, uri, &name, &array, &p.inputs)?;
         w.finish()?
     } else {
@@ -60,17 +67,53 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
         let mut w = SparseWriter::named(&writable, Layout::Global, Some(name.clone()))?;
         w.allow_empty(bounding_box(view.fragments().iter().map(|f| &f.domain)).unwrap_or_default());
-        while let Some(b) = q.next_batch(budget)? {
-            let coords: Vec<CoordInput<'_>> =
-                b.attrs[..nd].iter().map(|a| CoordInput { name: &a.name, data: &a.data }).collect();
-            let attrs: Vec<AttrInput<'_>> = b.attrs[nd..].iter().map(AttrData::as_input).collect();
-            w.submit(&coords, &attrs)?;
-        }
+        pipelined(
+            || q.next_batch(budget / 2),
+            |b| {
+                let coords: Vec<CoordInput<'_>> =
+                    b.attrs[..nd].iter().map(|a| CoordInput { name: &a.name, data: &a.data }).collect();
+                let attrs: Vec<AttrInput<'_>> = b.attrs[nd..].iter().map(AttrData::as_input).collect();
+                w.submit(&coords, &attrs)
+            },
+        )?;
         record_inputs(ctx, uri, &name, &array, &p.inputs)?;
         w.finish()?
     };
     stats::add(Counter::ConsolidatorNumFragmentsConsolidated, p.inputs.len() as u64);
     Ok(Some(meta))
+}
+
+/// Calls `produce` on a second thread until it returns `None`, handing each batch to `consume`
+/// on this one: producing batch k+1 overlaps consuming batch k, and the producer waits with one
+/// finished batch until the consumer takes it (at most two batches exist at once). The first
+/// error of either side stops both and is returned; a panic on either side is resumed here.
+fn pipelined<B: Send>(
+    mut produce: impl FnMut() -> Result<Option<B>> + Send,
+    mut consume: impl FnMut(B) -> Result<()>,
+) -> Result<()> {
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<B>>(0);
+        let producer = s.spawn(move || loop {
+            let next = produce().transpose();
+            let stop = !matches!(next, Some(Ok(_)));
+            // A failed send means the consumer stopped: nothing more is wanted.
+            if next.is_none_or(|b| tx.send(b).is_err()) || stop {
+                break;
+            }
+        });
+        let mut result = Ok(());
+        for b in &rx {
+            if let Err(e) = b.and_then(&mut consume) {
+                result = Err(e);
+                break;
+            }
+        }
+        drop(rx);
+        if let Err(panic) = producer.join() {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    })
 }
 
 /// Writes `__commits/<output>.vac`, the list of fragments the output supersedes, before the
@@ -80,4 +123,54 @@ fn record_inputs(ctx: &Context, uri: &Path, name: &FragmentName, array: &Array, 
     let list: String = inputs.iter().map(|&i| format!("{}\n", array.fragments()[i].name)).collect();
     ctx.storage().write_atomic(&uri.join(COMMITS_DIR).join(format!("{name}.vac")), list.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pipelined;
+    use crate::error::{Error, QueryError};
+
+    fn err(what: &str) -> Error {
+        QueryError::BadSubarray(what.into()).into()
+    }
+
+    #[test]
+    fn pipelined_hands_over_every_batch_in_order() {
+        let mut next = 0..100u32;
+        let mut got = Vec::new();
+        pipelined(
+            || Ok(next.next()),
+            |b| {
+                got.push(b);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn pipelined_stops_at_the_first_error_of_either_side() {
+        let mut next = 0..100u32;
+        let mut got = Vec::new();
+        let e = pipelined(
+            || if next.start == 7 { Err(err("read")) } else { Ok(next.next()) },
+            |b| {
+                got.push(b);
+                Ok(())
+            },
+        );
+        assert!(e.unwrap_err().to_string().contains("read"));
+        assert_eq!(got, (0..7).collect::<Vec<_>>());
+        // A failing consumer stops the producer (it would otherwise run through all 10^9).
+        let mut next = 0..1_000_000_000u32;
+        let e = pipelined(|| Ok(next.next()), |b| if b == 3 { Err(err("write")) } else { Ok(()) });
+        assert!(e.unwrap_err().to_string().contains("write"));
+    }
+
+    #[test]
+    #[should_panic(expected = "producer panicked")]
+    fn pipelined_resumes_a_producer_panic() {
+        let _ = pipelined(|| -> crate::error::Result<Option<u32>> { panic!("producer panicked") }, |_| Ok(()));
+    }
 }

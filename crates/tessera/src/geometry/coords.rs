@@ -145,6 +145,18 @@ pub(crate) fn ordinals(dim: &Dimension, col: &[u8]) -> Result<Vec<u64>, BadCoord
     Ok(all)
 }
 
+/// The ordinals of cells `idx` of coordinate column `col` (errors name the cell's index in the
+/// column).
+pub(crate) fn ordinals_at(dim: &Dimension, col: &[u8], idx: &[u32]) -> Result<Vec<u64>, BadCoord> {
+    let s = dim.datatype.size();
+    let mut picked: Vec<u8> = Vec::with_capacity(idx.len() * s);
+    for &c in idx {
+        let at = c as usize * s;
+        picked.extend_from_slice(col.get(at..at + s).unwrap_or(&[]));
+    }
+    ordinals(dim, &picked).map_err(|b| BadCoord { cell: idx.get(b.cell).map_or(b.cell, |&c| c as usize), ..b })
+}
+
 /// Keeps in `keep` (cell indices, ascending) the cells of column `col` whose value lies in the
 /// typed inclusive range `[lo, hi]`; with `scan` every cell of the column is tested, otherwise
 /// only the cells already in `keep`.

@@ -11,7 +11,7 @@ use super::plan::ResultSpace;
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{cells_in_box, ordinals, Rect};
+use crate::geometry::{cells_in_box, ordinals_at, Rect};
 
 /// One sparse cell that lands in the result: result position, fragment, tile, cell.
 #[derive(Clone, Copy)]
@@ -104,16 +104,10 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
         }
         let cols: Vec<Vec<u64>> = (0..nd)
             .map(|d| {
-                let s = dims[d].datatype.size();
-                let picked: Vec<u8> = near
-                    .iter()
-                    .flat_map(|&c| raw[d].get(c as usize * s..c as usize * s + s).unwrap_or(&[]))
-                    .copied()
-                    .collect();
-                ordinals(&dims[d], &picked).map_err(|b| {
+                ordinals_at(&dims[d], raw[d], &near).map_err(|b| {
                     Error::corrupt(
-                        array.uri.join(FRAGMENTS_DIR).join(frags[key.0].name.to_string()).join(&specs[d].name),
-                        format!("tile {}: coordinate {} of cell {} {}", key.1, b.value, near[b.cell], b.why),
+                        array.fragment_dir(key.0).join(&specs[d].name),
+                        format!("tile {}: coordinate {} of cell {} {}", key.1, b.value, b.cell, b.why),
                     )
                 })
             })

@@ -17,7 +17,7 @@ use super::query::{
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{ordinal_ranges, ordinals, pack_keys, DimRange, OrderKeys};
+use crate::geometry::{cells_in_box, ordinal_ranges, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys};
 use crate::read::Layout;
 use crate::stats::{self, Timer};
 use crate::storage::Bytes;
@@ -81,39 +81,52 @@ impl SparseReadQuery {
             let cols: Vec<Bytes> = (0..nd).map(|d| tiles.remove(&(k, d)).unwrap_or_default()).collect();
             coords.insert(k, cols);
         }
-        // Matching cells of every candidate tile, with their ordinals.
+        // Matching cells of every candidate tile, with their ordinals. Cells are tested on the
+        // stored values against the query's bounding box; only those inside become ordinals.
+        let bbox: Vec<[u64; 2]> = oranges
+            .iter()
+            .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
+            .collect();
+        let one_box = oranges.iter().all(|rs| rs.len() == 1);
         let per_tile: Vec<TileMatches> = array.ctx.install(|| {
             cand.par_iter()
                 .map(|&(k, full)| {
-                    let cols = &coords[&k];
-                    let ords: Vec<Vec<u64>> = schema
+                    let raw: Vec<&[u8]> = coords[&k].iter().map(|b| &b[..]).collect();
+                    let mut keep: Vec<u32> = if full {
+                        let n = raw.first().map_or(0, |c| c.len() / schema.dims[0].datatype.size());
+                        (0..n as u32).collect()
+                    } else {
+                        cells_in_box(&schema.dims, &raw, &bbox)
+                    };
+                    let mut ords: Vec<Vec<u64>> = schema
                         .dims
                         .iter()
-                        .zip(cols)
+                        .zip(&raw)
                         .map(|(d, c)| {
-                            ordinals(d, c).map_err(|b| {
-                                let f = &array.fragments[k.0];
+                            let o = if full { ordinals(d, c) } else { ordinals_at(d, c, &keep) };
+                            o.map_err(|b| {
                                 Error::corrupt(
-                                    array.uri.join(FRAGMENTS_DIR).join(f.name.to_string()).join(&specs[0].name),
+                                    array.fragment_dir(k.0).join(&specs[0].name),
                                     format!("tile {}: coordinate {} of cell {} {}", k.1, b.value, b.cell, b.why),
                                 )
                             })
                         })
                         .collect::<Result<_>>()?;
-                    let n = ords.first().map_or(0, Vec::len);
-                    let keep: Vec<u32> = if full {
-                        (0..n as u32).collect()
-                    } else {
-                        (0..n)
-                            .filter(|&i| {
+                    if !full && !one_box {
+                        // Several ranges on a dimension: the box holds cells between them.
+                        let ok: Vec<bool> = (0..keep.len())
+                            .map(|i| {
                                 ords.iter().zip(&oranges).all(|(o, rs)| rs.iter().any(|q| q[0] <= o[i] && o[i] <= q[1]))
                             })
-                            .map(|i| i as u32)
-                            .collect()
-                    };
-                    let kept: Vec<Vec<u64>> =
-                        ords.iter().map(|o| keep.iter().map(|&i| o[i as usize]).collect()).collect();
-                    Ok((k, keep, kept))
+                            .collect();
+                        let mut it = ok.iter();
+                        keep.retain(|_| *it.next().unwrap_or(&false));
+                        for o in &mut ords {
+                            let mut it = ok.iter();
+                            o.retain(|_| *it.next().unwrap_or(&false));
+                        }
+                    }
+                    Ok((k, keep, ords))
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
