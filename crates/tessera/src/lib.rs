@@ -32,6 +32,7 @@ mod config;
 mod consolidate;
 mod context;
 mod error;
+mod fast_hash;
 mod filter;
 mod footer;
 mod fragment;

@@ -4,9 +4,8 @@
 //! fragment scans the map. Freed slots are reused through a free list. Not synchronized: the cache
 //! wraps it in a mutex.
 
-use std::collections::HashMap;
-
 use super::TileKey;
+use crate::fast_hash::FastMap;
 use crate::storage::Bytes;
 
 /// "No slot" in the links.
@@ -34,7 +33,7 @@ pub(super) struct InsertOutcome {
 /// A byte-weighted LRU map from [`TileKey`] to [`Bytes`].
 #[derive(Debug)]
 pub(super) struct Lru {
-    map: HashMap<TileKey, usize>,
+    map: FastMap<TileKey, usize>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     /// Most recently used.
@@ -48,7 +47,7 @@ pub(super) struct Lru {
 impl Lru {
     /// An empty LRU.
     pub(super) fn new() -> Self {
-        Self { map: HashMap::new(), slots: Vec::new(), free: Vec::new(), head: NIL, tail: NIL, size: 0 }
+        Self { map: FastMap::default(), slots: Vec::new(), free: Vec::new(), head: NIL, tail: NIL, size: 0 }
     }
 
     /// Entries cached.

@@ -166,6 +166,16 @@ macro_rules! keep_in_range {
         let (lo, hi): ($t, $t) = ($lo, $hi);
         let at = |i: usize| <$t>::from_le_bytes($col[i * S..i * S + S].try_into().unwrap_or([0; S]));
         if $scan {
+            // Counted first (a loop the compiler vectorises): most tiles of small fragments hold
+            // no cell in the box and need nothing more.
+            let inside = |c: &[u8]| {
+                let x = <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
+                (lo <= x) & (x <= hi)
+            };
+            if !$col.chunks_exact(S).fold(false, |a, c| a | inside(c)) {
+                $keep.clear();
+                return $keep;
+            }
             // Branch-free: every index is written, the count advances only for kept cells.
             let n = $col.len() / S;
             $keep.clear();
@@ -328,11 +338,9 @@ impl OrderKeys {
         }
         // Tile id in tile order.
         let mut tid = 0u64;
-        let dims: Vec<usize> = match self.tile_order {
-            CellOrder::ColMajor => (0..n).rev().collect(),
-            _ => (0..n).collect(),
-        };
-        for &d in &dims {
+        let col_major = self.tile_order == CellOrder::ColMajor;
+        for k in 0..n {
+            let d = if col_major { n - 1 - k } else { k };
             let (ext, fl, count) = self.tiling[d];
             let t = match (ext, fl) {
                 (Some(e), _) => ords[d] / e,

@@ -4,7 +4,7 @@
 //! copies move whole contiguous runs. Tiles are processed in batches bounded by
 //! `sm.memory_budget`.
 
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 use std::path::PathBuf;
 
 use rayon::prelude::*;
@@ -63,7 +63,7 @@ pub(crate) fn execute(array: &Array, copies: Vec<CopyOp>, fills: &[FillOp], sink
     }
     let specs = FileSpec::for_schema(schema);
     let wanted: Vec<usize> = (0..specs.len()).filter(|&f| sinks.iter().any(|s| s.attr == specs[f].attr)).collect();
-    let mut by_tile: HashMap<TileKey, Vec<CopyOp>> = HashMap::new();
+    let mut by_tile: FastMap<TileKey, Vec<CopyOp>> = FastMap::default();
     for op in copies {
         by_tile.entry((op.frag, op.tile)).or_default().push(op);
     }
@@ -102,7 +102,7 @@ fn run_batch(
     specs: &[FileSpec],
     wanted: &[usize],
     batch: &[TileKey],
-    by_tile: &HashMap<TileKey, Vec<CopyOp>>,
+    by_tile: &FastMap<TileKey, Vec<CopyOp>>,
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
     let schema = array.schema();
@@ -222,14 +222,14 @@ pub(crate) fn fetch_tiles(
     array: &Array,
     specs: &[FileSpec],
     requests: &[(TileKey, usize)],
-) -> Result<HashMap<(TileKey, usize), Bytes>> {
+) -> Result<FastMap<(TileKey, usize), Bytes>> {
     let schema = array.schema();
     let config = array.ctx.config();
     let storage = array.ctx.storage().clone();
     let cache = array.ctx.tile_cache();
     let _t = stats::timer(Timer::ReaderFetchTiles);
     // Tiles the cache holds cost no I/O and no unfiltering.
-    let mut found: HashMap<(TileKey, usize), Bytes> = HashMap::new();
+    let mut found: FastMap<(TileKey, usize), Bytes> = FastMap::default();
     let mut missing: Vec<(TileKey, usize)> = Vec::with_capacity(requests.len());
     for &(key, f) in requests {
         if specs[f].kind == FileKind::Data {
@@ -247,7 +247,7 @@ pub(crate) fn fetch_tiles(
         missing.push((key, f));
     }
     // Requests grouped per file, in offset order.
-    let mut per_file: HashMap<(usize, usize), Vec<Request>> = HashMap::new();
+    let mut per_file: FastMap<(usize, usize), Vec<Request>> = FastMap::default();
     for &(key, f) in &missing {
         let e = array.fragments[key.0].files[f].1[key.1 as usize];
         per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });

@@ -4,7 +4,7 @@
 //! and than every other sparse fragment holding the same cell. Only the R-tree's candidate tiles
 //! are read, and only the winning cells' attribute values are copied.
 
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 
 use super::execute::{count_copied, fetch_tiles, DataSink, Sink, TileKey, FILL_BLOB};
 use super::plan::ResultSpace;
@@ -72,9 +72,9 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     // Many pieces (point reads, many ranges): tiles are chosen by the pieces' bounding box.
     let overlaps = |m: &Rect| if pieces.len() > 16 { meets(m, &bbox) } else { pieces.iter().any(|(r, _)| meets(m, r)) };
     // Point reads look cells up by their coordinates instead of testing every point.
-    let point_places: Option<HashMap<Vec<u64>, Vec<u64>>> =
+    let point_places: Option<FastMap<Vec<u64>, Vec<u64>>> =
         (pieces.len() > 16 && pieces.iter().all(|(r, _)| r.iter().all(|b| b[0] == b[1]))).then(|| {
-            let mut m: HashMap<Vec<u64>, Vec<u64>> = HashMap::new();
+            let mut m: FastMap<Vec<u64>, Vec<u64>> = FastMap::default();
             for (r, dst) in &pieces {
                 m.entry(r.iter().map(|b| b[0]).collect()).or_default().push(dst.offset);
             }
@@ -193,7 +193,7 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
                 count_copied(false, (winners.len() * cs) as u64);
             }
             DataSink::Var { refs, blobs } => {
-                let mut blob_of: HashMap<TileKey, u32> = HashMap::new();
+                let mut blob_of: FastMap<TileKey, u32> = FastMap::default();
                 let mut copied = 0u64;
                 for h in &winners {
                     let k = (h.frag, h.tile);

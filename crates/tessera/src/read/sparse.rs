@@ -6,7 +6,7 @@
 //! layout asks (global, row-major, col-major or unordered) and attribute values are gathered in
 //! whole runs per tile, batch by batch.
 
-use std::collections::{HashMap, HashSet};
+use crate::fast_hash::{FastMap, FastSet};
 
 use rayon::prelude::*;
 
@@ -35,7 +35,7 @@ pub struct SparseReadQuery {
     attrs: Vec<usize>,
     specs: Vec<FileSpec>,
     cells: Vec<CellRef>,
-    coords: HashMap<TileKey, Vec<Bytes>>,
+    coords: FastMap<TileKey, Vec<Bytes>>,
     cursor: u64,
     layout: Layout,
 }
@@ -76,7 +76,7 @@ impl SparseReadQuery {
         }
         let requests: Vec<(TileKey, usize)> = cand.iter().flat_map(|&(k, _)| (0..nd).map(move |d| (k, d))).collect();
         let mut tiles = fetch_tiles(array, &specs, &requests)?;
-        let mut coords: HashMap<TileKey, Vec<Bytes>> = HashMap::new();
+        let mut coords: FastMap<TileKey, Vec<Bytes>> = FastMap::default();
         for &(k, _) in &cand {
             let cols: Vec<Bytes> = (0..nd).map(|d| tiles.remove(&(k, d)).unwrap_or_default()).collect();
             coords.insert(k, cols);
@@ -131,7 +131,7 @@ impl SparseReadQuery {
                 .collect::<Result<Vec<_>>>()
         })?;
         let cells = order_results(array, &per_tile, layout);
-        let used: HashSet<TileKey> = cells.iter().map(|c| (c.0 as usize, u64::from(c.1))).collect();
+        let used: FastSet<TileKey> = cells.iter().map(|c| (c.0 as usize, u64::from(c.1))).collect();
         coords.retain(|k, _| used.contains(k));
         Ok(Self { array: array.clone(), attrs: idx, specs, cells, coords, cursor: 0, layout })
     }
@@ -229,7 +229,7 @@ impl SparseReadQuery {
         // Runs of consecutive cells of one tile; tiles numbered by first appearance (`slot`), so
         // the loops below index vectors instead of looking tiles up per run.
         let mut keys: Vec<TileKey> = Vec::new();
-        let mut slot_of: HashMap<TileKey, u32> = HashMap::new();
+        let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
         let mut runs: Vec<(u32, u32, u32)> = Vec::new();
         for &(f, t, c) in part {
             let key = (f as usize, u64::from(t));
@@ -250,9 +250,7 @@ impl SparseReadQuery {
             let s = dim.datatype.size();
             let cols: Vec<&[u8]> = keys.iter().map(|k| &self.coords[k][d][..]).collect();
             let mut data = Vec::with_capacity(part.len() * s);
-            for &(sl, a, b) in &runs {
-                data.extend_from_slice(&cols[sl as usize][a as usize * s..b as usize * s]);
-            }
+            gather_runs(&mut data, &cols, &runs, s);
             count_copied(false, data.len() as u64);
             out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
         }
@@ -279,7 +277,13 @@ impl SparseReadQuery {
             let mut data = Vec::with_capacity(if a.is_var() { 0 } else { part.len() * cs });
             let mut offsets = a.is_var().then(|| Vec::with_capacity(part.len()));
             let mut validity = a.nullable.then(|| Vec::with_capacity(part.len()));
-            for &(sl, s, e) in &runs {
+            if !a.is_var() {
+                gather_runs(&mut data, &datas, &runs, cs);
+                if let Some(v) = validity.as_mut() {
+                    gather_runs(v, &valids, &runs, 1);
+                }
+            }
+            for &(sl, s, e) in runs.iter().filter(|_| a.is_var()) {
                 let (sl, s, e) = (sl as usize, s as usize, e as usize);
                 let d = datas[sl];
                 if let Some(offs) = offsets.as_mut() {
@@ -301,8 +305,6 @@ impl SparseReadQuery {
                     let base = data.len() as u64;
                     offs.extend((s..e).map(|c| at(c) - start + base));
                     data.extend_from_slice(&d[start as usize..end as usize]);
-                } else {
-                    data.extend_from_slice(&d[s * cs..e * cs]);
                 }
                 if let Some(v) = validity.as_mut() {
                     v.extend_from_slice(&valids[sl][s..e]);
@@ -316,13 +318,46 @@ impl SparseReadQuery {
     }
 }
 
+/// Appends, for each run `(slot, s, e)`, cells `s..e` of `srcs[slot]` (cells of `cs` bytes) to
+/// `out`. Sparse results are often runs of one cell: common cell sizes copy a fixed-size value
+/// instead of calling memcpy per run.
+fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: usize) {
+    fn fixed<const N: usize>(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)]) {
+        let total: usize = runs.iter().map(|&(_, s, e)| (e - s) as usize * N).sum();
+        let mut at = out.len();
+        out.resize(at + total, 0);
+        for &(sl, s, e) in runs {
+            let src = &srcs[sl as usize][s as usize * N..e as usize * N];
+            let dst = &mut out[at..at + src.len()];
+            if let (Ok(d), Ok(c)) = (<&mut [u8; N]>::try_from(&mut *dst), <&[u8; N]>::try_from(src)) {
+                *d = *c;
+            } else {
+                dst.copy_from_slice(src);
+            }
+            at += src.len();
+        }
+    }
+    match cs {
+        1 => fixed::<1>(out, srcs, runs),
+        2 => fixed::<2>(out, srcs, runs),
+        4 => fixed::<4>(out, srcs, runs),
+        8 => fixed::<8>(out, srcs, runs),
+        16 => fixed::<16>(out, srcs, runs),
+        _ => {
+            for &(sl, s, e) in runs {
+                out.extend_from_slice(&srcs[sl as usize][s as usize * cs..e as usize * cs]);
+            }
+        }
+    }
+}
+
 /// Orders the matching cells of all fragments as `layout` asks, dropping older duplicates when
 /// the schema does not allow duplicates.
 fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec<CellRef> {
     let schema = array.schema();
     let nd = schema.ndim();
     let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
-    let frags: HashSet<usize> = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0).collect();
+    let frags: FastSet<usize> = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0).collect();
     // Per-fragment streams are already in global order (tiles and cells in order).
     let mut refs: Vec<CellRef> = Vec::with_capacity(total);
     let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
