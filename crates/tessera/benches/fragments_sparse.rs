@@ -294,6 +294,47 @@ fn mean_reads(r: &Array, boxes: &[Vec<Vec<DimRange>>]) -> (Duration, f64) {
     (t.elapsed() / boxes.len() as u32, cells as f64 / boxes.len() as f64)
 }
 
+/// One step's reads, each alternating with the same read of the one-fragment snapshot `base`
+/// (which goes first alternates too), so that the ratio compares like with like on a busy
+/// machine: mean and median ms of `now`, their ratios to `base`, mean cells of `now` and of
+/// `base`.
+fn paired_reads(base: &Array, now: &Array, boxes: &[Vec<Vec<DimRange>>]) -> [f64; 6] {
+    let (mut tb, mut tn, mut cb, mut cn) = (Vec::new(), Vec::new(), 0u64, 0u64);
+    let one = |r: &Array, b: &Vec<Vec<DimRange>>, ts: &mut Vec<f64>| -> u64 {
+        let t = Instant::now();
+        let res = query(r, b);
+        ts.push(t.elapsed().as_secs_f64() * 1e3);
+        res.cells
+    };
+    for (k, b) in boxes.iter().enumerate() {
+        if k % 2 == 0 {
+            cb += one(base, b, &mut tb);
+            cn += one(now, b, &mut tn);
+        } else {
+            cn += one(now, b, &mut tn);
+            cb += one(base, b, &mut tb);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mb, mn) = (mean(&tb), mean(&tn));
+    let (db, dn) = (median(&mut tb), median(&mut tn));
+    let n = boxes.len() as f64;
+    [mn, mn / mb, dn, dn / db, cn as f64 / n, cb as f64 / n]
+}
+
+/// Prints one step's line.
+fn report(label: &str, p: [f64; 6], extra: &str) {
+    let [mn, rm, dn, rd, cn, cb] = p;
+    println!(
+        "{label:<17} {mn:>8.3} ms per read ({rm:.2}x), median {dn:.3} ms ({rd:.2}x)   [{cn:.0} cells per read, \
+         {cb:.0} in one fragment{extra}]"
+    );
+}
+
 /// A result as rows, sorted (a set of cells with all their values).
 fn rows(res: &ReadResult) -> Vec<Row> {
     let names: Vec<&str> = res.attrs.iter().map(|a| a.name.as_str()).collect();
@@ -468,9 +509,11 @@ fn main() {
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
     assert_eq!(r.fragments().len(), 1);
     let mut before = check(&r, &qs, &refs); // also warms the page cache
-    let (base, cells) = mean_reads(&r, &qs);
+    let (base, _) = mean_reads(&r, &qs);
+    // The one-fragment snapshot every step is compared with (time travel to the load).
+    let snapshot = Array::open_at(&ctx, &uri, Mode::Read, Some(r.fragments()[0].name.t1)).unwrap();
+    report("    1 fragments:", paired_reads(&snapshot, &r, &qs), "");
     drop(r);
-    println!("{:>5} fragments: {:>8.3} ms per read (1.00x)   [{cells:.0} cells per read]", 1, base.as_secs_f64() * 1e3);
 
     let mut written = 0;
     let (mut updates, mut inserted) = (0usize, HashSet::new());
@@ -531,17 +574,15 @@ fn main() {
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         assert_eq!(r.fragments().len(), 1 + target);
         before = check(&r, &qs, &refs);
-        let (d, cells) = mean_reads(&r, &qs);
-        println!(
-            "{:>5} fragments: {:>8.3} ms per read ({:.2}x)   [{cells:.0} cells per read; {} fragments of \
-             {PER_FRAGMENT} cells written in {:.2} s]",
-            1 + target,
-            d.as_secs_f64() * 1e3,
-            d.as_secs_f64() / base.as_secs_f64(),
-            target,
-            writes.as_secs_f64()
+        assert_eq!(snapshot.fragments().len(), 1);
+        report(
+            &format!("{:>5} fragments:", 1 + target),
+            paired_reads(&snapshot, &r, &qs),
+            &format!("; {target} fragments of {PER_FRAGMENT} cells written in {:.2} s", writes.as_secs_f64()),
         );
     }
+    // Vacuum waits for readers: the snapshot closes here.
+    drop(snapshot);
     let changed = refs.iter().map(|c| c.values().filter(|v| v[5] < 0).count()).sum::<usize>();
     println!(
         "# checked: all {nreads} boxes equal the reference at every step; written {updates} updates + {} new points; \
@@ -564,8 +605,8 @@ fn main() {
     }
     let (d, cells) = mean_reads(&r, &qs);
     println!(
-        "consolidated:     {:>8.3} ms per read ({:.2}x)   [{cells:.0} cells per read; same cells and values as before \
-         consolidation and as the reference in all {nreads} boxes]",
+        "consolidated:     {:>8.3} ms per read ({:.2}x the one-fragment mean, not paired)   [{cells:.0} cells per \
+         read; same cells and values as before consolidation and as the reference in all {nreads} boxes]",
         d.as_secs_f64() * 1e3,
         d.as_secs_f64() / base.as_secs_f64()
     );

@@ -351,6 +351,36 @@ fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: 
     }
 }
 
+/// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
+/// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
+/// fragment's. Fragments are visited newest first, each cell checked against the coordinates of
+/// newer fragments; the oldest fragment (typically the large one) is only checked, never stored.
+/// No sort: the cells keep their order.
+fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize) -> Vec<CellRef> {
+    debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        match groups.last_mut() {
+            Some(g) if refs[g.0].0 == r.0 => g.1 = i + 1,
+            _ => groups.push((i, i + 1)),
+        }
+    }
+    let at = |i: usize| &ords[i * nd..i * nd + nd];
+    let mut seen: FastSet<&[u64]> = FastSet::default();
+    let mut keep = vec![true; refs.len()];
+    for (k, &(a, b)) in groups.iter().enumerate().rev() {
+        if !seen.is_empty() {
+            for (i, kp) in keep.iter_mut().enumerate().take(b).skip(a) {
+                *kp = !seen.contains(at(i));
+            }
+        }
+        if k > 0 {
+            seen.extend((a..b).map(at));
+        }
+    }
+    refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect()
+}
+
 /// Orders the matching cells of all fragments as `layout` asks, dropping older duplicates when
 /// the schema does not allow duplicates.
 fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec<CellRef> {
@@ -374,6 +404,9 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
     let any_deletes = fragments.iter().any(|f| f.is_delete());
     if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
         return refs;
+    }
+    if !any_deletes && layout == Layout::Unordered {
+        return if schema.allows_duplicates { refs } else { newest_unordered(refs, &ords, nd) };
     }
     let keys = OrderKeys::new(schema);
     let w = keys.width();
