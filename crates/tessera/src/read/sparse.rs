@@ -351,6 +351,39 @@ fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: 
     }
 }
 
+/// The cells `refs` (grouped by fragment, each group in global order) in global order, newest
+/// fragment first among equal keys (`packed`: one order-preserving key per cell). The largest
+/// fragment's cells are already sorted: only the others are sorted, then the two sequences are
+/// merged in one linear pass (a consolidation of one large and many small fragments costs a sort
+/// of the small ones, not of everything).
+fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        match groups.last_mut() {
+            Some(g) if refs[g.0].0 == r.0 => g.1 = i + 1,
+            _ => groups.push((i, i + 1)),
+        }
+    }
+    let (la, lb) = groups.iter().copied().max_by_key(|g| g.1 - g.0).unwrap_or((0, 0));
+    let item = |i: usize| (packed[i], u32::MAX - refs[i].0, i as u32);
+    let mut rest: Vec<(u128, u32, u32)> = (0..la).chain(lb..refs.len()).map(item).collect();
+    rest.par_sort_unstable();
+    let mut out = Vec::with_capacity(refs.len());
+    let (mut i, mut j) = (la, 0);
+    while i < lb && j < rest.len() {
+        if item(i) < rest[j] {
+            out.push(i as u32);
+            i += 1;
+        } else {
+            out.push(rest[j].2);
+            j += 1;
+        }
+    }
+    out.extend((i..lb).map(|k| k as u32));
+    out.extend(rest[j..].iter().map(|t| t.2));
+    out
+}
+
 /// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
 /// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
 /// fragment's. Fragments are visited newest first, each cell checked against the coordinates of
@@ -417,12 +450,7 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
     let kat = |i: u32| &kbuf[i as usize * w..i as usize * w + w];
     // Global order; among equal coordinates the newest fragment first.
     let mut perm: Vec<u32> = array.ctx.install(|| match pack_keys(&kbuf, w) {
-        Some(packed) => {
-            let mut items: Vec<(u128, u32, u32)> =
-                (0..total).map(|i| (packed[i], u32::MAX - refs[i].0, i as u32)).collect();
-            items.par_sort_unstable();
-            items.into_iter().map(|t| t.2).collect()
-        }
+        Some(packed) => merge_with_largest(&refs, &packed),
         None => {
             let mut p: Vec<u32> = (0..total as u32).collect();
             p.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
@@ -471,4 +499,33 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
         _ => {}
     }
     perm.into_iter().map(|i| refs[i as usize]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The merge with the largest fragment orders cells exactly as one sort of all of them.
+        #[test]
+        fn merge_with_largest_equals_a_full_sort(groups in proptest::collection::vec(
+            proptest::collection::vec(0u128..50, 0..40), 0..6)) {
+            let mut refs: Vec<CellRef> = Vec::new();
+            let mut packed: Vec<u128> = Vec::new();
+            for (f, g) in groups.iter().enumerate() {
+                let mut g = g.clone();
+                g.sort_unstable();
+                for (c, k) in g.into_iter().enumerate() {
+                    refs.push((f as u32, 0, c as u32));
+                    packed.push(k);
+                }
+            }
+            let mut all: Vec<(u128, u32, u32)> =
+                (0..refs.len()).map(|i| (packed[i], u32::MAX - refs[i].0, i as u32)).collect();
+            all.sort_unstable();
+            let want: Vec<u32> = all.into_iter().map(|t| t.2).collect();
+            prop_assert_eq!(merge_with_largest(&refs, &packed), want);
+        }
+    }
 }
