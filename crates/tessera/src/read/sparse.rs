@@ -386,10 +386,11 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 
 /// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
 /// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
-/// fragment's. Fragments are visited newest first, each cell checked against the coordinates of
-/// newer fragments; the oldest fragment (typically the large one) is only checked, never stored.
-/// No sort: the cells keep their order.
-fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize) -> Vec<CellRef> {
+/// fragment's. The largest fragment's cells (typically most of the result) are never hashed:
+/// the other fragments' cells are first reduced among themselves with a hash set of newer
+/// fragments' coordinates, then each is looked up in the largest fragment's cells, which are in
+/// global order, by binary search on their order keys. No sort: the cells keep their order.
+fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<CellRef> {
     debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
     let mut groups: Vec<(usize, usize)> = Vec::new();
     for (i, r) in refs.iter().enumerate() {
@@ -398,17 +399,46 @@ fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize) -> Vec<CellRef>
             _ => groups.push((i, i + 1)),
         }
     }
+    let Some(largest) = (0..groups.len()).max_by_key(|&g| groups[g].1 - groups[g].0) else {
+        return refs;
+    };
     let at = |i: usize| &ords[i * nd..i * nd + nd];
-    let mut seen: FastSet<&[u64]> = FastSet::default();
     let mut keep = vec![true; refs.len()];
-    for (k, &(a, b)) in groups.iter().enumerate().rev() {
+    // The other fragments among themselves, newest first.
+    let mut seen: FastSet<&[u64]> = FastSet::default();
+    for (_, &(a, b)) in groups.iter().enumerate().rev().filter(|&(g, _)| g != largest) {
         if !seen.is_empty() {
             for (i, kp) in keep.iter_mut().enumerate().take(b).skip(a) {
                 *kp = !seen.contains(at(i));
             }
         }
-        if k > 0 {
-            seen.extend((a..b).map(at));
+        seen.extend((a..b).map(at));
+    }
+    // Then against the largest fragment: whichever of the two cells is older goes.
+    let (la, lb) = groups[largest];
+    let w = order.width();
+    let (mut probe, mut key) = (vec![0u64; w], vec![0u64; w]);
+    for i in (0..la).chain(lb..refs.len()) {
+        if !keep[i] {
+            continue;
+        }
+        order.key(at(i), &mut key);
+        let (mut lo, mut hi) = (la, lb);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            order.key(at(mid), &mut probe);
+            if probe < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo < lb && at(lo) == at(i) {
+            if refs[i].0 > refs[lo].0 {
+                keep[lo] = false;
+            } else {
+                keep[i] = false;
+            }
         }
     }
     refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect()
@@ -439,7 +469,11 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
         return refs;
     }
     if !any_deletes && layout == Layout::Unordered {
-        return if schema.allows_duplicates { refs } else { newest_unordered(refs, &ords, nd) };
+        return if schema.allows_duplicates {
+            refs
+        } else {
+            newest_unordered(refs, &ords, nd, &OrderKeys::new(schema))
+        };
     }
     let keys = OrderKeys::new(schema);
     let w = keys.width();
@@ -526,6 +560,45 @@ mod tests {
             all.sort_unstable();
             let want: Vec<u32> = all.into_iter().map(|t| t.2).collect();
             prop_assert_eq!(merge_with_largest(&refs, &packed), want);
+        }
+
+        /// Dropping older duplicates without sorting keeps exactly each coordinate's newest cell
+        /// (a dict of coordinates, newest written last, is the reference).
+        #[test]
+        fn newest_unordered_keeps_each_coordinates_newest_cell(groups in proptest::collection::vec(
+            proptest::collection::btree_set((0u64..12, 0u64..12), 0..60), 1..6)) {
+            use crate::schema::{ArraySchema, ArrayType, Attribute, Datatype, Dimension};
+            let schema = ArraySchema::builder(ArrayType::Sparse)
+                .dim(Dimension::new("x", Datatype::Int64, (0, 11), 4))
+                .dim(Dimension::new("y", Datatype::Int64, (0, 11), 4))
+                .attr(Attribute::new("a", Datatype::Int32))
+                .build()
+                .unwrap();
+            let order = OrderKeys::new(&schema);
+            let (mut refs, mut ords): (Vec<CellRef>, Vec<u64>) = (Vec::new(), Vec::new());
+            let mut want: std::collections::BTreeMap<(u64, u64), u32> = Default::default();
+            for (f, g) in groups.iter().enumerate() {
+                // Each fragment's cells in global order.
+                let mut cells: Vec<(Vec<u64>, (u64, u64))> = g.iter().map(|&(x, y)| {
+                    let mut k = vec![0; order.width()];
+                    order.key(&[x, y], &mut k);
+                    (k, (x, y))
+                }).collect();
+                cells.sort();
+                for (c, (_, (x, y))) in cells.into_iter().enumerate() {
+                    refs.push((f as u32, 0, c as u32));
+                    ords.extend([x, y]);
+                    want.insert((x, y), f as u32);
+                }
+            }
+            let got = newest_unordered(refs.clone(), &ords, 2, &order);
+            let coords = |r: &CellRef| {
+                let i = refs.iter().position(|q| q == r).unwrap();
+                (ords[2 * i], ords[2 * i + 1])
+            };
+            let mut got: Vec<((u64, u64), u32)> = got.iter().map(|r| (coords(r), r.0)).collect();
+            got.sort();
+            prop_assert_eq!(got, want.into_iter().collect::<Vec<_>>());
         }
     }
 }
