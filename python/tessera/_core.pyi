@@ -100,7 +100,8 @@ def vacuum(uri: str, config: Optional[Dict[str, str]] = None) -> Tuple[List[str]
 class Array:
     @staticmethod
     def open(
-        uri: str, mode: str = "r", timestamp: Optional[int] = None, config: Optional[Dict[str, str]] = None
+        uri: str, mode: str = "r", timestamp: Optional[int] = None, config: Optional[Dict[str, str]] = None,
+        start: Optional[int] = None
     ) -> "Array": ...
     def close(self) -> None: ...
     @property

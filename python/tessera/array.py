@@ -41,6 +41,8 @@ _RangeEntry = Union[None, Tuple[Any, Any], Sequence[Tuple[Any, Any]]]
 RangesLike = Union[Sequence[_RangeEntry], Mapping[str, _RangeEntry]]
 DenseResult = Union[np.ndarray, Dict[str, np.ndarray]]
 Timestamp = Union[int, _dt.datetime]
+#: A timestamp, or an inclusive (start, end) range of them (either end may be None).
+TimestampRange = Union[Timestamp, Tuple[Optional[Timestamp], Optional[Timestamp]]]
 
 _ORDERS = {"C": "C", "F": "F", "G": "G", "row-major": "C", "col-major": "F", "global": "G"}
 _SPARSE_ORDERS = dict(_ORDERS, U="U", unordered="U")
@@ -104,19 +106,29 @@ def create(uri: PathLike, schema: ArraySchema, config: Optional[ConfigLike] = No
 def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
     uri: PathLike,
     mode: str = "r",
-    timestamp: Optional[Timestamp] = None,
+    timestamp: Optional[TimestampRange] = None,
     config: Optional[ConfigLike] = None,
 ) -> "Array":
     """Opens the array at ``uri`` for reading ("r") or writing ("w"). ``timestamp`` (ms since
-    the epoch, or a datetime) shows only the fragments committed by then."""
+    the epoch, or a datetime) shows only the fragments committed by then; a pair ``(start,
+    end)`` (reads only; either may be None) shows only the fragments written within that
+    inclusive range, e.g. the updates of one day without the data they changed."""
     if mode not in ("r", "w"):
         raise ValueError(f"mode must be 'r' or 'w', not {mode!r}")
+    if isinstance(timestamp, tuple):
+        if len(timestamp) != 2:
+            raise ValueError(f"a timestamp range is (start, end), not {timestamp!r}")
+        start, end = _timestamp_ms(timestamp[0]), _timestamp_ms(timestamp[1])
+        if start is not None and end is not None and start > end:
+            raise ValueError(f"timestamp range starts after it ends: {timestamp!r}")
+        core = _core.Array.open(os.fspath(uri), mode, end, as_items(config), start)
+        return Array(core, end, start)
     ts = _timestamp_ms(timestamp)
     core = _core.Array.open(os.fspath(uri), mode, ts, as_items(config))
     return Array(core, ts)
 
 
-def fragments(uri: PathLike, timestamp: Optional[Timestamp] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
+def fragments(uri: PathLike, timestamp: Optional[TimestampRange] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
     """The committed fragments of the array at ``uri``, oldest first: name, timestamps, kind
     ("dense", "sparse" or "delete"), cells, tiles, bytes and non-empty domain. Fragments a consolidation superseded are
     left out once the consolidated fragment is committed (with ``timestamp`` before its ``t1``,
@@ -186,12 +198,13 @@ class Array:
     """An open array (use ``ts.open``). A context manager: leaving the ``with`` block closes it,
     and a closed array raises ``QueryError``."""
 
-    def __init__(self, core: _core.Array, timestamp: Optional[int] = None) -> None:
+    def __init__(self, core: _core.Array, timestamp: Optional[int] = None, start: Optional[int] = None) -> None:
         self._core: Optional[_core.Array] = core
         self._uri = core.uri
         self._mode = core.mode
         self._context_id = core.context_id
         self._timestamp = timestamp
+        self._start = start
         self._schema = ArraySchema.from_json(core.schema_json())
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -242,6 +255,11 @@ class Array:
     def timestamp(self) -> Optional[int]:
         """The time-travel timestamp it was opened at (ms), or None."""
         return self._timestamp
+
+    @property
+    def start(self) -> Optional[int]:
+        """The start of the time-travel range it was opened with (ms), or None."""
+        return self._start
 
     @property
     def attr_names(self) -> Tuple[str, ...]:

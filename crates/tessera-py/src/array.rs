@@ -206,23 +206,29 @@ fn borrow_inputs<'a>(inputs: &'a [WriteInput<'_>]) -> PyResult<Vec<AttrInput<'a>
 
 #[pymethods]
 impl PyArrayHandle {
-    /// Opens the array at `uri` in mode "r" or "w", optionally as of `timestamp` (ms).
+    /// Opens the array at `uri` in mode "r" or "w", optionally as of `timestamp` (ms), and for
+    /// reads optionally seeing only the fragments written from `start` on (ms, inclusive).
     #[staticmethod]
-    #[pyo3(signature = (uri, mode="r", timestamp=None, config=None))]
+    #[pyo3(signature = (uri, mode="r", timestamp=None, config=None, start=None))]
     fn open(
         py: Python<'_>,
         uri: &str,
         mode: &str,
         timestamp: Option<u64>,
         config: Option<HashMap<String, String>>,
+        start: Option<u64>,
     ) -> PyResult<Self> {
         let mode = match mode {
             "r" => Mode::Read,
             "w" => Mode::Write,
             other => return Err(PyValueError::new_err(format!("mode must be \"r\" or \"w\", not {other:?}"))),
         };
+        if start.is_some() && mode == Mode::Write {
+            return Err(PyValueError::new_err("a start timestamp only applies to reads (mode \"r\")"));
+        }
         let (context_id, ctx) = context(config)?;
-        let inner = py.detach(|| tessera::Array::open_at(&ctx, uri, mode, timestamp)).py()?;
+        let (t0, t1) = (start.unwrap_or(0), timestamp.unwrap_or(u64::MAX));
+        let inner = py.detach(|| tessera::Array::open_between(&ctx, uri, mode, t0, t1)).py()?;
         let uri = inner.uri().to_string_lossy().into_owned();
         Ok(Self { inner: Mutex::new(Some(inner)), uri, context_id })
     }
