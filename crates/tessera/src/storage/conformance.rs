@@ -224,6 +224,31 @@ fn remove(s: &dyn Storage, root: &Path) {
     assert_eq!(&*s.read_range(&root.join("f"), 2, 4).unwrap(), b"file");
 }
 
+/// Immutable reads give what range reads give, with the same errors; a removed file is gone
+/// for them too, and a path used again after removal is read anew.
+fn immutable_reads(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("tile.data");
+    write_file(s, &p, &[b"0123456789"]);
+    for _ in 0..2 {
+        assert_eq!(&*s.read_immutable(&p, 2, 5).unwrap(), b"23456");
+        let mut buf = [0u8; 4];
+        s.read_immutable_into(&p, 6, &mut buf).unwrap();
+        assert_eq!(&buf, b"6789");
+        assert_eq!(&*s.read_immutable(&p, 10, 0).unwrap(), b"");
+        assert_out_of_bounds(s.read_immutable(&p, 8, 3));
+        assert_out_of_bounds(s.read_immutable_into(&p, 9, &mut buf));
+        assert_out_of_bounds(s.read_immutable(&p, u64::MAX, 2));
+    }
+    assert_not_found(s.read_immutable(&root.join("nope"), 0, 1));
+    s.remove_file(&p).unwrap();
+    assert_not_found(s.read_immutable(&p, 0, 1));
+    write_file(s, &p, &[b"abcdefghijklmnop"]);
+    assert_eq!(&*s.read_immutable(&p, 10, 6).unwrap(), b"klmnop");
+    s.remove_dir_all(root).unwrap();
+    assert_not_found(s.read_immutable(&p, 0, 1));
+}
+
 fn read_while_writing(s: &dyn Storage, root: &Path) {
     s.create_dir_all(root).unwrap();
     let p = root.join("growing");
@@ -373,6 +398,7 @@ conformance!(
     list_dir_sorted,
     remove,
     read_while_writing,
+    immutable_reads,
     concurrent_reads,
     lock_exclusive_excludes,
     lock_shared_coexist,
@@ -398,6 +424,23 @@ fn mmap_reads_are_zero_copy_slices() {
     s.remove_file(&p).unwrap();
     assert_eq!(&*a, &[7u8; 100][..]);
     assert_not_found(s.read_all(&p));
+}
+
+#[test]
+fn pread_keeps_at_most_open_files_files_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalStorage::new(ReadMode::Pread);
+    let n = super::local::OPEN_FILES + 40;
+    for i in 0..n {
+        write_file(&s, &dir.path().join(format!("f{i}")), &[&(i as u32).to_le_bytes()]);
+    }
+    for round in 0..2 {
+        for i in 0..n {
+            let b = s.read_immutable(&dir.path().join(format!("f{i}")), 0, 4).unwrap();
+            assert_eq!(&*b, &(i as u32).to_le_bytes(), "round {round}, file {i}");
+        }
+        assert!(s.open_files() <= super::local::OPEN_FILES);
+    }
 }
 
 #[test]

@@ -105,6 +105,14 @@ impl Storage for FailingStorage {
         self.inner.read_range_into(path, offset, buf)
     }
 
+    fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        self.inner.read_immutable(path, offset, len)
+    }
+
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.inner.read_immutable_into(path, offset, buf)
+    }
+
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         self.inner.read_all(path)
     }

@@ -70,6 +70,18 @@ impl Storage for InstrumentedStorage {
         read_done(buf.len() as u64);
         Ok(())
     }
+    fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        let b = self.inner.read_immutable(path, offset, len)?;
+        read_done(b.len() as u64);
+        Ok(b)
+    }
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        self.inner.read_immutable_into(path, offset, buf)?;
+        read_done(buf.len() as u64);
+        Ok(())
+    }
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         let _t = stats::timer(Timer::VfsRead);
         let b = self.inner.read_all(path)?;

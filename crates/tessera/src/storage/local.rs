@@ -34,16 +34,24 @@ struct CachedMap {
 /// zero-copy slices of it. Each read still checks (with one `stat`) that the path names the
 /// mapped file at the mapped length, so a file replaced by `write_atomic` (in this process or
 /// another), removed, or read while still being written is never served stale.
+///
+/// Immutable files ([`Storage::read_immutable`]) are read without that check: in pread mode
+/// through open files kept by path (at most 256), in mmap mode straight from the
+/// cached map.
 #[derive(Debug, Default)]
 pub struct LocalStorage {
     mode: ReadMode,
     maps: Mutex<HashMap<PathBuf, CachedMap>>,
+    files: Mutex<HashMap<PathBuf, (Arc<File>, u64)>>,
 }
+
+/// Open files kept for pread reads of immutable files.
+pub(crate) const OPEN_FILES: usize = 256;
 
 impl LocalStorage {
     /// A backend reading with `mode`.
     pub fn new(mode: ReadMode) -> Self {
-        Self { mode, maps: Mutex::new(HashMap::new()) }
+        Self { mode, maps: Mutex::new(HashMap::new()), files: Mutex::new(HashMap::new()) }
     }
 
     /// The read mode.
@@ -55,14 +63,54 @@ impl LocalStorage {
         self.maps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drops the cached map of `path`.
-    fn forget(&self, path: &Path) {
-        self.maps().remove(path);
+    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Arc<File>, u64)>> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Drops the cached maps of `dir` and everything under it.
+    /// Drops the cached map and open file of `path`.
+    fn forget(&self, path: &Path) {
+        self.maps().remove(path);
+        self.files().remove(path);
+    }
+
+    /// Drops the cached maps and open files of `dir` and everything under it.
     fn forget_under(&self, dir: &Path) {
         self.maps().retain(|p, _| !p.starts_with(dir));
+        self.files().retain(|p, _| !p.starts_with(dir));
+    }
+
+    /// The open file of an immutable file and its length, opened on first use.
+    fn open_immutable(&self, path: &Path) -> Result<(Arc<File>, u64), StorageError> {
+        if let Some((f, len)) = self.files().get(path) {
+            return Ok((Arc::clone(f), *len));
+        }
+        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let len = regular_len(&file, path)?;
+        let file = Arc::new(file);
+        let mut files = self.files();
+        if files.len() >= OPEN_FILES {
+            // Any one goes: reads of many fragments at once cycle through more than fit anyway.
+            if let Some(k) = files.keys().next().cloned() {
+                files.remove(&k);
+            }
+        }
+        files.insert(path.to_path_buf(), (Arc::clone(&file), len));
+        Ok((file, len))
+    }
+
+    /// Files kept open for immutable reads.
+    #[cfg(test)]
+    pub(crate) fn open_files(&self) -> usize {
+        self.files().len()
+    }
+
+    /// The cached map of an immutable file, mapped on first use (`None`: empty file).
+    fn map_immutable(&self, path: &Path) -> Result<Option<Arc<Mmap>>, StorageError> {
+        let cached = self.maps().get(path).map(|c| Arc::clone(&c.map));
+        match cached {
+            Some(m) => Ok(Some(m)),
+            None => self.map_and_cache(path),
+        }
     }
 
     fn read_pread(&self, path: &Path, offset: u64, len: Option<u64>) -> Result<Bytes, StorageError> {
@@ -216,6 +264,38 @@ impl Storage for LocalStorage {
         }
         let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
         let size = regular_len(&file, path)?;
+        StorageError::check_range(path, offset, buf.len() as u64, size)?;
+        file.read_exact_at(buf, offset).map_err(|e| StorageError::io("read", path, e))
+    }
+
+    fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        if self.mode == ReadMode::Mmap {
+            let map = self.map_immutable(path)?;
+            let size = map.as_ref().map_or(0, |m| m.len() as u64);
+            let (start, n) = StorageError::check_range(path, offset, len, size)?;
+            return Ok(match map {
+                Some(map) => Bytes::from_mmap(map, start, n),
+                None => Bytes::default(),
+            });
+        }
+        let (file, size) = self.open_immutable(path)?;
+        let (_, n) = StorageError::check_range(path, offset, len, size)?;
+        let mut buf = vec![0u8; n];
+        file.read_exact_at(&mut buf, offset).map_err(|e| StorageError::io("read", path, e))?;
+        Ok(Bytes::from_vec(buf))
+    }
+
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        if self.mode == ReadMode::Mmap {
+            let map = self.map_immutable(path)?;
+            let size = map.as_ref().map_or(0, |m| m.len() as u64);
+            let (start, n) = StorageError::check_range(path, offset, buf.len() as u64, size)?;
+            if let Some(map) = map {
+                buf.copy_from_slice(&map[start..start + n]);
+            }
+            return Ok(());
+        }
+        let (file, size) = self.open_immutable(path)?;
         StorageError::check_range(path, offset, buf.len() as u64, size)?;
         file.read_exact_at(buf, offset).map_err(|e| StorageError::io("read", path, e))
     }

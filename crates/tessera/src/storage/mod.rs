@@ -308,6 +308,22 @@ pub trait Storage: Send + Sync + Debug {
         buf.copy_from_slice(&b);
         Ok(())
     }
+    /// [`Storage::read_range`] of a file that is never modified or replaced while it exists (a
+    /// fragment's data files): a backend may keep the file open or mapped between calls and skip
+    /// checking that the path still names the same file.
+    ///
+    /// # Errors
+    /// As [`Storage::read_range`].
+    fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        self.read_range(path, offset, len)
+    }
+    /// [`Storage::read_range_into`] of an immutable file (see [`Storage::read_immutable`]).
+    ///
+    /// # Errors
+    /// As [`Storage::read_range`].
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.read_range_into(path, offset, buf)
+    }
     /// Reads the whole file.
     ///
     /// # Errors
