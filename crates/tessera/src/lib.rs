@@ -51,8 +51,8 @@ pub use error::{ArrayError, Error, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
-    FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, COMMITS_DIR, FRAGMENTS_DIR,
-    METADATA_FILE,
+    BlockIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, COMMITS_DIR,
+    FRAGMENTS_DIR, METADATA_FILE,
 };
 pub use geometry::{DimRange, Subarray};
 pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};

@@ -160,3 +160,64 @@ fn batches_cover_the_result_in_slabs() {
     }
     assert_eq!(all, vals);
 }
+
+/// A 256 x 512 int32 array in tiles of 64 x 256 (64 KiB, four 16 KiB blocks each; no filters),
+/// row- or column-major cells, written once per process; cell (r, c) holds r * 1000 + c.
+fn block_array(col_major: bool) -> std::path::PathBuf {
+    use std::sync::OnceLock;
+    static DIRS: OnceLock<(tempfile::TempDir, [std::path::PathBuf; 2])> = OnceLock::new();
+    let (_, uris) = DIRS.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = local_ctx();
+        let uris = [dir.path().join("row"), dir.path().join("col")];
+        for (uri, order) in uris.iter().zip([CellOrder::RowMajor, CellOrder::ColMajor]) {
+            let schema = ArraySchema::builder(ArrayType::Dense)
+                .dim(dim("r", 0, 255, 64))
+                .dim(dim("c", 0, 511, 256))
+                .attr(Attribute::new("a", Datatype::Int32))
+                .cell_order(order)
+                .build()
+                .unwrap();
+            Array::create(&ctx, uri, &schema).unwrap();
+            let vals: Vec<i32> = (0..256).flat_map(|r| (0..512).map(move |c| r * 1000 + c)).collect();
+            let w = Array::open(&ctx, uri, Mode::Write).unwrap();
+            w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+        }
+        (dir, uris)
+    });
+    uris[usize::from(col_major)].clone()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+    /// Reads that need only some blocks of a tile (few points, thin boxes) give the same cells as
+    /// the formula, with no cache (blocks read alone), a small one and the default.
+    #[test]
+    fn partial_block_reads_give_every_cell(
+        col_major in proptest::prelude::any::<bool>(),
+        cache in 0..3usize,
+        pts in proptest::collection::vec((0i64..256, 0i64..512), 1..30),
+        bx in (0i64..256, 0i64..8, 0i64..512, 0i64..512),
+    ) {
+        let uri = block_array(col_major);
+        let mut c = Config::new();
+        c.set("sm.tile_cache_size", ["0", "1048576", "134217728"][cache]).unwrap();
+        let ctx = Context::new(c).unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let (rs, cs): (Vec<i64>, Vec<i64>) = pts.iter().copied().unzip();
+        let res = r
+            .read_points(
+                &[CoordInput { name: "r", data: bytemuck::cast_slice(&rs) }, CoordInput { name: "c", data: bytemuck::cast_slice(&cs) }],
+                &["a"],
+            )
+            .unwrap();
+        let want: Vec<i32> = pts.iter().map(|&(r, c)| (r * 1000 + c) as i32).collect();
+        proptest::prop_assert_eq!(as_i32(&res.attrs[0].data), &want[..]);
+        // A box a few rows high (in row-major tiles a few blocks).
+        let (r0, r1) = (bx.0, (bx.0 + bx.1).min(255));
+        let (c0, c1) = (bx.2.min(bx.3), bx.2.max(bx.3));
+        let res = r.read(&Subarray::from_ranges(&[(r0.into(), r1.into()), (c0.into(), c1.into())]), &["a"], Layout::RowMajor).unwrap();
+        let want: Vec<i32> = (r0..=r1).flat_map(|r| (c0..=c1).map(move |c| (r * 1000 + c) as i32)).collect();
+        proptest::prop_assert_eq!(as_i32(&res.attrs[0].data), &want[..]);
+    }
+}

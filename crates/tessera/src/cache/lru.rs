@@ -50,6 +50,11 @@ impl Lru {
         Self { map: FastMap::default(), slots: Vec::new(), free: Vec::new(), head: NIL, tail: NIL, size: 0 }
     }
 
+    /// Whether `key` is cached (the order is left alone).
+    pub(super) fn contains(&self, key: &TileKey) -> bool {
+        self.map.contains_key(key)
+    }
+
     /// Entries cached.
     pub(super) fn len(&self) -> usize {
         self.map.len()

@@ -107,6 +107,11 @@ impl TileCache {
         self.is_enabled() && len <= self.capacity / 16
     }
 
+    /// Whether the tile is cached, without counting a lookup or making it recent.
+    pub fn contains(&self, key: &TileKey) -> bool {
+        self.is_enabled() && self.lock().contains(key)
+    }
+
     /// The tile's bytes if cached, making it the most recently used entry.
     pub fn get(&self, key: &TileKey) -> Option<Bytes> {
         let found = if self.is_enabled() { self.lock().get(key) } else { None };

@@ -140,6 +140,7 @@ mod tests {
             )],
             sparse: None,
             deletes: None,
+            blocks: Default::default(),
         }
     }
 

@@ -67,6 +67,33 @@ pub struct SparseIndex {
     pub rtree: RTree,
 }
 
+/// Block checksums of a fragment's unfiltered tiles (format version 2; empty for fragments of
+/// version 1 and for tiles of at most two blocks). See `fragment/blocks.rs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockIndex {
+    /// Blocks are `2^log2` bytes.
+    pub log2: u32,
+    /// Per file, per tile: the checksums of the tile's blocks (empty: the tile has none).
+    pub sums: Vec<Vec<Vec<u64>>>,
+}
+
+impl BlockIndex {
+    /// The block checksums of tile `tile` of file `file`, if it has them.
+    pub fn of(&self, file: usize, tile: u64) -> Option<&[u64]> {
+        self.sums.get(file)?.get(usize::try_from(tile).ok()?).filter(|s| !s.is_empty()).map(Vec::as_slice)
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (usize, usize, &Vec<u64>)> {
+        self.sums
+            .iter()
+            .enumerate()
+            .flat_map(|(f, tiles)| tiles.iter().enumerate().filter(|(_, s)| !s.is_empty()).map(move |(t, s)| (f, t, s)))
+    }
+}
+
+/// Tag of the block-checksum section of the metadata ("BLKS").
+const BLOCKS_TAG: &[u8; 4] = b"BLKS";
+
 /// Everything a reader needs to know about one fragment without reading its tiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FragmentMetadata {
@@ -82,6 +109,8 @@ pub struct FragmentMetadata {
     pub sparse: Option<SparseIndex>,
     /// Delete fragments: the deleted rectangles (ordinals); `None` for other fragments.
     pub deletes: Option<Vec<Rect>>,
+    /// Block checksums of unfiltered tiles.
+    pub blocks: BlockIndex,
 }
 
 impl FragmentMetadata {
@@ -197,6 +226,18 @@ impl FragmentMetadata {
                 }
             }
         }
+        if self.blocks.entries().next().is_some() {
+            b.extend_from_slice(BLOCKS_TAG);
+            b.extend_from_slice(&self.blocks.log2.to_le_bytes());
+            b.extend_from_slice(&(self.blocks.entries().count() as u64).to_le_bytes());
+            for (f, t, sums) in self.blocks.entries() {
+                b.extend_from_slice(&(f as u32).to_le_bytes());
+                b.extend_from_slice(&0u32.to_le_bytes());
+                b.extend_from_slice(&(t as u64).to_le_bytes());
+                b.extend_from_slice(&(sums.len() as u64).to_le_bytes());
+                sums.iter().for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
+            }
+        }
         seal(b, FOOTER_MAGIC)
     }
 
@@ -274,11 +315,51 @@ impl FragmentMetadata {
         } else {
             None
         };
+        let blocks = if r.at < payload.len() { decode_blocks(&mut r, &files, path)? } else { BlockIndex::default() };
         if r.at != payload.len() {
             return Err(Error::corrupt(path, "trailing bytes after the tile index"));
         }
-        Ok(Self { name, domain, cell_count, files, sparse, deletes })
+        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks })
     }
+}
+
+/// The block-checksum section: every entry names an existing tile and holds exactly as many
+/// checksums as the tile has blocks.
+fn decode_blocks(r: &mut Reader<'_>, files: &[(String, Vec<TileEntry>)], path: &Path) -> Result<BlockIndex> {
+    if r.take(4)? != BLOCKS_TAG {
+        return Err(Error::corrupt(path, "unknown section after the tile index"));
+    }
+    let log2 = r.u32()?;
+    if !(10..=30).contains(&log2) {
+        return Err(Error::corrupt(path, format!("block size 2^{log2} out of range")));
+    }
+    let count = r.u64()?;
+    if count.saturating_mul(24) > (r.b.len() - r.at) as u64 {
+        return Err(Error::corrupt(path, "block checksum count larger than the file"));
+    }
+    let mut sums: Vec<Vec<Vec<u64>>> = files.iter().map(|(_, t)| vec![Vec::new(); t.len()]).collect();
+    for _ in 0..count {
+        let (f, _reserved, t, n) = (r.u32()? as usize, r.u32()?, r.u64()?, r.u64()?);
+        let entry = files.get(f).and_then(|(_, tiles)| tiles.get(usize::try_from(t).ok()?));
+        let Some(entry) = entry else {
+            return Err(Error::corrupt(
+                path,
+                format!("block checksums of a tile that does not exist (file {f}, tile {t})"),
+            ));
+        };
+        if n != entry.stored_size.div_ceil(1 << log2) || !super::blocks::wants_blocks(entry.stored_size, log2) {
+            return Err(Error::corrupt(
+                path,
+                format!("file {f}, tile {t}: {n} block checksums for {} bytes", entry.stored_size),
+            ));
+        }
+        let slot = &mut sums[f][t as usize];
+        if !slot.is_empty() {
+            return Err(Error::corrupt(path, format!("file {f}, tile {t}: block checksums given twice")));
+        }
+        *slot = (0..n).map(|_| r.u64()).collect::<Result<_>>()?;
+    }
+    Ok(BlockIndex { log2, sums })
 }
 
 fn decode_sparse(r: &mut Reader<'_>, k: usize, n: usize, path: &Path) -> Result<SparseIndex> {
@@ -363,7 +444,31 @@ mod tests {
             files: vec![("a0.data".into(), vec![e(0), e(1)]), ("a0.valid".into(), vec![e(2), e(3)])],
             sparse: None,
             deletes: None,
+            blocks: BlockIndex::default(),
         }
+    }
+
+    #[test]
+    fn block_checksums_round_trip_and_are_checked() {
+        let mut m = sample();
+        // Tiles of 5000 bytes in blocks of 1 KiB: 5 checksums each.
+        for t in &mut m.files[0].1 {
+            t.stored_size = 5000;
+        }
+        m.blocks = BlockIndex { log2: 10, sums: vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]] };
+        let bytes = m.encode();
+        let back = FragmentMetadata::decode(&bytes, m.name.clone(), Path::new("m")).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.blocks.of(0, 0), Some(&[1, 2, 3, 4, 5][..]));
+        assert_eq!(back.blocks.of(0, 1), None);
+        for n in 0..bytes.len() {
+            assert!(FragmentMetadata::decode(&bytes[..n], m.name.clone(), Path::new("m")).is_err());
+        }
+        // A count that does not match the tile's size is corruption, even under a valid footer.
+        let mut bad = m.clone();
+        bad.blocks.sums[0][0].pop();
+        let e = FragmentMetadata::decode(&bad.encode(), m.name.clone(), Path::new("m")).unwrap_err();
+        assert!(e.to_string().contains("4 block checksums for 5000 bytes"), "{e}");
     }
 
     #[test]

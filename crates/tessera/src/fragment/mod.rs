@@ -3,6 +3,7 @@
 //! fragment holds, and the commit protocol that makes a fragment visible atomically
 //! (docs/format.md, "Fragments" and "Commit protocol").
 
+mod blocks;
 mod commit;
 mod files;
 mod metadata;
@@ -10,10 +11,11 @@ mod name;
 mod rtree;
 mod writer;
 
+pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use commit::{commit_fragment, list_committed};
 pub use commit::{COMMITS_DIR, FRAGMENTS_DIR};
 pub(crate) use files::{FileKind, FileSpec};
-pub use metadata::{FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
+pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
 pub use rtree::RTree;

@@ -9,7 +9,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{
-    commit_fragment, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileEntry, FRAGMENTS_DIR, METADATA_FILE,
+    block_sums, checksum_of_sums, commit_fragment, wants_blocks, BlockIndex, FileSpec, FragmentMetadata, FragmentName,
+    SparseIndex, TileEntry, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
 use crate::stats::{self, Counter, Timer};
@@ -27,6 +28,10 @@ pub(crate) struct UnfilteredTile {
     pub skip: Vec<bool>,
 }
 
+/// One filtered tile of one file: tile number, file, unfiltered size, stored bytes, checksum and
+/// block checksums (empty when the tile has none).
+type FilteredTile = (u64, usize, u64, Vec<u8>, u64, Vec<u64>);
+
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
 pub(crate) struct FragmentWriter {
     storage: Arc<dyn Storage>,
@@ -36,6 +41,8 @@ pub(crate) struct FragmentWriter {
     specs: Vec<FileSpec>,
     handles: Vec<Box<dyn WriteHandle>>,
     entries: Vec<Vec<Option<TileEntry>>>,
+    /// Block checksums per file and tile (unfiltered tiles of more than two blocks).
+    blocks: Vec<Vec<Vec<u64>>>,
     domain: Rect,
     committed: bool,
 }
@@ -71,7 +78,8 @@ impl FragmentWriter {
     ) -> Self {
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
-        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, domain, committed: false }
+        let blocks = vec![Vec::new(); specs.len()];
+        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, blocks, domain, committed: false }
     }
 
     /// The fragment's name.
@@ -108,17 +116,24 @@ impl FragmentWriter {
             })
             .collect();
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
-        let filtered: Vec<(u64, usize, u64, Vec<u8>)> = jobs
+        let filtered: Vec<FilteredTile> = jobs
             .into_par_iter()
             .map(|(index, f, buf)| {
                 let unfiltered = buf.len() as u64;
                 let out = specs[f].filters.encode(buf, specs[f].elem_size)?;
-                Ok((index, f, unfiltered, out))
+                // Checksums: per block for large unfiltered tiles, else of the whole tile.
+                let (sum, sums) = if specs[f].filters.is_empty() && wants_blocks(out.len() as u64, BLOCK_LOG2) {
+                    let sums = block_sums(&[&out], BLOCK_LOG2);
+                    (checksum_of_sums(&sums), sums)
+                } else {
+                    (xxh3_64(&out), Vec::new())
+                };
+                Ok((index, f, unfiltered, out, sum, sums))
             })
             .collect::<Result<_>>()?;
         drop(filter_timer);
         let _t = stats::timer(Timer::WriterWriteTiles);
-        for (index, f, unfiltered, bytes) in filtered {
+        for (index, f, unfiltered, bytes, checksum, sums) in filtered {
             count_tile(unfiltered, bytes.len() as u64);
             if self.entries[f].len() <= index as usize {
                 self.entries[f].resize(index as usize + 1, None);
@@ -130,12 +145,8 @@ impl FragmentWriter {
             let h = &mut self.handles[f];
             let offset = h.position();
             h.write_all(&bytes)?;
-            *slot = Some(TileEntry {
-                offset,
-                stored_size: bytes.len() as u64,
-                unfiltered_size: unfiltered,
-                checksum: xxh3_64(&bytes),
-            });
+            *slot = Some(TileEntry { offset, stored_size: bytes.len() as u64, unfiltered_size: unfiltered, checksum });
+            self.set_blocks(f, index, sums);
         }
         Ok(())
     }
@@ -156,20 +167,35 @@ impl FragmentWriter {
         if self.entries[file][index as usize].is_some() {
             return Err(QueryError::WriteState(format!("tile {index} written twice")).into());
         }
-        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-        let mut len = 0u64;
-        for p in parts {
-            hasher.update(p);
-            len += p.len() as u64;
-        }
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let (checksum, sums) = if wants_blocks(len, BLOCK_LOG2) {
+            let sums = block_sums(parts, BLOCK_LOG2);
+            (checksum_of_sums(&sums), sums)
+        } else {
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            parts.iter().for_each(|p| hasher.update(p));
+            (hasher.digest(), Vec::new())
+        };
         let _t = stats::timer(Timer::WriterWriteTiles);
         count_tile(len, len);
         let h = &mut self.handles[file];
         let offset = h.position();
         h.write_all_vectored(parts)?;
         self.entries[file][index as usize] =
-            Some(TileEntry { offset, stored_size: len, unfiltered_size: len, checksum: hasher.digest() });
+            Some(TileEntry { offset, stored_size: len, unfiltered_size: len, checksum });
+        self.set_blocks(file, index, sums);
         Ok(())
+    }
+
+    fn set_blocks(&mut self, file: usize, index: u64, sums: Vec<u64>) {
+        if sums.is_empty() {
+            return;
+        }
+        let tiles = &mut self.blocks[file];
+        if tiles.len() <= index as usize {
+            tiles.resize(index as usize + 1, Vec::new());
+        }
+        tiles[index as usize] = sums;
     }
 
     /// Sets the non-empty domain (sparse fragments know it only at the end).
@@ -208,6 +234,10 @@ impl FragmentWriter {
         for h in self.handles.drain(..) {
             h.finish()?;
         }
+        let mut sums = std::mem::take(&mut self.blocks);
+        for (s, (_, tiles)) in sums.iter_mut().zip(&files) {
+            s.resize(tiles.len(), Vec::new());
+        }
         let meta = FragmentMetadata {
             name: self.name.clone(),
             domain: self.domain.clone(),
@@ -215,6 +245,7 @@ impl FragmentWriter {
             files,
             sparse,
             deletes,
+            blocks: BlockIndex { log2: BLOCK_LOG2, sums },
         };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         let encoded = meta.encode();

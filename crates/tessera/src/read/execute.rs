@@ -4,7 +4,6 @@
 //! copies move whole contiguous runs. Tiles are processed in batches bounded by
 //! `sm.memory_budget`.
 
-use crate::fast_hash::FastMap;
 use std::path::PathBuf;
 
 use rayon::prelude::*;
@@ -14,8 +13,9 @@ use super::plan::{CopyOp, FillOp};
 use crate::array::Array;
 use crate::cache::TileKey as CacheKey;
 use crate::error::{Error, Result};
-use crate::fragment::{FileKind, FileSpec};
-use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair};
+use crate::fast_hash::FastMap;
+use crate::fragment::{verify_tile, FileKind, FileSpec};
+use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
 
@@ -140,7 +140,17 @@ fn run_batch(
             }
         }
     }
-    let tiles = fetch_tiles(array, specs, &requests)?;
+    // Unfiltered tiles with block checksums of which the copies need a few blocks: only those
+    // blocks are read and verified.
+    let (mut partial, mut whole) = (Vec::new(), Vec::new());
+    for (key, f) in requests {
+        match partial_blocks(array, specs, key, f, &by_tile[&key]) {
+            Some(runs) => partial.push(((key, f), runs)),
+            None => whole.push((key, f)),
+        }
+    }
+    let tiles = fetch_tiles(array, specs, &whole)?;
+    let parts = fetch_blocks(array, specs, &partial)?;
     for s in sinks.iter_mut() {
         let a = &schema.attrs[s.attr];
         let (fd, fo, fv) =
@@ -151,6 +161,22 @@ fn run_batch(
             let path = || file_path(array, key.0, &format!("a{}", s.attr));
             match &mut s.data {
                 DataSink::Fixed(_) if fd.is_some_and(|f| is_direct(key, f)) => {}
+                DataSink::Fixed(buf) if fd.is_some_and(|f| parts.contains_key(&(key, f))) => {
+                    // Each copy lies inside one run of blocks read (the runs were made from the
+                    // copies' byte spans): copy from that run, its first cell shifted.
+                    let runs = fd.and_then(|f| parts.get(&(key, f))).map_or(&[][..], Vec::as_slice);
+                    let cs = a.cell_size() as u64;
+                    let _t = stats::timer(Timer::ReaderCopyFixedCells);
+                    for op in ops {
+                        let first = op.src.offset * cs;
+                        let k = runs.partition_point(|r| r.0 <= first).saturating_sub(1);
+                        let (start, bytes) =
+                            runs.get(k).ok_or_else(|| Error::corrupt(path(), "data blocks missing"))?;
+                        let src = Strided { offset: op.src.offset - start / cs, strides: op.src.strides.clone() };
+                        copy_strided(cs as usize, &op.shape, bytes, &src, buf, &op.dst);
+                        count_copied(false, op.shape.iter().product::<u64>() * cs);
+                    }
+                }
                 DataSink::Fixed(buf) => {
                     let src = get(fd).ok_or_else(|| Error::corrupt(path(), "data tile missing"))?;
                     let _t = stats::timer(Timer::ReaderCopyFixedCells);
@@ -282,7 +308,7 @@ pub(crate) fn fetch_tiles(
             .into_par_iter()
             .map(|(frag, f, start, end, reqs)| {
                 let path = file_path(array, frag, &specs[f].name);
-                let bytes = storage.read_range(&path, start, end - start).map_err(|e| match e {
+                let bytes = storage.read_immutable(&path, start, end - start).map_err(|e| match e {
                     StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
                         Error::corrupt(&path, e.to_string())
                     }
@@ -302,13 +328,12 @@ pub(crate) fn fetch_tiles(
                         let raw = bytes.slice((r.offset - start) as usize, r.len as usize);
                         let entry = array.fragments[frag].files[f].1[r.key.1 as usize];
                         let tile_err = |d: String| Error::corrupt(&path, format!("tile {}: {d}", r.key.1));
-                        let sum = xxh3_64(&raw);
-                        if sum != entry.checksum {
-                            return Err(tile_err(format!(
-                                "checksum mismatch (stored {:016x}, computed {sum:016x})",
-                                entry.checksum
-                            )));
-                        }
+                        let blocks = &array.fragments[frag].blocks;
+                        verify_tile(&raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2).map_err(
+                            |(stored, sum)| {
+                                tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
+                            },
+                        )?;
                         let spec = &specs[f];
                         let cells = tile_cells(array, frag, r.key.1);
                         let expected = match spec.kind {
@@ -375,6 +400,118 @@ pub(crate) fn count_copied(var: bool, bytes: u64) {
     stats::add(c, bytes);
 }
 
+/// The runs of blocks read of one tile: (first byte in the tile, bytes).
+type BlockRuns = Vec<(u64, Vec<u8>)>;
+
+/// A tile of a file read in part: (tile, file) and the block ranges `[a, b)` to read.
+type PartialTile = ((TileKey, usize), Vec<(u64, u64)>);
+
+/// The block ranges `[a, b)` of tile `key` of file `f` that the copies `ops` read, when reading
+/// only them pays: an unfiltered fixed-size data file, a tile with block checksums that the tile
+/// cache does not hold, and at most half of its blocks needed.
+fn partial_blocks(
+    array: &Array,
+    specs: &[FileSpec],
+    key: TileKey,
+    f: usize,
+    ops: &[CopyOp],
+) -> Option<Vec<(u64, u64)>> {
+    let spec = &specs[f];
+    let attr = &array.schema().attrs[spec.attr];
+    if spec.kind != FileKind::Data || !spec.filters.is_empty() || attr.is_var() {
+        return None;
+    }
+    let frag = &array.fragments[key.0];
+    let sums = frag.blocks.of(f, key.1)?;
+    let cache = array.ctx.tile_cache();
+    if cache.admits(frag.files[f].1[key.1 as usize].stored_size) && cache.contains(&cache_key(array, key, f)) {
+        return None;
+    }
+    let (cs, log2) = (attr.cell_size() as u64, frag.blocks.log2);
+    if cs == 0 || !(1u64 << log2).is_multiple_of(cs) {
+        return None; // runs must start on a cell boundary
+    }
+    let mut spans: Vec<(u64, u64)> = ops
+        .iter()
+        .map(|op| {
+            let last: u64 = op.shape.iter().zip(&op.src.strides).map(|(n, s)| n.saturating_sub(1) * s).sum();
+            let (first, end) = (op.src.offset * cs, (op.src.offset + last + 1) * cs);
+            (first >> log2, (end - 1) >> log2)
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b + 1),
+            _ => out.push((a, b + 1)),
+        }
+    }
+    let needed: u64 = out.iter().map(|(a, b)| b - a).sum();
+    (needed * 2 <= sums.len() as u64).then_some(out)
+}
+
+/// Reads the blocks `runs` of each tile `(tile, file)` of `partial`, verifies each block's
+/// checksum, and returns per tile its runs as (first byte in the tile, bytes). Such tiles are
+/// not cached.
+fn fetch_blocks(
+    array: &Array,
+    specs: &[FileSpec],
+    partial: &[PartialTile],
+) -> Result<FastMap<(TileKey, usize), BlockRuns>> {
+    if partial.is_empty() {
+        return Ok(FastMap::default());
+    }
+    let storage = array.ctx.storage().clone();
+    let _t = stats::timer(Timer::ReaderFetchTiles);
+    let tiles: Vec<((TileKey, usize), BlockRuns)> = array.ctx.install_io(|| {
+        partial
+            .par_iter()
+            .map(|((key, f), runs)| {
+                let (key, f) = (*key, *f);
+                let frag = &array.fragments[key.0];
+                let entry = frag.files[f].1[key.1 as usize];
+                let path = file_path(array, key.0, &specs[f].name);
+                let (sums, log2) = (frag.blocks.of(f, key.1).unwrap_or(&[]), frag.blocks.log2);
+                let mut out = Vec::with_capacity(runs.len());
+                let mut read = 0u64;
+                for &(a, b) in runs {
+                    let start = a << log2;
+                    let end = (b << log2).min(entry.stored_size);
+                    let mut run = vec![0u8; (end - start) as usize];
+                    let dst = &mut run[..];
+                    storage.read_immutable_into(&path, entry.offset + start, dst).map_err(|e| match e {
+                        StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                            Error::corrupt(&path, e.to_string())
+                        }
+                        e => e.into(),
+                    })?;
+                    for (i, block) in dst.chunks(1 << log2).enumerate() {
+                        let k = a as usize + i;
+                        let sum = xxh3_64(block);
+                        let want = sums.get(k).copied().unwrap_or(!sum);
+                        if sum != want {
+                            return Err(Error::corrupt(
+                                &path,
+                                format!(
+                                    "tile {}, block {k}: checksum mismatch (stored {want:016x}, computed {sum:016x})",
+                                    key.1
+                                ),
+                            ));
+                        }
+                    }
+                    read += end - start;
+                    out.push((start, run));
+                }
+                stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+                count_fetched(array.schema(), &specs[f], read, read);
+                Ok(((key, f), out))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok(tiles.into_iter().collect())
+}
+
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
 /// parallel, verifying each tile's checksum in place.
 fn read_direct(
@@ -412,19 +549,16 @@ fn read_direct(
             if entry.stored_size != slot.len() as u64 || entry.unfiltered_size != entry.stored_size {
                 return Err(tile_err(format!("stored size {} where {} is expected", entry.stored_size, slot.len())));
             }
-            storage.read_range_into(&path, entry.offset, slot).map_err(|e| match e {
+            storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| match e {
                 StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
                     Error::corrupt(&path, e.to_string())
                 }
                 e => e.into(),
             })?;
-            let sum = xxh3_64(slot);
-            if sum != entry.checksum {
-                return Err(tile_err(format!(
-                    "checksum mismatch (stored {:016x}, computed {sum:016x})",
-                    entry.checksum
-                )));
-            }
+            let blocks = &array.fragments[key.0].blocks;
+            verify_tile(slot, entry.checksum, blocks.of(f, key.1), blocks.log2).map_err(|(stored, sum)| {
+                tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
+            })?;
             stats::add(Counter::ReaderNumAttrTilesTouched, 1);
             count_fetched(array.schema(), &specs[f], entry.stored_size, entry.unfiltered_size);
             count_copied(false, entry.stored_size);
