@@ -72,9 +72,12 @@ class Sparse:
         return self.A.read(ranges={"x": (x0, x1), "y": (y0, y1)}, order=self.order)
 
     def close(self) -> None:
+        """Closes the array and empties the engine's tile cache (as a new process finds it), so
+        that a cold run after ``close`` starts with nothing cached."""
         if self.A is not None:
             self.A.close()
             self.A = None
+        ts.drop_caches()
 
     def fragments(self) -> int:
         with ts.open(self.path) as A:
@@ -139,9 +142,12 @@ class Dense:
             A.write({"rows": rows, "cols": cols}, {"a": values})
 
     def close(self) -> None:
+        """Closes the array and empties the engine's tile cache (as a new process finds it), so
+        that a cold run after ``close`` starts with nothing cached."""
         if self.A is not None:
             self.A.close()
             self.A = None
+        ts.drop_caches()
 
     def fragments(self) -> int:
         with ts.open(self.path, config=self.config) as A:

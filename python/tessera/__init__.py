@@ -42,7 +42,7 @@ Statistics: ``ts.stats.enable()``, ``ts.stats.dump()``, ``ts.stats.json()``.
 from __future__ import annotations
 
 from . import stats
-from ._core import FORMAT_VERSION, __version__
+from ._core import FORMAT_VERSION, __version__, drop_caches
 from .array import Array, FragmentInfo, create, fragments, from_numpy, open
 from .config import Config
 from .consolidation import VacuumReport, consolidate, consolidation_plan, vacuum
@@ -93,6 +93,7 @@ __all__ = [
     "consolidation_plan",
     "create",
     "default_coord_filters",
+    "drop_caches",
     "fragments",
     "from_numpy",
     "open",

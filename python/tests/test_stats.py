@@ -165,6 +165,13 @@ def test_the_tile_cache_serves_a_repeated_read(tmp_path: Any) -> None:
     j = ts.stats.json()
     assert j["counters"]["reader_attr_tile_cache_hits"] > before
     assert j["summary"]["tile_cache_hit_ratio"]["ratio"] > 0
+    # ts.drop_caches empties every context's cache: the next read finds nothing cached.
+    assert ts.drop_caches() > 0
+    hits = ts.stats.json()["counters"]["reader_attr_tile_cache_hits"]
+    with ts.open(uri, config=cfg) as A:
+        np.testing.assert_array_equal(A[:, :], first)
+    assert ts.stats.json()["counters"]["reader_attr_tile_cache_hits"] == hits
+    assert ts.drop_caches() > 0 and ts.drop_caches() == 0
 
 
 # -- configuration: one shared context per configuration ----------------------------------------

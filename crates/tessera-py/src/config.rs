@@ -64,7 +64,23 @@ fn context_count() -> usize {
     CONTEXTS.get().map_or(0, |c| c.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len())
 }
 
+/// Empties the tile cache of every shared context of this process (as a new process would
+/// find it): to measure cold reads, or to give the memory back. Returns the bytes dropped.
+#[pyfunction]
+fn drop_caches() -> u64 {
+    let Some(cache) = CONTEXTS.get() else { return 0 };
+    let map = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    map.values()
+        .map(|(_, ctx)| {
+            let bytes = ctx.tile_cache().size_bytes();
+            ctx.tile_cache().clear();
+            bytes
+        })
+        .sum()
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(drop_caches, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(config_keys, m)?)?;
     m.add_function(wrap_pyfunction!(context_count, m)?)?;
