@@ -386,7 +386,8 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 
 /// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
 /// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
-/// fragment's. The largest fragment's cells (typically most of the result) are never hashed:
+/// fragment's. When one fragment holds most cells (a large load under small updates), its cells
+/// are never hashed:
 /// the other fragments' cells are first reduced among themselves with a hash set of newer
 /// fragments' coordinates, then each is looked up in the largest fragment's cells, which are in
 /// global order, by binary search on their order keys. No sort: the cells keep their order.
@@ -404,6 +405,18 @@ fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKe
     };
     let at = |i: usize| &ords[i * nd..i * nd + nd];
     let mut keep = vec![true; refs.len()];
+    let (la, lb) = groups[largest];
+    if (lb - la) < 3 * (refs.len() - (lb - la)) {
+        // No fragment dominates (e.g. ten loads of similar size): every cell is checked against
+        // the coordinates of newer fragments, newest first; only the oldest is not stored. Up to
+        // two dimensions the coordinates are one u128 (cheap to hash and compare).
+        match nd {
+            1 => drop_older(&groups, &mut keep, |i| u128::from(ords[i])),
+            2 => drop_older(&groups, &mut keep, |i| u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])),
+            _ => drop_older(&groups, &mut keep, at),
+        }
+        return refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect();
+    }
     // The other fragments among themselves, newest first.
     let mut seen: FastSet<&[u64]> = FastSet::default();
     for (_, &(a, b)) in groups.iter().enumerate().rev().filter(|&(g, _)| g != largest) {
@@ -415,7 +428,6 @@ fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKe
         seen.extend((a..b).map(at));
     }
     // Then against the largest fragment: whichever of the two cells is older goes.
-    let (la, lb) = groups[largest];
     let w = order.width();
     let (mut probe, mut key) = (vec![0u64; w], vec![0u64; w]);
     for i in (0..la).chain(lb..refs.len()) {
@@ -442,6 +454,24 @@ fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKe
         }
     }
     refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect()
+}
+
+/// Clears `keep` for every cell whose coordinates (`key`) a newer group also holds; groups are
+/// fragments' cells, oldest first.
+fn drop_older<K: std::hash::Hash + Eq>(groups: &[(usize, usize)], keep: &mut [bool], key: impl Fn(usize) -> K) {
+    let stored: usize = groups.iter().skip(1).map(|g| g.1 - g.0).sum();
+    let mut seen: FastSet<K> = FastSet::default();
+    seen.reserve(stored);
+    for (k, &(a, b)) in groups.iter().enumerate().rev() {
+        if !seen.is_empty() {
+            for (i, kp) in keep.iter_mut().enumerate().take(b).skip(a) {
+                *kp = !seen.contains(&key(i));
+            }
+        }
+        if k > 0 {
+            seen.extend((a..b).map(&key));
+        }
+    }
 }
 
 /// Orders the matching cells of all fragments as `layout` asks, dropping older duplicates when
