@@ -165,9 +165,18 @@ macro_rules! keep_in_range {
         const S: usize = std::mem::size_of::<$t>();
         let (lo, hi): ($t, $t) = ($lo, $hi);
         let at = |i: usize| <$t>::from_le_bytes($col[i * S..i * S + S].try_into().unwrap_or([0; S]));
-        if $scan {
-            // Counted first (a loop the compiler vectorises): most tiles of small fragments hold
-            // no cell in the box and need nothing more.
+        // An aligned column is read as values (little-endian hosts: the bytes are the values).
+        let typed = if cfg!(target_endian = "little") { bytemuck::try_cast_slice::<u8, $t>($col).ok() } else { None };
+        if let (true, Some(vals)) = ($scan, typed) {
+            // Tested first with a loop the compiler vectorises: most tiles of small fragments
+            // hold no cell in the box and need nothing more.
+            if !vals.iter().fold(false, |a, &x| a | ((lo <= x) & (x <= hi))) {
+                $keep.clear();
+                return $keep;
+            }
+            $keep.clear();
+            $keep.extend(vals.iter().enumerate().filter(|&(_, &x)| lo <= x && x <= hi).map(|(i, _)| i as u32));
+        } else if $scan {
             let inside = |c: &[u8]| {
                 let x = <$t>::from_le_bytes(c.try_into().unwrap_or([0; S]));
                 (lo <= x) & (x <= hi)
@@ -196,10 +205,61 @@ macro_rules! keep_in_range {
     }};
 }
 
+/// Two dimensions whose columns are aligned values (the common case): one branch-free pass over
+/// both columns. `None` when that does not apply.
+fn cells_in_box_2d(dims: &[Dimension], cols: &[&[u8]], bbox: &[[u64; 2]]) -> Option<Vec<u32>> {
+    fn scan<T: bytemuck::Pod + PartialOrd>(x: &[u8], y: &[u8], bx: (T, T), by: (T, T)) -> Option<Vec<u32>> {
+        let (x, y) = (bytemuck::try_cast_slice::<u8, T>(x).ok()?, bytemuck::try_cast_slice::<u8, T>(y).ok()?);
+        let n = x.len().min(y.len());
+        let inside = |a: T, b: T| (bx.0 <= a) & (a <= bx.1) & (by.0 <= b) & (b <= by.1);
+        let mut keep = vec![0u32; n + 1];
+        let mut k = 0usize;
+        for (i, (&a, &b)) in x.iter().zip(y).enumerate() {
+            keep[k] = i as u32;
+            k += usize::from(inside(a, b));
+        }
+        keep.truncate(k);
+        Some(keep)
+    }
+    let ([d0, d1], [c0, c1], [b0, b1]) = (dims, cols, bbox) else { return None };
+    if cfg!(target_endian = "big") || d0.datatype != d1.datatype {
+        return None;
+    }
+    if d0.is_float() {
+        let f = |b: &[u64; 2]| (ordinal_float(b[0]), ordinal_float(b[1]));
+        return match d0.datatype {
+            Datatype::Float64 => scan::<f64>(c0, c1, f(b0), f(b1)),
+            _ => None,
+        };
+    }
+    let int = |d: &Dimension, b: &[u64; 2]| (d.int_domain().0 + i128::from(b[0]), d.int_domain().0 + i128::from(b[1]));
+    let ((l0, h0), (l1, h1)) = (int(d0, b0), int(d1, b1));
+    macro_rules! typed {
+        ($t:ty) => {{
+            let cv = |v: i128| <$t>::try_from(v).ok();
+            scan::<$t>(c0, c1, (cv(l0)?, cv(h0)?), (cv(l1)?, cv(h1)?))
+        }};
+    }
+    match d0.datatype {
+        Datatype::Int8 => typed!(i8),
+        Datatype::Int16 => typed!(i16),
+        Datatype::Int32 => typed!(i32),
+        Datatype::Int64 => typed!(i64),
+        Datatype::UInt8 => typed!(u8),
+        Datatype::UInt16 => typed!(u16),
+        Datatype::UInt32 => typed!(u32),
+        Datatype::UInt64 => typed!(u64),
+        _ => None,
+    }
+}
+
 /// The cells (indices, ascending) of coordinate columns `cols` (one per dimension of `dims`)
 /// whose ordinals lie inside `bbox`, compared on the stored values without converting every cell
 /// to an ordinal. Values outside the domain never lie inside a box of the domain.
 pub(crate) fn cells_in_box(dims: &[Dimension], cols: &[&[u8]], bbox: &[[u64; 2]]) -> Vec<u32> {
+    if let Some(keep) = cells_in_box_2d(dims, cols, bbox) {
+        return keep;
+    }
     let mut keep: Vec<u32> = Vec::new();
     for (d, ((dim, col), b)) in dims.iter().zip(cols).zip(bbox).enumerate() {
         let scan = d == 0;
@@ -579,10 +639,12 @@ mod tests {
 
         /// `cells_in_box` keeps exactly the cells whose reference ordinals lie in the box.
         #[test]
-        fn cells_in_box_matches_the_ordinals(t in 0..10usize, u in 0..10usize, lo in -300i64..300, span in 0u16..600,
+        fn cells_in_box_matches_the_ordinals(t in 0..10usize, u in 0..10usize, same in any::<bool>(), lo in -300i64..300, span in 0u16..600,
                                              vals in proptest::collection::vec((-400i64..1000, -400i64..1000), 0..200),
                                              b in (0u64..700, 0u64..700, 0u64..700, 0u64..700)) {
             let (xs, ys): (Vec<i64>, Vec<i64>) = vals.iter().copied().unzip();
+            // Half the cases give both dimensions one type (a schema rule; the two-column path).
+            let u = if same { t } else { u };
             let (d0, c0) = dim_and_col(TYPES[t], lo, span, &xs);
             let (d1, c1) = dim_and_col(TYPES[u], -lo, span / 2, &ys);
             // A box of ordinals inside each domain (floats: around the domain's ordinals).
@@ -606,7 +668,38 @@ mod tests {
                 .map(|i| i as u32)
                 .collect();
             let dims = [d0.clone(), d1.clone()];
-            prop_assert_eq!(cells_in_box(&dims, &[&c0, &c1], &bbox), want);
+            prop_assert_eq!(cells_in_box(&dims, &[&c0, &c1], &bbox), want.clone());
+            // Columns that do not start on a value boundary take the byte-wise path.
+            let shifted = |c: &[u8]| { let mut v = vec![0u8]; v.extend_from_slice(c); v };
+            let (s0, s1) = (shifted(&c0), shifted(&c1));
+            prop_assert_eq!(cells_in_box(&dims, &[&s0[1..], &s1[1..]], &bbox), want);
+        }
+    }
+
+    #[test]
+    fn two_aligned_columns_take_one_pass_with_inclusive_bounds() {
+        for dt in [Datatype::Int64, Datatype::Int32, Datatype::UInt16, Datatype::Float64] {
+            let dims = if dt == Datatype::Float64 {
+                [0, 1].map(|_| Dimension::float("d", dt, (0.0, 99.0), None))
+            } else {
+                [0, 1].map(|_| Dimension::new("d", dt, (0, 99), 10))
+            };
+            let col: Vec<u8> = (0..100i64)
+                .flat_map(|v| match dt {
+                    Datatype::Int64 => v.to_le_bytes().to_vec(),
+                    Datatype::Int32 => (v as i32).to_le_bytes().to_vec(),
+                    Datatype::UInt16 => (v as u16).to_le_bytes().to_vec(),
+                    _ => (v as f64).to_le_bytes().to_vec(),
+                })
+                .collect();
+            // Values 10..=20 on the first dimension, 15..=30 on the second: cells 15..=20.
+            let ord = |d: &Dimension, v: i64| {
+                ordinals(d, &col[v as usize * dt.size()..(v as usize + 1) * dt.size()]).unwrap()[0]
+            };
+            let bbox = [[ord(&dims[0], 10), ord(&dims[0], 20)], [ord(&dims[1], 15), ord(&dims[1], 30)]];
+            let got = cells_in_box_2d(&dims, &[&col, &col], &bbox);
+            assert_eq!(got, Some((15..=20).collect::<Vec<u32>>()), "{dt:?}");
+            assert_eq!(cells_in_box(&dims, &[&col, &col], &bbox), (15..=20).collect::<Vec<u32>>());
         }
     }
 
