@@ -431,6 +431,12 @@ fn partial_blocks(
     if cs == 0 || !(1u64 << log2).is_multiple_of(cs) {
         return None; // runs must start on a cell boundary
     }
+    // A tile whose sizes are not what its cells imply is read whole, which reports it.
+    let entry = frag.files[f].1[key.1 as usize];
+    let expected = tile_cells(array, key.0, key.1) * cs;
+    if entry.stored_size != expected || entry.unfiltered_size != expected {
+        return None;
+    }
     let mut spans: Vec<(u64, u64)> = ops
         .iter()
         .map(|op| {
