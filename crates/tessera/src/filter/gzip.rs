@@ -89,6 +89,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Level 6 compresses like zlib's level 6 on the benchmark's dense data (a tile of
+    /// `i % 13000 + j` int32 cells): zlib reaches 144x; the zlib-rs backend reached only 18x.
+    #[test]
+    fn level_6_compresses_like_zlib() {
+        let mut v: Vec<u8> = Vec::new();
+        for i in 2500i32..2500 + 250 {
+            for j in 1000..2000 {
+                v.extend_from_slice(&(i % 13000 + j).to_le_bytes());
+            }
+        }
+        let out = encode(&v, 6).unwrap();
+        assert!(v.len() / out.len() > 100, "{} -> {} bytes", v.len(), out.len());
+        assert_eq!(decode(&out, v.len()).unwrap(), v);
+    }
+
     #[test]
     fn roundtrip_all_levels_and_lengths() {
         for level in 0..=MAX_LEVEL {
