@@ -351,12 +351,9 @@ fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: 
     }
 }
 
-/// The cells `refs` (grouped by fragment, each group in global order) in global order, newest
-/// fragment first among equal keys (`packed`: one order-preserving key per cell). The largest
-/// fragment's cells are already sorted: only the others are sorted, then the two sequences are
-/// merged in one linear pass (a consolidation of one large and many small fragments costs a sort
-/// of the small ones, not of everything).
-fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
+/// The ranges `[a, b)` of `refs` that hold one fragment's cells each (cells come grouped by
+/// fragment).
+fn fragment_groups(refs: &[CellRef]) -> Vec<(usize, usize)> {
     let mut groups: Vec<(usize, usize)> = Vec::new();
     for (i, r) in refs.iter().enumerate() {
         match groups.last_mut() {
@@ -364,6 +361,16 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
             _ => groups.push((i, i + 1)),
         }
     }
+    groups
+}
+
+/// The cells `refs` (grouped by fragment, each group in global order) in global order, newest
+/// fragment first among equal keys (`packed`: one order-preserving key per cell). The largest
+/// fragment's cells are already sorted: only the others are sorted, then the two sequences are
+/// merged in one linear pass (a consolidation of one large and many small fragments costs a sort
+/// of the small ones, not of everything).
+fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
+    let groups = fragment_groups(refs);
     let (la, lb) = groups.iter().copied().max_by_key(|g| g.1 - g.0).unwrap_or((0, 0));
     let item = |i: usize| (packed[i], u32::MAX - refs[i].0, i as u32);
     let mut rest: Vec<(u128, u32, u32)> = (0..la).chain(lb..refs.len()).map(item).collect();
@@ -386,46 +393,31 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 
 /// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
 /// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
-/// fragment's. When one fragment holds most cells (a large load under small updates), its cells
-/// are never hashed:
-/// the other fragments' cells are first reduced among themselves with a hash set of newer
-/// fragments' coordinates, then each is looked up in the largest fragment's cells, which are in
-/// global order, by binary search on their order keys. No sort: the cells keep their order.
+/// fragment's, with a hash set of newer fragments' coordinates. When one fragment holds most
+/// cells (a large load under small updates), its cells are never hashed: the others are reduced
+/// among themselves, then each is looked up in the largest fragment's cells, which are in global
+/// order, by binary search on their order keys. No sort: the cells keep their order.
 fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<CellRef> {
     debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
-    let mut groups: Vec<(usize, usize)> = Vec::new();
-    for (i, r) in refs.iter().enumerate() {
-        match groups.last_mut() {
-            Some(g) if refs[g.0].0 == r.0 => g.1 = i + 1,
-            _ => groups.push((i, i + 1)),
-        }
-    }
+    let groups = fragment_groups(&refs);
     let Some(largest) = (0..groups.len()).max_by_key(|&g| groups[g].1 - groups[g].0) else {
         return refs;
     };
     let at = |i: usize| &ords[i * nd..i * nd + nd];
     let mut keep = vec![true; refs.len()];
     let (la, lb) = groups[largest];
-    if (lb - la) < 3 * (refs.len() - (lb - la)) {
-        // No fragment dominates (e.g. ten loads of similar size): every cell is checked against
-        // the coordinates of newer fragments, newest first; only the oldest is not stored. Up to
-        // two dimensions the coordinates are one u128 (cheap to hash and compare).
-        match nd {
-            1 => drop_older(&groups, &mut keep, |i| u128::from(ords[i])),
-            2 => drop_older(&groups, &mut keep, |i| u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])),
-            _ => drop_older(&groups, &mut keep, at),
-        }
-        return refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect();
+    // No fragment dominates (e.g. ten loads of similar size): all take part in the hash set.
+    let dominant = (lb - la) >= 3 * (refs.len() - (lb - la));
+    let hashed: Vec<(usize, usize)> =
+        groups.iter().enumerate().filter(|&(g, _)| !dominant || g != largest).map(|(_, &r)| r).collect();
+    // Up to two dimensions the coordinates are one u128 (cheap to hash and compare).
+    match nd {
+        1 => drop_older(&hashed, &mut keep, |i| u128::from(ords[i])),
+        2 => drop_older(&hashed, &mut keep, |i| u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])),
+        _ => drop_older(&hashed, &mut keep, at),
     }
-    // The other fragments among themselves, newest first.
-    let mut seen: FastSet<&[u64]> = FastSet::default();
-    for (_, &(a, b)) in groups.iter().enumerate().rev().filter(|&(g, _)| g != largest) {
-        if !seen.is_empty() {
-            for (i, kp) in keep.iter_mut().enumerate().take(b).skip(a) {
-                *kp = !seen.contains(at(i));
-            }
-        }
-        seen.extend((a..b).map(at));
+    if !dominant {
+        return refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect();
     }
     // Then against the largest fragment: whichever of the two cells is older goes.
     let w = order.width();
