@@ -14,6 +14,19 @@ pub fn local_ctx() -> Context {
     Context::new(Config::new()).unwrap()
 }
 
+/// Local files in read mode `mode`, a tile cache of `cache` bytes (none, small enough that only
+/// some tiles go through it, or the default) and tiny coalescing limits and memory budget (so
+/// reads split and merge): the model tests' local configuration.
+pub fn local_model_ctx(mode: &str, cache: &str) -> Context {
+    let mut config = Config::new();
+    config.set("vfs.read_mode", mode).unwrap();
+    config.set("sm.tile_cache_size", cache).unwrap();
+    config.set("vfs.coalesce_gap", "16").unwrap();
+    config.set("vfs.coalesce_max", "200").unwrap();
+    config.set("sm.memory_budget", "300").unwrap();
+    Context::new(config).unwrap()
+}
+
 pub fn dim(name: &str, lo: i128, hi: i128, tile: u64) -> Dimension {
     Dimension::new(name, Datatype::Int64, (lo, hi), tile)
 }

@@ -247,20 +247,12 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     run_case_with(c, &mem_ctx(), "/arr")
 }
 
-/// Local files in `mode`, with a tile cache of `cache` bytes (none, small enough that only some
-/// tiles go through it, or the default) and tiny coalescing limits (so reads split and merge),
-/// to show every storage path gives the model's answers.
+/// Local files in `mode` with a tile cache of `cache` bytes (see `local_model_ctx`), to show
+/// every storage path gives the model's answers.
 fn run_case_local(c: &Case, mode: &str, cache: &str) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::new();
-    config.set("vfs.read_mode", mode).unwrap();
-    config.set("sm.tile_cache_size", cache).unwrap();
-    config.set("vfs.coalesce_gap", "16").unwrap();
-    config.set("vfs.coalesce_max", "200").unwrap();
-    config.set("sm.memory_budget", "300").unwrap();
-    let ctx = Context::new(config).unwrap();
     let uri = dir.path().join("arr");
-    run_case_with(c, &ctx, uri.to_str().unwrap())
+    run_case_with(c, &local_model_ctx(mode, cache), uri.to_str().unwrap())
 }
 
 fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
