@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::consolidate::LOCK_FILE;
+use crate::consolidate::{GATE_FILE, LOCK_FILE};
 use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::footer::{seal, unseal};
@@ -19,7 +19,7 @@ use crate::geometry::{Subarray, TileGrid};
 use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::ArraySchema;
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{LockGuard, LockKind, StorageError};
+use crate::storage::{LockGuard, StorageError};
 use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 
 /// Folder holding the schema files.
@@ -82,6 +82,7 @@ impl Array {
             storage.create_dir_all(&uri.join(dir))?;
         }
         storage.write_atomic(&uri.join(LOCK_FILE), b"")?;
+        storage.write_atomic(&uri.join(GATE_FILE), b"")?;
         let name = format!("__{}_{}", now_ms(), uuid::Uuid::new_v4().simple());
         let bytes = seal(schema.to_json().into_bytes(), SCHEMA_MAGIC);
         stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
@@ -202,7 +203,7 @@ impl Array {
             return Ok(None);
         }
         let timeout = std::time::Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
-        Ok(Some(Arc::new(crate::consolidate::lock(ctx.storage().as_ref(), uri, LockKind::Shared, timeout)?)))
+        Ok(Some(Arc::new(crate::consolidate::lock_shared(ctx.storage().as_ref(), uri, timeout)?)))
     }
 
     /// This array seeing only the fragments `keep` (indices into [`Array::fragments`], in

@@ -8,5 +8,5 @@ mod vacuum;
 
 pub use execute::consolidate;
 pub use plan::{plan, ConsolidationPlan, Selection};
-pub(crate) use vacuum::{lock, LOCK_FILE};
+pub(crate) use vacuum::{lock_shared, GATE_FILE, LOCK_FILE};
 pub use vacuum::{vacuum, VacuumReport};
