@@ -13,19 +13,8 @@ use std::time::{Duration, Instant};
 
 use tessera::*;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 fn arg(name: &str, default: i128) -> i128 {
     let v: Vec<String> = std::env::args().collect();
@@ -174,7 +163,8 @@ fn main() {
     paired_reads(&base, &r, &squares[..nreads.min(10)], side);
     report("consolidated:", paired_reads(&base, &r, &squares, side), "");
     println!(
-        "consolidation of 1001 fragments: {:.3} s ({:.2}x the initial load)",
+        "consolidation of {} fragments: {:.3} s ({:.2}x the initial load)",
+        1 + written,
         cons.as_secs_f64(),
         cons.as_secs_f64() / load.as_secs_f64()
     );

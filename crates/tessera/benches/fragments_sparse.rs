@@ -49,31 +49,8 @@ type BoxXY = (i64, i64, i64, i64);
 /// A point of the generator, in coordinate units.
 type Pt = (f64, f64);
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.unit(); // (0, 1]
-        (-2.0 * u.ln()).sqrt() * (TAU * self.unit()).cos()
-    }
-}
+mod common;
+use common::Rng;
 
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
