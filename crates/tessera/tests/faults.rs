@@ -124,16 +124,7 @@ fn killed_writer_leaves_a_committed_state() {
     let exe = std::env::current_exe().unwrap();
     let mut last_seen = 0;
     for round in 0..6u64 {
-        let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "faults::child_writer_loop", "--ignored", "--nocapture"])
-            .env("TESSERA_CHILD_ARRAY", &uri)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(150 + 97 * round));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        kill_child_after(&exe, "faults::child_writer_loop", "TESSERA_CHILD_ARRAY", &uri, 150 + 97 * round);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let vals = as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data);
         // Whole writes only: every cell holds the value of the newest committed write.
@@ -149,6 +140,21 @@ fn killed_writer_leaves_a_committed_state() {
 }
 
 /// A dense array with overlapping dense writes and a sparse update: four fragments.
+/// Runs the ignored test `test` of this binary as a child process (with `env` naming the array
+/// at `uri`) and kills it with SIGKILL after `ms` milliseconds.
+fn kill_child_after(exe: &std::path::Path, test: &str, env: &str, uri: &std::path::Path, ms: u64) {
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", test, "--ignored", "--nocapture"])
+        .env(env, uri)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(ms));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
 fn layered(ctx: &Context, uri: &str) -> ArraySchema {
     let schema = schema_2d(8, 8, 4, 4);
     Array::create(ctx, uri, &schema).unwrap();
@@ -362,16 +368,7 @@ fn killed_consolidation_changes_nothing() {
     };
     let exe = std::env::current_exe().unwrap();
     for round in 0..6u64 {
-        let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "faults::child_consolidator_loop", "--ignored", "--nocapture"])
-            .env("TESSERA_CHILD_CONSOLIDATE", &uri)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(120 + 83 * round));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        kill_child_after(&exe, "faults::child_consolidator_loop", "TESSERA_CHILD_CONSOLIDATE", &uri, 120 + 83 * round);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let got = as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data);
         assert_eq!(got, expect, "round {round}: a killed consolidation changed what readers see");
