@@ -3,7 +3,7 @@
 //! points of queries.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 
@@ -58,6 +58,9 @@ pub struct Array {
     /// The fragments' folders (`uri/__fragments/name`) and names, built once per open: reads
     /// use them for every tile.
     pub(crate) fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
+    /// The index of the small fragments' cells, built by the first read that needs it
+    /// (`read/update_index.rs`).
+    pub(crate) update_index: Arc<OnceLock<Option<Arc<crate::read::UpdateIndex>>>>,
     /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
     pub(crate) _lock: Option<Arc<LockGuard>>,
 }
@@ -152,6 +155,7 @@ impl Array {
             grid,
             fragments: Arc::new(fragments),
             fragment_dirs,
+            update_index: Arc::default(),
             _lock: lock,
         })
     }

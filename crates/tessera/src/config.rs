@@ -15,6 +15,16 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "134217728",
         "bytes of the LRU cache of unfiltered tiles shared by a context's queries (0: off); it takes tiles of at most a sixteenth of its size",
     ),
+    (
+        "sm.read.update_index_cells",
+        "4194304",
+        "most cells of small sparse fragments (updates) an open array indexes in memory for its reads (0: no index)",
+    ),
+    (
+        "sm.read.update_index_min_fragments",
+        "16",
+        "fewest small sparse fragments for which an open array builds its update index",
+    ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
     ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
     ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),
@@ -94,6 +104,14 @@ impl Config {
     /// Bytes of the tile cache (0: no cache).
     pub fn tile_cache_size(&self) -> u64 {
         self.num("sm.tile_cache_size")
+    }
+    /// Most cells of small fragments in an open array's update index.
+    pub fn update_index_cells(&self) -> u64 {
+        self.num("sm.read.update_index_cells")
+    }
+    /// Fewest small fragments for which an update index is built.
+    pub fn update_index_min_fragments(&self) -> usize {
+        self.num("sm.read.update_index_min_fragments") as usize
     }
     /// How tiles are read.
     pub fn read_mode(&self) -> ReadMode {

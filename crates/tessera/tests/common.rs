@@ -10,15 +10,34 @@ pub fn mem_ctx() -> Context {
     Context::with_storage(c, Arc::new(MemoryStorage::new())).unwrap()
 }
 
+/// In memory, with the update index of small fragments built for any number of them (`index`)
+/// or never, so model tests check reads both ways.
+pub fn mem_ctx_indexed(index: bool) -> Context {
+    let mut c = Config::new();
+    c.set("sm.compute_concurrency", "2").unwrap();
+    set_update_index(&mut c, index);
+    Context::with_storage(c, Arc::new(MemoryStorage::new())).unwrap()
+}
+
+fn set_update_index(config: &mut Config, index: bool) {
+    if index {
+        config.set("sm.read.update_index_min_fragments", "1").unwrap();
+    } else {
+        config.set("sm.read.update_index_cells", "0").unwrap();
+    }
+}
+
 pub fn local_ctx() -> Context {
     Context::new(Config::new()).unwrap()
 }
 
 /// Local files in read mode `mode`, a tile cache of `cache` bytes (none, small enough that only
 /// some tiles go through it, or the default) and tiny coalescing limits and memory budget (so
-/// reads split and merge): the model tests' local configuration.
-pub fn local_model_ctx(mode: &str, cache: &str) -> Context {
+/// reads split and merge), with or without the update index (see `mem_ctx_indexed`): the model
+/// tests' local configuration.
+pub fn local_model_ctx(mode: &str, cache: &str, index: bool) -> Context {
     let mut config = Config::new();
+    set_update_index(&mut config, index);
     config.set("vfs.read_mode", mode).unwrap();
     config.set("sm.tile_cache_size", cache).unwrap();
     config.set("vfs.coalesce_gap", "16").unwrap();

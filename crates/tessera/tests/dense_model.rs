@@ -243,16 +243,16 @@ fn apply_update(ctx: &Context, uri: &str, c: &Case, pts: &[Vec<i128>], seed: u64
     }
 }
 
-fn run_case(c: &Case) -> Result<(), TestCaseError> {
-    run_case_with(c, &mem_ctx(), "/arr")
+fn run_case(c: &Case, index: bool) -> Result<(), TestCaseError> {
+    run_case_with(c, &mem_ctx_indexed(index), "/arr")
 }
 
 /// Local files in `mode` with a tile cache of `cache` bytes (see `local_model_ctx`), to show
 /// every storage path gives the model's answers.
-fn run_case_local(c: &Case, mode: &str, cache: &str) -> Result<(), TestCaseError> {
+fn run_case_local(c: &Case, mode: &str, cache: &str, index: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
-    run_case_with(c, &local_model_ctx(mode, cache), uri.to_str().unwrap())
+    run_case_with(c, &local_model_ctx(mode, cache, index), uri.to_str().unwrap())
 }
 
 fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
@@ -415,15 +415,16 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
     #[test]
-    fn reads_match_the_model(c in case_strategy()) {
-        run_case(&c)?;
+    fn reads_match_the_model(c in case_strategy(), index in any::<bool>()) {
+        run_case(&c, index)?;
     }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
     #[test]
-    fn reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>(), cache in 0..3usize) {
-        run_case_local(&c, if mmap { "mmap" } else { "pread" }, ["0", "4096", "134217728"][cache])?;
+    fn reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>(), cache in 0..3usize,
+                                            index in any::<bool>()) {
+        run_case_local(&c, if mmap { "mmap" } else { "pread" }, ["0", "4096", "134217728"][cache], index)?;
     }
 }

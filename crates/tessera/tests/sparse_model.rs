@@ -162,16 +162,16 @@ fn encode_coords(c: &Case, pts: &[Vec<u64>], d: usize) -> Vec<u8> {
         .collect()
 }
 
-fn run(c: &Case) -> Result<(), TestCaseError> {
-    run_with(c, &mem_ctx(), "/s")
+fn run(c: &Case, index: bool) -> Result<(), TestCaseError> {
+    run_with(c, &mem_ctx_indexed(index), "/s")
 }
 
 /// Local files in `mode` with a tile cache of `cache` bytes (see `local_model_ctx`), to show
 /// every storage path gives the model's answers.
-fn run_local(c: &Case, mode: &str, cache: &str) -> Result<(), TestCaseError> {
+fn run_local(c: &Case, mode: &str, cache: &str, index: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
-    run_with(c, &local_model_ctx(mode, cache), uri.to_str().unwrap())
+    run_with(c, &local_model_ctx(mode, cache, index), uri.to_str().unwrap())
 }
 
 fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
@@ -353,15 +353,16 @@ fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
     #[test]
-    fn sparse_reads_match_the_model(c in case_strategy()) {
-        run(&c)?;
+    fn sparse_reads_match_the_model(c in case_strategy(), index in any::<bool>()) {
+        run(&c, index)?;
     }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
     #[test]
-    fn sparse_reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>(), cache in 0..3usize) {
-        run_local(&c, if mmap { "mmap" } else { "pread" }, ["0", "4096", "134217728"][cache])?;
+    fn sparse_reads_match_the_model_on_local_files(c in case_strategy(), mmap in any::<bool>(), cache in 0..3usize,
+                                                   index in any::<bool>()) {
+        run_local(&c, if mmap { "mmap" } else { "pread" }, ["0", "4096", "134217728"][cache], index)?;
     }
 }

@@ -9,7 +9,9 @@ mod grid;
 mod rect;
 mod subarray;
 
-pub(crate) use coords::{cells_in_box, ordinals, ordinals_at, pack_keys, sort_permutation, value_text, OrderKeys};
+pub(crate) use coords::{
+    cells_in_box, ordinal_values, ordinals, ordinals_at, pack_keys, sort_permutation, value_text, OrderKeys,
+};
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 pub(crate) use grid::TileGrid;
 pub(crate) use rect::{bounding_box, cells, intersect, split_interval, strides, subtract, Rect};

@@ -7,10 +7,12 @@ mod overlay;
 mod plan;
 mod query;
 mod sparse;
+mod update_index;
 
 pub(crate) use query::layout_counter;
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
 pub use sparse::SparseReadQuery;
+pub(crate) use update_index::UpdateIndex;
 
 /// The order of cells in a query's buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

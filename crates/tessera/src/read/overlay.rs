@@ -8,6 +8,7 @@ use crate::fast_hash::FastMap;
 
 use super::execute::{count_copied, fetch_tiles, DataSink, Sink, TileKey, FILL_BLOB};
 use super::plan::ResultSpace;
+use super::update_index::update_index;
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
@@ -80,19 +81,44 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             }
             m
         });
+    // Small fragments' cells come from the update index, the others' from their tiles.
+    let index = update_index(array)?;
     let mut tiles: Vec<TileKey> = Vec::new();
     for (fi, f) in frags.iter().enumerate() {
-        if let Some(sp) = &f.sparse {
+        if let Some(sp) = f.sparse.as_ref().filter(|_| !index.as_ref().is_some_and(|ix| ix.covers(fi))) {
             tiles.extend(sp.rtree.search(&sp.mbrs, overlaps).into_iter().map(|t| (fi, t as u64)));
         }
     }
-    if tiles.is_empty() {
-        return Ok(());
+    // Every sparse cell inside the run, with its coordinates.
+    let mut hits: Vec<(Hit, Vec<u64>)> = Vec::new();
+    let mut place = |key: TileKey, c: u32, p: &[u64]| {
+        if let Some(places) = &point_places {
+            for &at in places.get(p).map_or(&[][..], Vec::as_slice) {
+                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.to_vec()));
+            }
+            return;
+        }
+        for (rect, dst) in &pieces {
+            if inside(p, rect) {
+                let at =
+                    dst.offset + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>();
+                // No break: with overlapping query ranges one cell has several result places.
+                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.to_vec()));
+            }
+        }
+    };
+    if let Some(ix) = &index {
+        let mut p = vec![0u64; nd];
+        for i in ix.cells_in_box(&bbox) {
+            let (f, t, c) = ix.place(i);
+            for (d, x) in p.iter_mut().enumerate() {
+                *x = ix.ordinal(i, d);
+            }
+            place((f as usize, u64::from(t)), c, &p);
+        }
     }
     let requests: Vec<(TileKey, usize)> = tiles.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
     let coords = fetch_tiles(array, &specs, &requests)?;
-    // Every sparse cell inside the run, with its coordinates.
-    let mut hits: Vec<(Hit, Vec<u64>)> = Vec::new();
     let dims = &schema.dims;
     for &key in &tiles {
         let raw: Vec<&[u8]> = (0..nd).map(|d| coords.get(&(key, d)).map_or(&[][..], |b| &b[..])).collect();
@@ -117,21 +143,11 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             for (x, col) in p.iter_mut().zip(&cols) {
                 *x = col[k];
             }
-            if let Some(places) = &point_places {
-                for &at in places.get(&p).map_or(&[][..], Vec::as_slice) {
-                    hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.clone()));
-                }
-                continue;
-            }
-            for (rect, dst) in &pieces {
-                if inside(&p, rect) {
-                    let at = dst.offset
-                        + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>();
-                    // No break: with overlapping query ranges one cell has several result places.
-                    hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.clone()));
-                }
-            }
+            place(key, c, &p);
         }
+    }
+    if hits.is_empty() {
+        return Ok(());
     }
     // The newest sparse cell per result position, if newer than the dense fragment there.
     hits.sort_unstable_by(|a, b| a.0.dst.cmp(&b.0.dst).then(b.0.frag.cmp(&a.0.frag)));

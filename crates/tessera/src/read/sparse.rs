@@ -14,10 +14,13 @@ use super::execute::{count_copied, fetch_tiles, TileKey};
 use super::query::{
     buffer_cells, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult, ReadStatus,
 };
+use super::update_index::update_index;
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
-use crate::geometry::{cells_in_box, ordinal_ranges, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys};
+use crate::geometry::{
+    cells_in_box, ordinal_ranges, ordinal_values, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys,
+};
 use crate::read::Layout;
 use crate::stats::{self, Timer};
 use crate::storage::Bytes;
@@ -35,7 +38,9 @@ pub struct SparseReadQuery {
     attrs: Vec<usize>,
     specs: Vec<FileSpec>,
     cells: Vec<CellRef>,
-    coords: FastMap<TileKey, Vec<Bytes>>,
+    /// The ordinals of each result cell, one per dimension (dimension values are made from
+    /// them, so coordinate tiles are not kept).
+    ords: Vec<u64>,
     cursor: u64,
     layout: Layout,
 }
@@ -66,28 +71,56 @@ impl SparseReadQuery {
         let nd = schema.ndim();
         // Candidate tiles per fragment, with whether the tile lies inside the query.
         let mut cand: Vec<(TileKey, bool)> = Vec::new();
-        if oranges.iter().all(|v| !v.is_empty()) {
+        let any = oranges.iter().all(|v| !v.is_empty());
+        // Small fragments' cells come from the update index, not their tiles.
+        let index = if any { update_index(array)? } else { None };
+        let indexed = |fi: usize| index.as_ref().is_some_and(|ix| ix.covers(fi));
+        if any {
             for (fi, f) in array.fragments.iter().enumerate() {
-                let Some(sp) = &f.sparse else { continue };
+                let Some(sp) = f.sparse.as_ref().filter(|_| !indexed(fi)) else { continue };
                 for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, &oranges)) {
                     cand.push(((fi, t as u64), inside(&sp.mbrs[t], &oranges)));
+                }
+            }
+        }
+        let bbox: Vec<[u64; 2]> = oranges
+            .iter()
+            .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
+            .collect();
+        let one_box = oranges.iter().all(|rs| rs.len() == 1);
+        // The update index's cells in the box, grouped by tile.
+        let mut from_index: Vec<TileMatches> = Vec::new();
+        if let Some(ix) = &index {
+            let mut hits = ix.cells_in_box(&bbox);
+            hits.sort_unstable_by_key(|&i| ix.place(i));
+            for i in hits {
+                let (f, t, c) = ix.place(i);
+                let k = (f as usize, u64::from(t));
+                if from_index.last().is_none_or(|m| m.0 != k) {
+                    from_index.push((k, Vec::new(), vec![Vec::new(); nd]));
+                }
+                if let Some((_, keep, ords)) = from_index.last_mut() {
+                    keep.push(c);
+                    for (d, o) in ords.iter_mut().enumerate() {
+                        o.push(ix.ordinal(i, d));
+                    }
+                }
+            }
+            if !one_box {
+                for (_, keep, ords) in &mut from_index {
+                    retain_in_ranges(keep, ords, &oranges);
                 }
             }
         }
         let requests: Vec<(TileKey, usize)> = cand.iter().flat_map(|&(k, _)| (0..nd).map(move |d| (k, d))).collect();
         let mut tiles = fetch_tiles(array, &specs, &requests)?;
         let mut coords: FastMap<TileKey, Vec<Bytes>> = FastMap::default();
-        for &(k, _) in &cand {
+        for k in cand.iter().map(|c| c.0) {
             let cols: Vec<Bytes> = (0..nd).map(|d| tiles.remove(&(k, d)).unwrap_or_default()).collect();
             coords.insert(k, cols);
         }
         // Matching cells of every candidate tile, with their ordinals. Cells are tested on the
         // stored values against the query's bounding box; only those inside become ordinals.
-        let bbox: Vec<[u64; 2]> = oranges
-            .iter()
-            .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
-            .collect();
-        let one_box = oranges.iter().all(|rs| rs.len() == 1);
         let per_tile: Vec<TileMatches> = array.ctx.install(|| {
             cand.par_iter()
                 .map(|&(k, full)| {
@@ -113,27 +146,20 @@ impl SparseReadQuery {
                         })
                         .collect::<Result<_>>()?;
                     if !full && !one_box {
-                        // Several ranges on a dimension: the box holds cells between them.
-                        let ok: Vec<bool> = (0..keep.len())
-                            .map(|i| {
-                                ords.iter().zip(&oranges).all(|(o, rs)| rs.iter().any(|q| q[0] <= o[i] && o[i] <= q[1]))
-                            })
-                            .collect();
-                        let mut it = ok.iter();
-                        keep.retain(|_| *it.next().unwrap_or(&false));
-                        for o in &mut ords {
-                            let mut it = ok.iter();
-                            o.retain(|_| *it.next().unwrap_or(&false));
-                        }
+                        retain_in_ranges(&mut keep, &mut ords, &oranges);
                     }
                     Ok((k, keep, ords))
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
-        let cells = order_results(array, &per_tile, layout);
-        let used: FastSet<TileKey> = cells.iter().map(|c| (c.0 as usize, u64::from(c.1))).collect();
-        coords.retain(|k, _| used.contains(k));
-        Ok(Self { array: array.clone(), attrs: idx, specs, cells, coords, cursor: 0, layout })
+        // One stream per fragment, oldest first, tiles in order.
+        let mut per_tile = per_tile;
+        if !from_index.is_empty() {
+            per_tile.extend(from_index);
+            per_tile.sort_unstable_by_key(|m| m.0);
+        }
+        let (cells, ords) = order_results(array, &per_tile, layout);
+        Ok(Self { array: array.clone(), attrs: idx, specs, cells, ords, cursor: 0, layout })
     }
 
     /// Cells in the whole result.
@@ -246,11 +272,10 @@ impl SparseReadQuery {
             }
         }
         let mut out = Vec::with_capacity(schema.ndim() + self.attrs.len());
+        let nd = schema.ndim();
+        let part_ords = &self.ords[c0 as usize * nd..c1 as usize * nd];
         for (d, dim) in schema.dims.iter().enumerate() {
-            let s = dim.datatype.size();
-            let cols: Vec<&[u8]> = keys.iter().map(|k| &self.coords[k][d][..]).collect();
-            let mut data = Vec::with_capacity(part.len() * s);
-            gather_runs(&mut data, &cols, &runs, s);
+            let data = ordinal_values(dim, part_ords.iter().skip(d).step_by(nd.max(1)).copied());
             count_copied(false, data.len() as u64);
             out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
         }
@@ -315,6 +340,21 @@ impl SparseReadQuery {
             out.push(AttrData { name: a.name.clone(), data, offsets, validity });
         }
         Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
+    }
+}
+
+/// Keeps the cells (`keep`, with their ordinals `ords`, one column per dimension) that lie in
+/// the ranges `oranges` (several per dimension: the ranges' bounding box holds cells between
+/// them).
+fn retain_in_ranges(keep: &mut Vec<u32>, ords: &mut [Vec<u64>], oranges: &[Vec<[u64; 2]>]) {
+    let ok: Vec<bool> = (0..keep.len())
+        .map(|i| ords.iter().zip(oranges).all(|(o, rs)| rs.iter().any(|q| q[0] <= o[i] && o[i] <= q[1])))
+        .collect();
+    let mut it = ok.iter();
+    keep.retain(|_| *it.next().unwrap_or(&false));
+    for o in ords {
+        let mut it = ok.iter();
+        o.retain(|_| *it.next().unwrap_or(&false));
     }
 }
 
@@ -396,12 +436,13 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 /// fragment's, with a hash set of newer fragments' coordinates. When one fragment holds most
 /// cells (a large load under small updates), its cells are never hashed: the others are reduced
 /// among themselves, then each is looked up in the largest fragment's cells, which are in global
-/// order, by binary search on their order keys. No sort: the cells keep their order.
-fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<CellRef> {
+/// order, by binary search on their order keys. No sort: the cells keep their order. Returns the
+/// indices of the cells kept.
+fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<u32> {
     debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
-    let groups = fragment_groups(&refs);
+    let groups = fragment_groups(refs);
     let Some(largest) = (0..groups.len()).max_by_key(|&g| groups[g].1 - groups[g].0) else {
-        return refs;
+        return (0..refs.len() as u32).collect();
     };
     let at = |i: usize| &ords[i * nd..i * nd + nd];
     let mut keep = vec![true; refs.len()];
@@ -416,8 +457,9 @@ fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKe
         2 => drop_older(&hashed, &mut keep, |i| u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])),
         _ => drop_older(&hashed, &mut keep, at),
     }
+    let kept = |keep: Vec<bool>| keep.iter().enumerate().filter(|(_, k)| **k).map(|(i, _)| i as u32).collect();
     if !dominant {
-        return refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect();
+        return kept(keep);
     }
     // Then against the largest fragment: whichever of the two cells is older goes.
     let w = order.width();
@@ -445,7 +487,7 @@ fn newest_unordered(refs: Vec<CellRef>, ords: &[u64], nd: usize, order: &OrderKe
             }
         }
     }
-    refs.into_iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| r).collect()
+    kept(keep)
 }
 
 /// Clears `keep` for every cell whose coordinates (`key`) a newer group also holds; groups are
@@ -467,8 +509,8 @@ fn drop_older<K: std::hash::Hash + Eq>(groups: &[(usize, usize)], keep: &mut [bo
 }
 
 /// Orders the matching cells of all fragments as `layout` asks, dropping older duplicates when
-/// the schema does not allow duplicates.
-fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec<CellRef> {
+/// the schema does not allow duplicates: the cells and their ordinals (`nd` per cell).
+fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Vec<CellRef>, Vec<u64>) {
     let schema = array.schema();
     let nd = schema.ndim();
     let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
@@ -488,14 +530,14 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
     let fragments = &array.fragments;
     let any_deletes = fragments.iter().any(|f| f.is_delete());
     if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
-        return refs;
+        return (refs, ords);
     }
     if !any_deletes && layout == Layout::Unordered {
-        return if schema.allows_duplicates {
-            refs
-        } else {
-            newest_unordered(refs, &ords, nd, &OrderKeys::new(schema))
-        };
+        if schema.allows_duplicates {
+            return (refs, ords);
+        }
+        let kept = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
+        return pick(&refs, &ords, nd, &kept);
     }
     let keys = OrderKeys::new(schema);
     let w = keys.width();
@@ -554,7 +596,17 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> Vec
         }),
         _ => {}
     }
-    perm.into_iter().map(|i| refs[i as usize]).collect()
+    pick(&refs, &ords, nd, &perm)
+}
+
+/// The cells `which` of `refs` (with ordinals `ords`, `nd` per cell), in that order.
+fn pick(refs: &[CellRef], ords: &[u64], nd: usize, which: &[u32]) -> (Vec<CellRef>, Vec<u64>) {
+    let cells = which.iter().map(|&i| refs[i as usize]).collect();
+    let mut out = Vec::with_capacity(which.len() * nd);
+    for &i in which {
+        out.extend_from_slice(&ords[i as usize * nd..i as usize * nd + nd]);
+    }
+    (cells, out)
 }
 
 #[cfg(test)]
@@ -613,12 +665,9 @@ mod tests {
                     want.insert((x, y), f as u32);
                 }
             }
-            let got = newest_unordered(refs.clone(), &ords, 2, &order);
-            let coords = |r: &CellRef| {
-                let i = refs.iter().position(|q| q == r).unwrap();
-                (ords[2 * i], ords[2 * i + 1])
-            };
-            let mut got: Vec<((u64, u64), u32)> = got.iter().map(|r| (coords(r), r.0)).collect();
+            let got = newest_unordered(&refs, &ords, 2, &order);
+            let mut got: Vec<((u64, u64), u32)> =
+                got.iter().map(|&i| ((ords[2 * i as usize], ords[2 * i as usize + 1]), refs[i as usize].0)).collect();
             got.sort();
             prop_assert_eq!(got, want.into_iter().collect::<Vec<_>>());
         }

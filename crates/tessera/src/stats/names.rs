@@ -98,6 +98,9 @@ stat_names! {
         /// Bytes of array schemas and fragment metadata read from storage (counted on both sides
         /// of the read compression ratio).
         ReaderNumMetadataBytesRead => "reader_num_metadata_bytes_read",
+        /// Cells of small fragments put in the update indexes of open arrays (each index counts
+        /// once, when the first read that needs it builds it).
+        ReaderUpdateIndexCells => "reader_update_index_cells",
 
         // ---- writer: write queries ----
         /// Tiles written by write queries: one per tile of each fragment file written.
@@ -196,6 +199,8 @@ stat_names! {
         ReaderFetchTiles => "reader_fetch_tiles",
         /// Unfiltering the tiles fetched from storage.
         ReaderUnfilterTiles => "reader_unfilter_tiles",
+        /// Building an open array's update index of its small fragments' cells (once per open).
+        ReaderBuildUpdateIndex => "reader_build_update_index",
         /// Copying fixed-size cells into the results.
         ReaderCopyFixedCells => "reader_copy_fixed_cells",
         /// Copying var-sized cells into the results.

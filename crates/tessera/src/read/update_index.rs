@@ -1,0 +1,232 @@
+//! The update index of an open array: one sorted, in-memory index of the cells of all its small
+//! sparse fragments (random updates of dense arrays, a few new or changed points of sparse
+//! arrays, deleted points). Such a fragment's data tile spans the whole domain, so without the
+//! index every read tests every small fragment: an R-tree probe, its coordinate tiles and a scan
+//! of all its cells, which makes a read over a thousand update fragments several times slower
+//! than over one. The index holds the global-order keys of all those cells in one array, so a read
+//! finds the cells of its box with two binary searches per space tile the box meets, however
+//! many fragments there are.
+//!
+//! The index is built by the first read that needs it (from the coordinate tiles, which that
+//! read fetches anyway) and lives as long as the open array. It takes fragments of at most
+//! [`SMALL_CELLS`] cells, newest first, up to `sm.read.update_index_cells` cells in all, and is
+//! built only when at least `sm.read.update_index_min_fragments` fragments qualify; other
+//! fragments are read as before. Arrays in Hilbert order (whose keys are not tile-major) have none.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::execute::{fetch_tiles, TileKey};
+use crate::array::Array;
+use crate::error::{Error, Result};
+use crate::fragment::FileSpec;
+use crate::geometry::{ordinals, pack_keys, OrderKeys};
+use crate::stats::{self, Counter, Timer};
+
+/// The most cells a fragment may hold to be indexed.
+pub(crate) const SMALL_CELLS: u64 = 1 << 16;
+
+/// Where a cell is stored: fragment, data tile, cell in the tile.
+pub(crate) type Place = (u32, u32, u32);
+
+/// The cells of an array's small sparse fragments in global order.
+#[derive(Debug)]
+pub(crate) struct UpdateIndex {
+    order: OrderKeys,
+    /// Key words per cell (`order.width()`).
+    w: usize,
+    /// Global-order keys, `w` words per cell, sorted.
+    keys: Vec<u64>,
+    /// Per cell, where it is stored: fragment, data tile, cell in the tile.
+    refs: Vec<Place>,
+    /// Per fragment of the array, whether its cells are here.
+    indexed: Vec<bool>,
+    /// Per dimension, the key word that holds its ordinal.
+    word_of: Vec<usize>,
+}
+
+impl UpdateIndex {
+    /// Builds the index of `array`'s small fragments, or `None` when too few qualify (or the
+    /// cell order is Hilbert, or the budget is 0).
+    pub(crate) fn build(array: &Array) -> Result<Option<Self>> {
+        let schema = array.schema();
+        let order = OrderKeys::new(schema);
+        let Some(lead) = order.lead_dim() else { return Ok(None) };
+        let budget = array.ctx.config().update_index_cells();
+        let frags = &array.fragments;
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut total = 0u64;
+        for (fi, f) in frags.iter().enumerate().rev() {
+            if f.sparse.is_none() || f.cell_count > SMALL_CELLS || total + f.cell_count > budget {
+                continue;
+            }
+            total += f.cell_count;
+            chosen.push(fi);
+        }
+        if chosen.is_empty() || chosen.len() < array.ctx.config().update_index_min_fragments() {
+            return Ok(None);
+        }
+        let _t = stats::timer(Timer::ReaderBuildUpdateIndex);
+        chosen.reverse();
+        let nd = schema.ndim();
+        let specs = FileSpec::for_sparse(schema);
+        let tiles_of = |fi: usize| frags[fi].sparse.as_ref().map_or(0, |s| s.tile_cells.len());
+        let requests: Vec<(TileKey, usize)> = chosen
+            .iter()
+            .flat_map(|&fi| (0..tiles_of(fi)).flat_map(move |t| (0..nd).map(move |d| ((fi, t as u64), d))))
+            .collect();
+        let tiles = fetch_tiles(array, &specs, &requests)?;
+        let tile_keys: Vec<TileKey> =
+            chosen.iter().flat_map(|&fi| (0..tiles_of(fi)).map(move |t| (fi, t as u64))).collect();
+        // Keys and places of every cell, tile by tile in parallel.
+        let w = order.width();
+        let parts: Vec<(Vec<u64>, Vec<Place>)> = array.ctx.install(|| {
+            tile_keys
+                .par_iter()
+                .map(|&k| {
+                    let cols: Vec<Vec<u64>> = (0..nd)
+                        .map(|d| {
+                            let raw = tiles.get(&(k, d)).map_or(&[][..], |b| &b[..]);
+                            ordinals(&schema.dims[d], raw).map_err(|b| {
+                                Error::corrupt(
+                                    array.fragment_dir(k.0).join(&specs[d].name),
+                                    format!("tile {}: coordinate {} of cell {} {}", k.1, b.value, b.cell, b.why),
+                                )
+                            })
+                        })
+                        .collect::<Result<_>>()?;
+                    let n = cols.iter().map(Vec::len).min().unwrap_or(0);
+                    let mut keys = vec![0u64; n * w];
+                    let mut ords = vec![0u64; nd];
+                    for (c, out) in keys.chunks_exact_mut(w).enumerate() {
+                        for (o, col) in ords.iter_mut().zip(&cols) {
+                            *o = col[c];
+                        }
+                        order.key(&ords, out);
+                    }
+                    let refs = (0..n as u32).map(|c| (k.0 as u32, k.1 as u32, c)).collect();
+                    Ok((keys, refs))
+                })
+                .collect::<Result<_>>()
+        })?;
+        let mut keys = Vec::with_capacity(total as usize * w);
+        let mut refs = Vec::with_capacity(total as usize);
+        for (k, r) in parts {
+            keys.extend(k);
+            refs.extend(r);
+        }
+        // Sorted by key (one packed word per cell where the keys fit 128 bits).
+        let n = refs.len();
+        let perm: Vec<u32> = array.ctx.install(|| match pack_keys(&keys, w) {
+            Some(packed) => {
+                let mut p: Vec<(u128, u32)> = packed.into_iter().zip(0..n as u32).collect();
+                p.par_sort_unstable();
+                p.into_iter().map(|(_, i)| i).collect()
+            }
+            None => {
+                let mut p: Vec<u32> = (0..n as u32).collect();
+                let at = |i: u32| &keys[i as usize * w..i as usize * w + w];
+                p.par_sort_unstable_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
+                p
+            }
+        });
+        let sorted_keys: Vec<u64> =
+            perm.iter().flat_map(|&i| keys[i as usize * w..i as usize * w + w].iter().copied()).collect();
+        let sorted_refs: Vec<Place> = perm.iter().map(|&i| refs[i as usize]).collect();
+        let mut indexed = vec![false; frags.len()];
+        for &fi in &chosen {
+            indexed[fi] = true;
+        }
+        // Key words after the first hold the ordinals in cell order (the lead dimension first).
+        let word_of: Vec<usize> = (0..nd).map(|d| if lead == 0 { 1 + d } else { nd - d }).collect();
+        stats::add(Counter::ReaderUpdateIndexCells, n as u64);
+        Ok(Some(Self { order, w, keys: sorted_keys, refs: sorted_refs, indexed, word_of }))
+    }
+
+    /// Whether fragment `fi`'s cells are in the index (reads then skip the fragment).
+    pub(crate) fn covers(&self, fi: usize) -> bool {
+        self.indexed.get(fi).copied().unwrap_or(false)
+    }
+
+    /// The cells in the index.
+    pub(crate) fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// Where cell `i` of the index is stored: fragment, tile, cell.
+    pub(crate) fn place(&self, i: usize) -> Place {
+        self.refs[i]
+    }
+
+    /// The ordinal of cell `i` of the index on dimension `d`.
+    pub(crate) fn ordinal(&self, i: usize, d: usize) -> u64 {
+        self.keys[i * self.w + self.word_of[d]]
+    }
+
+    /// The cells (indices into the index, in global order) whose ordinals lie inside `bbox`.
+    pub(crate) fn cells_in_box(&self, bbox: &[[u64; 2]]) -> Vec<usize> {
+        let n = self.len();
+        let inside = |i: usize| bbox.iter().enumerate().all(|(d, b)| (b[0]..=b[1]).contains(&self.ordinal(i, d)));
+        let tiles: Vec<[u64; 2]> = bbox
+            .iter()
+            .enumerate()
+            .map(|(d, b)| [self.order.tile_coord(d, b[0]), self.order.tile_coord(d, b[1])])
+            .collect();
+        let count = tiles.iter().fold(1u64, |a, t| a.saturating_mul(t[1] - t[0] + 1));
+        // A box over very many space tiles: one scan is cheaper than the searches.
+        let probes = count.saturating_mul(2 * u64::from(usize::BITS - n.leading_zeros() + 1));
+        if probes.saturating_mul(4) > n as u64 {
+            return (0..n).filter(|&i| inside(i)).collect();
+        }
+        let mut tids: Vec<u64> = Vec::with_capacity(count as usize);
+        let mut tc: Vec<u64> = tiles.iter().map(|t| t[0]).collect();
+        'tiles: loop {
+            tids.push(self.order.tile_id(|d| tc[d]));
+            for d in (0..tc.len()).rev() {
+                if tc[d] < tiles[d][1] {
+                    tc[d] += 1;
+                    continue 'tiles;
+                }
+                tc[d] = tiles[d][0];
+            }
+            break;
+        }
+        tids.sort_unstable();
+        // The first two key words: space tile, then the lead dimension's ordinal.
+        let head = |i: usize| (self.keys[i * self.w], self.keys[i * self.w + 1]);
+        let lead = self.word_of.iter().position(|&wd| wd == 1).unwrap_or(0);
+        let (llo, lhi) = (bbox[lead][0], bbox[lead][1]);
+        let mut out = Vec::new();
+        let mut from = 0usize;
+        for t in tids {
+            let a = partition(from, n, |i| head(i) < (t, llo));
+            let b = partition(a, n, |i| head(i) <= (t, lhi));
+            out.extend((a..b).filter(|&i| inside(i)));
+            from = b;
+        }
+        out
+    }
+}
+
+/// The first index in `[lo, hi)` at which `before` turns false (`before` holds on a prefix).
+fn partition(mut lo: usize, mut hi: usize, before: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The array's update index, built on first use.
+pub(crate) fn update_index(array: &Array) -> Result<Option<Arc<UpdateIndex>>> {
+    if let Some(ix) = array.update_index.get() {
+        return Ok(ix.clone());
+    }
+    let built = UpdateIndex::build(array)?.map(Arc::new);
+    Ok(array.update_index.get_or_init(|| built).clone())
+}
