@@ -434,10 +434,11 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 /// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
 /// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
 /// fragment's, with a hash set of newer fragments' coordinates. When one fragment holds most
-/// cells (a large load under small updates), its cells are never hashed: the others are reduced
-/// among themselves, then each is looked up in the largest fragment's cells, which are in global
-/// order, by binary search on their order keys. No sort: the cells keep their order. Returns the
-/// indices of the cells kept.
+/// cells (a large load under small updates), its cells are never put in a hash set: the others
+/// are reduced among themselves, then the largest fragment's cells are looked up in a map of
+/// theirs, or, when they are few, each of theirs is searched among the largest fragment's cells
+/// (which are in global order) by binary search on order keys. No sort: the cells keep their
+/// order. Returns the indices of the cells kept.
 fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<u32> {
     debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
     let groups = fragment_groups(refs);
@@ -461,7 +462,21 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
     if !dominant {
         return kept(keep);
     }
-    // Then against the largest fragment: whichever of the two cells is older goes.
+    // Then against the largest fragment: whichever of the two cells is older goes. When the
+    // others are many enough, the largest's cells are looked up in a map of theirs (one cheap
+    // probe per cell); otherwise each of theirs is searched among the largest's by order key.
+    let others = keep[..la].iter().chain(&keep[lb..]).filter(|k| **k).count();
+    let log = (usize::BITS - (lb - la).leading_zeros()) as usize;
+    if lb - la < others * log * 4 {
+        match nd {
+            1 => against_largest(refs, (la, lb), &mut keep, |i| u128::from(ords[i])),
+            2 => against_largest(refs, (la, lb), &mut keep, |i| {
+                u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])
+            }),
+            _ => against_largest(refs, (la, lb), &mut keep, at),
+        }
+        return kept(keep);
+    }
     let w = order.width();
     let (mut probe, mut key) = (vec![0u64; w], vec![0u64; w]);
     for i in (0..la).chain(lb..refs.len()) {
@@ -488,6 +503,29 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
         }
     }
     kept(keep)
+}
+
+/// Clears `keep` for the older of every two cells with the same coordinates (`key`) of which one
+/// lies in the largest fragment's cells `[la, lb)` and the other is a kept cell outside it.
+fn against_largest<K: std::hash::Hash + Eq>(
+    refs: &[CellRef],
+    (la, lb): (usize, usize),
+    keep: &mut [bool],
+    key: impl Fn(usize) -> K,
+) {
+    let others: FastMap<K, usize> = (0..la).chain(lb..refs.len()).filter(|&i| keep[i]).map(|i| (key(i), i)).collect();
+    if others.is_empty() {
+        return;
+    }
+    for i in la..lb {
+        if let Some(&j) = others.get(&key(i)) {
+            if refs[j].0 > refs[i].0 {
+                keep[i] = false;
+            } else {
+                keep[j] = false;
+            }
+        }
+    }
 }
 
 /// Clears `keep` for every cell whose coordinates (`key`) a newer group also holds; groups are
