@@ -438,7 +438,7 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 /// are reduced among themselves, then the largest fragment's cells are looked up in a map of
 /// theirs, or, when they are few, each of theirs is searched among the largest fragment's cells
 /// (which are in global order) by binary search on order keys. No sort: the cells keep their
-/// order. Returns the indices of the cells kept.
+/// order. Returns the indices of the cells kept, ascending.
 fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<u32> {
     debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
     let groups = fragment_groups(refs);
@@ -575,7 +575,15 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
             return (refs, ords);
         }
         let kept = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
-        return pick(&refs, &ords, nd, &kept);
+        // In place: a fresh copy of a large result costs more in page faults than the dedup.
+        for (w, &i) in kept.iter().enumerate() {
+            let i = i as usize;
+            refs[w] = refs[i];
+            ords.copy_within(i * nd..i * nd + nd, w * nd);
+        }
+        refs.truncate(kept.len());
+        ords.truncate(kept.len() * nd);
+        return (refs, ords);
     }
     let keys = OrderKeys::new(schema);
     let w = keys.width();
