@@ -272,6 +272,10 @@ pub(crate) fn fetch_tiles(
         }
         missing.push((key, f));
     }
+    if missing.is_empty() {
+        // All cached: no hand-over to the I/O and compute pools (a thread wake-up each).
+        return Ok(found);
+    }
     // Requests grouped per file, in offset order.
     let mut per_file: FastMap<(usize, usize), Vec<Request>> = FastMap::default();
     for &(key, f) in &missing {

@@ -6,6 +6,8 @@
 //! layout asks (global, row-major, col-major or unordered) and attribute values are gathered in
 //! whole runs per tile, batch by batch.
 
+use std::hash::BuildHasher;
+
 use crate::fast_hash::{FastMap, FastSet};
 
 use rayon::prelude::*;
@@ -394,12 +396,14 @@ fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: 
 /// The ranges `[a, b)` of `refs` that hold one fragment's cells each (cells come grouped by
 /// fragment).
 fn fragment_groups(refs: &[CellRef]) -> Vec<(usize, usize)> {
+    // A binary search per group: a large fragment's cells are not visited one by one.
     let mut groups: Vec<(usize, usize)> = Vec::new();
-    for (i, r) in refs.iter().enumerate() {
-        match groups.last_mut() {
-            Some(g) if refs[g.0].0 == r.0 => g.1 = i + 1,
-            _ => groups.push((i, i + 1)),
-        }
+    let mut a = 0;
+    while a < refs.len() {
+        let f = refs[a].0;
+        let b = a + refs[a..].partition_point(|r| r.0 == f);
+        groups.push((a, b));
+        a = b;
     }
     groups
 }
@@ -438,12 +442,12 @@ fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
 /// are reduced among themselves, then the largest fragment's cells are looked up in a map of
 /// theirs, or, when they are few, each of theirs is searched among the largest fragment's cells
 /// (which are in global order) by binary search on order keys. No sort: the cells keep their
-/// order. Returns the indices of the cells kept, ascending.
-fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<u32> {
+/// order. Returns whether each cell is kept.
+fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<bool> {
     debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
     let groups = fragment_groups(refs);
     let Some(largest) = (0..groups.len()).max_by_key(|&g| groups[g].1 - groups[g].0) else {
-        return (0..refs.len() as u32).collect();
+        return vec![true; refs.len()];
     };
     let at = |i: usize| &ords[i * nd..i * nd + nd];
     let mut keep = vec![true; refs.len()];
@@ -458,16 +462,15 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
         2 => drop_older(&hashed, &mut keep, |i| u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])),
         _ => drop_older(&hashed, &mut keep, at),
     }
-    let kept = |keep: Vec<bool>| keep.iter().enumerate().filter(|(_, k)| **k).map(|(i, _)| i as u32).collect();
     if !dominant {
-        return kept(keep);
+        return keep;
     }
     // Then against the largest fragment: whichever of the two cells is older goes. When the
     // others are many enough, the largest's cells are looked up in a map of theirs (one cheap
     // probe per cell); otherwise each of theirs is searched among the largest's by order key.
     let others = keep[..la].iter().chain(&keep[lb..]).filter(|k| **k).count();
     let log = (usize::BITS - (lb - la).leading_zeros()) as usize;
-    if lb - la < others * log * 4 {
+    if lb - la < others * log * 16 {
         match nd {
             1 => against_largest(refs, (la, lb), &mut keep, |i| u128::from(ords[i])),
             2 => against_largest(refs, (la, lb), &mut keep, |i| {
@@ -475,7 +478,7 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
             }),
             _ => against_largest(refs, (la, lb), &mut keep, at),
         }
-        return kept(keep);
+        return keep;
     }
     let w = order.width();
     let (mut probe, mut key) = (vec![0u64; w], vec![0u64; w]);
@@ -502,7 +505,7 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
             }
         }
     }
-    kept(keep)
+    keep
 }
 
 /// Clears `keep` for the older of every two cells with the same coordinates (`key`) of which one
@@ -517,8 +520,25 @@ fn against_largest<K: std::hash::Hash + Eq>(
     if others.is_empty() {
         return;
     }
+    // A bitmap of the others' hashes (16 bits per cell) turns away most of the largest
+    // fragment's cells before the map is probed.
+    let bits = (others.len() * 16).next_power_of_two().max(64);
+    let hasher = others.hasher().clone();
+    // The top bits: a multiplicative hash mixes them best.
+    let shift = 64 - bits.trailing_zeros();
+    let slot = |k: &K| (hasher.hash_one(k) >> shift) as usize;
+    let mut filter = vec![0u64; bits / 64];
+    for k in others.keys() {
+        let b = slot(k);
+        filter[b / 64] |= 1 << (b % 64);
+    }
     for i in la..lb {
-        if let Some(&j) = others.get(&key(i)) {
+        let k = key(i);
+        let b = slot(&k);
+        if filter[b / 64] & (1 << (b % 64)) == 0 {
+            continue;
+        }
+        if let Some(&j) = others.get(&k) {
             if refs[j].0 > refs[i].0 {
                 keep[i] = false;
             } else {
@@ -536,8 +556,8 @@ fn drop_older<K: std::hash::Hash + Eq>(groups: &[(usize, usize)], keep: &mut [bo
     seen.reserve(stored);
     for (k, &(a, b)) in groups.iter().enumerate().rev() {
         if !seen.is_empty() {
-            for (i, kp) in keep.iter_mut().enumerate().take(b).skip(a) {
-                *kp = !seen.contains(&key(i));
+            for (i, kp) in keep[a..b].iter_mut().enumerate() {
+                *kp = !seen.contains(&key(a + i));
             }
         }
         if k > 0 {
@@ -556,11 +576,14 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
     // Per-fragment streams are already in global order (tiles and cells in order).
     let mut refs: Vec<CellRef> = Vec::with_capacity(total);
     let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
-    for ((f, t), keep, kept) in per_tile {
-        for (j, &c) in keep.iter().enumerate() {
-            refs.push((*f as u32, *t as u32, c));
-            for col in kept {
-                ords.push(col[j]);
+    for ((f, t), keep, kept) in per_tile.iter().filter(|m| !m.1.is_empty()) {
+        refs.extend(keep.iter().map(|&c| (*f as u32, *t as u32, c)));
+        // Interleaved: the ordinals of one cell together.
+        let at = ords.len();
+        ords.resize(at + keep.len() * nd, 0);
+        for (d, col) in kept.iter().enumerate() {
+            for (o, &x) in ords[at + d..].iter_mut().step_by(nd).zip(col) {
+                *o = x;
             }
         }
     }
@@ -574,15 +597,16 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
         if schema.allows_duplicates {
             return (refs, ords);
         }
-        let kept = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
+        let keep = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
         // In place: a fresh copy of a large result costs more in page faults than the dedup.
-        for (w, &i) in kept.iter().enumerate() {
-            let i = i as usize;
+        let mut w = 0;
+        for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
             refs[w] = refs[i];
             ords.copy_within(i * nd..i * nd + nd, w * nd);
+            w += 1;
         }
-        refs.truncate(kept.len());
-        ords.truncate(kept.len() * nd);
+        refs.truncate(w);
+        ords.truncate(w * nd);
         return (refs, ords);
     }
     let keys = OrderKeys::new(schema);
@@ -712,8 +736,10 @@ mod tests {
                 }
             }
             let got = newest_unordered(&refs, &ords, 2, &order);
-            let mut got: Vec<((u64, u64), u32)> =
-                got.iter().map(|&i| ((ords[2 * i as usize], ords[2 * i as usize + 1]), refs[i as usize].0)).collect();
+            let mut got: Vec<((u64, u64), u32)> = (0..refs.len())
+                .filter(|&i| got[i])
+                .map(|i| ((ords[2 * i], ords[2 * i + 1]), refs[i].0))
+                .collect();
             got.sort();
             prop_assert_eq!(got, want.into_iter().collect::<Vec<_>>());
         }
