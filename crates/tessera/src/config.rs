@@ -17,8 +17,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sm.read.update_index_cells",
-        "4194304",
-        "most cells of small sparse fragments (updates) an open array indexes in memory for its reads (0: no index)",
+        "1048576",
+        "most cells of small sparse fragments (updates) an open array indexes in memory for its reads, about 36 bytes each for two dimensions (0: no index)",
     ),
     (
         "sm.read.update_index_min_fragments",

@@ -123,6 +123,25 @@ impl TileCache {
         found
     }
 
+    /// [`TileCache::get`] of every key under one lock (a read over many fragments looks up
+    /// thousands of small tiles).
+    pub fn get_many<'a>(&self, keys: impl IntoIterator<Item = &'a TileKey>) -> Vec<Option<Bytes>> {
+        let found: Vec<Option<Bytes>> = if self.is_enabled() {
+            let mut lru = self.lock();
+            keys.into_iter().map(|k| lru.get(k)).collect()
+        } else {
+            keys.into_iter().map(|_| None).collect()
+        };
+        let hits = found.iter().filter(|b| b.is_some()).count() as u64;
+        if hits > 0 {
+            record(&self.hits, Counter::CacheLruReadHits, hits);
+        }
+        if found.len() as u64 > hits {
+            record(&self.misses, Counter::CacheLruReadMisses, found.len() as u64 - hits);
+        }
+        found
+    }
+
     /// Caches `value` under `key` as the most recently used entry, replacing any previous value
     /// of `key` and evicting least recently used entries until the total fits the capacity.
     /// Returns whether the value was cached: a value longer than the capacity is not (and any

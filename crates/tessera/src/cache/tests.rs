@@ -50,6 +50,21 @@ fn hits_misses_and_eviction_order() {
 }
 
 #[test]
+fn get_many_is_get_of_each_key_in_turn() {
+    let c = TileCache::new(100);
+    for t in 1..=3 {
+        assert!(c.insert(k(t), val(10, t as u8)));
+    }
+    let got = c.get_many(&[k(2), k(9), k(1), k(2)]);
+    assert_eq!(got, vec![Some(val(10, 2)), None, Some(val(10, 1)), Some(val(10, 2))]);
+    assert_eq!(tiles(&c.keys_mru()), [2, 1, 3], "hits become recent in lookup order");
+    assert_eq!(c.stats(), CacheStats { hits: 3, misses: 1, inserts: 3, evictions: 0 });
+    let off = TileCache::new(0);
+    assert_eq!(off.get_many(&[k(1), k(2)]), vec![None, None]);
+    assert_eq!(off.stats().misses, 2);
+}
+
+#[test]
 fn keys_differ_by_fragment_file_and_tile() {
     let c = TileCache::new(1000);
     c.insert(key("a", 0, 0), val(1, 1));

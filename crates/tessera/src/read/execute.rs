@@ -257,21 +257,27 @@ pub(crate) fn fetch_tiles(
     // Tiles the cache holds cost no I/O and no unfiltering.
     let mut found: FastMap<(TileKey, usize), Bytes> = FastMap::default();
     let mut missing: Vec<(TileKey, usize)> = Vec::with_capacity(requests.len());
-    for &(key, f) in requests {
-        if specs[f].kind == FileKind::Data {
-            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-        }
-        if cache.is_enabled() {
-            if let Some(b) = cache.get(&cache_key(array, key, f)) {
-                if specs[f].kind == FileKind::Data {
-                    stats::add(Counter::ReaderAttrTileCacheHits, 1);
-                }
+    let cached = if cache.is_enabled() {
+        let keys: Vec<_> = requests.iter().map(|&(key, f)| cache_key(array, key, f)).collect();
+        cache.get_many(&keys)
+    } else {
+        Vec::new()
+    };
+    let (mut touched, mut hits) = (0, 0);
+    found.reserve(requests.len());
+    for (i, &(key, f)) in requests.iter().enumerate() {
+        let data = specs[f].kind == FileKind::Data;
+        touched += u64::from(data);
+        match cached.get(i).cloned().flatten() {
+            Some(b) => {
+                hits += u64::from(data);
                 found.insert((key, f), b);
-                continue;
             }
+            None => missing.push((key, f)),
         }
-        missing.push((key, f));
     }
+    stats::add(Counter::ReaderNumAttrTilesTouched, touched);
+    stats::add(Counter::ReaderAttrTileCacheHits, hits);
     if missing.is_empty() {
         // All cached: no hand-over to the I/O and compute pools (a thread wake-up each).
         return Ok(found);

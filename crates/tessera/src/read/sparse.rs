@@ -6,8 +6,6 @@
 //! layout asks (global, row-major, col-major or unordered) and attribute values are gathered in
 //! whole runs per tile, batch by batch.
 
-use std::hash::BuildHasher;
-
 use crate::fast_hash::{FastMap, FastSet};
 
 use rayon::prelude::*;
@@ -472,11 +470,11 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
     let log = (usize::BITS - (lb - la).leading_zeros()) as usize;
     if lb - la < others * log * 16 {
         match nd {
-            1 => against_largest(refs, (la, lb), &mut keep, |i| u128::from(ords[i])),
-            2 => against_largest(refs, (la, lb), &mut keep, |i| {
+            1 => against_largest(refs, (ords, nd), (la, lb), &mut keep, |i| u128::from(ords[i])),
+            2 => against_largest(refs, (ords, nd), (la, lb), &mut keep, |i| {
                 u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])
             }),
-            _ => against_largest(refs, (la, lb), &mut keep, at),
+            _ => against_largest(refs, (ords, nd), (la, lb), &mut keep, at),
         }
         return keep;
     }
@@ -508,10 +506,12 @@ fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys
     keep
 }
 
-/// Clears `keep` for the older of every two cells with the same coordinates (`key`) of which one
-/// lies in the largest fragment's cells `[la, lb)` and the other is a kept cell outside it.
+/// Clears `keep` for the older of every two cells with the same coordinates (`key`; ordinals
+/// `ords`, `nd` per cell) of which one lies in the largest fragment's cells `[la, lb)` and the
+/// other is a kept cell outside it.
 fn against_largest<K: std::hash::Hash + Eq>(
     refs: &[CellRef],
+    (ords, nd): (&[u64], usize),
     (la, lb): (usize, usize),
     keep: &mut [bool],
     key: impl Fn(usize) -> K,
@@ -520,25 +520,26 @@ fn against_largest<K: std::hash::Hash + Eq>(
     if others.is_empty() {
         return;
     }
-    // A bitmap of the others' hashes (16 bits per cell) turns away most of the largest
-    // fragment's cells before the map is probed.
+    // A bitmap of the others' coordinates (16 bits per cell, a multiplicative hash whose top
+    // bits pick the bit) turns away most of the largest fragment's cells in one cheap pass.
     let bits = (others.len() * 16).next_power_of_two().max(64);
-    let hasher = others.hasher().clone();
-    // The top bits: a multiplicative hash mixes them best.
     let shift = 64 - bits.trailing_zeros();
-    let slot = |k: &K| (hasher.hash_one(k) >> shift) as usize;
+    let slot = |o: &[u64]| {
+        let h = o.iter().fold(0u64, |h, &x| (h.rotate_left(29) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        (h >> shift) as usize
+    };
     let mut filter = vec![0u64; bits / 64];
-    for k in others.keys() {
-        let b = slot(k);
+    for &i in others.values() {
+        let b = slot(&ords[i * nd..i * nd + nd]);
         filter[b / 64] |= 1 << (b % 64);
     }
-    for i in la..lb {
-        let k = key(i);
-        let b = slot(&k);
+    for (k, o) in ords[la * nd..lb * nd].chunks_exact(nd.max(1)).enumerate() {
+        let b = slot(o);
         if filter[b / 64] & (1 << (b % 64)) == 0 {
             continue;
         }
-        if let Some(&j) = others.get(&k) {
+        let i = la + k;
+        if let Some(&j) = others.get(&key(i)) {
             if refs[j].0 > refs[i].0 {
                 keep[i] = false;
             } else {
