@@ -378,3 +378,47 @@ fn killed_consolidation_changes_nothing() {
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
     assert_eq!(as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data), expect);
 }
+
+/// A flipped byte in the coordinates of one of many update fragments fails the read that builds
+/// the update index with the fragment's file named, as it fails a read without the index; reads
+/// never return results built from a corrupt tile.
+#[test]
+fn flipped_update_coordinate_fails_the_update_index_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("arr");
+    let ctx = local_ctx();
+    let schema = schema_2d(40, 40, 10, 10);
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[0; 1600]))]).unwrap();
+    let mut names = Vec::new();
+    for k in 0..20i64 {
+        let rs: Vec<i64> = (0..10).map(|j| 1 + (k * 7 + j * 3) % 40).collect();
+        let cs: Vec<i64> = (0..10).map(|j| 1 + (k * 11 + j * 13) % 40).collect();
+        let vals: Vec<i32> = (0..10).map(|j| (k * 10 + j) as i32 + 1).collect();
+        names.push(
+            w.write_sparse(
+                &[
+                    CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+                    CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+                ],
+                &[AttrInput::fixed("a", i32_bytes(&vals))],
+            )
+            .unwrap(),
+        );
+    }
+    let file = uri.join(FRAGMENTS_DIR).join(names[7].to_string()).join("d1.data");
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[3] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    for index in [true, false] {
+        let mut config = Config::new();
+        config.set("sm.read.update_index_cells", if index { "1048576" } else { "0" }).unwrap();
+        let ctx = Context::new(config).unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Corrupt { .. }), "index {index}: {msg}");
+        assert!(msg.contains(&names[7].to_string()) && msg.contains("d1.data"), "index {index}: {msg}");
+    }
+}

@@ -9,3 +9,4 @@ mod faults;
 mod golden;
 mod sparse_errors;
 mod sparse_model;
+mod update_index;

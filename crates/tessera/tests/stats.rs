@@ -167,3 +167,63 @@ fn stats_off_cost_nothing_and_count_nothing() {
     let j: serde_json::Value = serde_json::from_str(&stats::json()).unwrap();
     assert_eq!(j["counters"]["sm_query_submit_read"], 0);
 }
+
+/// The update index is built by the first read of an open array and reused by later reads,
+/// which then read no coordinate tile of the indexed fragments (no tile cache here, so every
+/// tile a read needs is a storage request).
+#[test]
+fn update_index_is_built_once_per_open_array() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let ctx_of = |index: bool| {
+        let mut c = Config::new();
+        c.set("sm.tile_cache_size", "0").unwrap();
+        c.set("sm.read.update_index_cells", if index { "1048576" } else { "0" }).unwrap();
+        Context::new(c).unwrap()
+    };
+    let ctx = ctx_of(true);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (1, 40), 10))
+        .dim(Dimension::new("c", Datatype::Int64, (1, 40), 10))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&[0i32; 1600]))])
+        .unwrap();
+    let (fragments, per) = (20, 10);
+    for k in 0..fragments {
+        let rs: Vec<i64> = (0..per).map(|j| 1 + (k * 7 + j * 3) % 40).collect();
+        let cs: Vec<i64> = (0..per).map(|j| 1 + (k * 11 + j * 13) % 40).collect();
+        let vals = vec![k as i32 + 1; per as usize];
+        w.write_sparse(
+            &[
+                CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+                CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+            ],
+            &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
+        )
+        .unwrap();
+    }
+    let read = |r: &Array| r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data.clone();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let first = measured(|| drop(read(&r)));
+    assert_eq!(counter(&first, Counter::ReaderUpdateIndexCells), (fragments * per) as u64);
+    let mut again = Vec::new();
+    let second = measured(|| again = read(&r));
+    assert_eq!(counter(&second, Counter::ReaderUpdateIndexCells), 0, "built once per open array");
+    let plain = Array::open(&ctx_of(false), &uri, Mode::Read).unwrap();
+    let mut want = Vec::new();
+    let without = measured(|| want = read(&plain));
+    assert_eq!(again, want);
+    assert_eq!(counter(&without, Counter::ReaderUpdateIndexCells), 0);
+    // Without the index every fragment's two coordinate tiles are read as well.
+    let (with_req, without_req) =
+        (counter(&second, Counter::VfsReadNumRequests), counter(&without, Counter::VfsReadNumRequests));
+    assert!(
+        without_req >= with_req + 2 * fragments as u64,
+        "{with_req} requests with the index, {without_req} without"
+    );
+}

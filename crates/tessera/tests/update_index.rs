@@ -1,0 +1,164 @@
+//! The update index of small fragments (`sm.read.update_index_cells`): reads with it equal reads
+//! without it, on dense arrays (updates and deleted points laid over the dense data) and on
+//! sparse arrays, for boxes, several ranges, points and every layout; and it is built by the
+//! first read only.
+
+use std::collections::BTreeMap;
+
+use tessera::*;
+
+use crate::common::*;
+
+fn ctx_with_index(index: bool) -> Context {
+    let mut config = Config::new();
+    config.set("sm.read.update_index_cells", if index { "1048576" } else { "0" }).unwrap();
+    Context::new(config).unwrap()
+}
+
+fn coords<'a>(rs: &'a [i64], cs: &'a [i64]) -> [CoordInput<'a>; 2] {
+    [CoordInput { name: "r", data: bytemuck::cast_slice(rs) }, CoordInput { name: "c", data: bytemuck::cast_slice(cs) }]
+}
+
+/// 30 update fragments (and two point deletions) over a dense 60 x 60 array: every read equals
+/// the reference map, with and without the index.
+#[test]
+fn dense_reads_with_the_index_equal_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("arr");
+    let ctx = ctx_with_index(true);
+    let schema = schema_2d(60, 60, 16, 16);
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    let base: Vec<i32> = (0..3600).collect();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&base))]).unwrap();
+    let mut model: BTreeMap<(i64, i64), i32> = (0..3600).map(|k| ((1 + k / 60, 1 + k % 60), k as i32)).collect();
+    let mut rng = 7u64;
+    let mut next = |m: u64| {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (rng >> 33) % m
+    };
+    for f in 0..32 {
+        let mut cells: BTreeMap<(i64, i64), i32> = BTreeMap::new();
+        for j in 0..40 {
+            cells.insert((1 + next(60) as i64, 1 + next(60) as i64), -(f * 100 + j));
+        }
+        let (rs, cs): (Vec<i64>, Vec<i64>) = cells.keys().copied().unzip();
+        if f % 15 == 14 {
+            w.delete_cells(&coords(&rs, &cs)).unwrap();
+            for k in cells.keys() {
+                model.insert(*k, i32::MIN); // the fill value
+            }
+            continue;
+        }
+        let vals: Vec<i32> = cells.values().copied().collect();
+        w.write_sparse(&coords(&rs, &cs), &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+        model.extend(cells);
+    }
+    let fill = i32::from_le_bytes(schema.attrs[0].fill_bytes().try_into().unwrap());
+    for index in [true, false] {
+        let r = Array::open(&ctx_with_index(index), &uri, Mode::Read).unwrap();
+        for (r0, r1, c0, c1) in [(1, 60, 1, 60), (5, 20, 30, 59), (17, 17, 1, 60), (33, 48, 2, 2)] {
+            for layout in [Layout::RowMajor, Layout::ColMajor, Layout::Global] {
+                let res = r.read(&Subarray::from_ranges(&[(r0, r1), (c0, c1)]), &["a"], layout).unwrap();
+                let got = as_i32(&res.attrs[0].data);
+                let mut want: Vec<((i64, i64), i32)> = model
+                    .iter()
+                    .filter(|((x, y), _)| (r0..=r1).contains(&i128::from(*x)) && (c0..=c1).contains(&i128::from(*y)))
+                    .map(|(k, v)| (*k, if *v == i32::MIN { fill } else { *v }))
+                    .collect();
+                if layout == Layout::RowMajor {
+                    assert_eq!(got, want.iter().map(|x| x.1).collect::<Vec<_>>(), "index {index}");
+                } else {
+                    // Same multiset of values (the order is the layout's).
+                    let mut g = got.clone();
+                    g.sort_unstable();
+                    want.sort_by_key(|x| x.1);
+                    assert_eq!(g, want.iter().map(|x| x.1).collect::<Vec<_>>(), "index {index} {layout:?}");
+                }
+            }
+        }
+        // Points, including updated and deleted ones.
+        let pts: Vec<(i64, i64)> = model.keys().step_by(37).copied().collect();
+        let (rs, cs): (Vec<i64>, Vec<i64>) = pts.iter().copied().unzip();
+        let res = r.read_points(&coords(&rs, &cs), &["a"]).unwrap();
+        let want: Vec<i32> = pts.iter().map(|p| model[p]).map(|v| if v == i32::MIN { fill } else { v }).collect();
+        assert_eq!(as_i32(&res.attrs[0].data), want, "points, index {index}");
+    }
+}
+
+/// 40 small fragments over a sparse array (new points and updates of old ones): unordered and
+/// ordered reads of boxes and of several ranges return the newest cells, with and without the
+/// index.
+#[test]
+fn sparse_reads_with_the_index_equal_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("arr");
+    let ctx = ctx_with_index(true);
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(dim("r", 0, 999, 100))
+        .dim(dim("c", 0, 999, 250))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .capacity(64)
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    let mut model: BTreeMap<(i64, i64), i32> = BTreeMap::new();
+    let mut rng = 11u64;
+    let mut next = |m: u64| {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (rng >> 33) % m
+    };
+    for f in 0..41 {
+        let n = if f == 0 { 5000 } else { 60 };
+        let mut cells: BTreeMap<(i64, i64), i32> = BTreeMap::new();
+        for j in 0..n {
+            // Half of each small fragment updates existing points.
+            let p = if f > 0 && j % 2 == 0 {
+                *model.keys().nth(next(model.len() as u64) as usize).unwrap()
+            } else {
+                (next(1000) as i64, next(1000) as i64)
+            };
+            cells.insert(p, f * 10_000 + j);
+        }
+        let (rs, cs): (Vec<i64>, Vec<i64>) = cells.keys().copied().unzip();
+        let vals: Vec<i32> = cells.values().copied().collect();
+        w.write_sparse(&coords(&rs, &cs), &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+        model.extend(cells);
+    }
+    for index in [true, false] {
+        let r = Array::open(&ctx_with_index(index), &uri, Mode::Read).unwrap();
+        let queries: Vec<Vec<Vec<DimRange>>> = vec![
+            vec![vec![DimRange::Int(100, 399)], vec![DimRange::Int(200, 260)]],
+            vec![vec![DimRange::Int(0, 999)], vec![DimRange::Int(0, 999)]],
+            vec![
+                vec![DimRange::Int(10, 50), DimRange::Int(700, 720)],
+                vec![DimRange::Int(0, 499), DimRange::Int(900, 950)],
+            ],
+            vec![vec![DimRange::Int(512, 512)], vec![]],
+        ];
+        for q in &queries {
+            let inside = |x: i64, rs: &[DimRange]| {
+                rs.is_empty()
+                    || rs.iter().any(|d| matches!(d, DimRange::Int(a, b) if *a <= i128::from(x) && i128::from(x) <= *b))
+            };
+            let want: Vec<(i64, i64, i32)> = model
+                .iter()
+                .filter(|((x, y), _)| inside(*x, &q[0]) && inside(*y, &q[1]))
+                .map(|((x, y), v)| (*x, *y, *v))
+                .collect();
+            for layout in [Layout::Unordered, Layout::Global, Layout::RowMajor] {
+                let res = r.sparse_query(q, &[], layout).unwrap().read_all().unwrap();
+                let xs: &[i64] = bytemuck::cast_slice(&res.attrs[0].data);
+                let ys: &[i64] = bytemuck::cast_slice(&res.attrs[1].data);
+                let vs = as_i32(&res.attrs[2].data);
+                let mut got: Vec<(i64, i64, i32)> = (0..vs.len()).map(|k| (xs[k], ys[k], vs[k])).collect();
+                if layout == Layout::RowMajor {
+                    assert_eq!(got, want, "index {index}");
+                }
+                got.sort_unstable();
+                assert_eq!(got, want, "index {index} {layout:?} {q:?}");
+            }
+        }
+    }
+}
