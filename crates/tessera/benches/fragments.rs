@@ -7,7 +7,7 @@
 //! `cargo bench -p tessera --bench fragments -- [--rows R] [--cols C] [--reads N] [--passes P]`
 //! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads timed 3 times each).
 //! The first read after each step's open is timed apart: it builds the update index of the small
-//! fragments (`sm.read.update_index_cells`), which later reads use. `FRAGMENT_STEPS=10,100`
+//! fragments (`sm.read.update_index_size`), which later reads use. `FRAGMENT_STEPS=10,100`
 //! chooses the steps; `FRAGMENT_KEEP=1` stops before consolidation and keeps the array for profiling.
 #![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
 

@@ -16,9 +16,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "bytes of the LRU cache of unfiltered tiles shared by a context's queries (0: off); it takes tiles of at most a sixteenth of its size",
     ),
     (
-        "sm.read.update_index_cells",
-        "1048576",
-        "most cells of small sparse fragments (updates) an open array indexes in memory for its reads, about 36 bytes each for two dimensions (0: no index)",
+        "sm.read.update_index_size",
+        "134217728",
+        "bytes of memory an open array may give its index of small sparse fragments (updates): their cells' keys and fixed-size values (0: no index)",
     ),
     (
         "sm.read.update_index_min_fragments",
@@ -105,9 +105,9 @@ impl Config {
     pub fn tile_cache_size(&self) -> u64 {
         self.num("sm.tile_cache_size")
     }
-    /// Most cells of small fragments in an open array's update index.
-    pub fn update_index_cells(&self) -> u64 {
-        self.num("sm.read.update_index_cells")
+    /// Bytes of an open array's update index.
+    pub fn update_index_size(&self) -> u64 {
+        self.num("sm.read.update_index_size")
     }
     /// Fewest small fragments for which an update index is built.
     pub fn update_index_min_fragments(&self) -> usize {

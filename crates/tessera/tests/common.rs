@@ -23,7 +23,7 @@ fn set_update_index(config: &mut Config, index: bool) {
     if index {
         config.set("sm.read.update_index_min_fragments", "1").unwrap();
     } else {
-        config.set("sm.read.update_index_cells", "0").unwrap();
+        config.set("sm.read.update_index_size", "0").unwrap();
     }
 }
 

@@ -413,7 +413,7 @@ fn flipped_update_coordinate_fails_the_update_index_build() {
     std::fs::write(&file, &bytes).unwrap();
     for index in [true, false] {
         let mut config = Config::new();
-        config.set("sm.read.update_index_cells", if index { "1048576" } else { "0" }).unwrap();
+        config.set("sm.read.update_index_size", if index { "134217728" } else { "0" }).unwrap();
         let ctx = Context::new(config).unwrap();
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();

@@ -179,7 +179,7 @@ fn update_index_is_built_once_per_open_array() {
     let ctx_of = |index: bool| {
         let mut c = Config::new();
         c.set("sm.tile_cache_size", "0").unwrap();
-        c.set("sm.read.update_index_cells", if index { "1048576" } else { "0" }).unwrap();
+        c.set("sm.read.update_index_size", if index { "134217728" } else { "0" }).unwrap();
         Context::new(c).unwrap()
     };
     let ctx = ctx_of(true);

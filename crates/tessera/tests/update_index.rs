@@ -1,4 +1,4 @@
-//! The update index of small fragments (`sm.read.update_index_cells`): reads with it equal reads
+//! The update index of small fragments (`sm.read.update_index_size`): reads with it equal reads
 //! without it, on dense arrays (updates and deleted points laid over the dense data) and on
 //! sparse arrays, for boxes, several ranges, points and every layout; and it is built by the
 //! first read only.
@@ -11,7 +11,7 @@ use crate::common::*;
 
 fn ctx_with_index(index: bool) -> Context {
     let mut config = Config::new();
-    config.set("sm.read.update_index_cells", if index { "1048576" } else { "0" }).unwrap();
+    config.set("sm.read.update_index_size", if index { "134217728" } else { "0" }).unwrap();
     Context::new(config).unwrap()
 }
 
@@ -86,9 +86,10 @@ fn dense_reads_with_the_index_equal_the_reference() {
     }
 }
 
-/// 40 small fragments over a sparse array (new points and updates of old ones): unordered and
-/// ordered reads of boxes and of several ranges return the newest cells, with and without the
-/// index.
+/// 40 small fragments over a sparse array (new points and updates of old ones), a fixed-size
+/// attribute, a nullable one and a var-sized one: unordered and ordered reads of boxes and of
+/// several ranges return the newest cells with and without the index, whether the values come
+/// from the index (fixed-size attributes only) or from the tiles (with the var-sized one).
 #[test]
 fn sparse_reads_with_the_index_equal_the_reference() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,6 +99,8 @@ fn sparse_reads_with_the_index_equal_the_reference() {
         .dim(dim("r", 0, 999, 100))
         .dim(dim("c", 0, 999, 250))
         .attr(Attribute::new("a", Datatype::Int32))
+        .attr(Attribute { nullable: true, ..Attribute::new("b", Datatype::Float64) })
+        .attr(Attribute { cell_val_num: CellValNum::Var, ..Attribute::new("s", Datatype::UInt8) })
         .capacity(64)
         .build()
         .unwrap();
@@ -123,7 +126,24 @@ fn sparse_reads_with_the_index_equal_the_reference() {
         }
         let (rs, cs): (Vec<i64>, Vec<i64>) = cells.keys().copied().unzip();
         let vals: Vec<i32> = cells.values().copied().collect();
-        w.write_sparse(&coords(&rs, &cs), &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+        let b: Vec<f64> = vals.iter().map(|&v| f64::from(v) / 4.0).collect();
+        let valid: Vec<u8> = vals.iter().map(|&v| u8::from(v % 3 != 0)).collect();
+        let text: String = vals.iter().map(|v| format!("v{v}")).collect();
+        let mut offs = Vec::new();
+        let mut at = 0u64;
+        for v in &vals {
+            offs.push(at);
+            at += format!("v{v}").len() as u64;
+        }
+        w.write_sparse(
+            &coords(&rs, &cs),
+            &[
+                AttrInput::fixed("a", i32_bytes(&vals)),
+                AttrInput { name: "b", data: bytemuck::cast_slice(&b), offsets: None, validity: Some(&valid) },
+                AttrInput { name: "s", data: text.as_bytes(), offsets: Some(&offs), validity: None },
+            ],
+        )
+        .unwrap();
         model.extend(cells);
     }
     for index in [true, false] {
@@ -147,11 +167,31 @@ fn sparse_reads_with_the_index_equal_the_reference() {
                 .filter(|((x, y), _)| inside(*x, &q[0]) && inside(*y, &q[1]))
                 .map(|((x, y), v)| (*x, *y, *v))
                 .collect();
-            for layout in [Layout::Unordered, Layout::Global, Layout::RowMajor] {
-                let res = r.sparse_query(q, &[], layout).unwrap().read_all().unwrap();
+            for (layout, attrs) in [
+                (Layout::Unordered, vec!["a", "b"]),
+                (Layout::Unordered, vec!["b", "s", "a"]),
+                (Layout::Global, vec!["a", "b"]),
+                (Layout::RowMajor, vec!["a", "b"]),
+            ] {
+                let res = r.sparse_query(q, &attrs, layout).unwrap().read_all().unwrap();
+                let col = |name: &str| res.attrs.iter().find(|x| x.name == name).unwrap();
                 let xs: &[i64] = bytemuck::cast_slice(&res.attrs[0].data);
                 let ys: &[i64] = bytemuck::cast_slice(&res.attrs[1].data);
-                let vs = as_i32(&res.attrs[2].data);
+                let vs = as_i32(&col("a").data);
+                let b: &[f64] = bytemuck::cast_slice(&col("b").data);
+                let bv = col("b").validity.as_ref().unwrap();
+                for k in 0..vs.len() {
+                    assert_eq!(bv[k], u8::from(vs[k] % 3 != 0), "validity of cell {k}, index {index}");
+                    assert_eq!(b[k], f64::from(vs[k]) / 4.0, "b of cell {k}, index {index}");
+                }
+                if attrs.contains(&"s") {
+                    let s = col("s");
+                    let offs = s.offsets.as_ref().unwrap();
+                    for k in 0..vs.len() {
+                        let end = offs.get(k + 1).map_or(s.data.len(), |&e| e as usize);
+                        assert_eq!(&s.data[offs[k] as usize..end], format!("v{}", vs[k]).as_bytes());
+                    }
+                }
                 let mut got: Vec<(i64, i64, i32)> = (0..vs.len()).map(|k| (xs[k], ys[k], vs[k])).collect();
                 if layout == Layout::RowMajor {
                     assert_eq!(got, want, "index {index}");

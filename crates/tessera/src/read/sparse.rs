@@ -6,6 +6,8 @@
 //! layout asks (global, row-major, col-major or unordered) and attribute values are gathered in
 //! whole runs per tile, batch by batch.
 
+use std::sync::Arc;
+
 use crate::fast_hash::{FastMap, FastSet};
 
 use rayon::prelude::*;
@@ -14,7 +16,7 @@ use super::execute::{count_copied, fetch_tiles, TileKey};
 use super::query::{
     buffer_cells, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult, ReadStatus,
 };
-use super::update_index::update_index;
+use super::update_index::{update_index, UpdateIndex};
 use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
@@ -25,8 +27,12 @@ use crate::read::Layout;
 use crate::stats::{self, Timer};
 use crate::storage::Bytes;
 
-/// One result cell: fragment, tile, cell within the tile.
+/// One result cell: fragment, tile, cell within the tile; or [`FROM_INDEX`], 0, the cell's place
+/// in the update index (whose values the read copies).
 type CellRef = (u32, u32, u32);
+
+/// The fragment number of result cells whose values come from the update index.
+const FROM_INDEX: u32 = u32::MAX;
 
 /// A candidate tile's matching cells and their ordinals (one column per dimension).
 type TileMatches = (TileKey, Vec<u32>, Vec<Vec<u64>>);
@@ -43,6 +49,8 @@ pub struct SparseReadQuery {
     ords: Vec<u64>,
     cursor: u64,
     layout: Layout,
+    /// The update index some cells' values come from.
+    index: Option<Arc<UpdateIndex>>,
 }
 
 fn overlaps(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
@@ -90,11 +98,18 @@ impl SparseReadQuery {
         let one_box = oranges.iter().all(|rs| rs.len() == 1);
         // The update index's cells in the box, grouped by tile.
         let mut from_index: Vec<TileMatches> = Vec::new();
+        // Their places in the index, when it holds every requested attribute's values.
+        let mut index_place: FastMap<CellRef, u32> = FastMap::default();
+        let values_in_index = index.as_ref().is_some_and(|ix| idx.iter().all(|&a| ix.values_of(a).is_some()));
         if let Some(ix) = &index {
-            let mut hits = ix.cells_in_box(&bbox);
-            hits.sort_unstable_by_key(|&i| ix.place(i));
-            for i in hits {
-                let (f, t, c) = ix.place(i);
+            // Grouped by tile (places fetched once: the index is large, the hits are few).
+            let mut hits: Vec<(CellRef, usize)> =
+                ix.cells_in_box(&bbox).into_iter().map(|i| (ix.place(i), i)).collect();
+            hits.sort_unstable();
+            if values_in_index {
+                index_place.extend(hits.iter().map(|&(p, i)| (p, i as u32)));
+            }
+            for ((f, t, c), i) in hits {
                 let k = (f as usize, u64::from(t));
                 if from_index.last().is_none_or(|m| m.0 != k) {
                     from_index.push((k, Vec::new(), vec![Vec::new(); nd]));
@@ -158,8 +173,16 @@ impl SparseReadQuery {
             per_tile.extend(from_index);
             per_tile.sort_unstable_by_key(|m| m.0);
         }
-        let (cells, ords) = order_results(array, &per_tile, layout);
-        Ok(Self { array: array.clone(), attrs: idx, specs, cells, ords, cursor: 0, layout })
+        let (mut cells, ords) = order_results(array, &per_tile, layout);
+        if !index_place.is_empty() {
+            for c in cells.iter_mut().filter(|c| indexed(c.0 as usize)) {
+                if let Some(&at) = index_place.get(c) {
+                    *c = (FROM_INDEX, 0, at);
+                }
+            }
+        }
+        let index = index.filter(|_| !index_place.is_empty());
+        Ok(Self { array: array.clone(), attrs: idx, specs, cells, ords, cursor: 0, layout, index })
     }
 
     /// Cells in the whole result.
@@ -281,19 +304,28 @@ impl SparseReadQuery {
         }
         let file_of = |attr: usize, kind: FileKind| self.specs.iter().position(|s| s.attr == attr && s.kind == kind);
         let mut requests = Vec::new();
+        let from_index = |k: &TileKey| k.0 == FROM_INDEX as usize;
         for &i in &self.attrs {
             for kind in [FileKind::Data, FileKind::Offsets, FileKind::Validity] {
                 if let Some(f) = file_of(i, kind) {
-                    requests.extend(keys.iter().map(|&k| (k, f)));
+                    requests.extend(keys.iter().filter(|k| !from_index(k)).map(|&k| (k, f)));
                 }
             }
         }
         let tiles = fetch_tiles(&self.array, &self.specs, &requests)?;
         for &i in &self.attrs {
             let a = &schema.attrs[i];
+            let in_index = self.index.as_ref().and_then(|ix| ix.values_of(i));
             let per_slot = |kind| -> Vec<&[u8]> {
                 keys.iter()
-                    .map(|k| file_of(i, kind).and_then(|f| tiles.get(&(*k, f))).map_or(&[][..], |b| &b[..]))
+                    .map(|k| match (from_index(k), in_index) {
+                        (true, Some((data, valid))) => match kind {
+                            FileKind::Data => data,
+                            FileKind::Validity => valid.unwrap_or(&[]),
+                            _ => &[],
+                        },
+                        _ => file_of(i, kind).and_then(|f| tiles.get(&(*k, f))).map_or(&[][..], |b| &b[..]),
+                    })
                     .collect()
             };
             let (datas, offss, valids) =
@@ -573,7 +605,9 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
     let schema = array.schema();
     let nd = schema.ndim();
     let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
-    let frags: FastSet<usize> = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0).collect();
+    let mut frags = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0);
+    let first = frags.next();
+    let single = frags.all(|f| Some(f) == first);
     // Per-fragment streams are already in global order (tiles and cells in order).
     let mut refs: Vec<CellRef> = Vec::with_capacity(total);
     let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
@@ -588,7 +622,6 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
             }
         }
     }
-    let single = frags.len() <= 1;
     let fragments = &array.fragments;
     let any_deletes = fragments.iter().any(|f| f.is_delete());
     if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
@@ -603,7 +636,9 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
         let mut w = 0;
         for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
             refs[w] = refs[i];
-            ords.copy_within(i * nd..i * nd + nd, w * nd);
+            for d in 0..nd {
+                ords[w * nd + d] = ords[i * nd + d];
+            }
             w += 1;
         }
         refs.truncate(w);

@@ -7,11 +7,15 @@
 //! finds the cells of its box with two binary searches per space tile the box meets, however
 //! many fragments there are.
 //!
-//! The index is built by the first read that needs it (from the coordinate tiles, which that
-//! read fetches anyway) and lives as long as the open array. It takes fragments of at most
-//! [`SMALL_CELLS`] cells, newest first, up to `sm.read.update_index_cells` cells in all, and is
-//! built only when at least `sm.read.update_index_min_fragments` fragments qualify; other
-//! fragments are read as before. Arrays in Hilbert order (whose keys are not tile-major) have none.
+//! It also holds the cells' values of every fixed-size attribute in the same order, so a sparse
+//! read takes the values of the cells it found from a few contiguous runs instead of one cell
+//! from each of hundreds of small tiles (var-sized attributes are still read from the tiles).
+//!
+//! The index is built by the first read that needs it and lives as long as the open array. It
+//! takes fragments of at most [`SMALL_CELLS`] cells, newest first, while the index fits in
+//! `sm.read.update_index_size` bytes (keys, places and fixed-size values), and is built only when
+//! at least `sm.read.update_index_min_fragments` fragments qualify; other fragments are read as
+//! before. Arrays in Hilbert order (whose keys are not tile-major) have none.
 
 use std::sync::Arc;
 
@@ -20,7 +24,7 @@ use rayon::prelude::*;
 use super::execute::{fetch_tiles, TileKey};
 use crate::array::Array;
 use crate::error::{Error, Result};
-use crate::fragment::FileSpec;
+use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::{ordinals, pack_keys, OrderKeys};
 use crate::stats::{self, Counter, Timer};
 
@@ -44,7 +48,13 @@ pub(crate) struct UpdateIndex {
     indexed: Vec<bool>,
     /// Per dimension, the key word that holds its ordinal.
     word_of: Vec<usize>,
+    /// Per attribute, the cells' values in index order (fixed-size attributes; `None` for
+    /// var-sized ones), and their validity bytes (nullable ones).
+    values: Vec<Option<Column>>,
 }
+
+/// One fixed-size attribute's values in index order, and their validity bytes if nullable.
+type Column = (Vec<u8>, Option<Vec<u8>>);
 
 impl UpdateIndex {
     /// Builds the index of `array`'s small fragments, or `None` when too few qualify (or the
@@ -53,12 +63,20 @@ impl UpdateIndex {
         let schema = array.schema();
         let order = OrderKeys::new(schema);
         let Some(lead) = order.lead_dim() else { return Ok(None) };
-        let budget = array.ctx.config().update_index_cells();
+        let budget = array.ctx.config().update_index_size();
+        // Bytes per cell: key words, place, fixed-size values and validity.
+        let per_cell = (order.width() * 8 + 12) as u64
+            + schema
+                .attrs
+                .iter()
+                .filter(|a| !a.is_var())
+                .map(|a| a.cell_size() as u64 + u64::from(a.nullable))
+                .sum::<u64>();
         let frags = &array.fragments;
         let mut chosen: Vec<usize> = Vec::new();
         let mut total = 0u64;
         for (fi, f) in frags.iter().enumerate().rev() {
-            if f.sparse.is_none() || f.cell_count > SMALL_CELLS || total + f.cell_count > budget {
+            if f.sparse.is_none() || f.cell_count > SMALL_CELLS || (total + f.cell_count) * per_cell > budget {
                 continue;
             }
             total += f.cell_count;
@@ -133,6 +151,7 @@ impl UpdateIndex {
         });
         let sorted_keys: Vec<u64> =
             perm.iter().flat_map(|&i| keys[i as usize * w..i as usize * w + w].iter().copied()).collect();
+        let values = Self::values(array, &specs, &tile_keys, &refs, &perm)?;
         let sorted_refs: Vec<Place> = perm.iter().map(|&i| refs[i as usize]).collect();
         let mut indexed = vec![false; frags.len()];
         for &fi in &chosen {
@@ -141,7 +160,80 @@ impl UpdateIndex {
         // Key words after the first hold the ordinals in cell order (the lead dimension first).
         let word_of: Vec<usize> = (0..nd).map(|d| if lead == 0 { 1 + d } else { nd - d }).collect();
         stats::add(Counter::ReaderUpdateIndexCells, n as u64);
-        Ok(Some(Self { order, w, keys: sorted_keys, refs: sorted_refs, indexed, word_of }))
+        Ok(Some(Self { order, w, keys: sorted_keys, refs: sorted_refs, indexed, word_of, values }))
+    }
+
+    /// The fixed-size attributes' values (and validity) of the cells `refs` (in tile order, as
+    /// `tile_keys` lists the tiles) rearranged in index order `perm`. Delete fragments have no
+    /// values: theirs are zeros (reads never return deleted cells).
+    fn values(
+        array: &Array,
+        specs: &[FileSpec],
+        tile_keys: &[TileKey],
+        refs: &[Place],
+        perm: &[u32],
+    ) -> Result<Vec<Option<Column>>> {
+        let schema = array.schema();
+        let frags = &array.fragments;
+        let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
+        let fixed: Vec<usize> = (0..schema.attrs.len()).filter(|&a| !schema.attrs[a].is_var()).collect();
+        let mut requests = Vec::new();
+        for &a in &fixed {
+            for kind in [FileKind::Data, FileKind::Validity] {
+                if let Some(f) = file_of(a, kind) {
+                    requests.extend(tile_keys.iter().filter(|k| !frags[k.0].is_delete()).map(|&k| (k, f)));
+                }
+            }
+        }
+        let tiles = fetch_tiles(array, specs, &requests)?;
+        let cells_of = |k: TileKey| frags[k.0].sparse.as_ref().map_or(0, |s| s.tile_cells[k.1 as usize]) as usize;
+        // One column of `size`-byte values per file, tile after tile, then in index order.
+        let column = |f: Option<usize>, size: usize| -> Result<Option<Vec<u8>>> {
+            let Some(f) = f else { return Ok(None) };
+            let mut all = Vec::with_capacity(refs.len() * size);
+            for &k in tile_keys {
+                let n = cells_of(k) * size;
+                if frags[k.0].is_delete() {
+                    all.resize(all.len() + n, 0);
+                    continue;
+                }
+                match tiles.get(&(k, f)) {
+                    Some(t) if t.len() == n => all.extend_from_slice(t),
+                    _ => {
+                        return Err(Error::corrupt(
+                            array.fragment_dir(k.0).join(&specs[f].name),
+                            format!(
+                                "tile {}: {} bytes where {n} are expected",
+                                k.1,
+                                tiles.get(&(k, f)).map_or(0, |t| t.len())
+                            ),
+                        ))
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(all.len());
+            for &i in perm {
+                out.extend_from_slice(&all[i as usize * size..(i as usize + 1) * size]);
+            }
+            Ok(Some(out))
+        };
+        (0..schema.attrs.len())
+            .map(|a| {
+                let attr = &schema.attrs[a];
+                if attr.is_var() {
+                    return Ok(None);
+                }
+                let data = column(file_of(a, FileKind::Data), attr.cell_size())?.unwrap_or_default();
+                let valid = column(file_of(a, FileKind::Validity), 1)?;
+                Ok(Some((data, valid)))
+            })
+            .collect()
+    }
+
+    /// The values of fixed-size attribute `attr` in index order, and their validity bytes for a
+    /// nullable one; `None` for a var-sized attribute.
+    pub(crate) fn values_of(&self, attr: usize) -> Option<(&[u8], Option<&[u8]>)> {
+        self.values.get(attr)?.as_ref().map(|(d, v)| (&d[..], v.as_deref()))
     }
 
     /// Whether fragment `fi`'s cells are in the index (reads then skip the fragment).
