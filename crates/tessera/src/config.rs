@@ -22,7 +22,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sm.read.update_index_min_fragments",
-        "16",
+        "8",
         "fewest small sparse fragments for which an open array builds its update index",
     ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),

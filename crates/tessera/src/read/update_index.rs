@@ -12,7 +12,7 @@
 //! from each of hundreds of small tiles (var-sized attributes are still read from the tiles).
 //!
 //! The index is built by the first read that needs it and lives as long as the open array. It
-//! takes fragments of at most [`SMALL_CELLS`] cells, newest first, while the index fits in
+//! takes fragments of at most [`SMALL_TILES`] data tiles and [`SMALL_CELLS`] cells, newest first, while the index fits in
 //! `sm.read.update_index_size` bytes (keys, places and fixed-size values), and is built only when
 //! at least `sm.read.update_index_min_fragments` fragments qualify; other fragments are read as
 //! before. Arrays in Hilbert order (whose keys are not tile-major) have none.
@@ -30,6 +30,10 @@ use crate::stats::{self, Counter, Timer};
 
 /// The most cells a fragment may hold to be indexed.
 pub(crate) const SMALL_CELLS: u64 = 1 << 16;
+
+/// The most data tiles a fragment may have to be indexed: a fragment of many tiles has small
+/// MBRs, which its R-tree prunes well on its own.
+pub(crate) const SMALL_TILES: usize = 4;
 
 /// Where a cell is stored: fragment, data tile, cell in the tile.
 pub(crate) type Place = (u32, u32, u32);
@@ -76,7 +80,8 @@ impl UpdateIndex {
         let mut chosen: Vec<usize> = Vec::new();
         let mut total = 0u64;
         for (fi, f) in frags.iter().enumerate().rev() {
-            if f.sparse.is_none() || f.cell_count > SMALL_CELLS || (total + f.cell_count) * per_cell > budget {
+            let tiles = f.sparse.as_ref().map_or(usize::MAX, |s| s.tile_cells.len());
+            if tiles > SMALL_TILES || f.cell_count > SMALL_CELLS || (total + f.cell_count) * per_cell > budget {
                 continue;
             }
             total += f.cell_count;
@@ -217,17 +222,20 @@ impl UpdateIndex {
             }
             Ok(Some(out))
         };
-        (0..schema.attrs.len())
-            .map(|a| {
-                let attr = &schema.attrs[a];
-                if attr.is_var() {
-                    return Ok(None);
-                }
-                let data = column(file_of(a, FileKind::Data), attr.cell_size())?.unwrap_or_default();
-                let valid = column(file_of(a, FileKind::Validity), 1)?;
-                Ok(Some((data, valid)))
-            })
-            .collect()
+        array.ctx.install(|| {
+            (0..schema.attrs.len())
+                .into_par_iter()
+                .map(|a| {
+                    let attr = &schema.attrs[a];
+                    if attr.is_var() {
+                        return Ok(None);
+                    }
+                    let data = column(file_of(a, FileKind::Data), attr.cell_size())?.unwrap_or_default();
+                    let valid = column(file_of(a, FileKind::Validity), 1)?;
+                    Ok(Some((data, valid)))
+                })
+                .collect()
+        })
     }
 
     /// The values of fixed-size attribute `attr` in index order, and their validity bytes for a
