@@ -5,7 +5,7 @@
 //! snapshot (time travel to the load), so ratios compare like with like on a busy machine.
 //!
 //! `cargo bench -p tessera --bench fragments -- [--rows R] [--cols C] [--reads N] [--passes P]`
-//! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads timed 3 times each).
+//! (default 15000 x 17500 int32 = 1.05 GB in 1000 x 2500 tiles, 100 reads timed 4 times each).
 //! The first read after each step's open is timed apart: it builds the update index of the small
 //! fragments (`sm.read.update_index_size`), which later reads use. `FRAGMENT_STEPS=10,100`
 //! chooses the steps; `FRAGMENT_KEEP=1` stops before consolidation and keeps the array for profiling.
@@ -40,11 +40,19 @@ fn median(v: &mut [Duration]) -> Duration {
 /// and from `now`, alternately, so that both see the same machine: the ratio of the two is what
 /// the step costs, even while other work slows the machine down. Returns (mean, median) of
 /// `now` and the ratios of means and medians to `base`.
-fn paired_reads(base: &Array, now: &Array, squares: &[(i128, i128)], side: i128) -> (Duration, Duration, f64, f64) {
+fn paired_reads(
+    base: &Array,
+    now: &Array,
+    squares: &[(i128, i128)],
+    side: i128,
+    per_pass: usize,
+) -> (Duration, Duration, f64, f64) {
     let (mut b, mut n) = (Vec::new(), Vec::new());
     for (k, &(x, y)) in squares.iter().enumerate() {
-        // Which goes first alternates too: the second read of a square finds it in the caches.
-        if k % 2 == 0 {
+        // Which goes first alternates between neighbours and between passes (`per_pass` reads
+        // each), so that every read is first in half of its passes: the second read of a read
+        // finds it in the CPU caches, and reads differ in cost.
+        if (k + k / per_pass.max(1)).is_multiple_of(2) {
             b.push(read_square(base, x, y, side));
             n.push(read_square(now, x, y, side));
         } else {
@@ -68,7 +76,7 @@ fn report(label: &str, (mean, med, rmean, rmed): (Duration, Duration, f64, f64),
 
 fn main() {
     let (rows, cols, nreads) = (arg("--rows", 15000), arg("--cols", 17500), arg("--reads", 100) as usize);
-    let passes = arg("--passes", 3).max(1) as usize;
+    let passes = arg("--passes", 4).max(1) as usize;
     let side = 1000.min(rows).min(cols);
     let dir = std::env::temp_dir().join("tessera-bench-fragments");
     let _ = std::fs::remove_dir_all(&dir);
@@ -104,10 +112,11 @@ fn main() {
     let loaded_at = r.fragments()[0].name.t1;
     let base = Array::open_at(&ctx, &uri, Mode::Read, Some(loaded_at)).unwrap();
     assert_eq!(base.fragments().len(), 1);
-    paired_reads(&base, &r, &squares[..nreads.min(10)], side); // warm the page cache
-                                                               // Every square is read `passes` times (in turn), so one slow read weighs less.
+    // Warm the page cache.
+    paired_reads(&base, &r, &squares[..nreads.min(10)], side, nreads);
+    // Every square is read `passes` times (in turn), so one slow read weighs less.
     let timed = squares.repeat(passes);
-    report("    1 fragments:", paired_reads(&base, &r, &timed, side), "");
+    report("    1 fragments:", paired_reads(&base, &r, &timed, side, nreads), "");
     drop(r);
     let mut written = 0;
     let steps: Vec<usize> = match std::env::var("FRAGMENT_STEPS") {
@@ -141,7 +150,7 @@ fn main() {
         let first = read_square(&r, squares[0].0, squares[0].1, side);
         report(
             &format!("{:>5} fragments:", 1 + target),
-            paired_reads(&base, &r, &timed, side),
+            paired_reads(&base, &r, &timed, side, nreads),
             &format!(
                 "   [{} updates of 1,000 cells written in {:.2} s; first read after opening {:.1} ms]",
                 target,
@@ -171,8 +180,8 @@ fn main() {
         .unwrap();
     drop(data);
     let base = Array::open(&ctx, &copy, Mode::Read).unwrap();
-    paired_reads(&base, &r, &squares[..nreads.min(10)], side);
-    report("consolidated:", paired_reads(&base, &r, &timed, side), "");
+    paired_reads(&base, &r, &squares[..nreads.min(10)], side, nreads);
+    report("consolidated:", paired_reads(&base, &r, &timed, side, nreads), "");
     println!(
         "consolidation of {} fragments: {:.3} s ({:.2}x the initial load)",
         1 + written,
