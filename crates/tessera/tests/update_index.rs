@@ -19,18 +19,37 @@ fn coords<'a>(rs: &'a [i64], cs: &'a [i64]) -> [CoordInput<'a>; 2] {
     [CoordInput { name: "r", data: bytemuck::cast_slice(rs) }, CoordInput { name: "c", data: bytemuck::cast_slice(cs) }]
 }
 
-/// 30 update fragments (and two point deletions) over a dense 60 x 60 array: every read equals
-/// the reference map, with and without the index.
+/// 30 update fragments (and two point deletions) over a dense 60 x 60 array with a plain and a
+/// nullable attribute: every read equals the reference map, with and without the index.
 #[test]
 fn dense_reads_with_the_index_equal_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
     let ctx = ctx_with_index(true);
-    let schema = schema_2d(60, 60, 16, 16);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("r", 1, 60, 16))
+        .dim(dim("c", 1, 60, 16))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .attr(Attribute { nullable: true, ..Attribute::new("b", Datatype::Int16) })
+        .build()
+        .unwrap();
     Array::create(&ctx, &uri, &schema).unwrap();
     let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    // b is a's last three digits, null where a is a multiple of 3.
+    let b_of = |a: &[i32]| -> (Vec<i16>, Vec<u8>) {
+        (a.iter().map(|v| (v % 1000) as i16).collect(), a.iter().map(|v| u8::from(v % 3 != 0)).collect())
+    };
     let base: Vec<i32> = (0..3600).collect();
-    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&base))]).unwrap();
+    let (b, valid) = b_of(&base);
+    w.write(
+        &Subarray::full(&schema),
+        Layout::RowMajor,
+        &[
+            AttrInput::fixed("a", i32_bytes(&base)),
+            AttrInput { name: "b", data: bytemuck::cast_slice(&b), offsets: None, validity: Some(&valid) },
+        ],
+    )
+    .unwrap();
     let mut model: BTreeMap<(i64, i64), i32> = (0..3600).map(|k| ((1 + k / 60, 1 + k % 60), k as i32)).collect();
     let mut rng = 7u64;
     let mut next = |m: u64| {
@@ -51,7 +70,15 @@ fn dense_reads_with_the_index_equal_the_reference() {
             continue;
         }
         let vals: Vec<i32> = cells.values().copied().collect();
-        w.write_sparse(&coords(&rs, &cs), &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+        let (b, valid) = b_of(&vals);
+        w.write_sparse(
+            &coords(&rs, &cs),
+            &[
+                AttrInput::fixed("a", i32_bytes(&vals)),
+                AttrInput { name: "b", data: bytemuck::cast_slice(&b), offsets: None, validity: Some(&valid) },
+            ],
+        )
+        .unwrap();
         model.extend(cells);
     }
     let fill = i32::from_le_bytes(schema.attrs[0].fill_bytes().try_into().unwrap());
@@ -59,8 +86,18 @@ fn dense_reads_with_the_index_equal_the_reference() {
         let r = Array::open(&ctx_with_index(index), &uri, Mode::Read).unwrap();
         for (r0, r1, c0, c1) in [(1, 60, 1, 60), (5, 20, 30, 59), (17, 17, 1, 60), (33, 48, 2, 2)] {
             for layout in [Layout::RowMajor, Layout::ColMajor, Layout::Global] {
-                let res = r.read(&Subarray::from_ranges(&[(r0, r1), (c0, c1)]), &["a"], layout).unwrap();
+                let res = r.read(&Subarray::from_ranges(&[(r0, r1), (c0, c1)]), &["a", "b"], layout).unwrap();
                 let got = as_i32(&res.attrs[0].data);
+                let b: &[i16] = bytemuck::cast_slice(&res.attrs[1].data);
+                let bv = res.attrs[1].validity.as_ref().unwrap();
+                for (k, &a) in got.iter().enumerate() {
+                    // Deleted cells read null.
+                    let valid = a != fill && a % 3 != 0;
+                    assert_eq!(bv[k], u8::from(valid), "validity of {a}, index {index}");
+                    if valid {
+                        assert_eq!(b[k], (a % 1000) as i16, "b of {a}, index {index}");
+                    }
+                }
                 let mut want: Vec<((i64, i64), i32)> = model
                     .iter()
                     .filter(|((x, y), _)| (r0..=r1).contains(&i128::from(*x)) && (c0..=c1).contains(&i128::from(*y)))

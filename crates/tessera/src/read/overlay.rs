@@ -14,14 +14,19 @@ use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
 use crate::geometry::{cells_in_box, ordinals_at, Rect};
 
-/// One sparse cell that lands in the result: result position, fragment, tile, cell.
+/// One sparse cell that lands in the result: result position, fragment, tile, cell, and its
+/// place in the update index ([`NOT_INDEXED`] when it was found in its tile).
 #[derive(Clone, Copy)]
 struct Hit {
     dst: u64,
     frag: usize,
     tile: u64,
     cell: u32,
+    at: u32,
 }
+
+/// [`Hit::at`] of cells not found through the update index.
+const NOT_INDEXED: u32 = u32::MAX;
 
 fn inside(p: &[u64], r: &[[u64; 2]]) -> bool {
     p.iter().zip(r).all(|(x, b)| b[0] <= *x && *x <= b[1])
@@ -91,10 +96,10 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     }
     // Every sparse cell inside the run, with its coordinates.
     let mut hits: Vec<(Hit, Vec<u64>)> = Vec::new();
-    let mut place = |key: TileKey, c: u32, p: &[u64]| {
+    let mut place = |key: TileKey, c: u32, p: &[u64], at_index: u32| {
         if let Some(places) = &point_places {
             for &at in places.get(p).map_or(&[][..], Vec::as_slice) {
-                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.to_vec()));
+                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c, at: at_index }, p.to_vec()));
             }
             return;
         }
@@ -103,7 +108,7 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
                 let at =
                     dst.offset + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>();
                 // No break: with overlapping query ranges one cell has several result places.
-                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c }, p.to_vec()));
+                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c, at: at_index }, p.to_vec()));
             }
         }
     };
@@ -114,7 +119,7 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             for (d, x) in p.iter_mut().enumerate() {
                 *x = ix.ordinal(i, d);
             }
-            place((f as usize, u64::from(t)), c, &p);
+            place((f as usize, u64::from(t)), c, &p, i as u32);
         }
     }
     let requests: Vec<(TileKey, usize)> = tiles.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
@@ -143,7 +148,7 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             for (x, col) in p.iter_mut().zip(&cols) {
                 *x = col[k];
             }
-            place(key, c, &p);
+            place(key, c, &p, NOT_INDEXED);
         }
     }
     if hits.is_empty() {
@@ -171,8 +176,11 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
     if winners.is_empty() {
         return Ok(());
     }
-    // Attribute tiles of the winners.
-    let mut keys: Vec<TileKey> = winners.iter().map(|h| (h.frag, h.tile)).collect();
+    // Attribute tiles of the winners whose values the update index does not hold.
+    let values = |attr: usize| index.as_ref().and_then(|ix| ix.values_of(attr));
+    let all_in_index = sinks.iter().all(|s| values(s.attr).is_some());
+    let mut keys: Vec<TileKey> =
+        winners.iter().filter(|h| h.at == NOT_INDEXED || !all_in_index).map(|h| (h.frag, h.tile)).collect();
     keys.sort_unstable();
     keys.dedup();
     let file_of = |attr: usize, kind: FileKind| specs.iter().position(|s| s.attr == attr && s.kind == kind);
@@ -194,13 +202,17 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
                 format!("tile {}: attribute {} tile missing or too short", k.1, a.name),
             )
         };
+        let in_index = values(s.attr).filter(|_| all_in_index);
         match &mut s.data {
             DataSink::Fixed(buf) => {
                 let cs = a.cell_size();
                 for h in &winners {
                     let k = (h.frag, h.tile);
-                    let src = get(k, FileKind::Data).ok_or_else(|| corrupt(k))?;
-                    let (from, to) = (h.cell as usize * cs, h.dst as usize * cs);
+                    let (src, from) = match in_index.filter(|_| h.at != NOT_INDEXED) {
+                        Some((data, _)) => (data, h.at as usize * cs),
+                        None => (&get(k, FileKind::Data).ok_or_else(|| corrupt(k))?[..], h.cell as usize * cs),
+                    };
+                    let to = h.dst as usize * cs;
                     if from + cs > src.len() {
                         return Err(corrupt(k));
                     }
@@ -237,8 +249,11 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
         if let Some(v) = s.validity.as_deref_mut() {
             for h in &winners {
                 let k = (h.frag, h.tile);
-                let src = get(k, FileKind::Validity).ok_or_else(|| corrupt(k))?;
-                v[h.dst as usize] = *src.get(h.cell as usize).ok_or_else(|| corrupt(k))?;
+                let (src, at) = match in_index.and_then(|(_, valid)| valid).filter(|_| h.at != NOT_INDEXED) {
+                    Some(valid) => (valid, h.at as usize),
+                    None => (&get(k, FileKind::Validity).ok_or_else(|| corrupt(k))?[..], h.cell as usize),
+                };
+                v[h.dst as usize] = *src.get(at).ok_or_else(|| corrupt(k))?;
             }
         }
     }
