@@ -565,10 +565,9 @@ fn against_largest<K: std::hash::Hash + Eq>(
         let b = slot(&ords[i * nd..i * nd + nd]);
         filter[b / 64] |= 1 << (b % 64);
     }
-    for (k, o) in ords[la * nd..lb * nd].chunks_exact(nd.max(1)).enumerate() {
-        let b = slot(o);
+    let mut check = |k: usize, b: usize| {
         if filter[b / 64] & (1 << (b % 64)) == 0 {
-            continue;
+            return;
         }
         let i = la + k;
         if let Some(&j) = others.get(&key(i)) {
@@ -578,6 +577,12 @@ fn against_largest<K: std::hash::Hash + Eq>(
                 keep[j] = false;
             }
         }
+    };
+    let part = &ords[la * nd..lb * nd];
+    match bytemuck::try_cast_slice::<u64, [u64; 2]>(part).ok().filter(|_| nd == 2) {
+        // Two dimensions (the common case): the same hash with the loop unrolled.
+        Some(pairs) => pairs.iter().enumerate().for_each(|(k, o)| check(k, slot(o))),
+        None => part.chunks_exact(nd.max(1)).enumerate().for_each(|(k, o)| check(k, slot(o))),
     }
 }
 
@@ -613,12 +618,18 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
     let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
     for ((f, t), keep, kept) in per_tile.iter().filter(|m| !m.1.is_empty()) {
         refs.extend(keep.iter().map(|&c| (*f as u32, *t as u32, c)));
-        // Interleaved: the ordinals of one cell together.
-        let at = ords.len();
-        ords.resize(at + keep.len() * nd, 0);
-        for (d, col) in kept.iter().enumerate() {
-            for (o, &x) in ords[at + d..].iter_mut().step_by(nd).zip(col) {
-                *o = x;
+        // Interleaved: the ordinals of one cell together (the space is reserved: no zeroing).
+        match kept.as_slice() {
+            [x, y] => {
+                for (&a, &b) in x.iter().zip(y) {
+                    ords.push(a);
+                    ords.push(b);
+                }
+            }
+            _ => {
+                for j in 0..keep.len() {
+                    ords.extend(kept.iter().map(|c| c[j]));
+                }
             }
         }
     }
@@ -634,12 +645,21 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
         let keep = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
         // In place: a fresh copy of a large result costs more in page faults than the dedup.
         let mut w = 0;
-        for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
-            refs[w] = refs[i];
-            for d in 0..nd {
-                ords[w * nd + d] = ords[i * nd + d];
+        match bytemuck::try_cast_slice_mut::<u64, [u64; 2]>(&mut ords).ok().filter(|_| nd == 2) {
+            Some(pairs) => {
+                for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
+                    refs[w] = refs[i];
+                    pairs[w] = pairs[i];
+                    w += 1;
+                }
             }
-            w += 1;
+            None => {
+                for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
+                    refs[w] = refs[i];
+                    ords.copy_within(i * nd..i * nd + nd, w * nd);
+                    w += 1;
+                }
+            }
         }
         refs.truncate(w);
         ords.truncate(w * nd);
