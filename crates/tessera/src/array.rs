@@ -217,6 +217,8 @@ impl Array {
         a.mode = Mode::Read;
         a.fragments = Arc::new(keep.iter().map(|&i| self.fragments[i].clone()).collect());
         a.fragment_dirs = Arc::new(keep.iter().map(|&i| self.fragment_dirs[i].clone()).collect());
+        // The update index numbers fragments: the view builds its own.
+        a.update_index = Arc::default();
         a
     }
 

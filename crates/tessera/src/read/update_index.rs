@@ -330,3 +330,48 @@ pub(crate) fn update_index(array: &Array) -> Result<Option<Arc<UpdateIndex>>> {
     let built = UpdateIndex::build(array)?.map(Arc::new);
     Ok(array.update_index.get_or_init(|| built).clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::*;
+
+    /// A view of some of an open array's fragments does not reuse the array's index (which
+    /// numbers the array's fragments, not the view's).
+    #[test]
+    fn a_view_of_some_fragments_builds_its_own_index() {
+        let mut config = Config::new();
+        config.set("sm.read.update_index_min_fragments", "1").unwrap();
+        let ctx = Context::with_storage(config, Arc::new(MemoryStorage::new())).unwrap();
+        let schema = ArraySchema::builder(ArrayType::Sparse)
+            .dim(Dimension::new("x", Datatype::Int64, (0, 99), 10))
+            .dim(Dimension::new("y", Datatype::Int64, (0, 99), 10))
+            .attr(Attribute::new("a", Datatype::Int32))
+            .build()
+            .unwrap();
+        Array::create(&ctx, "/v", &schema).unwrap();
+        let w = Array::open(&ctx, "/v", Mode::Write).unwrap();
+        for f in 0..4i64 {
+            let xs: Vec<i64> = (0..5).map(|k| f * 20 + k).collect();
+            let ys: Vec<i64> = (0..5).map(|k| 99 - f * 20 - k).collect();
+            let vals = vec![f as i32; 5];
+            w.write_sparse(
+                &[
+                    CoordInput { name: "x", data: bytemuck::cast_slice(&xs) },
+                    CoordInput { name: "y", data: bytemuck::cast_slice(&ys) },
+                ],
+                &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
+            )
+            .unwrap();
+        }
+        let values = |r: &Array| {
+            let res = r.sparse_query(&[vec![], vec![]], &[], Layout::Global).unwrap().read_all().unwrap();
+            bytemuck::cast_slice::<u8, i32>(&res.attrs[2].data).to_vec()
+        };
+        let r = Array::open(&ctx, "/v", Mode::Read).unwrap();
+        assert_eq!(values(&r).len(), 20);
+        let view = r.with_fragments(&[0, 1]);
+        assert_eq!(values(&view), [vec![0; 5], vec![1; 5]].concat());
+    }
+}
