@@ -9,9 +9,17 @@ use tessera::*;
 
 use crate::common::*;
 
-fn ctx_with_index(index: bool) -> Context {
+/// The whole index (`"all"`), a small one that takes only the newest fragments (the others are
+/// read from their tiles in the same reads), or none.
+fn ctx_with_index(index: &str) -> Context {
     let mut config = Config::new();
-    config.set("sm.read.update_index_size", if index { "134217728" } else { "0" }).unwrap();
+    let size = match index {
+        "all" => "134217728",
+        "some" => "6000",
+        _ => "0",
+    };
+    config.set("sm.read.update_index_size", size).unwrap();
+    config.set("sm.read.update_index_min_fragments", "1").unwrap();
     Context::new(config).unwrap()
 }
 
@@ -25,7 +33,7 @@ fn coords<'a>(rs: &'a [i64], cs: &'a [i64]) -> [CoordInput<'a>; 2] {
 fn dense_reads_with_the_index_equal_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
-    let ctx = ctx_with_index(true);
+    let ctx = ctx_with_index("all");
     let schema = ArraySchema::builder(ArrayType::Dense)
         .dim(dim("r", 1, 60, 16))
         .dim(dim("c", 1, 60, 16))
@@ -82,7 +90,7 @@ fn dense_reads_with_the_index_equal_the_reference() {
         model.extend(cells);
     }
     let fill = i32::from_le_bytes(schema.attrs[0].fill_bytes().try_into().unwrap());
-    for index in [true, false] {
+    for index in ["all", "some", "none"] {
         let r = Array::open(&ctx_with_index(index), &uri, Mode::Read).unwrap();
         for (r0, r1, c0, c1) in [(1, 60, 1, 60), (5, 20, 30, 59), (17, 17, 1, 60), (33, 48, 2, 2)] {
             for layout in [Layout::RowMajor, Layout::ColMajor, Layout::Global] {
@@ -131,7 +139,7 @@ fn dense_reads_with_the_index_equal_the_reference() {
 fn sparse_reads_with_the_index_equal_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
-    let ctx = ctx_with_index(true);
+    let ctx = ctx_with_index("all");
     let schema = ArraySchema::builder(ArrayType::Sparse)
         .dim(dim("r", 0, 999, 100))
         .dim(dim("c", 0, 999, 250))
@@ -183,7 +191,7 @@ fn sparse_reads_with_the_index_equal_the_reference() {
         .unwrap();
         model.extend(cells);
     }
-    for index in [true, false] {
+    for index in ["all", "some", "none"] {
         let r = Array::open(&ctx_with_index(index), &uri, Mode::Read).unwrap();
         let queries: Vec<Vec<Vec<DimRange>>> = vec![
             vec![vec![DimRange::Int(100, 399)], vec![DimRange::Int(200, 260)]],

@@ -95,33 +95,51 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
         }
     }
     // Every sparse cell inside the run, with its coordinates.
-    let mut hits: Vec<(Hit, Vec<u64>)> = Vec::new();
-    let mut place = |key: TileKey, c: u32, p: &[u64], at_index: u32| {
+    // The hits, with their coordinates (`nd` per hit) in `hit_coords`.
+    let mut hits: Vec<Hit> = Vec::new();
+    let mut hit_coords: Vec<u64> = Vec::new();
+    let place = |hits: &mut Vec<Hit>, hit_coords: &mut Vec<u64>, key: TileKey, c: u32, p: &[u64], at_index: u32| {
+        let mut add = |at: u64| {
+            hits.push(Hit { dst: at, frag: key.0, tile: key.1, cell: c, at: at_index });
+            hit_coords.extend_from_slice(p);
+        };
         if let Some(places) = &point_places {
             for &at in places.get(p).map_or(&[][..], Vec::as_slice) {
-                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c, at: at_index }, p.to_vec()));
+                add(at);
             }
             return;
         }
         for (rect, dst) in &pieces {
             if inside(p, rect) {
-                let at =
-                    dst.offset + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>();
                 // No break: with overlapping query ranges one cell has several result places.
-                hits.push((Hit { dst: at, frag: key.0, tile: key.1, cell: c, at: at_index }, p.to_vec()));
+                add(dst.offset + p.iter().zip(rect).zip(&dst.strides).map(|((x, r), s)| (x - r[0]) * s).sum::<u64>());
             }
         }
     };
     if let Some(ix) = &index {
+        // Cells with equal coordinates are neighbours in the index: only the newest one of each
+        // takes part, so the index's hits hold each result place once.
+        let found = ix.cells_in_box(&bbox);
         let mut p = vec![0u64; nd];
-        for i in ix.cells_in_box(&bbox) {
-            let (f, t, c) = ix.place(i);
-            for (d, x) in p.iter_mut().enumerate() {
-                *x = ix.ordinal(i, d);
+        let mut k = 0;
+        while k < found.len() {
+            let mut best = found[k];
+            let mut j = k + 1;
+            while j < found.len() && ix.same_cell(found[j], found[k]) {
+                if ix.place(found[j]).0 > ix.place(best).0 {
+                    best = found[j];
+                }
+                j += 1;
             }
-            place((f as usize, u64::from(t)), c, &p, i as u32);
+            k = j;
+            let (f, t, c) = ix.place(best);
+            for (d, x) in p.iter_mut().enumerate() {
+                *x = ix.ordinal(best, d);
+            }
+            place(&mut hits, &mut hit_coords, (f as usize, u64::from(t)), c, &p, best as u32);
         }
     }
+    let from_index = hits.len();
     let requests: Vec<(TileKey, usize)> = tiles.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
     let coords = fetch_tiles(array, &specs, &requests)?;
     let dims = &schema.dims;
@@ -148,15 +166,22 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             for (x, col) in p.iter_mut().zip(&cols) {
                 *x = col[k];
             }
-            place(key, c, &p, NOT_INDEXED);
+            place(&mut hits, &mut hit_coords, key, c, &p, NOT_INDEXED);
         }
     }
     if hits.is_empty() {
         return Ok(());
     }
-    // The newest sparse cell per result position, if newer than the dense fragment there.
-    hits.sort_unstable_by(|a, b| a.0.dst.cmp(&b.0.dst).then(b.0.frag.cmp(&a.0.frag)));
-    hits.dedup_by_key(|h| h.0.dst);
+    // The newest sparse cell per result position (only cells found in tiles can repeat a place
+    // the index's hits or each other hold), if newer than the dense fragment there.
+    let mut chosen: Vec<u32> = (0..hits.len() as u32).collect();
+    if hits.len() > from_index {
+        let mut order: Vec<(u64, usize, u32)> =
+            hits.iter().enumerate().map(|(i, h)| (h.dst, usize::MAX - h.frag, i as u32)).collect();
+        order.sort_unstable();
+        order.dedup_by_key(|o| o.0);
+        chosen = order.into_iter().map(|o| o.2).collect();
+    }
     // What the dense plan put there came from the newest dense fragment holding the cell or the
     // newest deleted rectangle covering it.
     // Only dense and delete fragments can provide a cell; there are usually few of them.
@@ -168,8 +193,12 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             .copied()
             .find(|&i| (frags[i].is_dense() && inside(p, &frags[i].domain)) || frags[i].rect_deletes(p))
     };
-    let winners: Vec<Hit> =
-        hits.into_iter().filter(|(h, p)| provider(p).is_none_or(|i| h.frag > i)).map(|(h, _)| h).collect();
+    let winners: Vec<Hit> = chosen
+        .into_iter()
+        .map(|i| i as usize)
+        .filter(|&i| provider(&hit_coords[i * nd..i * nd + nd]).is_none_or(|f| hits[i].frag > f))
+        .map(|i| hits[i])
+        .collect();
     // Deleted points show the fill value.
     let (deleted, winners): (Vec<Hit>, Vec<Hit>) = winners.into_iter().partition(|h| frags[h.frag].is_delete());
     fill_deleted(array, &deleted, sinks);

@@ -259,6 +259,11 @@ impl UpdateIndex {
         self.refs[i]
     }
 
+    /// Whether cells `a` and `b` of the index have the same coordinates.
+    pub(crate) fn same_cell(&self, a: usize, b: usize) -> bool {
+        self.keys[a * self.w..a * self.w + self.w] == self.keys[b * self.w..b * self.w + self.w]
+    }
+
     /// The ordinal of cell `i` of the index on dimension `d`.
     pub(crate) fn ordinal(&self, i: usize, d: usize) -> u64 {
         self.keys[i * self.w + self.word_of[d]]
