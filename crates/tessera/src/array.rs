@@ -222,6 +222,13 @@ impl Array {
         a
     }
 
+    /// This array without an update index: for a few large reads (consolidation), which would
+    /// spend more on building the index than it saves them.
+    pub(crate) fn without_update_index(mut self) -> Array {
+        self.update_index = Arc::new(OnceLock::from(None));
+        self
+    }
+
     /// The folder of fragment `frag` (an index into [`Array::fragments`]).
     pub(crate) fn fragment_dir(&self, frag: usize) -> &Path {
         &self.fragment_dirs[frag].0

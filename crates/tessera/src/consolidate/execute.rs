@@ -48,7 +48,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let sub = Subarray::from_ranges(
             &bbox.iter().zip(&schema.dims).map(|(r, d)| (d.denormalize(r[0]), d.denormalize(r[1]))).collect::<Vec<_>>(),
         );
-        let snapshot = array.with_fragments(&(0..=last).collect::<Vec<_>>());
+        let snapshot = array.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index();
         let mut q = ReadQuery::new(&snapshot, &sub, &[], Layout::Global)?;
         let mut w = DenseWriter::named(&writable, &sub, Layout::Global, Some(name.clone()))?;
         pipelined(
@@ -61,7 +61,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         record_inputs(ctx, uri, &name, &array, &p.inputs)?;
         w.finish()?
     } else {
-        let view = array.with_fragments(&p.inputs);
+        let view = array.with_fragments(&p.inputs).without_update_index();
         let nd = schema.ndim();
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
