@@ -552,9 +552,9 @@ fn against_largest<K: std::hash::Hash + Eq>(
     if others.is_empty() {
         return;
     }
-    // A bitmap of the others' coordinates (16 bits per cell, a multiplicative hash whose top
+    // A bitmap of the others' coordinates (64 bits per cell, a multiplicative hash whose top
     // bits pick the bit) turns away most of the largest fragment's cells in one cheap pass.
-    let bits = (others.len() * 16).next_power_of_two().max(64);
+    let bits = (others.len() * 64).next_power_of_two().max(64);
     let shift = 64 - bits.trailing_zeros();
     let slot = |o: &[u64]| {
         let h = o.iter().fold(0u64, |h, &x| (h.rotate_left(29) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -643,23 +643,18 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
             return (refs, ords);
         }
         let keep = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
-        // In place: a fresh copy of a large result costs more in page faults than the dedup.
-        let mut w = 0;
-        match bytemuck::try_cast_slice_mut::<u64, [u64; 2]>(&mut ords).ok().filter(|_| nd == 2) {
-            Some(pairs) => {
-                for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
-                    refs[w] = refs[i];
-                    pairs[w] = pairs[i];
-                    w += 1;
-                }
+        // In place, run by run: a fresh copy of a large result costs more in page faults than
+        // the dedup, and updates drop few cells, so the runs kept are long.
+        let n = refs.len();
+        let (mut w, mut i) = (0, 0);
+        while i < n {
+            let j = i + keep[i..].iter().position(|k| !k).unwrap_or(n - i);
+            if w != i {
+                refs.copy_within(i..j, w);
+                ords.copy_within(i * nd..j * nd, w * nd);
             }
-            None => {
-                for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
-                    refs[w] = refs[i];
-                    ords.copy_within(i * nd..i * nd + nd, w * nd);
-                    w += 1;
-                }
-            }
+            w += j - i;
+            i = j + keep[j..].iter().position(|k| *k).unwrap_or(n - j);
         }
         refs.truncate(w);
         ords.truncate(w * nd);
