@@ -7,15 +7,17 @@
 //! finds the cells of its box with two binary searches per space tile the box meets, however
 //! many fragments there are.
 //!
-//! It also holds the cells' values of every fixed-size attribute in the same order, so a sparse
-//! read takes the values of the cells it found from a few contiguous runs instead of one cell
-//! from each of hundreds of small tiles (var-sized attributes are still read from the tiles).
+//! It also holds the cells' values of every fixed-size attribute in the same order, so reads take
+//! the values of the cells they found from the index instead of one cell from each of hundreds
+//! of small tiles (var-sized attributes are still read from the tiles).
 //!
-//! The index is built by the first read that needs it and lives as long as the open array. It
-//! takes fragments of at most [`SMALL_TILES`] data tiles and [`SMALL_CELLS`] cells, newest first, while the index fits in
-//! `sm.read.update_index_size` bytes (keys, places and fixed-size values), and is built only when
-//! at least `sm.read.update_index_min_fragments` fragments qualify; other fragments are read as
-//! before. Arrays in Hilbert order (whose keys are not tile-major) have none.
+//! The index is built by the first read that needs it and lives as long as the open array (a
+//! view of some of its fragments builds its own; consolidation reads without one). It takes
+//! fragments of at most [`SMALL_TILES`] data tiles and [`SMALL_CELLS`] cells, newest first,
+//! while the index fits in `sm.read.update_index_size` bytes (keys, places and fixed-size
+//! values), and is built only when at least `sm.read.update_index_min_fragments` fragments
+//! qualify; other fragments are read as before. Arrays in Hilbert order (whose keys are not
+//! tile-major) have none.
 
 use std::sync::Arc;
 
