@@ -96,37 +96,13 @@ impl SparseReadQuery {
             .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
             .collect();
         let one_box = oranges.iter().all(|rs| rs.len() == 1);
-        // The update index's cells in the box, grouped by tile.
-        let mut from_index: Vec<TileMatches> = Vec::new();
-        // Their places in the index, when it holds every requested attribute's values.
-        let mut index_place: FastMap<CellRef, u32> = FastMap::default();
+        // The update index's cells in the box, and their places in the index when it holds every
+        // requested attribute's values.
         let values_in_index = index.as_ref().is_some_and(|ix| idx.iter().all(|&a| ix.values_of(a).is_some()));
-        if let Some(ix) = &index {
-            // Grouped by tile (places fetched once: the index is large, the hits are few).
-            let mut hits: Vec<(CellRef, usize)> =
-                ix.cells_in_box(&bbox).into_iter().map(|i| (ix.place(i), i)).collect();
-            hits.sort_unstable();
-            if values_in_index {
-                index_place.extend(hits.iter().map(|&(p, i)| (p, i as u32)));
-            }
-            for ((f, t, c), i) in hits {
-                let k = (f as usize, u64::from(t));
-                if from_index.last().is_none_or(|m| m.0 != k) {
-                    from_index.push((k, Vec::new(), vec![Vec::new(); nd]));
-                }
-                if let Some((_, keep, ords)) = from_index.last_mut() {
-                    keep.push(c);
-                    for (d, o) in ords.iter_mut().enumerate() {
-                        o.push(ix.ordinal(i, d));
-                    }
-                }
-            }
-            if !one_box {
-                for (_, keep, ords) in &mut from_index {
-                    retain_in_ranges(keep, ords, &oranges);
-                }
-            }
-        }
+        let (from_index, index_place) = match &index {
+            Some(ix) => index_matches(ix, nd, &bbox, (!one_box).then_some(&oranges[..]), values_in_index),
+            None => (Vec::new(), FastMap::default()),
+        };
         let requests: Vec<(TileKey, usize)> = cand.iter().flat_map(|&(k, _)| (0..nd).map(move |d| (k, d))).collect();
         let mut tiles = fetch_tiles(array, &specs, &requests)?;
         let mut coords: FastMap<TileKey, Vec<Bytes>> = FastMap::default();
@@ -373,6 +349,41 @@ impl SparseReadQuery {
         }
         Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
     }
+}
+
+/// The update index's cells inside `bbox` (and in `ranges`, when a dimension has several),
+/// grouped by tile as the candidate tiles' matches are, and (`places`) the index place of each.
+fn index_matches(
+    ix: &UpdateIndex,
+    nd: usize,
+    bbox: &[[u64; 2]],
+    ranges: Option<&[Vec<[u64; 2]>]>,
+    places: bool,
+) -> (Vec<TileMatches>, FastMap<CellRef, u32>) {
+    // Places fetched once: the index is large, the hits are few.
+    let mut hits: Vec<(CellRef, usize)> = ix.cells_in_box(bbox).into_iter().map(|i| (ix.place(i), i)).collect();
+    hits.sort_unstable();
+    let index_place: FastMap<CellRef, u32> =
+        if places { hits.iter().map(|&(p, i)| (p, i as u32)).collect() } else { FastMap::default() };
+    let mut matches: Vec<TileMatches> = Vec::new();
+    for ((f, t, c), i) in hits {
+        let k = (f as usize, u64::from(t));
+        if matches.last().is_none_or(|m| m.0 != k) {
+            matches.push((k, Vec::new(), vec![Vec::new(); nd]));
+        }
+        if let Some((_, keep, ords)) = matches.last_mut() {
+            keep.push(c);
+            for (d, o) in ords.iter_mut().enumerate() {
+                o.push(ix.ordinal(i, d));
+            }
+        }
+    }
+    if let Some(ranges) = ranges {
+        for (_, keep, ords) in &mut matches {
+            retain_in_ranges(keep, ords, ranges);
+        }
+    }
+    (matches, index_place)
 }
 
 /// Keeps the cells (`keep`, with their ordinals `ords`, one column per dimension) that lie in
