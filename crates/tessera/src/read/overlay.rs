@@ -94,8 +94,7 @@ pub(crate) fn overlay(array: &Array, space: &ResultSpace, c0: u64, c1: u64, sink
             tiles.extend(sp.rtree.search(&sp.mbrs, overlaps).into_iter().map(|t| (fi, t as u64)));
         }
     }
-    // Every sparse cell inside the run, with its coordinates.
-    // The hits, with their coordinates (`nd` per hit) in `hit_coords`.
+    // Every sparse cell inside the run (its coordinates in `hit_coords`, `nd` per hit).
     let mut hits: Vec<Hit> = Vec::new();
     let mut hit_coords: Vec<u64> = Vec::new();
     let place = |hits: &mut Vec<Hit>, hit_coords: &mut Vec<u64>, key: TileKey, c: u32, p: &[u64], at_index: u32| {
