@@ -21,6 +21,24 @@ pub(crate) struct BadCoord {
     pub why: &'static str,
 }
 
+/// Expands `$m!(T)` with `T` the Rust type of integer datatype `$dt`, and `$other` for any
+/// other datatype: the one dispatch from a coordinate's datatype to typed code.
+macro_rules! by_int_type {
+    ($dt:expr, $m:ident, $other:expr) => {
+        match $dt {
+            Datatype::Int8 => $m!(i8),
+            Datatype::Int16 => $m!(i16),
+            Datatype::Int32 => $m!(i32),
+            Datatype::Int64 => $m!(i64),
+            Datatype::UInt8 => $m!(u8),
+            Datatype::UInt16 => $m!(u16),
+            Datatype::UInt32 => $m!(u32),
+            Datatype::UInt64 => $m!(u64),
+            _ => $other,
+        }
+    };
+}
+
 /// Maps a float to its order-preserving ordinal.
 pub(crate) fn float_ordinal(x: f64) -> u64 {
     let x = if x == 0.0 { 0.0 } else { x };
@@ -103,16 +121,12 @@ fn ordinals_chunk(dim: &Dimension, col: &[u8], base: usize, out: &mut Vec<u64>) 
         }
     } else {
         let (lo, hi) = dim.int_domain();
-        match dim.datatype {
-            Datatype::Int8 => int_ordinals!(i8, col, lo, hi, base, out),
-            Datatype::Int16 => int_ordinals!(i16, col, lo, hi, base, out),
-            Datatype::Int32 => int_ordinals!(i32, col, lo, hi, base, out),
-            Datatype::Int64 => int_ordinals!(i64, col, lo, hi, base, out),
-            Datatype::UInt8 => int_ordinals!(u8, col, lo, hi, base, out),
-            Datatype::UInt16 => int_ordinals!(u16, col, lo, hi, base, out),
-            Datatype::UInt32 => int_ordinals!(u32, col, lo, hi, base, out),
-            _ => int_ordinals!(u64, col, lo, hi, base, out),
+        macro_rules! int {
+            ($t:ty) => {
+                int_ordinals!($t, col, lo, hi, base, out)
+            };
         }
+        by_int_type!(dim.datatype, int, int!(u64))
     }
     Ok(())
 }
@@ -158,19 +172,15 @@ pub(crate) fn ordinal_values(dim: &Dimension, ords: impl ExactSizeIterator<Item 
             }
         };
     }
-    match dim.datatype {
-        Datatype::Int8 => int!(i8),
-        Datatype::Int16 => int!(i16),
-        Datatype::Int32 => int!(i32),
-        Datatype::Int64 => int!(i64),
-        Datatype::UInt8 => int!(u8),
-        Datatype::UInt16 => int!(u16),
-        Datatype::UInt32 => int!(u32),
-        Datatype::UInt64 => int!(u64),
-        // An f32 converts to f64 and back exactly.
-        Datatype::Float32 => ords.for_each(|o| out.extend_from_slice(&(ordinal_float(o) as f32).to_le_bytes())),
-        _ => ords.for_each(|o| out.extend_from_slice(&ordinal_float(o).to_le_bytes())),
-    }
+    by_int_type!(
+        dim.datatype,
+        int,
+        match dim.datatype {
+            // An f32 converts to f64 and back exactly.
+            Datatype::Float32 => ords.for_each(|o| out.extend_from_slice(&(ordinal_float(o) as f32).to_le_bytes())),
+            _ => ords.for_each(|o| out.extend_from_slice(&ordinal_float(o).to_le_bytes())),
+        }
+    );
     out
 }
 
@@ -269,17 +279,7 @@ fn cells_in_box_2d(dims: &[Dimension], cols: &[&[u8]], bbox: &[[u64; 2]]) -> Opt
             scan::<$t>(c0, c1, (cv(l0)?, cv(h0)?), (cv(l1)?, cv(h1)?))
         }};
     }
-    match d0.datatype {
-        Datatype::Int8 => typed!(i8),
-        Datatype::Int16 => typed!(i16),
-        Datatype::Int32 => typed!(i32),
-        Datatype::Int64 => typed!(i64),
-        Datatype::UInt8 => typed!(u8),
-        Datatype::UInt16 => typed!(u16),
-        Datatype::UInt32 => typed!(u32),
-        Datatype::UInt64 => typed!(u64),
-        _ => None,
-    }
+    by_int_type!(d0.datatype, typed, None)
 }
 
 /// The cells (indices, ascending) of coordinate columns `cols` (one per dimension of `dims`)
@@ -319,16 +319,7 @@ pub(crate) fn cells_in_box(dims: &[Dimension], cols: &[&[u8]], bbox: &[[u64; 2]]
                     keep_in_range!($t, col, lo, hi, scan, keep)
                 }};
             }
-            match dim.datatype {
-                Datatype::Int8 => int!(i8),
-                Datatype::Int16 => int!(i16),
-                Datatype::Int32 => int!(i32),
-                Datatype::Int64 => int!(i64),
-                Datatype::UInt8 => int!(u8),
-                Datatype::UInt16 => int!(u16),
-                Datatype::UInt32 => int!(u32),
-                _ => int!(u64),
-            }
+            by_int_type!(dim.datatype, int, int!(u64))
         }
     }
     keep
