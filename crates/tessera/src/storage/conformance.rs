@@ -182,6 +182,30 @@ fn write_atomic_replaces(s: &dyn Storage, root: &Path) {
     assert_eq!(s.list_dir(root).unwrap().len(), 21);
 }
 
+fn write_new_creates_once(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("00000000000000000001");
+    assert!(s.write_new(&p, b"first").unwrap());
+    assert!(!s.write_new(&p, b"second").unwrap());
+    assert_eq!(&*s.read_all(&p).unwrap(), b"first");
+    assert_not_found(s.write_new(&root.join("missing").join("x"), b"x"));
+    // Of many threads racing for one name, exactly one wins; the file holds its bytes whole.
+    let winners: Vec<u8> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8u8)
+            .map(|i| {
+                let q = root.join("race");
+                scope.spawn(move || s.write_new(&q, &[i; 4096]).unwrap().then_some(i))
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(winners.len(), 1);
+    assert_eq!(&*s.read_all(&root.join("race")).unwrap(), &[winners[0]; 4096][..]);
+    // No temporary file remains, visible or not.
+    assert_eq!(s.list_dir(root).unwrap(), vec!["00000000000000000001".to_string(), "race".to_string()]);
+    assert!(s.list_temps(root).unwrap().is_empty());
+}
+
 fn list_dir_sorted(s: &dyn Storage, root: &Path) {
     s.create_dir_all(root).unwrap();
     assert!(s.list_dir(root).unwrap().is_empty());
@@ -395,6 +419,7 @@ conformance!(
     out_of_bounds,
     missing_paths,
     write_atomic_replaces,
+    write_new_creates_once,
     list_dir_sorted,
     remove,
     read_while_writing,
@@ -478,8 +503,16 @@ fn list_dir_hides_temporary_files() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(".meta.tmp-123-4"), b"partial").unwrap();
     std::fs::write(dir.path().join("meta"), b"whole").unwrap();
+    std::fs::write(dir.path().join(".meta.tmp-1700000000000-123-5"), b"partial").unwrap();
     let s = LocalStorage::new(ReadMode::Pread);
     assert_eq!(s.list_dir(dir.path()).unwrap(), vec!["meta".to_string()]);
+    // Both are listed as temporary files: the new name carries its creation time, the old one
+    // (before format 3) gets the file's modification time.
+    let temps = s.list_temps(dir.path()).unwrap();
+    assert_eq!(temps.len(), 2);
+    assert_eq!(temps[1], (".meta.tmp-1700000000000-123-5".to_string(), Some(1_700_000_000_000)));
+    assert_eq!(temps[0].0, ".meta.tmp-123-4");
+    assert!(temps[0].1.is_some_and(|ms| ms > 1_700_000_000_000));
 }
 
 #[test]

@@ -132,6 +132,15 @@ impl Storage for FailingStorage {
         self.inner.write_atomic(path, data)
     }
 
+    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        self.budget.spend("write_new", path)?;
+        self.inner.write_new(path, data)
+    }
+
+    fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
+        self.inner.list_temps(dir)
+    }
+
     fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {
         self.budget.spend("create_dir_all", path)?;
         self.inner.create_dir_all(path)

@@ -100,6 +100,17 @@ impl Storage for InstrumentedStorage {
         write_done(data.len() as u64);
         Ok(())
     }
+    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        let _t = stats::timer(Timer::VfsWrite);
+        let created = self.inner.write_new(path, data)?;
+        if created {
+            write_done(data.len() as u64);
+        }
+        Ok(created)
+    }
+    fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
+        self.inner.list_temps(dir)
+    }
     fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {
         self.inner.create_dir_all(path)
     }

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 
-use super::{is_temp_name, Bytes, LockGuard, LockKind, ReadMode, Storage, StorageError, WriteHandle};
+use super::{
+    is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode, Storage, StorageError, WriteHandle,
+};
 
 /// Size of the write buffer of a file being created; larger writes bypass it.
 const WRITE_BUFFER: usize = 1 << 20;
@@ -183,6 +185,27 @@ fn regular_len(file: &File, path: &Path) -> Result<u64, StorageError> {
 }
 
 /// The folder holding `path` (`.` for a bare name).
+/// Writes `data` to a new temporary file beside `path` and fsyncs it; returns its path. On error
+/// the temporary file is removed (best effort).
+fn write_temp(path: &Path, data: &[u8]) -> Result<PathBuf, StorageError> {
+    let name = path.file_name().ok_or_else(|| StorageError::kind("write", path, std::io::ErrorKind::InvalidInput))?;
+    let tmp = parent_of(path).join(temp_name(&name.to_string_lossy(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| StorageError::io("create", &tmp, e))?;
+        f.write_all(data).map_err(|e| StorageError::io("write", &tmp, e))?;
+        f.sync_all().map_err(|e| StorageError::io("fsync", &tmp, e))
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
 fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -331,33 +354,50 @@ impl Storage for LocalStorage {
 
     fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError> {
         let dir = parent_of(path);
-        let name = path
-            .file_name()
-            .ok_or_else(|| StorageError::kind("write_atomic", path, std::io::ErrorKind::InvalidInput))?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}-{}",
-            name.to_string_lossy(),
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .map_err(|e| StorageError::io("create", &tmp, e))?;
-            f.write_all(data).map_err(|e| StorageError::io("write", &tmp, e))?;
-            f.sync_all().map_err(|e| StorageError::io("fsync", &tmp, e))?;
-            drop(f);
-            fs::rename(&tmp, path).map_err(|e| StorageError::Io { op: "rename", path: path.to_path_buf(), source: e })
-        })();
-        if let Err(e) = written {
+        let tmp = write_temp(path, data)?;
+        if let Err(e) = fs::rename(&tmp, path) {
             // Best effort: the temporary file is invisible to `list_dir` anyway.
             let _ = fs::remove_file(&tmp);
-            return Err(e);
+            return Err(StorageError::Io { op: "rename", path: path.to_path_buf(), source: e });
         }
         self.forget(path);
         fsync_dir(dir)
+    }
+
+    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        let dir = parent_of(path);
+        let tmp = write_temp(path, data)?;
+        // A hard link fails if the name exists: create-if-absent with the content in place.
+        let linked = fs::hard_link(&tmp, path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(StorageError::io("link", path, e)),
+        }
+        fsync_dir(dir)?;
+        Ok(true)
+    }
+
+    fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
+        let entries = fs::read_dir(dir).map_err(|e| StorageError::io("list_dir", dir, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io("list_dir", dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_temp_name(&name) {
+                continue;
+            }
+            // Names written before format 3 carry no time: take the file's modification time.
+            let created = temp_created_ms(&name).or_else(|| {
+                let modified = entry.metadata().ok()?.modified().ok()?;
+                let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+                u64::try_from(since.as_millis()).ok()
+            });
+            out.push((name, created));
+        }
+        out.sort_unstable();
+        Ok(out)
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {

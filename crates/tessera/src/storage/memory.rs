@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{is_temp_name, Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use super::{is_temp_name, temp_created_ms, Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
 
 /// A file or folder.
 enum Node {
@@ -208,6 +208,37 @@ impl Storage for MemoryStorage {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         nodes.insert(path.to_path_buf(), Node::File { data: Arc::new(data.to_vec()), id });
         Ok(())
+    }
+
+    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        let mut nodes = self.inner.nodes();
+        check_parent(&nodes, "write_new", path)?;
+        if nodes.contains_key(path) {
+            return Ok(false);
+        }
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        nodes.insert(path.to_path_buf(), Node::File { data: Arc::new(data.to_vec()), id });
+        Ok(true)
+    }
+
+    fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
+        let nodes = self.inner.nodes();
+        if !is_dir_in(&nodes, dir) {
+            return Err(StorageError::NotFound { path: dir.to_path_buf() });
+        }
+        Ok(nodes
+            .range::<Path, _>((Bound::Excluded(dir), Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(dir))
+            .filter(|k| k.parent() == Some(dir))
+            .filter_map(|k| k.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| is_temp_name(n))
+            .map(|n| {
+                let created = temp_created_ms(&n);
+                (n, created)
+            })
+            .collect())
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {

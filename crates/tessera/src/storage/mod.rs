@@ -106,10 +106,32 @@ impl StorageError {
     }
 }
 
-/// Whether `name` is a temporary file of `write_atomic` (`.<name>.tmp-<pid>-<counter>`), which
+/// Whether `name` is a temporary file of `write_atomic` or `write_new`
+/// (`.<name>.tmp-<ms>-<pid>-<counter>`, or `.<name>.tmp-<pid>-<counter>` before format 3), which
 /// `list_dir` hides.
 pub(crate) fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.contains(".tmp-")
+}
+
+/// The name of a new temporary file for `name`: `.<name>.tmp-<ms>-<pid>-<counter>`, where `ms`
+/// (milliseconds since the epoch) lets a later vacuum tell how old a left-over one is.
+pub(crate) fn temp_name(name: &str, counter: u64) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    format!(".{name}.tmp-{ms}-{}-{counter}", std::process::id())
+}
+
+/// The creation time (milliseconds since the epoch) written into a temporary file's name by
+/// [`temp_name`]; `None` for names without one (written before format 3).
+pub(crate) fn temp_created_ms(name: &str) -> Option<u64> {
+    let (_, tail) = name.rsplit_once(".tmp-")?;
+    let mut parts = tail.split('-');
+    let (ms, _pid, _counter) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    ms.parse().ok()
 }
 
 /// How the local backend reads files.
@@ -347,6 +369,22 @@ pub trait Storage: Send + Sync + Debug {
     /// # Errors
     /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
     fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError>;
+    /// Creates the file with `data` atomically and durably if nothing exists at `path`, and
+    /// returns `true`; returns `false` and changes nothing if something does. Of concurrent
+    /// callers on one path (in any process) exactly one gets `true`; readers never see a partly
+    /// written file. This is the only primitive the commit protocol needs (object stores offer
+    /// it as a conditional put).
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError>;
+    /// The temporary files that `write_atomic` or `write_new` calls left in the folder `dir`
+    /// (hidden from `list_dir`) with their creation time in milliseconds since the epoch, where
+    /// known: processes killed between creating one and renaming it leave them behind.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError>;
     /// Creates the folder and any missing parents; succeeds if it already exists.
     ///
     /// # Errors
