@@ -11,6 +11,9 @@
   * ``ArrayBusyError``: the array's lock stayed held longer than ``sm.vacuum.lock_timeout_ms``:
     ``ts.vacuum`` waiting for readers and writers (arrays open for reading, in any process,
     this one included), or a reader or writer waiting for a vacuum.
+  * ``ConsolidationConflictError``: ``ts.consolidate`` committed nothing because another
+    consolidation (in any process) replaced some of the same fragments first; the array is
+    unchanged and the other consolidation's result is visible.
 
 * ``ConfigError``: an unknown configuration key or a bad value.
 * ``CorruptionError``: bytes on disk are wrong; the message names the file and the tile.
@@ -23,6 +26,7 @@ from ._core import (
     ArrayBusyError,
     ArrayError,
     ConfigError,
+    ConsolidationConflictError,
     CorruptionError,
     DomainError,
     QueryError,
@@ -35,6 +39,7 @@ __all__ = [
     "ArrayBusyError",
     "ArrayError",
     "ConfigError",
+    "ConsolidationConflictError",
     "CorruptionError",
     "DomainError",
     "QueryError",

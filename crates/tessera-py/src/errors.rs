@@ -33,6 +33,12 @@ create_exception!(
     "The array's lock stayed held by readers or writers longer than `sm.vacuum.lock_timeout_ms` \
      (vacuum waiting for them, or a reader or writer waiting for a vacuum)."
 );
+create_exception!(
+    tessera,
+    ConsolidationConflictError,
+    ArrayError,
+    "A consolidation was not committed: another one replaced the same fragments first."
+);
 create_exception!(tessera, ConfigError, TesseraError, "An unknown configuration key or a bad value.");
 create_exception!(tessera, CorruptionError, TesseraError, "Bytes on disk are wrong (the message names file and tile).");
 create_exception!(tessera, StorageError, TesseraError, "An I/O failure of the storage layer.");
@@ -45,6 +51,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("QueryError", py.get_type::<QueryError>())?;
     m.add("ArrayError", py.get_type::<ArrayError>())?;
     m.add("ArrayBusyError", py.get_type::<ArrayBusyError>())?;
+    m.add("ConsolidationConflictError", py.get_type::<ConsolidationConflictError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("CorruptionError", py.get_type::<CorruptionError>())?;
     m.add("StorageError", py.get_type::<StorageError>())?;
@@ -67,6 +74,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         Error::Query(_) => QueryError::new_err(msg),
         Error::Array(EngineArrayError::Config { .. }) => ConfigError::new_err(msg),
         Error::Array(EngineArrayError::Busy { .. }) => ArrayBusyError::new_err(msg),
+        Error::Array(EngineArrayError::ConsolidationConflict { .. }) => ConsolidationConflictError::new_err(msg),
         Error::Array(_) => ArrayError::new_err(msg),
         Error::Storage(_) => StorageError::new_err(msg),
         // `Error` is non-exhaustive: a variant added later is still a TesseraError.

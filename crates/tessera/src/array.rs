@@ -7,13 +7,11 @@ use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 
-use crate::consolidate::{GATE_FILE, LOCK_FILE};
+use crate::commit::{read_log, resolve, Placed, Position, COMMITS_DIR, GATE_FILE, LOCK_FILE};
 use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::footer::{seal, unseal};
-use crate::fragment::{
-    list_committed, now_ms, FragmentMetadata, FragmentName, COMMITS_DIR, FRAGMENTS_DIR, METADATA_FILE,
-};
+use crate::fragment::{now_ms, FragmentMetadata, FragmentName, FRAGMENTS_DIR, METADATA_FILE};
 use crate::geometry::{bounding_box, DimRange};
 use crate::geometry::{Subarray, TileGrid};
 use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
@@ -55,6 +53,9 @@ pub struct Array {
     pub(crate) schema: Arc<ArraySchema>,
     pub(crate) grid: Arc<TileGrid>,
     pub(crate) fragments: Arc<Vec<FragmentMetadata>>,
+    /// The fragments' positions in fragment order (as the commit log gives them), one per
+    /// fragment: consolidation records them.
+    pub(crate) positions: Arc<Vec<Position>>,
     /// The fragments' folders (`uri/__fragments/name`) and names, built once per open: reads
     /// use them for every tile.
     pub(crate) fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
@@ -135,17 +136,12 @@ impl Array {
         // Readers hold the lock shared so vacuum never deletes what they read.
         let lock = Self::shared_lock(ctx, &uri, mode == Mode::Read)?;
         let grid = Arc::new(TileGrid::new(&schema));
-        let mut names = list_committed(storage.as_ref(), &uri)?;
-        names.retain(|n| n.t1 <= end);
-        let superseded = superseded(storage.as_ref(), &uri, &names)?;
-        names.retain(|n| !superseded.contains(&n.to_string()) && n.t0 >= start);
-        let fragments = if mode == Mode::Read {
-            ctx.install(|| {
-                names.into_par_iter().map(|n| load_fragment(ctx, &uri, n, &schema)).collect::<Result<Vec<_>>>()
-            })?
-        } else {
-            Vec::new()
-        };
+        // Writers need no fragments: their commits are ordered after everything committed.
+        let placed = if mode == Mode::Read { visible(ctx, &uri, start, end)? } else { Vec::new() };
+        let positions = placed.iter().map(|p| p.position.clone()).collect();
+        let fragments = ctx.install(|| {
+            placed.into_par_iter().map(|p| load_fragment(ctx, &uri, p.name, &schema)).collect::<Result<Vec<_>>>()
+        })?;
         let fragment_dirs = fragment_dirs(&uri, &fragments);
         Ok(Self {
             ctx: ctx.clone(),
@@ -154,6 +150,7 @@ impl Array {
             schema,
             grid,
             fragments: Arc::new(fragments),
+            positions: Arc::new(positions),
             fragment_dirs,
             update_index: Arc::default(),
             _lock: lock,
@@ -207,7 +204,7 @@ impl Array {
             return Ok(None);
         }
         let timeout = std::time::Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
-        Ok(Some(Arc::new(crate::consolidate::lock_shared(ctx.storage().as_ref(), uri, timeout)?)))
+        Ok(Some(Arc::new(crate::commit::lock_shared(ctx.storage().as_ref(), uri, timeout)?)))
     }
 
     /// This array seeing only the fragments `keep` (indices into [`Array::fragments`], in
@@ -216,6 +213,7 @@ impl Array {
         let mut a = self.clone();
         a.mode = Mode::Read;
         a.fragments = Arc::new(keep.iter().map(|&i| self.fragments[i].clone()).collect());
+        a.positions = Arc::new(keep.iter().map(|&i| self.positions[i].clone()).collect());
         a.fragment_dirs = Arc::new(keep.iter().map(|&i| self.fragment_dirs[i].clone()).collect());
         // The update index numbers fragments: the view builds its own.
         a.update_index = Arc::default();
@@ -227,6 +225,11 @@ impl Array {
     pub(crate) fn without_update_index(mut self) -> Array {
         self.update_index = Arc::new(OnceLock::from(None));
         self
+    }
+
+    /// Fragment `frag` (an index into [`Array::fragments`]) and its position in fragment order.
+    pub(crate) fn placed(&self, frag: usize) -> Placed {
+        Placed { name: self.fragments[frag].name.clone(), position: self.positions[frag].clone() }
     }
 
     /// The folder of fragment `frag` (an index into [`Array::fragments`]).
@@ -381,18 +384,14 @@ impl Array {
     }
 }
 
-/// Names of fragments superseded by a consolidated fragment among `visible` (listed in its
-/// `__commits/<name>.vac`).
-fn superseded(storage: &dyn crate::storage::Storage, uri: &Path, visible: &[FragmentName]) -> Result<Vec<String>> {
-    let commits = uri.join(COMMITS_DIR);
-    let mut out = Vec::new();
-    for f in storage.list_dir(&commits)? {
-        let Some(stem) = f.strip_suffix(".vac") else { continue };
-        if visible.iter().any(|n| n.to_string() == stem) {
-            out.extend(String::from_utf8_lossy(&storage.read_all(&commits.join(&f))?).lines().map(str::to_string));
-        }
-    }
-    Ok(out)
+/// The fragments visible as of `end` that were written since `start` (`start <= t0`,
+/// `t1 <= end`), oldest first in fragment order, as the commit log says.
+fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Vec<Placed>> {
+    let storage = ctx.storage().as_ref();
+    let log = ctx.install(|| read_log(storage, uri))?;
+    let mut placed = resolve(&log, &uri.join(COMMITS_DIR), end)?.live;
+    placed.retain(|p| p.name.t0 >= start);
+    Ok(placed)
 }
 
 fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {

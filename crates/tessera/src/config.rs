@@ -27,6 +27,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
     ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
+    (
+        "sm.vacuum.temp_grace_ms",
+        "3600000",
+        "age after which vacuum deletes temporary files that killed processes left behind",
+    ),
     ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),
     ("vfs.coalesce_gap", "1048576", "byte ranges of one file closer than this are read as one"),
     ("vfs.coalesce_max", "134217728", "largest byte range a coalesced read may span"),
@@ -97,6 +102,11 @@ impl Config {
     pub fn consolidation_buffer_size(&self) -> u64 {
         self.num("sm.consolidation.buffer_size").max(1)
     }
+    /// Age in milliseconds after which vacuum deletes abandoned temporary files.
+    pub fn vacuum_temp_grace_ms(&self) -> u64 {
+        self.num("sm.vacuum.temp_grace_ms")
+    }
+
     /// How long vacuum waits for the array's lock, in milliseconds.
     pub fn vacuum_lock_timeout_ms(&self) -> u64 {
         self.num("sm.vacuum.lock_timeout_ms")

@@ -157,6 +157,16 @@ pub enum ArrayError {
         /// How long the wait lasted.
         waited_ms: u64,
     },
+    /// A consolidation whose inputs another consolidation replaced first: nothing was committed.
+    #[error("{path}: consolidation into {fragment} was not committed: {detail}")]
+    ConsolidationConflict {
+        /// The array.
+        path: PathBuf,
+        /// The fragment that would have been the output.
+        fragment: String,
+        /// What happened.
+        detail: String,
+    },
     /// A configuration key or value that is not understood.
     #[error("config {key}: {detail}")]
     Config {

@@ -28,6 +28,7 @@
 
 mod array;
 pub mod cache;
+mod commit;
 mod config;
 mod consolidate;
 mod context;
@@ -44,6 +45,7 @@ mod storage;
 mod write;
 
 pub use array::{Array, Mode, META_DIR, SCHEMA_DIR};
+pub use commit::COMMITS_DIR;
 pub use config::{Config, KEYS as CONFIG_KEYS};
 pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};
 pub use context::Context;
@@ -51,8 +53,8 @@ pub use error::{ArrayError, Error, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
-    BlockIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, COMMITS_DIR,
-    FRAGMENTS_DIR, METADATA_FILE,
+    BlockIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, FRAGMENTS_DIR,
+    METADATA_FILE,
 };
 pub use geometry::{DimRange, Subarray};
 pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};

@@ -3,9 +3,11 @@
 //! covers them, so readers opened afterwards ignore the inputs while readers opened before keep
 //! their snapshot. A dense output holds the array's state over the inputs' bounding box as of
 //! the last input (older fragments' cells included, so nothing they showed is hidden by fill);
-//! a sparse output holds the merged cells of the inputs. A `__commits/<output>.vac` file,
-//! written before the output is committed, lists the inputs: once the output is committed,
-//! readers that see it ignore them, and [`vacuum`](super::vacuum) deletes them.
+//! a sparse output holds the merged cells of the inputs. The output's commit record lists the
+//! inputs with their positions: it is committed only if they are still consecutive visible
+//! fragments then (another consolidation may have replaced them first), readers that see it
+//! ignore them, and [`vacuum`](super::vacuum) deletes them. The output takes the last input's
+//! place in fragment order, so a fragment committed while the consolidation ran stays newer.
 //!
 //! Reading and writing overlap: a second thread reads the next batch while the current one is
 //! filtered and written, each batch half the buffer size, so at most the buffer size of cells is
@@ -17,7 +19,7 @@ use super::plan::{plan, Selection};
 use crate::array::{Array, Mode};
 use crate::context::Context;
 use crate::error::Result;
-use crate::fragment::{FragmentMetadata, FragmentName, COMMITS_DIR};
+use crate::fragment::{FragmentMetadata, FragmentName};
 use crate::geometry::{bounding_box, Subarray};
 use crate::read::{AttrData, Layout, ReadQuery, SparseReadQuery};
 use crate::stats::{self, Counter, Timer};
@@ -42,6 +44,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
     writable.mode = Mode::Write;
     let budget = ctx.config().consolidation_buffer_size();
     let last = *p.inputs.last().unwrap_or(&0);
+    let replaces: Vec<_> = p.inputs.iter().map(|&i| array.placed(i)).collect();
     let meta = if p.dense_output {
         // Bounding box of the inputs (normalized coordinates and dense ordinals coincide).
         let bbox = bounding_box(p.inputs.iter().map(|&i| &array.fragments()[i].domain)).unwrap_or_default();
@@ -51,6 +54,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let snapshot = array.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index();
         let mut q = ReadQuery::new(&snapshot, &sub, &[], Layout::Global)?;
         let mut w = DenseWriter::named(&writable, &sub, Layout::Global, Some(name.clone()))?;
+        w.set_replaces(replaces);
         pipelined(
             || q.next_batch(budget / 2),
             |b| {
@@ -58,7 +62,6 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
                 w.submit(&inputs)
             },
         )?;
-        record_inputs(ctx, uri, &name, &array, &p.inputs)?;
         w.finish()?
     } else {
         let view = array.with_fragments(&p.inputs).without_update_index();
@@ -66,6 +69,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
         let mut w = SparseWriter::named(&writable, Layout::Global, Some(name.clone()))?;
+        w.set_replaces(replaces);
         w.allow_empty(bounding_box(view.fragments().iter().map(|f| &f.domain)).unwrap_or_default());
         pipelined(
             || q.next_batch(budget / 2),
@@ -76,7 +80,6 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
                 w.submit(&coords, &attrs)
             },
         )?;
-        record_inputs(ctx, uri, &name, &array, &p.inputs)?;
         w.finish()?
     };
     stats::add(Counter::ConsolidatorNumFragmentsConsolidated, p.inputs.len() as u64);
@@ -114,15 +117,6 @@ fn pipelined<B: Send>(
         }
         result
     })
-}
-
-/// Writes `__commits/<output>.vac`, the list of fragments the output supersedes, before the
-/// output is committed: readers honour the list only once the output's commit file exists, so
-/// they never see the output and its inputs at once.
-fn record_inputs(ctx: &Context, uri: &Path, name: &FragmentName, array: &Array, inputs: &[usize]) -> Result<()> {
-    let list: String = inputs.iter().map(|&i| format!("{}\n", array.fragments()[i].name)).collect();
-    ctx.storage().write_atomic(&uri.join(COMMITS_DIR).join(format!("{name}.vac")), list.as_bytes())?;
-    Ok(())
 }
 
 #[cfg(test)]

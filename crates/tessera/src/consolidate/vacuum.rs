@@ -1,103 +1,35 @@
-//! Vacuum: deletes the fragments that consolidations superseded (listed in
-//! `__commits/<output>.vac`), and the folders of fragments that were never committed (the remains
-//! of crashed writers). It holds the array's lock file `__lock` exclusively, waiting (up to
-//! `sm.vacuum.lock_timeout_ms`) until every reader and writer, in any process, has released its
-//! shared lock, so no one ever loses a file it is reading or writing. For each superseded
-//! fragment the commit file goes first (readers stop seeing it; the consolidated fragment holds
-//! its cells), then its folder, then the `.vac` list: a crash at any point leaves a readable
-//! array, and the next vacuum finishes the work.
+//! Vacuum: deletes what no reader can see any more, under the array's lock held exclusively
+//! (`crate::commit::lock_exclusive`; it waits until every reader, writer and consolidation, in
+//! any process, has finished).
 //!
-//! So that a stream of overlapping readers cannot starve it, vacuum first holds a gate,
-//! `__lock.gate`, exclusively: readers and writers pass the gate (a shared lock taken and
-//! released at once) before they take `__lock`, so while vacuum waits no new one comes in. It
-//! holds the gate for at most a second at a time while the readers already in finish, then lets
-//! waiting ones pass and tries again, so a long-lived reader delays others by a second at most.
+//! It first appends a checkpoint to the commit log (the visible fragments, in order), which makes
+//! every earlier record and the `.ok`/`.vac` files of format 1 and 2 obsolete; then it deletes
+//! those files; then the folders of fragments that are not visible (superseded by a
+//! consolidation, outputs of consolidations that lost a conflict, and the remains of crashed
+//! writers); then temporary files older than `sm.vacuum.temp_grace_ms` that killed processes
+//! left in the array's folders. A crash at any point leaves the array readable with the same
+//! fragments, and the next vacuum finishes the work.
 
+use std::collections::HashSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::commit::{lock_exclusive, read_log, write_checkpoint, Log, Record, COMMITS_DIR};
 use crate::context::Context;
 use crate::error::{ArrayError, Result};
-use crate::fragment::{FragmentName, COMMITS_DIR, FRAGMENTS_DIR};
-use crate::storage::{LockGuard, LockKind, Storage, StorageError};
-
-/// Name of the lock file in an array folder.
-pub(crate) const LOCK_FILE: &str = "__lock";
-
-/// Name of the gate in front of the lock (see the module doc).
-pub(crate) const GATE_FILE: &str = "__lock.gate";
-
-/// How long vacuum holds the gate at a time while readers already in finish.
-const DRAIN: Duration = Duration::from_millis(1000);
+use crate::fragment::{now_ms, FragmentName, FRAGMENTS_DIR};
+use crate::storage::{Storage, StorageError};
 
 /// What a vacuum removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VacuumReport {
     /// Fragments superseded by consolidation and removed.
     pub removed: Vec<String>,
-    /// Folders of fragments never committed and removed.
+    /// Folders of fragments never committed (crashed writers, consolidations that lost a
+    /// conflict) and removed.
     pub uncommitted: Vec<String>,
-}
-
-/// Takes lock `path` of kind `kind`, polling until `deadline` (so a lock held by another thread
-/// of this process cannot deadlock the wait); `Ok(None)` when the deadline passed.
-fn poll(storage: &dyn Storage, path: &Path, kind: LockKind, deadline: Instant) -> Result<Option<LockGuard>> {
-    loop {
-        match storage.lock(path, kind, false) {
-            Ok(g) => return Ok(Some(g)),
-            Err(StorageError::WouldBlock { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(StorageError::WouldBlock { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Takes the array's lock shared (readers, writers), waiting up to `timeout`: through the gate
-/// when the array has one.
-pub(crate) fn lock_shared(storage: &dyn Storage, uri: &Path, timeout: Duration) -> Result<LockGuard> {
-    let deadline = Instant::now() + timeout;
-    let busy = || ArrayError::Busy { path: uri.to_path_buf(), waited_ms: timeout.as_millis() as u64 };
-    let gate = uri.join(GATE_FILE);
-    let passed = if storage.is_file(&gate) {
-        Some(poll(storage, &gate, LockKind::Shared, deadline)?.ok_or_else(busy)?)
-    } else {
-        None
-    };
-    let guard = poll(storage, &uri.join(LOCK_FILE), LockKind::Shared, deadline)?.ok_or_else(busy)?;
-    drop(passed);
-    Ok(guard)
-}
-
-/// Takes the array's lock exclusively (vacuum), waiting up to `timeout`: holding the gate so no
-/// new reader comes in while those inside finish (see the module doc). Returns the lock and
-/// the gate; creates the gate of arrays made before it existed.
-fn lock_exclusive(storage: &dyn Storage, uri: &Path, timeout: Duration) -> Result<(LockGuard, LockGuard)> {
-    let deadline = Instant::now() + timeout;
-    let busy = || ArrayError::Busy { path: uri.to_path_buf(), waited_ms: timeout.as_millis() as u64 };
-    let gate = uri.join(GATE_FILE);
-    if !storage.is_file(&gate) {
-        // Never replaced once it exists (a replaced file would be a second gate).
-        match storage.create(&gate) {
-            Ok(h) => h.finish()?,
-            Err(_) if storage.is_file(&gate) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    loop {
-        let held = poll(storage, &gate, LockKind::Exclusive, deadline)?.ok_or_else(busy)?;
-        let drain = (Instant::now() + DRAIN).min(deadline);
-        if let Some(lock) = poll(storage, &uri.join(LOCK_FILE), LockKind::Exclusive, drain)? {
-            return Ok((lock, held));
-        }
-        drop(held);
-        if Instant::now() >= deadline {
-            return Err(busy().into());
-        }
-        // Let the readers waiting at the gate pass.
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    /// Temporary files of killed processes removed.
+    pub temporary: Vec<String>,
 }
 
 /// Vacuums the array at `uri`.
@@ -107,45 +39,91 @@ fn lock_exclusive(storage: &dyn Storage, uri: &Path, timeout: Duration) -> Resul
 /// failure (the array stays readable; a later vacuum resumes).
 pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     let uri = uri.as_ref();
-    let storage = ctx.storage();
+    let storage = ctx.storage().as_ref();
     if !storage.is_dir(&uri.join(COMMITS_DIR)) {
         return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into());
     }
     let timeout = Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
-    let _guard = lock_exclusive(storage.as_ref(), uri, timeout)?;
+    let _guard = lock_exclusive(storage, uri, timeout)?;
     let commits = uri.join(COMMITS_DIR);
     let frags = uri.join(FRAGMENTS_DIR);
+    let before = ctx.install(|| read_log(storage, uri))?;
+    let (log, live) = if needs_checkpoint(&before) {
+        let (log, resolved) = ctx.install(|| write_checkpoint(storage, uri))?;
+        (log, resolved.live)
+    } else {
+        let live = crate::commit::resolve(&before, &commits, u64::MAX)?.live;
+        (before, live)
+    };
+    for f in &log.obsolete {
+        remove_if_present(storage, &commits.join(f), false)?;
+    }
+    storage.sync_dir(&commits)?;
+    let live: HashSet<String> = live.iter().map(|p| p.name.to_string()).collect();
+    let committed = committed_names(&log);
     let mut report = VacuumReport::default();
-    let entries = storage.list_dir(&commits)?;
-    for vac in entries.iter().filter(|n| n.ends_with(".vac")) {
-        let output = vac.trim_end_matches(".vac");
-        if !entries.iter().any(|n| n == &format!("{output}.ok")) {
-            // A consolidation that never committed (it held the lock while running, so it is
-            // not running now): its list means nothing.
-            remove_if_present(storage.as_ref(), &commits.join(vac), false)?;
+    for f in storage.list_dir(&frags)? {
+        if FragmentName::parse(&f).is_none() || live.contains(&f) {
             continue;
         }
-        let list = storage.read_all(&commits.join(vac))?;
-        for name in String::from_utf8_lossy(&list).lines().filter(|l| FragmentName::parse(l).is_some()) {
-            remove_if_present(storage.as_ref(), &commits.join(format!("{name}.ok")), false)?;
-            storage.sync_dir(&commits)?;
-            remove_if_present(storage.as_ref(), &frags.join(name), true)?;
-            report.removed.push(name.to_string());
-        }
-        storage.sync_dir(&frags)?;
-        remove_if_present(storage.as_ref(), &commits.join(vac), false)?;
-    }
-    // Folders without a commit file: no writer holds the lock, so none is being written.
-    let committed: Vec<String> = storage.list_dir(&commits)?;
-    for f in storage.list_dir(&frags)? {
-        if FragmentName::parse(&f).is_some() && !committed.iter().any(|c| c == &format!("{f}.ok")) {
-            remove_if_present(storage.as_ref(), &frags.join(&f), true)?;
+        remove_if_present(storage, &frags.join(&f), true)?;
+        if committed.contains(&f) {
+            report.removed.push(f);
+        } else {
             report.uncommitted.push(f);
         }
     }
-    storage.sync_dir(&commits)?;
     storage.sync_dir(&frags)?;
+    let grace = ctx.config().vacuum_temp_grace_ms();
+    for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::array::SCHEMA_DIR)] {
+        report.temporary.extend(remove_old_temps(storage, &dir, grace)?);
+    }
     Ok(report)
+}
+
+/// Whether the log is more than one checkpoint: then a new checkpoint lets vacuum delete files.
+fn needs_checkpoint(log: &Log) -> bool {
+    !log.records.is_empty() || !log.obsolete.is_empty() || !log.legacy.is_empty() || !log.legacy_vac.is_empty()
+}
+
+/// Every fragment the log says was committed at some time (visible or superseded since).
+fn committed_names(log: &Log) -> HashSet<String> {
+    let mut out: HashSet<String> = log.legacy.iter().map(ToString::to_string).collect();
+    for (_, r) in &log.records {
+        match r {
+            Record::Write(n) => {
+                out.insert(n.to_string());
+            }
+            Record::Consolidation(_, inputs) | Record::Checkpoint(inputs) => {
+                out.extend(inputs.iter().map(|p| p.name.to_string()));
+            }
+        }
+    }
+    if let Some((_, live)) = &log.checkpoint {
+        out.extend(live.iter().map(|p| p.name.to_string()));
+    }
+    for (_, inputs) in &log.legacy_vac {
+        out.extend(inputs.iter().map(ToString::to_string));
+    }
+    out
+}
+
+/// Removes the temporary files in `dir` created more than `grace_ms` ago; returns their names.
+fn remove_old_temps(storage: &dyn Storage, dir: &Path, grace_ms: u64) -> Result<Vec<String>> {
+    let temps = match storage.list_temps(dir) {
+        Ok(t) => t,
+        Err(StorageError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let now = now_ms();
+    let mut removed = Vec::new();
+    for (name, created) in temps {
+        if created.is_some_and(|c| now.saturating_sub(c) >= grace_ms) {
+            remove_if_present(storage, &dir.join(&name), false)?;
+            removed.push(name);
+        }
+    }
+    Ok(removed)
 }
 
 fn remove_if_present(storage: &dyn Storage, path: &Path, dir: bool) -> Result<()> {

@@ -1,10 +1,9 @@
 //! Fragments: the immutable, timestamped units every write produces. This module owns their
 //! names (timestamps and order), their metadata (non-empty domain and tile index), the files a
-//! fragment holds, and the commit protocol that makes a fragment visible atomically
-//! (docs/format.md, "Fragments" and "Commit protocol").
+//! fragment holds, and writing a fragment's files before it is committed (docs/format.md,
+//! "Fragments"); committing is `crate::commit`'s.
 
 mod blocks;
-mod commit;
 mod files;
 mod metadata;
 mod name;
@@ -12,12 +11,13 @@ mod rtree;
 mod writer;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
-pub(crate) use commit::{commit_fragment, list_committed};
-pub use commit::{COMMITS_DIR, FRAGMENTS_DIR};
 pub(crate) use files::{FileKind, FileSpec};
 pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
 pub use rtree::RTree;
+
+/// Folder holding one sub-folder per fragment.
+pub const FRAGMENTS_DIR: &str = "__fragments";
 pub(crate) use rtree::FANOUT;
 pub(crate) use writer::{FragmentWriter, UnfilteredTile};

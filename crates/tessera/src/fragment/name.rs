@@ -1,5 +1,6 @@
-//! Fragment names `__<t0>_<t1>_<uuid>_<v>` and the order of fragments: by end timestamp, then
-//! start timestamp, then uuid (as lower-case hex text); later in this order wins.
+//! Fragment names `__<t0>_<t1>_<uuid>_<v>`: the timestamps a fragment covers (what time travel
+//! selects by), a random uuid and the format version. Fragment *order* is not taken from names
+//! but from the commit log (`crate::commit`), except for fragments of format 1 and 2 arrays.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -50,11 +51,6 @@ impl FragmentName {
         }
         Some(Self { t0, t1, uuid, version })
     }
-
-    /// The key fragments are ordered by (older first).
-    pub fn order_key(&self) -> (u64, u64, &str) {
-        (self.t1, self.t0, &self.uuid)
-    }
 }
 
 impl fmt::Display for FragmentName {
@@ -70,16 +66,16 @@ pub(crate) fn now_ms() -> u64 {
 
 static LAST: Mutex<Option<HashMap<PathBuf, u64>>> = Mutex::new(None);
 
-/// The timestamp of a new fragment of the array at `array`: `max(now, floor, last + 1)` where
-/// `last` is the previous timestamp this process handed out for the array, so timestamps are
-/// strictly increasing per array within a process. `floor` is the newest committed timestamp
-/// plus one, so a clock that steps back never makes a new write older than a committed one.
-pub(crate) fn next_timestamp(array: &Path, floor: u64) -> u64 {
+/// The timestamp of a new fragment of the array at `array`: `max(now, last + 1)` where `last`
+/// is the previous timestamp this process handed out for the array, so timestamps are strictly
+/// increasing per array within a process. (They choose what time travel sees; the order of
+/// fragments is their commit order.)
+pub(crate) fn next_timestamp(array: &Path) -> u64 {
     let key = std::fs::canonicalize(array).unwrap_or_else(|_| array.to_path_buf());
     let mut guard = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let map = guard.get_or_insert_with(HashMap::new);
     let last = map.get(&key).copied();
-    let t = now_ms().max(floor).max(last.map_or(0, |l| l + 1));
+    let t = now_ms().max(last.map_or(0, |l| l.saturating_add(1)));
     map.insert(key, t);
     t
 }
@@ -100,9 +96,9 @@ mod tests {
     #[test]
     fn timestamps_strictly_increase_per_array() {
         let p = Path::new("/nonexistent/array/for/timestamps");
-        let a = next_timestamp(p, 0);
-        let b = next_timestamp(p, 0);
-        let c = next_timestamp(p, b + 100);
-        assert!(a < b && b < c && c >= b + 100);
+        let a = next_timestamp(p);
+        let b = next_timestamp(p);
+        let c = next_timestamp(p);
+        assert!(a < b && b < c);
     }
 }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::error::{Error, QueryError, Result};
+use crate::commit::{commit_consolidation, commit_write, Placed};
+use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
-    block_sums, checksum_of_sums, commit_fragment, wants_blocks, BlockIndex, FileSpec, FragmentMetadata, FragmentName,
-    SparseIndex, TileEntry, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
+    block_sums, checksum_of_sums, wants_blocks, BlockIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex,
+    TileEntry, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
 use crate::stats::{self, Counter, Timer};
@@ -44,6 +45,8 @@ pub(crate) struct FragmentWriter {
     /// Block checksums per file and tile (unfiltered tiles of more than two blocks).
     blocks: Vec<Vec<Vec<u64>>>,
     domain: Rect,
+    /// For a consolidation's output: the fragments it replaces, oldest first.
+    replaces: Option<Vec<Placed>>,
     committed: bool,
 }
 
@@ -79,7 +82,19 @@ impl FragmentWriter {
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
         let blocks = vec![Vec::new(); specs.len()];
-        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, blocks, domain, committed: false }
+        Self {
+            storage,
+            array,
+            dir,
+            name,
+            specs,
+            handles: Vec::new(),
+            entries,
+            blocks,
+            domain,
+            replaces: None,
+            committed: false,
+        }
     }
 
     /// The fragment's name.
@@ -198,6 +213,12 @@ impl FragmentWriter {
         tiles[index as usize] = sums;
     }
 
+    /// Makes this fragment a consolidation's output replacing `inputs` (consecutive visible
+    /// fragments, oldest first): it is committed only if they are still visible then.
+    pub(crate) fn set_replaces(&mut self, inputs: Vec<Placed>) {
+        self.replaces = Some(inputs);
+    }
+
     /// Sets the non-empty domain (sparse fragments know it only at the end).
     pub(crate) fn set_domain(&mut self, domain: Rect) {
         self.domain = domain;
@@ -255,7 +276,18 @@ impl FragmentWriter {
         // From here on the folder must survive a failure: the commit file may exist even if a
         // later fsync of its folder reports an error.
         self.committed = true;
-        commit_fragment(self.storage.as_ref(), &self.array, &self.name)?;
+        let storage = self.storage.as_ref();
+        let committed = match &self.replaces {
+            None => commit_write(storage, &self.array, &self.name),
+            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs),
+        };
+        if let Err(e) = committed {
+            if matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })) {
+                // Certainly not committed: the folder goes.
+                self.committed = false;
+            }
+            return Err(e);
+        }
         Ok(meta)
     }
 }

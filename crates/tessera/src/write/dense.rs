@@ -90,6 +90,14 @@ impl DenseWriter {
         Self::named(array, subarray, layout, None)
     }
 
+    /// Makes the fragment a consolidation's output replacing `inputs` (see
+    /// `FragmentWriter::set_replaces`).
+    pub(crate) fn set_replaces(&mut self, inputs: Vec<crate::commit::Placed>) {
+        if let Some(f) = self.frag.as_mut() {
+            f.set_replaces(inputs);
+        }
+    }
+
     /// A writer whose fragment gets `name` (consolidation), or a fresh timestamp when `None`.
     pub(crate) fn named(
         array: &Array,
@@ -110,8 +118,7 @@ impl DenseWriter {
         let trange = grid.tile_range(&rect);
         let tiles = grid.tiles_in(&trange);
         let storage = array.ctx.storage().clone();
-        let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
-        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
+        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
         let specs = FileSpec::for_schema(schema);
         let frag =
             FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles.len() as u64);

@@ -152,8 +152,7 @@ impl SparseWriter {
             .into());
         }
         let storage = array.ctx.storage().clone();
-        let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
-        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
+        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
         let specs = FileSpec::for_sparse(schema);
         let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0);
         let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
@@ -186,6 +185,14 @@ impl SparseWriter {
         w.specs = specs;
         w.deletes = Some(rects);
         Ok(w)
+    }
+
+    /// Makes the fragment a consolidation's output replacing `inputs` (see
+    /// `FragmentWriter::set_replaces`).
+    pub(crate) fn set_replaces(&mut self, inputs: Vec<crate::commit::Placed>) {
+        if let Some(f) = self.frag.as_mut() {
+            f.set_replaces(inputs);
+        }
     }
 
     /// Lets `finish` commit a fragment without cells, with non-empty domain `domain`.

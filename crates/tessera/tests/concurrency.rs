@@ -1,0 +1,247 @@
+//! Commit order under concurrency (issue 12, items 1 and 2): a write that commits while a
+//! consolidation runs stays visible, and of two consolidations of the same fragments only one
+//! counts. A storage wrapper pauses one thread just before it commits, so the interleavings that
+//! used to lose data happen every time.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+
+use tessera::*;
+
+use crate::common::*;
+
+/// Delegates to `inner`, but the thread named `pause` blocks at its first write into
+/// `__commits/` until [`Pausing::release`].
+#[derive(Debug)]
+struct Pausing {
+    inner: Arc<dyn Storage>,
+    pause: String,
+    /// (paused, released)
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl Pausing {
+    fn new(inner: Arc<dyn Storage>, pause: &str) -> Arc<Self> {
+        Arc::new(Self { inner, pause: pause.into(), state: Mutex::new((false, false)), cv: Condvar::new() })
+    }
+
+    fn maybe_pause(&self, path: &Path) {
+        let here = std::thread::current().name().is_some_and(|n| n == self.pause);
+        if !here || !path.to_string_lossy().contains(COMMITS_DIR) {
+            return;
+        }
+        let mut s = self.state.lock().unwrap();
+        if s.0 {
+            return;
+        }
+        s.0 = true;
+        self.cv.notify_all();
+        while !s.1 {
+            s = self.cv.wait(s).unwrap();
+        }
+    }
+
+    fn wait_paused(&self) {
+        let mut s = self.state.lock().unwrap();
+        while !s.0 {
+            s = self.cv.wait(s).unwrap();
+        }
+    }
+
+    fn release(&self) {
+        self.state.lock().unwrap().1 = true;
+        self.cv.notify_all();
+    }
+}
+
+impl Storage for Pausing {
+    fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
+        self.inner.read_range(path, offset, len)
+    }
+    fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
+        self.inner.read_all(path)
+    }
+    fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {
+        self.inner.file_size(path)
+    }
+    fn create(&self, path: &Path) -> std::result::Result<Box<dyn WriteHandle>, StorageError> {
+        self.inner.create(path)
+    }
+    fn write_atomic(&self, path: &Path, data: &[u8]) -> std::result::Result<(), StorageError> {
+        self.maybe_pause(path);
+        self.inner.write_atomic(path, data)
+    }
+    fn write_new(&self, path: &Path, data: &[u8]) -> std::result::Result<bool, StorageError> {
+        self.maybe_pause(path);
+        self.inner.write_new(path, data)
+    }
+    fn list_temps(&self, dir: &Path) -> std::result::Result<Vec<(String, Option<u64>)>, StorageError> {
+        self.inner.list_temps(dir)
+    }
+    fn create_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.create_dir_all(path)
+    }
+    fn sync_dir(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.sync_dir(path)
+    }
+    fn list_dir(&self, path: &Path) -> std::result::Result<Vec<String>, StorageError> {
+        self.inner.list_dir(path)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        self.inner.is_file(path)
+    }
+    fn remove_file(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.remove_dir_all(path)
+    }
+    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> std::result::Result<LockGuard, StorageError> {
+        self.inner.lock(path, kind, wait)
+    }
+}
+
+fn dense_rows(ctx: &Context, uri: &str) -> Vec<i32> {
+    let r = Array::open(ctx, uri, Mode::Read).unwrap();
+    as_i32(&r.read(&Subarray::full(r.schema()), &["a"], Layout::RowMajor).unwrap().attrs[0].data)
+}
+
+/// Issue 12 item 2: a write that started before another write, and commits after a
+/// consolidation that included the other one, is not hidden behind the consolidated fragment.
+#[test]
+fn a_write_committing_after_a_consolidation_stays_visible() {
+    let ctx = mem_ctx();
+    Array::create(&ctx, "/a", &schema_2d(4, 4, 2, 2)).unwrap();
+    let w = Array::open(&ctx, "/a", Mode::Write).unwrap();
+    let all = Subarray::from_ranges(&[(1, 4), (1, 4)]);
+    w.write(&all, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[1; 16]))]).unwrap();
+    // The slow writer takes its timestamp now...
+    let mut slow = w.writer(&all, Layout::RowMajor).unwrap();
+    slow.submit(&[AttrInput::fixed("a", i32_bytes(&[3; 16]))]).unwrap();
+    // ...a later write commits, and a consolidation merges it with the first.
+    w.write(&all, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[2; 16]))]).unwrap();
+    consolidate(&ctx, "/a", &Selection::All).unwrap().unwrap();
+    assert_eq!(dense_rows(&ctx, "/a"), vec![2; 16]);
+    // The slow write's commit returns: every read from now on sees it.
+    slow.finish().unwrap();
+    assert_eq!(dense_rows(&ctx, "/a"), vec![3; 16]);
+    vacuum(&ctx, "/a").unwrap();
+    assert_eq!(dense_rows(&ctx, "/a"), vec![3; 16]);
+    consolidate(&ctx, "/a", &Selection::All).unwrap().unwrap();
+    vacuum(&ctx, "/a").unwrap();
+    assert_eq!(dense_rows(&ctx, "/a"), vec![3; 16]);
+}
+
+fn sparse_dup_schema() -> ArraySchema {
+    ArraySchema::builder(ArrayType::Sparse)
+        .dim(dim("x", 0, 99, 10))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .capacity(4)
+        .allows_duplicates(true)
+        .build()
+        .unwrap()
+}
+
+fn write_points(ctx: &Context, uri: &str, xs: &[i64], vals: &[i32]) {
+    let w = Array::open(ctx, uri, Mode::Write).unwrap();
+    w.write_sparse(
+        &[CoordInput { name: "x", data: bytemuck::cast_slice(xs) }],
+        &[AttrInput::fixed("a", i32_bytes(vals))],
+    )
+    .unwrap();
+}
+
+fn sparse_values(ctx: &Context, uri: &str) -> Vec<i32> {
+    let r = Array::open(ctx, uri, Mode::Read).unwrap();
+    let res = r.sparse_query(&[Vec::new()], &["a"], Layout::Unordered).unwrap().read_all().unwrap();
+    let mut v = as_i32(&res.attrs[1].data);
+    v.sort_unstable();
+    v
+}
+
+/// Issue 12 item 1: two consolidations of the same fragments at once. Before the commit log,
+/// both committed and every cell of an array with duplicates came back twice, for good.
+#[test]
+fn of_two_concurrent_consolidations_of_the_same_fragments_one_commits() {
+    let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let pausing = Pausing::new(inner.clone(), "first");
+    let ctx = Context::with_storage(Config::new(), pausing.clone()).unwrap();
+    Array::create(&ctx, "/s", &sparse_dup_schema()).unwrap();
+    for i in 0..3 {
+        write_points(&ctx, "/s", &[i, i + 10], &[i as i32, 10 + i as i32]);
+    }
+    let want = vec![0, 1, 2, 10, 11, 12];
+    assert_eq!(sparse_values(&ctx, "/s"), want);
+    let first = {
+        let ctx = ctx.clone();
+        std::thread::Builder::new()
+            .name("first".into())
+            .spawn(move || consolidate(&ctx, "/s", &Selection::All))
+            .unwrap()
+    };
+    pausing.wait_paused();
+    // The second consolidation runs whole while the first is about to commit.
+    consolidate(&ctx, "/s", &Selection::All).unwrap().unwrap();
+    pausing.release();
+    let e = first.join().unwrap().unwrap_err();
+    assert!(matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })), "{e}");
+    assert_eq!(sparse_values(&ctx, "/s"), want);
+    assert_eq!(Array::open(&ctx, "/s", Mode::Read).unwrap().fragments().len(), 1);
+    vacuum(&ctx, "/s").unwrap();
+    assert_eq!(sparse_values(&ctx, "/s"), want);
+    // Nothing of the losing consolidation remains.
+    assert_eq!(inner.list_dir(Path::new("/s/__fragments")).unwrap().len(), 1);
+}
+
+/// Issue 12 item 1, second case: a deletion must not come back when two consolidations of
+/// overlapping runs race.
+#[test]
+fn overlapping_concurrent_consolidations_keep_deletions() {
+    let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let pausing = Pausing::new(inner, "first");
+    let ctx = Context::with_storage(Config::new(), pausing.clone()).unwrap();
+    Array::create(&ctx, "/s", &sparse_dup_schema()).unwrap();
+    write_points(&ctx, "/s", &[1, 2], &[1, 2]);
+    write_points(&ctx, "/s", &[3], &[3]);
+    Array::open(&ctx, "/s", Mode::Write)
+        .unwrap()
+        .delete_cells(&[CoordInput { name: "x", data: bytemuck::cast_slice(&[2i64]) }])
+        .unwrap();
+    let names: Vec<String> =
+        Array::open(&ctx, "/s", Mode::Read).unwrap().fragments().iter().map(|f| f.name.to_string()).collect();
+    let first = {
+        let ctx = ctx.clone();
+        let sel = Selection::Names(names[..2].to_vec());
+        std::thread::Builder::new().name("first".into()).spawn(move || consolidate(&ctx, "/s", &sel)).unwrap()
+    };
+    pausing.wait_paused();
+    consolidate(&ctx, "/s", &Selection::All).unwrap().unwrap();
+    pausing.release();
+    assert!(first.join().unwrap().is_err());
+    assert_eq!(sparse_values(&ctx, "/s"), vec![1, 3]);
+    vacuum(&ctx, "/s").unwrap();
+    assert_eq!(sparse_values(&ctx, "/s"), vec![1, 3]);
+}
+
+/// Issue 12 item 14: temporary files that killed processes left are removed by vacuum once
+/// older than the grace period, and not before.
+#[test]
+fn vacuum_removes_old_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let uri = uri.to_str().unwrap();
+    let ctx = local_ctx();
+    Array::create(&ctx, uri, &schema_2d(4, 4, 2, 2)).unwrap();
+    let commits = Path::new(uri).join(COMMITS_DIR);
+    let old = format!(".00000000000000000001.commit.tmp-{}-999999-1", 1_000_000);
+    let fresh = format!(".00000000000000000001.commit.tmp-{}-999999-2", u64::MAX / 2);
+    std::fs::write(commits.join(&old), b"partial").unwrap();
+    std::fs::write(commits.join(&fresh), b"partial").unwrap();
+    let report = vacuum(&ctx, uri).unwrap();
+    assert_eq!(report.temporary, vec![old.clone()]);
+    assert!(!commits.join(&old).exists() && commits.join(&fresh).exists());
+}
