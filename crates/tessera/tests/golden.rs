@@ -363,3 +363,99 @@ fn a_flipped_byte_fails_exactly_the_reads_of_its_block() {
     let e = r.read(&Subarray::from_ranges(&[(1, 100), (1, 150)]), &["a"], Layout::RowMajor).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("checksum mismatch"), "{e}");
 }
+
+// -- version 3: the commit log --------------------------------------------------------------
+
+fn v3_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/v3/log")
+}
+
+/// The v2 array's two fragments, consolidated (a consolidation record), then a third write over
+/// rows 1-10 (a write record after it).
+fn v3_write(ctx: &Context, uri: &PathBuf) {
+    v2_write(ctx, uri);
+    consolidate(ctx, uri, &Selection::All).unwrap().unwrap();
+    let w = Array::open(ctx, uri, Mode::Write).unwrap();
+    w.write(
+        &Subarray::from_ranges(&[(1, 10), (1, 300)]),
+        Layout::RowMajor,
+        &[AttrInput::fixed("a", i32_bytes(&[7; 3000]))],
+    )
+    .unwrap();
+}
+
+fn v3_expected(r: i64, c: i64) -> i32 {
+    if r <= 10 {
+        7
+    } else {
+        v2_expected(r, c)
+    }
+}
+
+#[test]
+#[ignore = "writes testdata/v3 anew; run by hand when adding a format version"]
+fn generate_v3() {
+    let uri = v3_dir();
+    let _ = std::fs::remove_dir_all(&uri);
+    std::fs::create_dir_all(uri.parent().unwrap()).unwrap();
+    v3_write(&local_ctx(), &uri);
+}
+
+fn read_v2_shape(uri: &PathBuf) -> Vec<i32> {
+    let r = Array::open(&local_ctx(), uri, Mode::Read).unwrap();
+    as_i32(&r.read(&Subarray::full(&v2_schema()), &["a"], Layout::RowMajor).unwrap().attrs[0].data).to_vec()
+}
+
+#[test]
+fn v3_reads_back_exactly() {
+    let uri = v3_dir();
+    let r = Array::open(&local_ctx(), &uri, Mode::Read).unwrap();
+    // Three records: two writes, the consolidation of both; then the third write.
+    let commits = std::fs::read_dir(uri.join(COMMITS_DIR)).unwrap().count();
+    assert_eq!(commits, 4);
+    assert_eq!(r.fragments().len(), 2);
+    let want: Vec<i32> = (1..=200).flat_map(|r| (1..=300).map(move |c| v3_expected(r, c))).collect();
+    assert_eq!(read_v2_shape(&uri), want);
+}
+
+/// An array of format 2 (commit files `.ok`) keeps reading while the engine of format 3 writes,
+/// consolidates and vacuums it: vacuum's checkpoint then replaces the `.ok` files.
+#[test]
+fn a_v2_array_takes_v3_commits_and_vacuum_converts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    copy_dir(&v2_dir(), &uri);
+    let ctx = local_ctx();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(
+        &Subarray::from_ranges(&[(1, 10), (1, 300)]),
+        Layout::RowMajor,
+        &[AttrInput::fixed("a", i32_bytes(&[7; 3000]))],
+    )
+    .unwrap();
+    let want: Vec<i32> = (1..=200).flat_map(|r| (1..=300).map(move |c| v3_expected(r, c))).collect();
+    assert_eq!(read_v2_shape(&uri), want);
+    // A consolidation of the two legacy fragments and the new one.
+    consolidate(&ctx, &uri, &Selection::All).unwrap().unwrap();
+    assert_eq!(read_v2_shape(&uri), want);
+    vacuum(&ctx, &uri).unwrap();
+    assert_eq!(read_v2_shape(&uri), want);
+    let commits: Vec<String> = std::fs::read_dir(uri.join(COMMITS_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(commits.len() == 1 && commits[0].ends_with(".commit"), "{commits:?}");
+    assert_eq!(std::fs::read_dir(uri.join("__fragments")).unwrap().count(), 1);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
