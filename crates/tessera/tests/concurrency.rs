@@ -245,3 +245,29 @@ fn vacuum_removes_old_temporary_files() {
     assert_eq!(report.temporary, vec![old.clone()]);
     assert!(!commits.join(&old).exists() && commits.join(&fresh).exists());
 }
+
+/// Issue 12 item 5: a committed fragment whose timestamp is 2^64 - 1 (here one of format 2,
+/// committed by an `.ok` file) no longer makes later writes invisible: before the commit log,
+/// the next write's timestamp was `t1 + 1`, which wrapped to 0 and ordered it first.
+#[test]
+fn a_fragment_at_the_largest_timestamp_does_not_hide_later_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let ctx = local_ctx();
+    Array::create(&ctx, &uri, &schema_2d(4, 4, 2, 2)).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    let all = Subarray::from_ranges(&[(1, 4), (1, 4)]);
+    let name = w.write(&all, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[1; 16]))]).unwrap();
+    // Make it a format-2 fragment at t = 2^64 - 1.
+    let max = FragmentName { t0: u64::MAX, t1: u64::MAX, uuid: name.uuid.clone(), version: 2 };
+    let frags = uri.join(FRAGMENTS_DIR);
+    std::fs::rename(frags.join(name.to_string()), frags.join(max.to_string())).unwrap();
+    let commits = uri.join(COMMITS_DIR);
+    for f in std::fs::read_dir(&commits).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    std::fs::write(commits.join(format!("{max}.ok")), b"").unwrap();
+    assert_eq!(dense_rows(&ctx, uri.to_str().unwrap()), vec![1; 16]);
+    w.write(&all, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[2; 16]))]).unwrap();
+    assert_eq!(dense_rows(&ctx, uri.to_str().unwrap()), vec![2; 16]);
+}
