@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::type_complexity, missing_docs, unreachable_pub)]
 
 mod common;
+mod crash_model;
 mod dense_errors;
 mod dense_model;
 mod dense_roundtrip;
