@@ -36,9 +36,10 @@ Roles:
   last time (``backwards``: going back in time). Errors opening or reading are ``read_error``.
 * ``consolidator``: in a loop, consolidates one array (everything, or a random run of
   consecutive fragments by names or by timestamps) and often vacuums it. Refusals that are
-  part of the API (a sparse run with deletions not starting at the oldest fragment; fragments
-  named that another consolidation superseded meanwhile; vacuum busy) are counted, any other
-  error is a ``consolidate_error`` or ``vacuum_error`` violation.
+  part of the API (a sparse run with deletions not starting at the oldest fragment; a run,
+  chosen from a listing, that another consolidation superseded or a newer commit split
+  meanwhile; the array busy longer than ``VACUUM_WAIT_MS``) are counted, any other error is a
+  ``consolidate_error`` or ``vacuum_error`` violation.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ VACUUM_WAIT_MS = 1000
 SAMPLES = 10
 
 
-def deleted(kind: str, i: int) -> bool:
-    """Whether cell/point ``i`` of a region is deleted by a delete op."""
+def deleted(kind: str, i: np.ndarray) -> np.ndarray:
+    """Whether cells/points ``i`` of a region are among those a delete op deletes."""
     return i % 2 == 0 if kind == "dups" else i % 3 == 0
 
 
@@ -79,13 +80,16 @@ def is_delete(n: int) -> bool:
     return n % 4 == 3
 
 
-def encode(n: int, w: int, i: int, copy: int) -> int:
+def encode(n: Any, w: int, i: Any, copy: Any) -> Any:
     return (n << 20) | (w << 12) | (i << 1) | copy
 
 
-def decode(v: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(op, writer, cell, copy) of encoded values."""
-    return v >> 20, (v >> 12) & 0xFF, (v >> 1) & 0x7FF, v & 1
+def op_part(v: np.ndarray) -> np.ndarray:
+    return v >> 20
+
+
+def cell_part(v: np.ndarray) -> np.ndarray:
+    return (v >> 1) & 0x7FF
 
 
 def uri_of(workdir: str, kind: str) -> str:
@@ -124,11 +128,11 @@ def apply_op(workdir: str, kind: str, w: int, n: int) -> None:
     with ts.open(uri_of(workdir, kind), "w") as W:
         if is_delete(n):
             a, b = region_coords(kind, w, n - 1)
-            mask = np.array([deleted(kind, int(k)) for k in i])
+            mask = deleted(kind, i)
             W.delete({d0: a[mask], d1: b[mask]})
             return
         a, b = region_coords(kind, w, n)
-        vals = np.array([encode(n, w, int(k), 0) for k in i], dtype=np.int64)
+        vals = encode(n, w, i, 0)
         if kind == "dense":
             if n % 4 == 2:
                 W.write({d0: a, d1: b}, vals)
@@ -137,98 +141,83 @@ def apply_op(workdir: str, kind: str, w: int, n: int) -> None:
         elif kind == "sparse":
             W.write({d0: a, d1: b}, vals)
         else:
-            W.write({d0: np.concatenate([a, a]), d1: np.concatenate([b, b])},
-                    np.concatenate([vals, vals | 1]))
+            W.write({d0: np.concatenate([a, a]), d1: np.concatenate([b, b])}, np.concatenate([vals, vals | 1]))
 
 
-def expected(kind: str, w: int, n: int) -> Counter[int]:
-    """The multiset of values in writer ``w``'s region after its op ``n`` (-1: before any);
-    the dense fill value is left out."""
-    out: Counter[int] = collections.Counter()
+def expected(kind: str, w: int, n: int) -> np.ndarray:
+    """The values in writer ``w``'s region after its op ``n`` (-1: before any), sorted; the
+    dense fill value is left out."""
+    i = np.arange(K[kind], dtype=np.int64)
     if n < 0:
-        return out
+        return np.zeros(0, dtype=np.int64)
     if kind in ("dense", "sparse"):
-        m = n - 1 if is_delete(n) else n
-        for i in range(K[kind]):
-            if not (is_delete(n) and deleted(kind, i)):
-                out[encode(m, w, i, 0)] += 1
-        return out
-    for m in range(n + 1):
-        if is_delete(m):
-            continue
-        for i in range(K[kind]):
-            if m + 1 <= n and is_delete(m + 1) and deleted(kind, i):
-                continue
-            out[encode(m, w, i, 0)] += 1
-            out[encode(m, w, i, 1)] += 1
-    return out
+        if is_delete(n):
+            return np.sort(encode(n - 1, w, i[~deleted(kind, i)], 0))
+        return np.sort(encode(n, w, i, 0))
+    m = np.arange(n + 1, dtype=np.int64)[:, None]
+    keep = (m % 4 != 3) & ~((m % 4 == 2) & (m + 1 <= n) & deleted(kind, i)[None, :])
+    mm, ii = np.broadcast_arrays(m, i[None, :])
+    v = encode(mm[keep], w, ii[keep], 0)
+    return np.sort(np.concatenate([v, v | 1]))
 
 
-def classify(kind: str, w: int, n: int, got: Counter[int]) -> Optional[str]:
-    """None if ``got`` is the state after op ``n``; else the kind of difference."""
+def classify(kind: str, w: int, n: int, got: np.ndarray) -> Optional[Tuple[str, str]]:
+    """None if ``got`` (sorted) holds exactly the values of the state after op ``n``; else the
+    kind of difference and its details."""
     want = expected(kind, w, n)
-    if got == want:
+    if np.array_equal(got, want):
         return None
-    if any(c > 1 for c in got.values()) and kind != "dups" or any(c > want[v] for v, c in got.items() if v in want):
-        return "duplicate"
-    ops = {int(v) >> 20 for v in got}
-    if kind != "dups" and len(ops) > 1:
-        return "torn"
-    extra = [v for v in got if v not in want]
-    if extra and all(deleted(kind, (v >> 1) & 0x7FF) for v in extra):
-        return "resurrected"
-    if any(v not in got for v in want):
-        return "missing"
-    return "inconsistent"
+    gu, gc = np.unique(got, return_counts=True)
+    wu, wc = np.unique(want, return_counts=True)
+    every = np.union1d(gu, wu)
+    gcount, wcount = np.zeros(len(every), np.int64), np.zeros(len(every), np.int64)
+    gcount[np.searchsorted(every, gu)] = gc
+    wcount[np.searchsorted(every, wu)] = wc
+    excess, lack = every[gcount > wcount], every[gcount < wcount]
+    detail = (f"no state matches (nearest op {n}); (op, cell) in excess "
+              f"{list(zip(op_part(excess).tolist(), cell_part(excess).tolist()))[:6]}, missing "
+              f"{list(zip(op_part(lack).tolist(), cell_part(lack).tolist()))[:6]}")
+    if (gcount > wcount)[wcount > 0].any() or (kind != "dups" and (gcount > 1).any()):
+        return "duplicate", detail
+    if kind != "dups" and len(np.unique(op_part(got))) > 1:
+        return "torn", detail
+    if len(excess) and deleted(kind, cell_part(excess)).all():
+        return "resurrected", detail
+    if len(lack):
+        return "missing", detail
+    return "inconsistent", detail
 
 
-class Region:
-    """What a reader found in one writer's region of one array."""
-
-    def __init__(self) -> None:
-        self.values: Counter[int] = collections.Counter()
-        self.corrupt: List[str] = []
-
-
-def regions_of(kind: str, data: Dict[str, np.ndarray], writers: int) -> Dict[int, Region]:
-    """Splits a whole-array read into the writers' regions, checking that each value sits at
-    the coordinates its encoding names (else ``corrupt``)."""
-    regions = {w: Region() for w in range(writers)}
+def regions_of(kind: str, data: Dict[str, np.ndarray], writers: int) -> Tuple[Dict[int, np.ndarray], List[str]]:
+    """Splits a whole-array read into the writers' regions (sorted values of each); checks that
+    each value sits at the coordinates its encoding names (else a ``corrupt`` message)."""
     if kind == "dense":
         a = data["a"]
         rows, cols = np.nonzero(a != FILL)
-        vals = a[rows, cols]
-        owner, local = rows // R, (rows % R) * C + cols
-        xs = np.zeros_like(vals)
+        vals = a[rows, cols].astype(np.int64)
+        owner, local, xs = rows // R, (rows % R) * C + cols, None
     else:
-        x, y, vals = data["x"], data["y"], data["a"]
-        if kind == "sparse":
-            owner, local, xs = y, x, np.zeros_like(vals)
-        else:
-            owner, local, xs = y // 8, y % 8, x
-    n, w, i, _copy = decode(vals)
-    for k in range(len(vals)):
-        o = int(owner[k])
-        if o >= writers:
-            regions.setdefault(o, Region()).corrupt.append(f"value {int(vals[k])} outside every region")
-            continue
-        ok = int(w[k]) == o and int(i[k]) == int(local[k]) and (kind != "dups" or int(n[k]) == int(xs[k]))
-        if not ok:
-            regions[o].corrupt.append(f"value {int(vals[k])} at {kind} coordinates of writer {o} cell {int(local[k])}")
-        regions[o].values[int(vals[k])] += 1
-    return regions
+        x, y, vals = data["x"], data["y"], data["a"].astype(np.int64)
+        owner, local, xs = (y, x, None) if kind == "sparse" else (y // 8, y % 8, x)
+    ok = ((vals >> 12) & 0xFF == owner) & (cell_part(vals) == local) & (owner < writers)
+    if xs is not None:
+        ok &= op_part(vals) == xs
+    corrupt = [f"value {int(v)} at {kind} coordinates of writer {int(o)} cell {int(c)}"
+               for v, o, c in zip(vals[~ok][:3], owner[~ok][:3], local[~ok][:3])]
+    return {w: np.sort(vals[owner == w]) for w in range(writers)}, corrupt
 
 
-def op_of(kind: str, w: int, region: Region) -> int:
-    """The op whose state the region most likely shows (checked exactly afterwards)."""
-    if not region.values:
+def op_of(kind: str, got: np.ndarray) -> int:
+    """The op whose state the region (sorted values) most likely shows (checked exactly
+    afterwards)."""
+    if not len(got):
         return -1
-    m = max(v >> 20 for v in region.values)
+    m = int(op_part(got).max())
     if m % 4 == 2:
         # The delete that follows op m removes cells of op m: the state after it has op m's
         # kept cells only.
-        present = {(v >> 1) & 0x7FF for v in region.values if v >> 20 == m}
-        if present and not any(deleted(kind, i) for i in present):
+        present = cell_part(got[op_part(got) == m])
+        if len(present) and not deleted(kind, present).any():
             return m + 1
     return m
 
@@ -336,18 +325,15 @@ def check_array(workdir: str, kind: str, writers: int, logs: Logs, last_seen: Di
         report.violation("read_error", f"{kind}: {type(e).__name__}: {e}")
         return
     report.counts[f"{kind}_reads"] += 1
-    for w, region in sorted(regions_of(kind, data, writers).items()):
-        if w >= writers or region.corrupt:
-            report.violation("corrupt", f"{kind} writer {w}: {region.corrupt[:3]}")
-            continue
-        n = op_of(kind, w, region)
-        bad = classify(kind, w, n, region.values)
+    regions, corrupt = regions_of(kind, data, writers)
+    if corrupt:
+        report.violation("corrupt", f"{kind}: {corrupt}")
+        return
+    for w, got in regions.items():
+        n = op_of(kind, got)
+        bad = classify(kind, w, n, got)
         if bad is not None:
-            want = expected(kind, w, n)
-            extra = sorted((v >> 20, (v >> 1) & 0x7FF, c) for v, c in region.values.items() if c > want[v])
-            lack = sorted((v >> 20, (v >> 1) & 0x7FF) for v, c in want.items() if region.values[v] < c)
-            report.violation(bad, f"{kind} writer {w}: no state matches (nearest op {n}); "
-                                  f"(op, cell, count) in excess {extra[:6]}, (op, cell) missing {lack[:6]}")
+            report.violation(bad[0], f"{kind} writer {w}: {bad[1]}")
             continue
         if n < required[w]:
             report.violation("missed", f"{kind} writer {w}: read shows op {n}, but op {required[w]} "
@@ -371,8 +357,7 @@ def read_loop(workdir: str, writers: int, deadline: float, seed: int, report: Re
 
 
 #: Refusals of consolidate that the API documents; anything else is a violation.
-REFUSALS = ("start the run at the oldest fragment", "not a fragment of", "unknown fragment", "not consecutive",
-            "no fragment named")
+REFUSALS = ("start the run at the oldest fragment", "no fragment called", "must be consecutive in fragment order")
 
 
 def consolidate_loop(workdir: str, deadline: float, seed: int, report: Report) -> None:
@@ -395,6 +380,9 @@ def consolidate_loop(workdir: str, deadline: float, seed: int, report: Report) -
                 else:
                     out = ts.consolidate(uri, timestamp=(run[0].t0, run[-1].t1), config=config)
             report.counts["consolidations" if out is not None else "consolidations_empty"] += 1
+        except ts.ArrayBusyError:
+            # The other consolidator's vacuum held the array longer than VACUUM_WAIT_MS.
+            report.counts["consolidations_busy"] += 1
         except ts.TesseraError as e:
             if any(r in str(e) for r in REFUSALS):
                 report.counts["consolidations_refused"] += 1
@@ -420,10 +408,10 @@ def final_check(workdir: str, writers: int) -> Report:
     logs = Logs(workdir, writers)
     logs.refresh()
     for kind in KINDS:
-        data = read_all(uri_of(workdir, kind), kind)
-        for w, region in sorted(regions_of(kind, data, writers).items()):
+        regions, corrupt = regions_of(kind, read_all(uri_of(workdir, kind), kind), writers)
+        for w, got in regions.items():
             last = logs.last(kind, w)
-            if region.corrupt or all(classify(kind, w, n, region.values) is not None for n in (last, last + 1)):
+            if corrupt or all(classify(kind, w, n, got) is not None for n in (last, last + 1)):
                 report.violation("final_state", f"{kind} writer {w}: not the state after op {last}")
             report.counts["final_regions_checked"] += 1
     return report
