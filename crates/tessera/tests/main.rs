@@ -8,6 +8,7 @@ mod dense_model;
 mod dense_roundtrip;
 mod faults;
 mod golden;
+mod races;
 mod sparse_errors;
 mod sparse_model;
 mod update_index;
