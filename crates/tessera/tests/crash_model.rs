@@ -8,7 +8,7 @@
 //! either whole or not at all; the sequence then goes on, on what survived, and a last vacuum
 //! must leave no fragment folder or consolidation list behind that no reader uses.
 //!
-//! `PROPTEST_CASES` sets the number of cases (default 48).
+//! `PROPTEST_CASES` sets the number of random cases (default 256, about a second).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -359,7 +359,7 @@ impl Counts {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
 }
 
 /// Random cases; the totals are printed (`--nocapture`).
