@@ -63,7 +63,7 @@ pub use schema::{
     Dimension, Domain, Extent, SchemaError, SCHEMA_VERSION,
 };
 pub use storage::{
-    Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ReadMode, Storage,
-    StorageError, WriteHandle,
+    Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, PowerLossStorage,
+    ReadMode, Storage, StorageError, WriteHandle,
 };
 pub use write::{AttrInput, CoordInput, DenseWriter, SparseWriter};

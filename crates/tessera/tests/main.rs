@@ -3,11 +3,13 @@
 
 mod common;
 mod concurrency;
+mod crash_model;
 mod dense_errors;
 mod dense_model;
 mod dense_roundtrip;
 mod faults;
 mod golden;
+mod races;
 mod sparse_errors;
 mod sparse_model;
 mod update_index;

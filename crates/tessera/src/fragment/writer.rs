@@ -275,6 +275,10 @@ impl FragmentWriter {
         h.finish()?;
         // From here on the folder must survive a failure: the commit file may exist even if a
         // later fsync of its folder reports an error.
+        // The folder's entries and the folder itself must be durable before the commit record
+        // names them (docs/format.md, "Committing").
+        self.storage.sync_dir(&self.dir)?;
+        self.storage.sync_dir(&self.array.join(FRAGMENTS_DIR))?;
         self.committed = true;
         let storage = self.storage.as_ref();
         let committed = match &self.replaces {

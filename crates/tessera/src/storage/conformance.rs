@@ -1,7 +1,7 @@
 //! The storage conformance suite: one set of checks, each a function of `&dyn Storage` and a root
-//! folder, run against every backend (local with pread, local with mmap, memory, and both behind a
-//! pass-through `FailingStorage`). Also owns the tests of `Bytes`, of fault injection and of
-//! cross-process locking.
+//! folder, run against every backend (local with pread, local with mmap, memory, power loss, and
+//! local and memory behind a pass-through `FailingStorage`). Also owns the tests of `Bytes`, of
+//! fault injection and of cross-process locking.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{Bytes, FailingStorage, LocalStorage, LockKind, MemoryStorage, ReadMode, Storage, StorageError};
+use super::{
+    Bytes, FailingStorage, LocalStorage, LockKind, MemoryStorage, PowerLossStorage, ReadMode, Storage, StorageError,
+};
 
 fn write_file(s: &dyn Storage, path: &Path, parts: &[&[u8]]) {
     let mut h = s.create(path).unwrap();
@@ -399,6 +401,16 @@ macro_rules! conformance {
                 ));
                 super::$check(&s, &dir.path().join("root"));
                 assert!(s.mutations() > 0);
+            } )*
+        }
+        mod power_loss {
+            $( #[test] fn $check() {
+                super::$check(&super::PowerLossStorage::new(), std::path::Path::new("/mem/root"));
+            } )*
+        }
+        mod power_loss_relative {
+            $( #[test] fn $check() {
+                super::$check(&super::PowerLossStorage::new(), std::path::Path::new("root"));
             } )*
         }
         mod failing_memory {

@@ -1,8 +1,8 @@
 //! Storage: the only code that touches the file system. This module owns the small [`Storage`]
 //! trait and its shared vocabulary ([`StorageError`], [`Bytes`], [`WriteHandle`], [`LockGuard`],
 //! [`ReadMode`], [`LockKind`]), plus the backends: [`LocalStorage`] (std::fs, pread or mmap),
-//! [`MemoryStorage`] (in memory, for tests) and [`FailingStorage`] (fault injection, for crash
-//! tests).
+//! [`MemoryStorage`] (in memory, for tests), [`FailingStorage`] (fault injection, for crash
+//! tests) and [`PowerLossStorage`] (in memory, tracking what is durable, for power-loss tests).
 //!
 //! Contract shared by every backend (checked by one conformance suite run against all of them):
 //! files are created new, appended to and finished once, and never modified afterwards (except
@@ -18,6 +18,7 @@ mod failing;
 mod instrumented;
 mod local;
 mod memory;
+mod power_loss;
 
 #[cfg(test)]
 mod conformance;
@@ -26,6 +27,7 @@ pub use failing::FailingStorage;
 pub use instrumented::InstrumentedStorage;
 pub use local::LocalStorage;
 pub use memory::MemoryStorage;
+pub use power_loss::PowerLossStorage;
 
 /// Errors of the storage layer; each names the path and the operation.
 #[derive(Debug, thiserror::Error)]
