@@ -18,7 +18,6 @@ import sys
 import time
 from typing import Any, Counter, Dict, List, Tuple
 
-
 import stress_worker as worker
 
 WRITERS, READERS, CONSOLIDATORS = 3, 3, 2
