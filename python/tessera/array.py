@@ -109,12 +109,23 @@ def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
     timestamp: Optional[TimestampRange] = None,
     config: Optional[ConfigLike] = None,
 ) -> "Array":
-    """Opens the array at ``uri`` for reading ("r") or writing ("w"). ``timestamp`` (ms since
-    the epoch, or a datetime) shows only the fragments committed by then; a pair ``(start,
-    end)`` (reads only; either may be None) shows only the fragments written within that
-    inclusive range, e.g. the updates of one day without the data they changed."""
+    """Opens the array at ``uri`` for reading ("r") or writing ("w").
+
+    Reads: ``timestamp`` (ms since the epoch, or a datetime) shows only the fragments committed
+    by then; a pair ``(start, end)`` (either may be None) shows only the fragments written
+    within that inclusive range, e.g. the updates of one day without the data they changed.
+
+    Writes: ``timestamp`` (at most 2**63 - 1) is the timestamp of every fragment written
+    through this array (``t0 == t1 == timestamp``) instead of the time of the write, so reads
+    as of an earlier timestamp do not see them and newer fragments win over them. Fragments
+    sharing a timestamp are ordered by their uuids, i.e. arbitrarily: give writes that overlap
+    distinct timestamps."""
     if mode not in ("r", "w"):
         raise ValueError(f"mode must be 'r' or 'w', not {mode!r}")
+    if isinstance(timestamp, tuple) and mode == "w":
+        raise ValueError(
+            "a (start, end) timestamp range only applies to reads; a write takes one timestamp (its fragments' t0 = t1)"
+        )
     if isinstance(timestamp, tuple):
         if len(timestamp) != 2:
             raise ValueError(f"a timestamp range is (start, end), not {timestamp!r}")

@@ -63,7 +63,15 @@ pub struct Array {
     pub(crate) update_index: Arc<OnceLock<Option<Arc<crate::read::UpdateIndex>>>>,
     /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
     pub(crate) _lock: Option<Arc<LockGuard>>,
+    /// Write mode opened with a timestamp ([`Array::open_at`]): the timestamp every fragment
+    /// this array writes is named with (`t0 = t1`), instead of a fresh one.
+    pub(crate) write_timestamp: Option<u64>,
 }
+
+/// The largest timestamp an array can be opened for writing at: fragments must stay orderable
+/// after it (consolidation names its output `t1 + 1` and later steps), so the top half of the
+/// `u64` range is refused.
+pub const MAX_WRITE_TIMESTAMP: u64 = (1 << 63) - 1;
 
 impl Array {
     /// Creates an empty array with `schema` at `uri`.
@@ -106,12 +114,30 @@ impl Array {
         Self::open_at(ctx, uri, mode, None)
     }
 
-    /// Opens the array at `uri` as of `timestamp` (milliseconds since the epoch): only fragments
-    /// whose end timestamp is at most `timestamp` are seen.
+    /// Opens the array at `uri` as of `timestamp` (milliseconds since the epoch). Read mode: only
+    /// fragments whose end timestamp is at most `timestamp` are seen. Write mode: every fragment
+    /// written through this array (and its clones) is named with `timestamp` (`t0 = t1 =
+    /// timestamp`) instead of a fresh one, so reads as of an earlier time do not see it; writes
+    /// sharing a timestamp are ordered by their uuids (arbitrarily).
     ///
     /// # Errors
-    /// As [`Array::open`].
+    /// As [`Array::open`]; in write mode, a timestamp above [`MAX_WRITE_TIMESTAMP`]
+    /// (`QueryError::Timestamp`).
     pub fn open_at(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, timestamp: Option<u64>) -> Result<Self> {
+        let uri = uri.as_ref();
+        if mode == Mode::Write {
+            if let Some(t) = timestamp.filter(|&t| t > MAX_WRITE_TIMESTAMP) {
+                return Err(QueryError::Timestamp {
+                    uri: uri.display().to_string(),
+                    timestamp: t,
+                    detail: format!("a write timestamp is at most {MAX_WRITE_TIMESTAMP} (2^63 - 1 ms)"),
+                }
+                .into());
+            }
+            let mut a = Self::open_between(ctx, uri, mode, 0, u64::MAX)?;
+            a.write_timestamp = timestamp;
+            return Ok(a);
+        }
         Self::open_between(ctx, uri, mode, 0, timestamp.unwrap_or(u64::MAX))
     }
 
@@ -157,6 +183,7 @@ impl Array {
             fragment_dirs,
             update_index: Arc::default(),
             _lock: lock,
+            write_timestamp: None,
         })
     }
 

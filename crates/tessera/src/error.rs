@@ -115,6 +115,16 @@ pub enum QueryError {
     /// A write that did not cover its whole subarray, or a submit after finalize.
     #[error("{0}")]
     WriteState(String),
+    /// A timestamp the operation cannot take (a write timestamp too large to order after).
+    #[error("array {uri}: timestamp {timestamp}: {detail}")]
+    Timestamp {
+        /// Array location.
+        uri: String,
+        /// The timestamp given (ms since the epoch).
+        timestamp: u64,
+        /// What is wrong.
+        detail: String,
+    },
     /// A datatype other than the attribute's.
     #[error("attribute {attr}: buffer type {got} does not match the attribute type {expected}")]
     Datatype {

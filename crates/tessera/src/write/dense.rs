@@ -111,6 +111,8 @@ impl DenseWriter {
         let tiles = grid.tiles_in(&trange);
         let storage = array.ctx.storage().clone();
         let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
+        // An array opened for writing at a timestamp names its fragments with it.
+        let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
         let specs = FileSpec::for_schema(schema);
         let frag =
