@@ -77,11 +77,12 @@ impl Array {
     /// Creates an empty array with `schema` at `uri`.
     ///
     /// # Errors
-    /// An invalid schema, an existing non-empty folder, or a storage failure. On error nothing
-    /// that looks like an array is left behind.
+    /// An invalid schema, a location that is not local ([`Context::resolve_uri`]), an existing
+    /// non-empty folder, or a storage failure. On error nothing that looks like an array is left
+    /// behind.
     pub fn create(ctx: &Context, uri: impl AsRef<Path>, schema: &ArraySchema) -> Result<()> {
         schema.validate()?;
-        let uri = uri.as_ref();
+        let uri = &ctx.resolve_uri(uri.as_ref())?;
         let storage = ctx.storage();
         if storage.is_file(uri) {
             return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
@@ -109,7 +110,8 @@ impl Array {
     /// Opens the array at `uri`, seeing every committed fragment.
     ///
     /// # Errors
-    /// A missing path, a folder that is not an array, a corrupt schema or fragment metadata.
+    /// A location that is not local ([`Context::resolve_uri`]), a missing path, a folder that is
+    /// not an array, a corrupt schema or fragment metadata.
     pub fn open(ctx: &Context, uri: impl AsRef<Path>, mode: Mode) -> Result<Self> {
         Self::open_at(ctx, uri, mode, None)
     }
@@ -124,7 +126,7 @@ impl Array {
     /// As [`Array::open`]; in write mode, a timestamp above [`MAX_WRITE_TIMESTAMP`]
     /// (`QueryError::Timestamp`).
     pub fn open_at(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, timestamp: Option<u64>) -> Result<Self> {
-        let uri = uri.as_ref();
+        let uri = &ctx.resolve_uri(uri.as_ref())?;
         if mode == Mode::Write {
             if let Some(t) = timestamp.filter(|&t| t > MAX_WRITE_TIMESTAMP) {
                 return Err(QueryError::Timestamp {
@@ -147,7 +149,7 @@ impl Array {
     /// # Errors
     /// As [`Array::open`].
     pub fn open_between(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, start: u64, end: u64) -> Result<Self> {
-        let uri = uri.as_ref().to_path_buf();
+        let uri = ctx.resolve_uri(uri.as_ref())?;
         let _t =
             stats::timer(if mode == Mode::Read { Timer::SmArrayOpenForReads } else { Timer::SmArrayOpenForWrites });
         let storage = ctx.storage().clone();

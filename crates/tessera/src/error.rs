@@ -167,6 +167,15 @@ pub enum ArrayError {
         /// How long the wait lasted.
         waited_ms: u64,
     },
+    /// An array location that is not a local path: a `scheme://` URI other than `file://`
+    /// (object storage is not supported yet), or a malformed `file://` URI.
+    #[error("{uri}: {detail}")]
+    UnsupportedUri {
+        /// The location given.
+        uri: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A configuration key or value that is not understood.
     #[error("config {key}: {detail}")]
     Config {
