@@ -15,11 +15,15 @@ there no longer exist (dense arrays read the fill value and null), later writes 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import numbers
 import operator
 import os
+import re
+import shutil
+import urllib.parse
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union, cast
@@ -158,7 +162,10 @@ def from_numpy(
 ) -> str:
     """Creates a dense array at ``uri`` holding ``array``: dimensions ``d0, d1, ...`` with
     domains ``[0, n - 1]``, one attribute ``attr``. ``tile``: the tile extent (one for every
-    axis, or one per axis); by default tiles of about 1 MiB. Returns the uri."""
+    axis, or one per axis); by default tiles of about 1 MiB. Returns the uri.
+
+    All or nothing: when anything fails (the write refusing a value, an interrupt), what this
+    call created is removed again (an empty folder given as ``uri`` is left, empty)."""
     array = np.asarray(array) if not isinstance(array, np.ndarray) else array
     if array.ndim == 0:
         raise QueryError("from_numpy needs an array with at least one axis")
@@ -178,10 +185,60 @@ def from_numpy(
         dims=[Dim(f"d{i}", (0, n - 1), t) for i, (n, t) in enumerate(zip(array.shape, tiles))],
         attrs=[Attr(attr, dtype, filters=filters)],
     )
-    create(uri, schema, config)
-    with open(uri, "w", config=config) as A:
-        A[...] = array
+    made = _made_by_create(os.fspath(uri))
+    try:
+        create(uri, schema, config)
+        with open(uri, "w", config=config) as A:
+            A[...] = array
+    except BaseException:
+        _remove_made(made)
+        raise
     return os.fspath(uri)
+
+
+def _made_by_create(uri: str) -> Optional[Tuple[str, bool]]:
+    """What ``create(uri)`` would make and a failed ``from_numpy`` must remove: (the topmost
+    folder missing on the way to ``uri``, False), or (``uri``, True) when it is an empty folder
+    (only its contents are then removed); None when ``uri`` is not a local path or holds
+    something (``create`` refuses it and nothing is removed)."""
+    if uri[:7].lower() == "file://":
+        rest = uri[7:]
+        rest = rest[len("localhost") :] if rest.startswith("localhost") else rest
+        if not rest.startswith("/"):
+            return None  # the engine refuses it before making anything
+        uri = urllib.parse.unquote(rest, errors="strict")
+    elif re.match(r"[A-Za-z][A-Za-z0-9+.-]+://", uri):
+        return None  # another scheme: refused before anything is made
+    path = os.path.abspath(uri)
+    if os.path.isdir(path) and not os.path.islink(path):
+        return (path, True) if not os.listdir(path) else None
+    if os.path.lexists(path):
+        return None
+    top = path
+    while True:
+        parent = os.path.dirname(top)
+        if parent == top or os.path.lexists(parent):
+            return (top, False)
+        top = parent
+
+
+def _remove_made(made: Optional[Tuple[str, bool]]) -> None:
+    """Removes what ``_made_by_create`` said ``create`` would make."""
+    if made is None:
+        return
+    path, keep_folder = made
+    if not os.path.isdir(path):
+        return
+    if keep_folder:
+        for entry in os.listdir(path):
+            p = os.path.join(path, entry)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(p)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _default_tiles(shape: Sequence[int], itemsize: int, target: int = 1 << 20) -> List[int]:
