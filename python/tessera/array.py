@@ -351,8 +351,46 @@ class Array:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        """Number of coordinates per dimension (TypeError for float dimensions)."""
+        """Number of coordinates per dimension: the shape of ``np.asarray(A)`` (TypeError for
+        float dimensions)."""
         return self._schema.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of the cells as read: with one attribute, that of ``np.asarray(A)``
+        (``object`` for strings, bytes and ragged cells, a subarray dtype such as ``(3,)f4`` for
+        several values per cell); with several, a structured dtype with one field per attribute."""
+        fields = [(a.name, _read_dtype(a)) for a in self._schema.attrs]
+        return fields[0][1] if len(fields) == 1 else np.dtype(fields)
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """``np.asarray(A)``: the whole domain of a dense array with exactly one attribute, as
+        ``A[...]`` reads it (mode "r"; the engine refuses results too large to hold). Refused
+        (``QueryError``) for sparse arrays, for several attributes (read one: ``A.read(attrs=
+        ["a"])``) and where a nullable attribute holds nulls (``A[...]`` gives a masked array).
+        ``copy=False`` raises ``ValueError``: every read makes a new array."""
+        if copy is False:
+            raise ValueError("np.asarray(A, copy=False): a tessera array is on storage; reading it always makes a new array")
+        if self.sparse:
+            raise QueryError(
+                f"array {self._uri} is sparse: it has no dense numpy form (read its cells with A[...] or A.read())"
+            )
+        if len(self._schema.attrs) != 1:
+            raise QueryError(
+                f"np.asarray needs an array with exactly one attribute; {self._uri} has "
+                f"{len(self._schema.attrs)} ({', '.join(self.attr_names)}): read one with A.read(attrs=[name])"
+            )
+        self._need_read("np.asarray(A)")
+        out = self[...]
+        assert isinstance(out, np.ndarray)
+        if isinstance(out, np.ma.MaskedArray):
+            if np.ma.getmaskarray(out).any():
+                raise QueryError(
+                    f"attribute {self.attr_names[0]} holds null cells, which a plain ndarray cannot show: "
+                    "A[...] gives a masked array"
+                )
+            out = np.ma.getdata(out)
+        return out if dtype is None else out.astype(dtype, copy=False)
 
     @property
     def domain(self) -> Tuple[Tuple[Any, Any], ...]:
@@ -914,3 +952,8 @@ def _write_layout(prepared: Sequence[Tuple[Attr, np.ndarray, Optional[np.ndarray
     if fixed and all(_codec.cell_layout(arr, ndim) == "F" for arr in fixed):
         return "F"
     return "C"
+
+
+def _read_dtype(a: Attr) -> np.dtype:
+    """The dtype of one attribute's cells in a read result (variable-length cells are objects)."""
+    return np.dtype(object) if a.kind in (STR, BYTES, RAGGED) else a.dtype

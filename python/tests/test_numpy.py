@@ -55,3 +55,66 @@ def test_from_numpy_never_removes_what_was_there(tmp_path: pathlib.Path) -> None
     with ts.open(tmp_path / "a") as A:
         np.testing.assert_array_equal(A[:], np.arange(4, dtype=np.int32))
     assert os.path.isdir(tmp_path / "a")
+
+
+# -- np.asarray(A) ----------------------------------------------------------------------------
+
+def test_asarray_reads_the_whole_domain(uri: str) -> None:
+    data = np.arange(12, dtype=np.int16).reshape(3, 4)
+    ts.from_numpy(uri, data)
+    with ts.open(uri) as A:
+        assert (A.shape, A.ndim, A.dtype) == ((3, 4), 2, np.dtype(np.int16))
+        got = np.asarray(A)
+        assert type(got) is np.ndarray and got.dtype == A.dtype and got.shape == A.shape
+        np.testing.assert_array_equal(got, data)
+        np.testing.assert_array_equal(np.asarray(A, dtype=np.float64), data.astype(np.float64))
+        assert np.asarray(A, dtype=np.float64).dtype == np.float64
+        np.testing.assert_array_equal(np.array(A, copy=True), data)
+        assert int(np.sum(A)) == int(data.sum())  # numpy functions take it as an array
+        with pytest.raises(ValueError, match="copy=False"):
+            np.asarray(A, copy=False)
+    with ts.open(uri, "w") as A, pytest.raises(ts.QueryError, match="needs mode 'r'"):
+        np.asarray(A)
+
+
+def test_asarray_of_strings_and_multi_value_cells(tmp_path: pathlib.Path) -> None:
+    schema = ts.ArraySchema(
+        dims=[ts.Dim("r", (1, 3), 3)], attrs=[ts.Attr("v", "(3,)f4"), ts.Attr("s", str), ts.Attr("n", "int8", nullable=True)]
+    )
+    ts.create(tmp_path / "m", schema)
+    with ts.open(tmp_path / "m", "w") as A:
+        A[1:4] = {"v": np.ones((3, 3), np.float32), "s": ["a", "bc", ""], "n": np.ma.masked_array([1, 2, 3], [0, 1, 0], dtype=np.int8)}
+    with ts.open(tmp_path / "m") as A:
+        assert A.dtype == np.dtype([("v", "(3,)f4"), ("s", object), ("n", "i1")])
+        with pytest.raises(ts.QueryError, match=r"exactly one attribute.*v, s, n"):
+            np.asarray(A)
+    for name, attr, value in [
+        ("s", ts.Attr("s", str), ["a", "bc", ""]),
+        ("v", ts.Attr("v", "(3,)f4"), np.arange(9, dtype=np.float32).reshape(3, 3)),
+    ]:
+        ts.create(tmp_path / name, ts.ArraySchema(dims=[ts.Dim("r", (1, 3), 3)], attrs=[attr]))
+        with ts.open(tmp_path / name, "w") as A:
+            A[1:4] = value
+        with ts.open(tmp_path / name) as A:
+            got = np.asarray(A)
+            assert got.dtype == np.empty(3, A.dtype).dtype
+            np.testing.assert_array_equal(got, np.asarray(value, dtype=got.dtype))
+
+
+def test_asarray_refuses_nulls_and_sparse_arrays(tmp_path: pathlib.Path) -> None:
+    schema = ts.ArraySchema(dims=[ts.Dim("r", (1, 3), 3)], attrs=[ts.Attr("n", "int8", nullable=True)])
+    ts.create(tmp_path / "n", schema)
+    with ts.open(tmp_path / "n", "w") as A:
+        A[1:4] = np.ma.masked_array([1, 2, 3], [0, 0, 0], dtype=np.int8)
+    with ts.open(tmp_path / "n") as A:
+        np.testing.assert_array_equal(np.asarray(A), [1, 2, 3])
+    with ts.open(tmp_path / "n", "w") as A:
+        A[2:3] = np.ma.masked_array([9], [1], dtype=np.int8)
+    with ts.open(tmp_path / "n") as A, pytest.raises(ts.QueryError, match="attribute n holds null cells"):
+        np.asarray(A)
+    sparse = ts.ArraySchema(dims=[ts.Dim("x", (0, 9), 5)], attrs=[ts.Attr("a", "int32")], sparse=True)
+    ts.create(tmp_path / "s", sparse)
+    with ts.open(tmp_path / "s") as A:
+        assert (A.shape, A.ndim, A.dtype) == ((10,), 1, np.dtype(np.int32))
+        with pytest.raises(ts.QueryError, match="sparse"):
+            np.asarray(A)
