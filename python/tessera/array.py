@@ -30,9 +30,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _codec, _core
+from . import _check, _codec, _core
 from .config import ConfigLike, as_items
-from .errors import DomainError, QueryError
+from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError
 from .filters import Filter
 from .result import Result
 from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
@@ -103,8 +103,8 @@ def create(uri: PathLike, schema: ArraySchema, config: Optional[ConfigLike] = No
     """Creates an empty array with ``schema`` at ``uri`` (``ArrayError`` if something non-empty
     is there)."""
     if not isinstance(schema, ArraySchema):
-        raise TypeError(f"schema must be a ts.ArraySchema, not {type(schema).__name__}")
-    _core.create(os.fspath(uri), schema.to_json(), as_items(config))
+        raise ArgumentTypeError(f"schema must be a ts.ArraySchema, not {type(schema).__name__}")
+    _core.create(_uri(uri), schema.to_json(), as_items(config))
 
 
 def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
@@ -124,22 +124,23 @@ def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
     as of an earlier timestamp do not see them and newer fragments win over them. Fragments
     sharing a timestamp are ordered by their uuids, i.e. arbitrarily: give writes that overlap
     distinct timestamps."""
-    if mode not in ("r", "w"):
-        raise ValueError(f"mode must be 'r' or 'w', not {mode!r}")
+    if not isinstance(mode, str) or mode not in ("r", "w"):
+        raise ArgumentError(f"mode must be 'r' or 'w', not {mode!r}")
     if isinstance(timestamp, tuple) and mode == "w":
-        raise ValueError(
+        raise ArgumentError(
             "a (start, end) timestamp range only applies to reads; a write takes one timestamp (its fragments' t0 = t1)"
         )
     if isinstance(timestamp, tuple):
         if len(timestamp) != 2:
-            raise ValueError(f"a timestamp range is (start, end), not {timestamp!r}")
-        start, end = _timestamp_ms(timestamp[0]), _timestamp_ms(timestamp[1])
+            raise ArgumentError(f"a timestamp range is (start, end), not {timestamp!r}")
+        start = _check.timestamp_ms(timestamp[0], "timestamp range start")
+        end = _check.timestamp_ms(timestamp[1], "timestamp range end")
         if start is not None and end is not None and start > end:
-            raise ValueError(f"timestamp range starts after it ends: {timestamp!r}")
-        core = _core.Array.open(os.fspath(uri), mode, end, as_items(config), start)
+            raise ArgumentError(f"timestamp range starts after it ends: {timestamp!r}")
+        core = _core.Array.open(_uri(uri), mode, end, as_items(config), start)
         return Array(core, end, start)
     ts = _timestamp_ms(timestamp)
-    core = _core.Array.open(os.fspath(uri), mode, ts, as_items(config))
+    core = _core.Array.open(_uri(uri), mode, ts, as_items(config))
     return Array(core, ts)
 
 
@@ -177,15 +178,20 @@ def from_numpy(
         dtype = array.dtype
     if tile is None:
         tiles = _default_tiles(array.shape, max(array.dtype.itemsize, 8) if array.dtype.kind in "OU" else array.dtype.itemsize)
-    elif isinstance(tile, int):
-        tiles = [min(tile, n) for n in array.shape]
+    elif _check.is_real(tile):
+        t = _check.count(tile, "tile", lo=1)
+        tiles = [min(t, n) for n in array.shape]
     else:
-        tiles = list(tile)
+        if isinstance(tile, (str, bytes)) or not isinstance(tile, Sequence):
+            raise ArgumentTypeError(f"tile is an int or one int per axis, not {type(tile).__name__} {tile!r}")
+        if len(tile) != array.ndim:
+            raise ArgumentError(f"tile gives {len(tile)} extents for an array of {array.ndim} axes")
+        tiles = [_check.count(t, f"tile[{i}]", lo=1) for i, t in enumerate(tile)]
     schema = ArraySchema(
         dims=[Dim(f"d{i}", (0, n - 1), t) for i, (n, t) in enumerate(zip(array.shape, tiles))],
         attrs=[Attr(attr, dtype, filters=filters)],
     )
-    made = _made_by_create(os.fspath(uri))
+    made = _made_by_create(_uri(uri))
     try:
         create(uri, schema, config)
         with open(uri, "w", config=config) as A:
@@ -255,11 +261,19 @@ def _default_tiles(shape: Sequence[int], itemsize: int, target: int = 1 << 20) -
 
 
 def _timestamp_ms(t: Optional[Timestamp]) -> Optional[int]:
-    if t is None:
-        return None
-    if isinstance(t, _dt.datetime):
-        return int(t.timestamp() * 1000)
-    return operator.index(t)
+    """A ``timestamp`` argument in ms (checked: an int in [0, 2**64 - 1] or a datetime)."""
+    return _check.timestamp_ms(t)
+
+
+def _uri(uri: PathLike) -> str:
+    """An array location as the binding takes it: text UTF-8 can encode."""
+    try:
+        path = os.fspath(uri)
+    except TypeError:
+        raise ArgumentTypeError(f"uri is a str or os.PathLike, not {type(uri).__name__}") from None
+    if not isinstance(path, str):
+        raise ArgumentTypeError(f"uri is text (str), not {type(path).__name__} {path!r}")
+    return _check.text(path, "uri")
 
 
 class Array:
@@ -453,19 +467,12 @@ class Array:
             if isinstance(k, slice):
                 if k.step not in (None, 1):
                     raise QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported")
-                lo = lo_d if k.start is None else operator.index(k.start)
-                hi = hi_d if k.stop is None else operator.index(k.stop) - 1
+                lo = lo_d if k.start is None else _index(dim, k.start, "slice start")
+                hi = hi_d if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
                 ranges.append([(lo, hi)])
                 dropped.append(False)
-            elif isinstance(k, (bool, np.bool_)):
-                raise TypeError(f"dimension {dim.name}: boolean indices are not supported")
             else:
-                try:
-                    x = operator.index(k)
-                except TypeError:
-                    raise TypeError(
-                        f"dimension {dim.name}: index must be an int, a slice or '...', not {type(k).__name__}"
-                    ) from None
+                x = _index(dim, k, "index")
                 ranges.append([(x, x)])
                 dropped.append(True)
         return ranges, tuple(dropped)
@@ -486,16 +493,23 @@ class Array:
     def _ranges(self, ranges: Optional[RangesLike]) -> Ranges:
         """Normalizes ``read``'s ranges: per dimension None (whole domain), one (lo, hi) pair or a
         list of pairs, all inclusive."""
+        entries = self._range_entries(ranges)
+        if len(entries) != self.ndim:
+            raise DomainError(f"subarray: {len(entries)} dimensions given, the array has {self.ndim}")
         out: Ranges = []
-        for i, r in enumerate(self._range_entries(ranges)):
+        for r, dim in zip(entries, self._schema.dims):
             if r is None:
-                out.append([self._schema.dims[i].domain] if i < self.ndim else [])
-            elif _is_pair(r):
-                pair = cast(Tuple[int, int], r)
-                out.append([(int(pair[0]), int(pair[1]))])
-            else:
-                pairs = cast(Sequence[Tuple[int, int]], r)
-                out.append([(int(lo), int(hi)) for lo, hi in pairs])
+                out.append([dim.domain])
+                continue
+            if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
+                raise DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs")
+            pairs = [r] if _is_pair(r) else list(r)
+            norm = []
+            for p in pairs:
+                if not _is_pair(p):
+                    raise DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair")
+                norm.append((_int_bound(dim, p[0]), _int_bound(dim, p[1])))
+            out.append(norm)
         return out
 
     def _sparse_ranges(self, ranges: Optional[RangesLike]) -> SparseRanges:
@@ -540,18 +554,18 @@ class Array:
                         f"dimension {dim.name} has float coordinates, which half-open slices do not suit: "
                         f"use A.read(ranges={{{dim.name!r}: [(lo, hi)]}}) with inclusive bounds"
                     )
-                lo = dim.domain[0] if k.start is None else operator.index(k.start)
-                hi = dim.domain[1] if k.stop is None else operator.index(k.stop) - 1
+                lo = dim.domain[0] if k.start is None else _index(dim, k.start, "slice start")
+                hi = dim.domain[1] if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
                 out.append([(lo, hi)])
             elif isinstance(k, (bool, np.bool_)):
-                raise TypeError(f"dimension {dim.name}: boolean indices are not supported")
+                raise ArgumentTypeError(f"dimension {dim.name}: boolean indices are not supported")
             elif _is_number(k):
                 if not dim.is_float and not isinstance(k, (numbers.Integral, np.integer)):
-                    raise TypeError(f"dimension {dim.name}: index must be an int, a slice or '...', not {k!r}")
+                    raise ArgumentTypeError(f"dimension {dim.name}: index must be an int, a slice or '...', not {k!r}")
                 x = _bound(dim, k)
                 out.append([(x, x)])
             else:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"dimension {dim.name}: index must be a number, a slice or '...', not {type(k).__name__}"
                 )
         return out
@@ -653,9 +667,10 @@ class Array:
         (rows, *rest); other batches are 1-D. Sparse arrays: every batch is a ``Result`` (the
         dimension columns, then the attributes) of at least one cell; together they are the
         whole read in ``order`` ("C", "F", "G" or "U")."""
+        budget = _check.count(budget_bytes, "budget_bytes", lo=1)
         if self.sparse:
-            return self._sparse_batches(selection, attrs, budget_bytes, order)
-        return self._dense_batches(selection, attrs, budget_bytes, order)
+            return self._sparse_batches(selection, attrs, budget, order)
+        return self._dense_batches(selection, attrs, budget, order)
 
     def _sparse_batches(
         self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str
@@ -723,7 +738,7 @@ class Array:
             raise QueryError("coordinates are given as a dict: dimension name → coordinates")
         try:
             layout = _WRITE_ORDERS[order]
-        except KeyError:
+        except (KeyError, TypeError):
             raise QueryError(f"a sparse write's order is 'U' (unordered) or 'G' (global), not {order!r}") from None
         by_name = {d.name: d for d in self._schema.dims}
         cols = self._coord_columns(coords, "a sparse write")
@@ -850,14 +865,14 @@ class Array:
 def _layout(order: str) -> str:
     try:
         return _ORDERS[order]
-    except KeyError:
+    except (KeyError, TypeError):
         raise QueryError(f"order must be 'C', 'F' or 'G', not {order!r}") from None
 
 
 def _sparse_layout(order: str) -> str:
     try:
         return _SPARSE_ORDERS[order]
-    except KeyError:
+    except (KeyError, TypeError):
         raise QueryError(f"order must be 'C', 'F', 'G' or 'U', not {order!r}") from None
 
 
@@ -872,12 +887,55 @@ def _is_pair(r: Any) -> bool:
 
 def _bound(dim: Dim, x: Any) -> Any:
     """A range bound of a sparse read as the binding takes it: an int for integer bounds on
-    integer dimensions, otherwise a float (the engine takes the integers inside float bounds)."""
+    integer dimensions, otherwise a float (the engine takes the integers inside float bounds;
+    NaN is refused there, naming the dimension)."""
     if not _is_number(x):
         raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
     if not dim.is_float and isinstance(x, (numbers.Integral, np.integer)):
-        return int(x)
-    return float(x)
+        return _in_i128(dim, int(x))
+    try:
+        return float(x)
+    except OverflowError:
+        raise DomainError(f"dimension {dim.name}: range bound {x} is outside the domain {dim.domain}") from None
+
+
+#: Integer bounds the binding converts (i128); anything beyond lies outside every domain.
+_I128 = 2**127
+
+
+def _in_i128(dim: Dim, v: int) -> int:
+    if not -_I128 <= v < _I128:
+        lo, hi = dim.domain
+        raise DomainError(f"dimension {dim.name}: coordinate {v} is outside the domain [{lo}, {hi}]")
+    return v
+
+
+def _int_bound(dim: Dim, x: Any) -> int:
+    """An inclusive range bound of a dense read: an integer, or a float holding a whole number."""
+    if not _is_number(x):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
+    if isinstance(x, (numbers.Integral, np.integer)):
+        return _in_i128(dim, int(x))
+    f = float(x)
+    if not math.isfinite(f):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a finite number")
+    if f != math.floor(f):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not an integer (the dimension's are)")
+    return _in_i128(dim, int(f))
+
+
+def _index(dim: Dim, k: Any, what: str) -> int:
+    """An integer index or slice end on a dimension (``what``: "index", "slice start", ...)."""
+    if isinstance(k, (bool, np.bool_)):
+        raise ArgumentTypeError(f"dimension {dim.name}: boolean indices are not supported")
+    try:
+        x = operator.index(k)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"dimension {dim.name}: {what} must be an int (indices are integer coordinates), "
+            f"not {type(k).__name__} {k!r}"
+        ) from None
+    return _in_i128(dim, x)
 
 
 def _coord_column(dim: Dim, value: Any) -> np.ndarray:

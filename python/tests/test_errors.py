@@ -17,6 +17,10 @@ def test_hierarchy() -> None:
                 ts.CorruptionError, ts.StorageError):
         assert issubclass(cls, ts.TesseraError) and cls.__module__ == "tessera"
     assert issubclass(ts.TesseraError, Exception)
+    # Bad argument values and types are tessera errors and also what Python code expects.
+    assert issubclass(ts.ArgumentError, ts.QueryError) and issubclass(ts.ArgumentError, ValueError)
+    assert issubclass(ts.ArgumentTypeError, ts.QueryError) and issubclass(ts.ArgumentTypeError, TypeError)
+    assert ts.ArgumentError.__module__ == ts.ArgumentTypeError.__module__ == "tessera"
 
 
 @pytest.fixture
