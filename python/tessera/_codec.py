@@ -125,7 +125,7 @@ def _scalar(attr: Attr, value: Any, shape: Tuple[int, ...]) -> np.ndarray:
         return out
     dt = attr.dtype
     base = attr.base_dtype
-    if isinstance(value, np.generic) or isinstance(value, np.ndarray):
+    if isinstance(value, (np.generic, np.ndarray)):
         if value.dtype != dt and not (k == MULTI and value.dtype == base):
             raise _err(attr, f"value dtype {value.dtype} does not match the attribute's {dt} (no silent casts)")
     elif isinstance(value, bool):

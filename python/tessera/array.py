@@ -26,7 +26,7 @@ import shutil
 import urllib.parse
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError
 from .filters import Filter
 from .result import Result
 from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 PathLike = Union[str, "os.PathLike[str]"]
 Ranges = List[List[Tuple[int, int]]]
@@ -107,7 +110,7 @@ def create(uri: PathLike, schema: ArraySchema, config: Optional[ConfigLike] = No
     _core.create(_uri(uri), schema.to_json(), as_items(config))
 
 
-def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
+def open(  # the API is ts.open, like tiledb.open and h5py.File
     uri: PathLike,
     mode: str = "r",
     timestamp: Optional[TimestampRange] = None,
@@ -144,7 +147,9 @@ def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
     return Array(core, ts)
 
 
-def fragments(uri: PathLike, timestamp: Optional[TimestampRange] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
+def fragments(
+    uri: PathLike, timestamp: Optional[TimestampRange] = None, config: Optional[ConfigLike] = None
+) -> List[FragmentInfo]:
     """The committed fragments of the array at ``uri``, oldest first: name, timestamps, kind
     ("dense", "sparse" or "delete"), cells, tiles, bytes and non-empty domain. Fragments a consolidation superseded are
     left out once the consolidated fragment is committed (with ``timestamp`` before its ``t1``,
@@ -156,7 +161,7 @@ def fragments(uri: PathLike, timestamp: Optional[TimestampRange] = None, config:
 def from_numpy(
     uri: PathLike,
     array: np.ndarray,
-    tile: Union[None, int, Sequence[int]] = None,
+    tile: Union[int, Sequence[int], None] = None,
     attr: str = "a",
     filters: Sequence[Filter] = (),
     config: Optional[ConfigLike] = None,
@@ -177,7 +182,8 @@ def from_numpy(
     else:
         dtype = array.dtype
     if tile is None:
-        tiles = _default_tiles(array.shape, max(array.dtype.itemsize, 8) if array.dtype.kind in "OU" else array.dtype.itemsize)
+        itemsize = max(array.dtype.itemsize, 8) if array.dtype.kind in "OU" else array.dtype.itemsize
+        tiles = _default_tiles(array.shape, itemsize)
     elif _check.is_real(tile):
         t = _check.count(tile, "tile", lo=1)
         tiles = [min(t, n) for n in array.shape]
@@ -254,7 +260,7 @@ def _default_tiles(shape: Sequence[int], itemsize: int, target: int = 1 << 20) -
     order = sorted(range(len(shape)), key=lambda i: shape[i])
     for k, i in enumerate(order):
         left = len(shape) - k
-        ideal = max(1, int(math.floor(budget ** (1.0 / left) + 1e-9)))
+        ideal = max(1, math.floor(budget ** (1.0 / left) + 1e-9))
         tiles[i] = max(1, min(shape[i], ideal))
         budget = max(1, budget // tiles[i])
     return tiles
@@ -303,7 +309,7 @@ class Array:
         """Whether ``close`` was called."""
         return self._core is None
 
-    def __enter__(self) -> "Array":
+    def __enter__(self) -> Self:
         self._c()
         return self
 
@@ -384,7 +390,9 @@ class Array:
         ["a"])``) and where a nullable attribute holds nulls (``A[...]`` gives a masked array).
         ``copy=False`` raises ``ValueError``: every read makes a new array."""
         if copy is False:
-            raise ValueError("np.asarray(A, copy=False): a tessera array is on storage; reading it always makes a new array")
+            raise ValueError(
+                "np.asarray(A, copy=False): a tessera array is on storage; reading it always makes a new array"
+            )
         if self.sparse:
             raise QueryError(
                 f"array {self._uri} is sparse: it has no dense numpy form (read its cells with A[...] or A.read())"

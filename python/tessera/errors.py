@@ -36,7 +36,6 @@ from ._core import (
 )
 
 
-
 class ArgumentError(QueryError, ValueError):
     """An argument with a bad value (also a ``ValueError``): the message names the argument."""
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -109,7 +108,7 @@ class Dim:
     not given, a sparse array uses the engine's default (``Delta(), Zstd(level=3)``), and
     ``filters=[]`` stores them unfiltered."""
 
-    __slots__ = ("name", "domain", "tile", "filters", "_type", "_default_filters")
+    __slots__ = ("_default_filters", "_type", "domain", "filters", "name", "tile")
 
     def __init__(
         self,
@@ -222,7 +221,7 @@ class Attr:
     ones, NaN for floats, empty for strings).
     """
 
-    __slots__ = ("name", "filters", "nullable", "_type", "_cvn", "_fill")
+    __slots__ = ("_cvn", "_fill", "_type", "filters", "name", "nullable")
 
     def __init__(
         self,
@@ -438,7 +437,7 @@ class ArraySchema:
     write of a cell replaces it). The engine validates the whole schema here; errors raise
     ``SchemaError``."""
 
-    __slots__ = ("_dims", "_attrs", "sparse", "cell_order", "tile_order", "capacity", "allows_duplicates", "_json")
+    __slots__ = ("_attrs", "_dims", "_json", "allows_duplicates", "capacity", "cell_order", "sparse", "tile_order")
 
     def __init__(
         self,

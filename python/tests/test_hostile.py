@@ -35,7 +35,8 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 def arrays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     base = tmp_path_factory.mktemp("hostile")
     dense = str(base / "dense")
-    ts.create(dense, ts.ArraySchema(dims=[ts.Dim("r", (1, 8), 4), ts.Dim("c", (1, 8), 4)], attrs=[ts.Attr("a", "int32")]))
+    dims = [ts.Dim("r", (1, 8), 4), ts.Dim("c", (1, 8), 4)]
+    ts.create(dense, ts.ArraySchema(dims=dims, attrs=[ts.Attr("a", "int32")]))
     strs = str(base / "strs")
     ts.create(strs, ts.ArraySchema(dims=[ts.Dim("r", (1, 4), 4)], attrs=[ts.Attr("s", str)]))
     sparse = str(base / "sparse")
@@ -64,8 +65,8 @@ def only_tessera_errors(f: Callable[[], Any]) -> None:
 @given(h=hostile, h2=hostile)
 @SETTINGS
 def test_open_and_time_travel(arrays: dict, h: Any, h2: Any) -> None:
-    for mode in ("r", "w"):
-        only_tessera_errors(lambda: ts.open(arrays["dense"], mode, timestamp=h).close())
+    only_tessera_errors(lambda: ts.open(arrays["dense"], "r", timestamp=h).close())
+    only_tessera_errors(lambda: ts.open(arrays["dense"], "w", timestamp=h).close())
     only_tessera_errors(lambda: ts.open(arrays["dense"], "r", timestamp=(h, h2)).close())
     only_tessera_errors(lambda: ts.fragments(arrays["sparse"], timestamp=h))
     only_tessera_errors(lambda: ts.open(arrays["dense"], h))
@@ -148,9 +149,8 @@ def test_nan_and_huge_bounds_name_the_dimension(arrays: dict) -> None:
         with pytest.raises(ts.ArgumentTypeError, match=r"dimension c: slice start must be an int.*float 1.5"):
             A[:, 1.5:3]
         np.testing.assert_array_equal(A.read(ranges=[(1.0, 2.0), (3, 3)]), np.ones((2, 1), np.int32))
-    with ts.open(arrays["sparse"]) as A:
-        with pytest.raises(ts.DomainError, match=r"dimension x.*NaN|dimension x.*nan"):
-            A.read(ranges={"x": (math.nan, 0.5)})
+    with ts.open(arrays["sparse"]) as A, pytest.raises(ts.DomainError, match=r"dimension x.*NaN|dimension x.*nan"):
+        A.read(ranges={"x": (math.nan, 0.5)})
 
 
 def test_negative_and_huge_timestamps_name_the_argument(arrays: dict) -> None:
@@ -176,7 +176,7 @@ def test_negative_budgets_and_config_values_name_the_argument(arrays: dict) -> N
         with pytest.raises(ts.ArgumentError, match="budget_bytes is a whole number, not nan"):
             A.iter_batches(budget_bytes=math.nan)
         assert sum(b["a"].size for b in A.iter_batches(budget_bytes=1e3)) == 64
-    with pytest.raises(ts.ConfigError, match="sm.memory_budget"):
+    with pytest.raises(ts.ConfigError, match=r"sm\.memory_budget"):
         ts.open(arrays["dense"], config={"sm.memory_budget": -1})
     with pytest.raises(ts.ConfigError, match=r"config sm.memory_budget: value: '1\\ud800' holds a lone surrogate"):
         ts.Config({"sm.memory_budget": "1\ud800"})
@@ -187,16 +187,17 @@ def test_negative_budgets_and_config_values_name_the_argument(arrays: dict) -> N
 
 
 def test_lone_surrogates_name_the_attribute_and_cell(arrays: dict) -> None:
-    with pytest.raises(ts.SchemaError, match=r"attribute name: 'a\\ud800' holds a lone surrogate \('\\ud800' at character 1\)"):
+    pattern = r"attribute name: 'a\\ud800' holds a lone surrogate \('\\ud800' at character 1\)"
+    with pytest.raises(ts.SchemaError, match=pattern):
         ts.Attr("a\ud800", "int32")
     with pytest.raises(ts.SchemaError, match=r"dimension name: '\\udfff' holds a lone surrogate"):
         ts.Dim("\udfff", (0, 9), 5)
-    with ts.open(arrays["strs"], "w") as A:
-        with pytest.raises(ts.QueryError, match=r"attribute s: cell 2: 'x\\ud800y' holds a lone surrogate \('\\ud800' at character 1\)"):
-            A[1:5] = ["ok", "fine", "x\ud800y", ""]
-    with ts.open(arrays["sparse"], "w") as A:
-        with pytest.raises(ts.QueryError, match=r"attribute s: cell 1: '\\udc80' holds a lone surrogate"):
-            A.write({"x": [0.1, 0.2], "y": [1.0, 2.0]}, {"a": np.array([1, 2], np.int32), "s": ["a", "\udc80"]})
+    pattern = r"attribute s: cell 2: 'x\\ud800y' holds a lone surrogate \('\\ud800' at character 1\)"
+    with ts.open(arrays["strs"], "w") as A, pytest.raises(ts.QueryError, match=pattern):
+        A[1:5] = ["ok", "fine", "x\ud800y", ""]
+    values = {"a": np.array([1, 2], np.int32), "s": ["a", "\udc80"]}
+    with ts.open(arrays["sparse"], "w") as A, pytest.raises(ts.QueryError, match=r"attribute s: cell 1: '\\udc80'"):
+        A.write({"x": [0.1, 0.2], "y": [1.0, 2.0]}, values)
     with pytest.raises(ts.ArgumentError, match=r"uri: '.*\\ud800' holds a lone surrogate"):
         ts.open(str(arrays["base"] / "\ud800"))
     base: pathlib.Path = arrays["base"]

@@ -78,12 +78,12 @@ def test_asarray_reads_the_whole_domain(uri: str) -> None:
 
 
 def test_asarray_of_strings_and_multi_value_cells(tmp_path: pathlib.Path) -> None:
-    schema = ts.ArraySchema(
-        dims=[ts.Dim("r", (1, 3), 3)], attrs=[ts.Attr("v", "(3,)f4"), ts.Attr("s", str), ts.Attr("n", "int8", nullable=True)]
-    )
+    attrs = [ts.Attr("v", "(3,)f4"), ts.Attr("s", str), ts.Attr("n", "int8", nullable=True)]
+    schema = ts.ArraySchema(dims=[ts.Dim("r", (1, 3), 3)], attrs=attrs)
     ts.create(tmp_path / "m", schema)
     with ts.open(tmp_path / "m", "w") as A:
-        A[1:4] = {"v": np.ones((3, 3), np.float32), "s": ["a", "bc", ""], "n": np.ma.masked_array([1, 2, 3], [0, 1, 0], dtype=np.int8)}
+        n = np.ma.masked_array([1, 2, 3], [0, 1, 0], dtype=np.int8)
+        A[1:4] = {"v": np.ones((3, 3), np.float32), "s": ["a", "bc", ""], "n": n}
     with ts.open(tmp_path / "m") as A:
         assert A.dtype == np.dtype([("v", "(3,)f4"), ("s", object), ("n", "i1")])
         with pytest.raises(ts.QueryError, match=r"exactly one attribute.*v, s, n"):

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import tessera as ts
-
 from conftest import make_2d
 
 FILL = np.iinfo(np.int32).min
