@@ -218,7 +218,10 @@ def _made_by_create(uri: str) -> Optional[Tuple[str, bool]]:
         rest = rest[len("localhost") :] if rest.startswith("localhost") else rest
         if not rest.startswith("/"):
             return None  # the engine refuses it before making anything
-        uri = urllib.parse.unquote(rest, errors="strict")
+        try:
+            uri = urllib.parse.unquote(rest, errors="strict")
+        except UnicodeDecodeError:
+            return None  # not UTF-8: the engine refuses it before making anything
     elif re.match(r"[A-Za-z][A-Za-z0-9+.-]+://", uri):
         return None  # another scheme: refused before anything is made
     path = os.path.abspath(uri)

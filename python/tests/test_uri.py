@@ -16,7 +16,9 @@ def schema() -> ts.ArraySchema:
     return ts.ArraySchema(dims=[ts.Dim("r", (0, 3), 2)], attrs=[ts.Attr("a", "int32")])
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/a", "gs://bucket/a", "az://c/a", "http://host/a", "file://host/a"])
+@pytest.mark.parametrize(
+    "uri", ["s3://bucket/a", "gs://bucket/a", "az://c/a", "http://host/a", "file://host/a", "file:///tmp/x%ff"]
+)
 def test_unknown_schemes_are_refused_and_nothing_is_created(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, uri: str
 ) -> None:
@@ -30,7 +32,7 @@ def test_unknown_schemes_are_refused_and_nothing_is_created(
         lambda: ts.consolidate(uri),
         lambda: ts.vacuum(uri),
     ):
-        with pytest.raises(ts.ArrayError, match=uri.split("://")[0] + "://") as e:
+        with pytest.raises(ts.ArrayError) as e:
             call()
         assert uri in str(e.value)
     assert os.listdir(tmp_path) == []
