@@ -1,5 +1,6 @@
 # Tessera: `make demo` sets everything up and runs the quickstart; `make test` runs every test.
-# Both install what they need into .venv (Python packages) and build the engine in release mode.
+# Both install what they need into .venv (Python packages) and build the engine in release mode;
+# `make lint` runs rustfmt, clippy, ruff and mypy.
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -41,9 +42,13 @@ STRESS_SECONDS ?= 300
 stress: build
 	TESSERA_STRESS_SECONDS=$(STRESS_SECONDS) $(PY) -m pytest -q -s python/tests/test_stress.py
 
-lint:
+# Rust: formatting and clippy (warnings are errors); Python: ruff on python/ and mypy (strict)
+# on the package, both configured in pyproject.toml and installed into .venv.
+lint: venv
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python/
+	$(VENV)/bin/mypy python/tessera
 
 fmt:
 	cargo fmt --all

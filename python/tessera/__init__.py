@@ -47,6 +47,8 @@ from .array import Array, FragmentInfo, create, fragments, from_numpy, open
 from .config import Config
 from .consolidation import VacuumReport, consolidate, consolidation_plan, vacuum
 from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
     ArrayBusyError,
     ArrayError,
     ConfigError,
@@ -65,6 +67,8 @@ from .schema import SCHEMA_VERSION, ArraySchema, Attr, Dim, default_coord_filter
 __all__ = [
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
+    "ArgumentError",
+    "ArgumentTypeError",
     "Array",
     "ArrayBusyError",
     "ArrayError",

@@ -125,7 +125,7 @@ def _scalar(attr: Attr, value: Any, shape: Tuple[int, ...]) -> np.ndarray:
         return out
     dt = attr.dtype
     base = attr.base_dtype
-    if isinstance(value, np.generic) or isinstance(value, np.ndarray):
+    if isinstance(value, (np.generic, np.ndarray)):
         if value.dtype != dt and not (k == MULTI and value.dtype == base):
             raise _err(attr, f"value dtype {value.dtype} does not match the attribute's {dt} (no silent casts)")
     elif isinstance(value, bool):
@@ -235,7 +235,14 @@ def _encode_var(attr: Attr, cells: np.ndarray, validity: Optional[np.ndarray]) -
         elif k == STR:
             if not isinstance(c, str):
                 raise _err(attr, f"cell {i} is {type(c).__name__}, not str")
-            parts.append(c.encode())
+            try:
+                parts.append(c.encode())
+            except UnicodeEncodeError as e:
+                raise _err(
+                    attr,
+                    f"cell {i}: {c!r} holds a lone surrogate ({c[e.start]!r} at character {e.start}), "
+                    "which UTF-8 cannot encode",
+                ) from None
         elif k == BYTES:
             if not isinstance(c, (bytes, bytearray, memoryview)):
                 raise _err(attr, f"cell {i} is {type(c).__name__}, not bytes")
@@ -248,7 +255,10 @@ def _encode_var(attr: Attr, cells: np.ndarray, validity: Optional[np.ndarray]) -
                     )
                 a = c
             else:
-                a = np.asarray(c, dtype=attr.base_dtype)
+                try:
+                    a = np.asarray(c, dtype=attr.base_dtype)
+                except (TypeError, ValueError, OverflowError) as e:
+                    raise _err(attr, f"cell {i}: {c!r} is not a 1-D array of {attr.base_dtype} ({e})") from None
             if a.ndim != 1:
                 raise _err(attr, f"cell {i} is not a 1-D array")
             parts.append(np.ascontiguousarray(a).tobytes())

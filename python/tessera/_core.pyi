@@ -1,47 +1,48 @@
-"""Type stubs of the binding ``tessera._core`` (crates/tessera-py). Buffers are 1-D numpy
-arrays: data uint8, offsets uint64 (starting byte offset of each variable-length cell), validity
-uint8 (1 valid, 0 null). Ranges are inclusive (lo, hi) pairs in domain coordinates, one list per
-dimension (sparse reads: ints or floats; an empty list is the whole domain). Layouts:
-"C"/"row-major", "F"/"col-major", "G"/"global", "U"/"unordered" (sparse)."""
+# Type stubs of the binding ``tessera._core`` (crates/tessera-py). Buffers are 1-D numpy
+# arrays: data uint8, offsets uint64 (starting byte offset of each variable-length cell), validity
+# uint8 (1 valid, 0 null). Ranges are inclusive (lo, hi) pairs in domain coordinates, one list per
+# dimension (sparse reads: ints or floats; an empty list is the whole domain). Layouts:
+# "C"/"row-major", "F"/"col-major", "G"/"global", "U"/"unordered" (sparse).
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import TypeAlias
 
 __all__ = [
-    "__version__",
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
-    "TesseraError",
-    "SchemaError",
+    "Array",
+    "ArrayBusyError",
+    "ArrayError",
+    "ConfigError",
+    "ConsolidationConflictError",
+    "CorruptionError",
     "DomainError",
     "QueryError",
-    "ArrayError",
-    "ArrayBusyError",
-    "ConsolidationConflictError",
-    "ConfigError",
-    "CorruptionError",
-    "StorageError",
-    "check_config",
-    "config_keys",
-    "context_count",
-    "drop_caches",
-    "check_schema",
-    "default_sparse_schema_json",
-    "Array",
     "ReadQuery",
+    "SchemaError",
     "SparseQuery",
-    "create",
+    "StorageError",
+    "TesseraError",
+    "__version__",
+    "check_config",
+    "check_schema",
+    "config_keys",
     "consolidate",
+    "context_count",
+    "create",
+    "default_sparse_schema_json",
+    "drop_caches",
     "plan_consolidation",
-    "vacuum",
-    "stats_enable",
     "stats_disable",
-    "stats_is_enabled",
-    "stats_reset",
     "stats_dump",
+    "stats_enable",
+    "stats_is_enabled",
     "stats_json",
+    "stats_reset",
+    "vacuum",
 ]
 
 __version__: str
@@ -59,12 +60,12 @@ class ConfigError(TesseraError): ...
 class CorruptionError(TesseraError): ...
 class StorageError(TesseraError): ...
 
-_Buffers = Tuple[npt.NDArray[np.uint8], Optional[npt.NDArray[np.uint64]], Optional[npt.NDArray[np.uint8]]]
-_Ranges = Sequence[Sequence[Tuple[int, int]]]
-_Input = Tuple[str, npt.NDArray[np.uint8], Optional[npt.NDArray[np.uint64]], Optional[npt.NDArray[np.uint8]]]
-_Num = Union[int, float]
-_SparseRanges = Sequence[Sequence[Tuple[_Num, _Num]]]
-_Coords = Tuple[str, npt.NDArray[np.uint8]]
+_Buffers: TypeAlias = Tuple[npt.NDArray[np.uint8], Optional[npt.NDArray[np.uint64]], Optional[npt.NDArray[np.uint8]]]
+_Ranges: TypeAlias = Sequence[Sequence[Tuple[int, int]]]
+_Input: TypeAlias = Tuple[str, npt.NDArray[np.uint8], Optional[npt.NDArray[np.uint64]], Optional[npt.NDArray[np.uint8]]]
+_Num: TypeAlias = Union[int, float]
+_SparseRanges: TypeAlias = Sequence[Sequence[Tuple[_Num, _Num]]]
+_Coords: TypeAlias = Tuple[str, npt.NDArray[np.uint8]]
 
 def check_config(items: Optional[Dict[str, str]] = None) -> List[Tuple[str, str]]: ...
 def config_keys() -> List[Tuple[str, str, str]]: ...
@@ -106,7 +107,7 @@ class Array:
     def open(
         uri: str, mode: str = "r", timestamp: Optional[int] = None, config: Optional[Dict[str, str]] = None,
         start: Optional[int] = None
-    ) -> "Array": ...
+    ) -> Array: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
@@ -122,7 +123,7 @@ class Array:
     def nonempty_domain(self) -> Optional[List[Tuple[_Num, _Num]]]: ...
     def fragments(self) -> List[Dict[str, Any]]: ...
     def read(self, ranges: _Ranges, attrs: Sequence[str], layout: str) -> Tuple[List[int], Dict[str, _Buffers]]: ...
-    def read_query(self, ranges: _Ranges, attrs: Sequence[str], layout: str) -> "ReadQuery": ...
+    def read_query(self, ranges: _Ranges, attrs: Sequence[str], layout: str) -> ReadQuery: ...
     def write(self, ranges: _Ranges, layout: str, inputs: Sequence[_Input]) -> str: ...
     def write_sparse(self, coords: Sequence[_Coords], layout: str, inputs: Sequence[_Input]) -> str: ...
     def read_points(self, coords: Sequence[_Coords], attrs: Sequence[str]) -> Dict[str, _Buffers]: ...
@@ -130,7 +131,7 @@ class Array:
     def delete_cells(self, coords: Sequence[_Coords]) -> str: ...
     def delete_ranges(self, ranges: _SparseRanges) -> str: ...
     def sparse_read(self, ranges: _SparseRanges, attrs: Sequence[str], layout: str) -> Dict[str, _Buffers]: ...
-    def sparse_query(self, ranges: _SparseRanges, attrs: Sequence[str], layout: str) -> "SparseQuery": ...
+    def sparse_query(self, ranges: _SparseRanges, attrs: Sequence[str], layout: str) -> SparseQuery: ...
 
 @final
 class ReadQuery:

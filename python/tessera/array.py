@@ -15,23 +15,30 @@ there no longer exist (dense arrays read the fill value and null), later writes 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import numbers
 import operator
 import os
+import re
+import shutil
+import urllib.parse
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 
-from . import _codec, _core
+from . import _check, _codec, _core
 from .config import ConfigLike, as_items
-from .errors import DomainError, QueryError
+from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError
 from .filters import Filter
 from .result import Result
 from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 PathLike = Union[str, "os.PathLike[str]"]
 Ranges = List[List[Tuple[int, int]]]
@@ -99,36 +106,50 @@ def create(uri: PathLike, schema: ArraySchema, config: Optional[ConfigLike] = No
     """Creates an empty array with ``schema`` at ``uri`` (``ArrayError`` if something non-empty
     is there)."""
     if not isinstance(schema, ArraySchema):
-        raise TypeError(f"schema must be a ts.ArraySchema, not {type(schema).__name__}")
-    _core.create(os.fspath(uri), schema.to_json(), as_items(config))
+        raise ArgumentTypeError(f"schema must be a ts.ArraySchema, not {type(schema).__name__}")
+    _core.create(_uri(uri), schema.to_json(), as_items(config))
 
 
-def open(  # noqa: A001 - the API is ts.open, like tiledb.open and h5py.File
+def open(  # the API is ts.open, like tiledb.open and h5py.File
     uri: PathLike,
     mode: str = "r",
     timestamp: Optional[TimestampRange] = None,
     config: Optional[ConfigLike] = None,
 ) -> "Array":
-    """Opens the array at ``uri`` for reading ("r") or writing ("w"). ``timestamp`` (ms since
-    the epoch, or a datetime) shows only the fragments committed by then; a pair ``(start,
-    end)`` (reads only; either may be None) shows only the fragments written within that
-    inclusive range, e.g. the updates of one day without the data they changed."""
-    if mode not in ("r", "w"):
-        raise ValueError(f"mode must be 'r' or 'w', not {mode!r}")
+    """Opens the array at ``uri`` for reading ("r") or writing ("w").
+
+    Reads: ``timestamp`` (ms since the epoch, or a datetime) shows only the fragments committed
+    by then; a pair ``(start, end)`` (either may be None) shows only the fragments written
+    within that inclusive range, e.g. the updates of one day without the data they changed.
+
+    Writes: ``timestamp`` (at most 2**63 - 1) is the timestamp of every fragment written
+    through this array (``t0 == t1 == timestamp``) instead of the time of the write, so reads
+    as of an earlier timestamp do not see them. The timestamp chooses what time travel sees,
+    not which fragment wins a cell: fragments are ordered by commit, so such a write wins over
+    every fragment committed before it (in reads as of any time that sees both)."""
+    if not isinstance(mode, str) or mode not in ("r", "w"):
+        raise ArgumentError(f"mode must be 'r' or 'w', not {mode!r}")
+    if isinstance(timestamp, tuple) and mode == "w":
+        raise ArgumentError(
+            "a (start, end) timestamp range only applies to reads; a write takes one timestamp (its fragments' t0 = t1)"
+        )
     if isinstance(timestamp, tuple):
         if len(timestamp) != 2:
-            raise ValueError(f"a timestamp range is (start, end), not {timestamp!r}")
-        start, end = _timestamp_ms(timestamp[0]), _timestamp_ms(timestamp[1])
+            raise ArgumentError(f"a timestamp range is (start, end), not {timestamp!r}")
+        start = _check.timestamp_ms(timestamp[0], "timestamp range start")
+        end = _check.timestamp_ms(timestamp[1], "timestamp range end")
         if start is not None and end is not None and start > end:
-            raise ValueError(f"timestamp range starts after it ends: {timestamp!r}")
-        core = _core.Array.open(os.fspath(uri), mode, end, as_items(config), start)
+            raise ArgumentError(f"timestamp range starts after it ends: {timestamp!r}")
+        core = _core.Array.open(_uri(uri), mode, end, as_items(config), start)
         return Array(core, end, start)
     ts = _timestamp_ms(timestamp)
-    core = _core.Array.open(os.fspath(uri), mode, ts, as_items(config))
+    core = _core.Array.open(_uri(uri), mode, ts, as_items(config))
     return Array(core, ts)
 
 
-def fragments(uri: PathLike, timestamp: Optional[TimestampRange] = None, config: Optional[ConfigLike] = None) -> List[FragmentInfo]:
+def fragments(
+    uri: PathLike, timestamp: Optional[TimestampRange] = None, config: Optional[ConfigLike] = None
+) -> List[FragmentInfo]:
     """The committed fragments of the array at ``uri``, oldest first: name, timestamps, kind
     ("dense", "sparse" or "delete"), cells, tiles, bytes and non-empty domain. Fragments a consolidation superseded are
     left out once the consolidated fragment is committed (with ``timestamp`` before its ``t1``,
@@ -140,14 +161,17 @@ def fragments(uri: PathLike, timestamp: Optional[TimestampRange] = None, config:
 def from_numpy(
     uri: PathLike,
     array: np.ndarray,
-    tile: Union[None, int, Sequence[int]] = None,
+    tile: Union[int, Sequence[int], None] = None,
     attr: str = "a",
     filters: Sequence[Filter] = (),
     config: Optional[ConfigLike] = None,
 ) -> str:
     """Creates a dense array at ``uri`` holding ``array``: dimensions ``d0, d1, ...`` with
     domains ``[0, n - 1]``, one attribute ``attr``. ``tile``: the tile extent (one for every
-    axis, or one per axis); by default tiles of about 1 MiB. Returns the uri."""
+    axis, or one per axis); by default tiles of about 1 MiB. Returns the uri.
+
+    All or nothing: when anything fails (the write refusing a value, an interrupt), what this
+    call created is removed again (an empty folder given as ``uri`` is left, empty)."""
     array = np.asarray(array) if not isinstance(array, np.ndarray) else array
     if array.ndim == 0:
         raise QueryError("from_numpy needs an array with at least one axis")
@@ -158,19 +182,78 @@ def from_numpy(
     else:
         dtype = array.dtype
     if tile is None:
-        tiles = _default_tiles(array.shape, max(array.dtype.itemsize, 8) if array.dtype.kind in "OU" else array.dtype.itemsize)
-    elif isinstance(tile, int):
-        tiles = [min(tile, n) for n in array.shape]
+        itemsize = max(array.dtype.itemsize, 8) if array.dtype.kind in "OU" else array.dtype.itemsize
+        tiles = _default_tiles(array.shape, itemsize)
+    elif _check.is_real(tile):
+        t = _check.count(tile, "tile", lo=1)
+        tiles = [min(t, n) for n in array.shape]
     else:
-        tiles = list(tile)
+        if isinstance(tile, (str, bytes)) or not isinstance(tile, Sequence):
+            raise ArgumentTypeError(f"tile is an int or one int per axis, not {type(tile).__name__} {tile!r}")
+        if len(tile) != array.ndim:
+            raise ArgumentError(f"tile gives {len(tile)} extents for an array of {array.ndim} axes")
+        tiles = [_check.count(t, f"tile[{i}]", lo=1) for i, t in enumerate(tile)]
     schema = ArraySchema(
         dims=[Dim(f"d{i}", (0, n - 1), t) for i, (n, t) in enumerate(zip(array.shape, tiles))],
         attrs=[Attr(attr, dtype, filters=filters)],
     )
-    create(uri, schema, config)
-    with open(uri, "w", config=config) as A:
-        A[...] = array
+    made = _made_by_create(_uri(uri))
+    try:
+        create(uri, schema, config)
+        with open(uri, "w", config=config) as A:
+            A[...] = array
+    except BaseException:
+        _remove_made(made)
+        raise
     return os.fspath(uri)
+
+
+def _made_by_create(uri: str) -> Optional[Tuple[str, bool]]:
+    """What ``create(uri)`` would make and a failed ``from_numpy`` must remove: (the topmost
+    folder missing on the way to ``uri``, False), or (``uri``, True) when it is an empty folder
+    (only its contents are then removed); None when ``uri`` is not a local path or holds
+    something (``create`` refuses it and nothing is removed)."""
+    if uri[:7].lower() == "file://":
+        rest = uri[7:]
+        rest = rest[len("localhost") :] if rest.startswith("localhost") else rest
+        if not rest.startswith("/"):
+            return None  # the engine refuses it before making anything
+        try:
+            uri = urllib.parse.unquote(rest, errors="strict")
+        except UnicodeDecodeError:
+            return None  # not UTF-8: the engine refuses it before making anything
+    elif re.match(r"[A-Za-z][A-Za-z0-9+.-]+://", uri):
+        return None  # another scheme: refused before anything is made
+    path = os.path.abspath(uri)
+    if os.path.isdir(path) and not os.path.islink(path):
+        return (path, True) if not os.listdir(path) else None
+    if os.path.lexists(path):
+        return None
+    top = path
+    while True:
+        parent = os.path.dirname(top)
+        if parent == top or os.path.lexists(parent):
+            return (top, False)
+        top = parent
+
+
+def _remove_made(made: Optional[Tuple[str, bool]]) -> None:
+    """Removes what ``_made_by_create`` said ``create`` would make."""
+    if made is None:
+        return
+    path, keep_folder = made
+    if not os.path.isdir(path):
+        return
+    if keep_folder:
+        for entry in os.listdir(path):
+            p = os.path.join(path, entry)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(p)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _default_tiles(shape: Sequence[int], itemsize: int, target: int = 1 << 20) -> List[int]:
@@ -180,18 +263,26 @@ def _default_tiles(shape: Sequence[int], itemsize: int, target: int = 1 << 20) -
     order = sorted(range(len(shape)), key=lambda i: shape[i])
     for k, i in enumerate(order):
         left = len(shape) - k
-        ideal = max(1, int(math.floor(budget ** (1.0 / left) + 1e-9)))
+        ideal = max(1, math.floor(budget ** (1.0 / left) + 1e-9))
         tiles[i] = max(1, min(shape[i], ideal))
         budget = max(1, budget // tiles[i])
     return tiles
 
 
 def _timestamp_ms(t: Optional[Timestamp]) -> Optional[int]:
-    if t is None:
-        return None
-    if isinstance(t, _dt.datetime):
-        return int(t.timestamp() * 1000)
-    return operator.index(t)
+    """A ``timestamp`` argument in ms (checked: an int in [0, 2**64 - 1] or a datetime)."""
+    return _check.timestamp_ms(t)
+
+
+def _uri(uri: PathLike) -> str:
+    """An array location as the binding takes it: text UTF-8 can encode."""
+    try:
+        path = os.fspath(uri)
+    except TypeError:
+        raise ArgumentTypeError(f"uri is a str or os.PathLike, not {type(uri).__name__}") from None
+    if not isinstance(path, str):
+        raise ArgumentTypeError(f"uri is text (str), not {type(path).__name__} {path!r}")
+    return _check.text(path, "uri")
 
 
 class Array:
@@ -221,7 +312,7 @@ class Array:
         """Whether ``close`` was called."""
         return self._core is None
 
-    def __enter__(self) -> "Array":
+    def __enter__(self) -> Self:
         self._c()
         return self
 
@@ -283,8 +374,48 @@ class Array:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        """Number of coordinates per dimension (TypeError for float dimensions)."""
+        """Number of coordinates per dimension: the shape of ``np.asarray(A)`` (TypeError for
+        float dimensions)."""
         return self._schema.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of the cells as read: with one attribute, that of ``np.asarray(A)``
+        (``object`` for strings, bytes and ragged cells, a subarray dtype such as ``(3,)f4`` for
+        several values per cell); with several, a structured dtype with one field per attribute."""
+        fields = [(a.name, _read_dtype(a)) for a in self._schema.attrs]
+        return fields[0][1] if len(fields) == 1 else np.dtype(fields)
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """``np.asarray(A)``: the whole domain of a dense array with exactly one attribute, as
+        ``A[...]`` reads it (mode "r"; the engine refuses results too large to hold). Refused
+        (``QueryError``) for sparse arrays, for several attributes (read one: ``A.read(attrs=
+        ["a"])``) and where a nullable attribute holds nulls (``A[...]`` gives a masked array).
+        ``copy=False`` raises ``ValueError``: every read makes a new array."""
+        if copy is False:
+            raise ValueError(
+                "np.asarray(A, copy=False): a tessera array is on storage; reading it always makes a new array"
+            )
+        if self.sparse:
+            raise QueryError(
+                f"array {self._uri} is sparse: it has no dense numpy form (read its cells with A[...] or A.read())"
+            )
+        if len(self._schema.attrs) != 1:
+            raise QueryError(
+                f"np.asarray needs an array with exactly one attribute; {self._uri} has "
+                f"{len(self._schema.attrs)} ({', '.join(self.attr_names)}): read one with A.read(attrs=[name])"
+            )
+        self._need_read("np.asarray(A)")
+        out = self[...]
+        assert isinstance(out, np.ndarray)
+        if isinstance(out, np.ma.MaskedArray):
+            if np.ma.getmaskarray(out).any():
+                raise QueryError(
+                    f"attribute {self.attr_names[0]} holds null cells, which a plain ndarray cannot show: "
+                    "A[...] gives a masked array"
+                )
+            out = np.ma.getdata(out)
+        return out if dtype is None else out.astype(dtype, copy=False)
 
     @property
     def domain(self) -> Tuple[Tuple[Any, Any], ...]:
@@ -347,19 +478,12 @@ class Array:
             if isinstance(k, slice):
                 if k.step not in (None, 1):
                     raise QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported")
-                lo = lo_d if k.start is None else operator.index(k.start)
-                hi = hi_d if k.stop is None else operator.index(k.stop) - 1
+                lo = lo_d if k.start is None else _index(dim, k.start, "slice start")
+                hi = hi_d if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
                 ranges.append([(lo, hi)])
                 dropped.append(False)
-            elif isinstance(k, (bool, np.bool_)):
-                raise TypeError(f"dimension {dim.name}: boolean indices are not supported")
             else:
-                try:
-                    x = operator.index(k)
-                except TypeError:
-                    raise TypeError(
-                        f"dimension {dim.name}: index must be an int, a slice or '...', not {type(k).__name__}"
-                    ) from None
+                x = _index(dim, k, "index")
                 ranges.append([(x, x)])
                 dropped.append(True)
         return ranges, tuple(dropped)
@@ -380,16 +504,23 @@ class Array:
     def _ranges(self, ranges: Optional[RangesLike]) -> Ranges:
         """Normalizes ``read``'s ranges: per dimension None (whole domain), one (lo, hi) pair or a
         list of pairs, all inclusive."""
+        entries = self._range_entries(ranges)
+        if len(entries) != self.ndim:
+            raise DomainError(f"subarray: {len(entries)} dimensions given, the array has {self.ndim}")
         out: Ranges = []
-        for i, r in enumerate(self._range_entries(ranges)):
+        for r, dim in zip(entries, self._schema.dims):
             if r is None:
-                out.append([self._schema.dims[i].domain] if i < self.ndim else [])
-            elif _is_pair(r):
-                pair = cast(Tuple[int, int], r)
-                out.append([(int(pair[0]), int(pair[1]))])
-            else:
-                pairs = cast(Sequence[Tuple[int, int]], r)
-                out.append([(int(lo), int(hi)) for lo, hi in pairs])
+                out.append([dim.domain])
+                continue
+            if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
+                raise DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs")
+            pairs = [r] if _is_pair(r) else list(r)
+            norm = []
+            for p in pairs:
+                if not _is_pair(p):
+                    raise DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair")
+                norm.append((_int_bound(dim, p[0]), _int_bound(dim, p[1])))
+            out.append(norm)
         return out
 
     def _sparse_ranges(self, ranges: Optional[RangesLike]) -> SparseRanges:
@@ -434,18 +565,18 @@ class Array:
                         f"dimension {dim.name} has float coordinates, which half-open slices do not suit: "
                         f"use A.read(ranges={{{dim.name!r}: [(lo, hi)]}}) with inclusive bounds"
                     )
-                lo = dim.domain[0] if k.start is None else operator.index(k.start)
-                hi = dim.domain[1] if k.stop is None else operator.index(k.stop) - 1
+                lo = dim.domain[0] if k.start is None else _index(dim, k.start, "slice start")
+                hi = dim.domain[1] if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
                 out.append([(lo, hi)])
             elif isinstance(k, (bool, np.bool_)):
-                raise TypeError(f"dimension {dim.name}: boolean indices are not supported")
+                raise ArgumentTypeError(f"dimension {dim.name}: boolean indices are not supported")
             elif _is_number(k):
                 if not dim.is_float and not isinstance(k, (numbers.Integral, np.integer)):
-                    raise TypeError(f"dimension {dim.name}: index must be an int, a slice or '...', not {k!r}")
+                    raise ArgumentTypeError(f"dimension {dim.name}: index must be an int, a slice or '...', not {k!r}")
                 x = _bound(dim, k)
                 out.append([(x, x)])
             else:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"dimension {dim.name}: index must be a number, a slice or '...', not {type(k).__name__}"
                 )
         return out
@@ -547,9 +678,10 @@ class Array:
         (rows, *rest); other batches are 1-D. Sparse arrays: every batch is a ``Result`` (the
         dimension columns, then the attributes) of at least one cell; together they are the
         whole read in ``order`` ("C", "F", "G" or "U")."""
+        budget = _check.count(budget_bytes, "budget_bytes", lo=1)
         if self.sparse:
-            return self._sparse_batches(selection, attrs, budget_bytes, order)
-        return self._dense_batches(selection, attrs, budget_bytes, order)
+            return self._sparse_batches(selection, attrs, budget, order)
+        return self._dense_batches(selection, attrs, budget, order)
 
     def _sparse_batches(
         self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str
@@ -617,7 +749,7 @@ class Array:
             raise QueryError("coordinates are given as a dict: dimension name → coordinates")
         try:
             layout = _WRITE_ORDERS[order]
-        except KeyError:
+        except (KeyError, TypeError):
             raise QueryError(f"a sparse write's order is 'U' (unordered) or 'G' (global), not {order!r}") from None
         by_name = {d.name: d for d in self._schema.dims}
         cols = self._coord_columns(coords, "a sparse write")
@@ -744,14 +876,14 @@ class Array:
 def _layout(order: str) -> str:
     try:
         return _ORDERS[order]
-    except KeyError:
+    except (KeyError, TypeError):
         raise QueryError(f"order must be 'C', 'F' or 'G', not {order!r}") from None
 
 
 def _sparse_layout(order: str) -> str:
     try:
         return _SPARSE_ORDERS[order]
-    except KeyError:
+    except (KeyError, TypeError):
         raise QueryError(f"order must be 'C', 'F', 'G' or 'U', not {order!r}") from None
 
 
@@ -766,12 +898,55 @@ def _is_pair(r: Any) -> bool:
 
 def _bound(dim: Dim, x: Any) -> Any:
     """A range bound of a sparse read as the binding takes it: an int for integer bounds on
-    integer dimensions, otherwise a float (the engine takes the integers inside float bounds)."""
+    integer dimensions, otherwise a float (the engine takes the integers inside float bounds;
+    NaN is refused there, naming the dimension)."""
     if not _is_number(x):
         raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
     if not dim.is_float and isinstance(x, (numbers.Integral, np.integer)):
-        return int(x)
-    return float(x)
+        return _in_i128(dim, int(x))
+    try:
+        return float(x)
+    except OverflowError:
+        raise DomainError(f"dimension {dim.name}: range bound {x} is outside the domain {dim.domain}") from None
+
+
+#: Integer bounds the binding converts (i128); anything beyond lies outside every domain.
+_I128 = 2**127
+
+
+def _in_i128(dim: Dim, v: int) -> int:
+    if not -_I128 <= v < _I128:
+        lo, hi = dim.domain
+        raise DomainError(f"dimension {dim.name}: coordinate {v} is outside the domain [{lo}, {hi}]")
+    return v
+
+
+def _int_bound(dim: Dim, x: Any) -> int:
+    """An inclusive range bound of a dense read: an integer, or a float holding a whole number."""
+    if not _is_number(x):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
+    if isinstance(x, (numbers.Integral, np.integer)):
+        return _in_i128(dim, int(x))
+    f = float(x)
+    if not math.isfinite(f):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a finite number")
+    if f != math.floor(f):
+        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not an integer (the dimension's are)")
+    return _in_i128(dim, int(f))
+
+
+def _index(dim: Dim, k: Any, what: str) -> int:
+    """An integer index or slice end on a dimension (``what``: "index", "slice start", ...)."""
+    if isinstance(k, (bool, np.bool_)):
+        raise ArgumentTypeError(f"dimension {dim.name}: boolean indices are not supported")
+    try:
+        x = operator.index(k)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"dimension {dim.name}: {what} must be an int (indices are integer coordinates), "
+            f"not {type(k).__name__} {k!r}"
+        ) from None
+    return _in_i128(dim, x)
 
 
 def _coord_column(dim: Dim, value: Any) -> np.ndarray:
@@ -846,3 +1021,8 @@ def _write_layout(prepared: Sequence[Tuple[Attr, np.ndarray, Optional[np.ndarray
     if fixed and all(_codec.cell_layout(arr, ndim) == "F" for arr in fixed):
         return "F"
     return "C"
+
+
+def _read_dtype(a: Attr) -> np.dtype:
+    """The dtype of one attribute's cells in a read result (variable-length cells are objects)."""
+    return np.dtype(object) if a.kind in (STR, BYTES, RAGGED) else a.dtype

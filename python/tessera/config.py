@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from . import _core
+from . import _check, _core
+from .errors import ConfigError
 
 ConfigLike = Union["Config", Mapping[str, object]]
 
@@ -19,7 +20,7 @@ class Config(Mapping[str, str]):
     """
 
     def __init__(self, values: Optional[Mapping[str, object]] = None) -> None:
-        items = {str(k): _text(v) for k, v in (values or {}).items()}
+        items = _items(values or {})
         self._all: Dict[str, str] = dict(_core.check_config(items))
         self._set = items
 
@@ -54,10 +55,22 @@ def _text(v: object) -> str:
     return str(v)
 
 
+def _items(values: Mapping[str, object]) -> Dict[str, str]:
+    """Keys and values as text, refusing text UTF-8 cannot encode (``ConfigError`` naming the
+    key)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"a configuration is a mapping of keys to values, not {type(values).__name__}")
+    out = {}
+    for k, v in values.items():
+        key = _check.text(str(k), "config key", ConfigError)
+        out[key] = _check.text(_text(v), f"config {key}: value", ConfigError)
+    return out
+
+
 def as_items(config: Optional[ConfigLike]) -> Optional[Dict[str, str]]:
     """The key-value strings of a ``Config`` or mapping, for the binding (which checks them)."""
     if config is None:
         return None
     if isinstance(config, Config):
         return config.items_set()
-    return {str(k): _text(v) for k, v in config.items()}
+    return _items(config)

@@ -19,14 +19,13 @@ VacuumReport(removed=(...), uncommitted=())
 from __future__ import annotations
 
 import math
-import numbers
-import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _core
-from .array import FragmentInfo, PathLike, Timestamp, _fragment_info, _timestamp_ms
+from . import _check, _core
+from .array import FragmentInfo, PathLike, Timestamp, _fragment_info, _uri
 from .config import ConfigLike, as_items
+from .errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["VacuumReport", "consolidate", "consolidation_plan", "vacuum"]
 
@@ -56,41 +55,43 @@ def _selection(
     """The binding's keyword arguments for a selection (checked)."""
     given = [k for k, v in (("fragments", fragments), ("timestamp", timestamp), ("policy", policy)) if v is not None]
     if len(given) > 1:
-        raise ValueError(f"give at most one of fragments, timestamp and policy, not {' and '.join(given)}")
+        raise ArgumentError(f"give at most one of fragments, timestamp and policy, not {' and '.join(given)}")
     if policy is None and (ratio is not None or min_fragments is not None):
-        raise ValueError("ratio and min_fragments go with policy='size-tiered'")
+        raise ArgumentError("ratio and min_fragments go with policy='size-tiered'")
     if fragments is not None:
-        if isinstance(fragments, (str, bytes, FragmentInfo)):
-            raise TypeError("fragments is a list of fragment names (or FragmentInfo objects), not a single one")
+        if isinstance(fragments, (str, bytes, FragmentInfo)) or not isinstance(fragments, Iterable):
+            raise ArgumentTypeError("fragments is a list of fragment names (or FragmentInfo objects), not a single one")
         names = []
-        for f in fragments:
+        for i, f in enumerate(fragments):
             if isinstance(f, FragmentInfo):
                 names.append(f.name)
             elif isinstance(f, str):
-                names.append(f)
+                names.append(_check.text(f, f"fragments[{i}]"))
             else:
-                raise TypeError(f"fragments holds names (str) or FragmentInfo objects, not {type(f).__name__}")
+                raise ArgumentTypeError(
+                    f"fragments holds names (str) or FragmentInfo objects, not {type(f).__name__} (fragments[{i}])"
+                )
         return {"names": names}
     if timestamp is not None:
         if isinstance(timestamp, (str, bytes)) or not hasattr(timestamp, "__len__") or len(timestamp) != 2:
-            raise TypeError("timestamp is an inclusive (t0, t1) pair (ms since the epoch, or datetimes)")
-        t0, t1 = (_timestamp_ms(t) for t in timestamp)
-        assert t0 is not None and t1 is not None
-        if t0 < 0 or t1 < 0:
-            raise ValueError(f"timestamps are milliseconds since the epoch, not negative ({t0}, {t1})")
+            raise ArgumentTypeError("timestamp is an inclusive (t0, t1) pair (ms since the epoch, or datetimes)")
+        t0 = _check.timestamp_ms(timestamp[0], "timestamp t0")
+        t1 = _check.timestamp_ms(timestamp[1], "timestamp t1")
+        if t0 is None or t1 is None:
+            raise ArgumentTypeError(f"timestamp: both ends of (t0, t1) are needed, not {timestamp!r}")
         if t0 > t1:
-            raise ValueError(f"timestamp range ({t0}, {t1}) is reversed")
+            raise ArgumentError(f"timestamp range ({t0}, {t1}) is reversed")
         return {"timestamps": (t0, t1)}
     if policy is not None:
-        if policy not in POLICIES:
-            raise ValueError(f"unknown consolidation policy {policy!r} (known: {', '.join(POLICIES)})")
+        if not isinstance(policy, str) or policy not in POLICIES:
+            raise ArgumentError(f"unknown consolidation policy {policy!r} (known: {', '.join(POLICIES)})")
         r = 4.0 if ratio is None else ratio
-        if isinstance(r, bool) or not isinstance(r, numbers.Real) or math.isnan(r) or r < 1.0:
-            raise ValueError(f"ratio is a number >= 1 (the largest size ratio inside a tier), not {ratio!r}")
+        if not _check.is_real(r) or math.isnan(r) or r < 1.0:
+            raise ArgumentError(f"ratio is a number >= 1 (the largest size ratio inside a tier), not {ratio!r}")
         m = 4 if min_fragments is None else min_fragments
-        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 2:
-            raise ValueError(f"min_fragments is an integer >= 2, not {min_fragments!r}")
-        return {"size_tiered": (float(r), int(m))}
+        if not _check.is_int(m) or m < 2:
+            raise ArgumentError(f"min_fragments is an integer >= 2, not {min_fragments!r}")
+        return {"size_tiered": (float(r), min(int(m), _check.U64_MAX))}
     return {}
 
 
@@ -126,7 +127,7 @@ def consolidate(
     older fragments. At most ``sm.consolidation.buffer_size`` bytes of cells are held at
     once. Nothing is committed on error. The GIL is released while it runs."""
     sel = _selection(fragments, timestamp, policy, ratio, min_fragments)
-    d = _core.consolidate(os.fspath(uri), config=as_items(config), **sel)
+    d = _core.consolidate(_uri(uri), config=as_items(config), **sel)
     return None if d is None else _fragment_info(d)
 
 
@@ -143,7 +144,7 @@ def consolidation_plan(
     """The fragments ``ts.consolidate`` with the same arguments would merge now, oldest first
     (empty when fewer than two). Nothing is written; errors as for ``consolidate``."""
     sel = _selection(fragments, timestamp, policy, ratio, min_fragments)
-    return [_fragment_info(d) for d in _core.plan_consolidation(os.fspath(uri), config=as_items(config), **sel)]
+    return [_fragment_info(d) for d in _core.plan_consolidation(_uri(uri), config=as_items(config), **sel)]
 
 
 def vacuum(uri: PathLike, config: Optional[ConfigLike] = None) -> VacuumReport:
@@ -160,5 +161,5 @@ def vacuum(uri: PathLike, config: Optional[ConfigLike] = None) -> VacuumReport:
     can finish and close their arrays; an array the calling thread itself keeps open makes it
     wait for the whole timeout. Readers and writers that start while vacuum holds the lock wait
     for it (for at most the same timeout)."""
-    removed, uncommitted = _core.vacuum(os.fspath(uri), as_items(config))
+    removed, uncommitted = _core.vacuum(_uri(uri), as_items(config))
     return VacuumReport(tuple(removed), tuple(uncommitted))

@@ -6,6 +6,10 @@
 * ``DomainError``: a subarray outside the domain, reversed, or with the wrong number of dimensions.
 * ``QueryError``: any other bad query (buffer size or dtype, unknown attribute, wrong mode,
   layout, write state, a closed array).
+
+  * ``ArgumentError``: an argument with a bad value (a negative or too large timestamp or
+    budget, an unknown mode or order, text UTF-8 cannot encode); also a ``ValueError``.
+  * ``ArgumentTypeError``: an argument of the wrong type; also a ``TypeError``.
 * ``ArrayError``: no array at the path, a folder that is not an array, or one that already exists.
 
   * ``ArrayBusyError``: the array's lock stayed held longer than ``sm.vacuum.lock_timeout_ms``:
@@ -35,7 +39,22 @@ from ._core import (
     TesseraError,
 )
 
+
+class ArgumentError(QueryError, ValueError):
+    """An argument with a bad value (also a ``ValueError``): the message names the argument."""
+
+    __module__ = "tessera"
+
+
+class ArgumentTypeError(QueryError, TypeError):
+    """An argument of the wrong type (also a ``TypeError``): the message names the argument."""
+
+    __module__ = "tessera"
+
+
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
     "ArrayBusyError",
     "ArrayError",
     "ConfigError",

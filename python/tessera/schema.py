@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _core
+from . import _check, _core
 from .errors import SchemaError
 from .filters import Filter
 
@@ -109,7 +108,7 @@ class Dim:
     not given, a sparse array uses the engine's default (``Delta(), Zstd(level=3)``), and
     ``filters=[]`` stores them unfiltered."""
 
-    __slots__ = ("name", "domain", "tile", "filters", "_type", "_default_filters")
+    __slots__ = ("_default_filters", "_type", "domain", "filters", "name", "tile")
 
     def __init__(
         self,
@@ -119,7 +118,7 @@ class Dim:
         dtype: DTypeLike = "int64",
         filters: Optional[Sequence[Filter]] = None,
     ) -> None:
-        self.name = str(name)
+        self.name = _name(name, "dimension")
         self._type = _engine_type(np.dtype(dtype), f"dimension {name}")
         lo, hi = domain
         what = f"dimension {self.name}"
@@ -189,6 +188,13 @@ class Dim:
         return f"Dim({self.name!r}, domain={self.domain}, tile={self.tile}, dtype={self._type!r}{extra})"
 
 
+def _name(name: Any, what: str) -> str:
+    """A dimension's or attribute's name: text UTF-8 can encode (``SchemaError`` otherwise)."""
+    if not isinstance(name, str):
+        raise SchemaError(f"{what} name {name!r} is not text (str) but {type(name).__name__}")
+    return _check.text(name, f"{what} name", SchemaError)
+
+
 # What a cell holds, derived from the engine's (type, cell_val_num) alone.
 NUM, MULTI, COMPLEX, STR, BYTES, FIXED_BYTES, RAGGED = "num", "multi", "complex", "str", "bytes", "sbytes", "ragged"
 
@@ -215,7 +221,7 @@ class Attr:
     ones, NaN for floats, empty for strings).
     """
 
-    __slots__ = ("name", "filters", "nullable", "_type", "_cvn", "_fill")
+    __slots__ = ("_cvn", "_fill", "_type", "filters", "name", "nullable")
 
     def __init__(
         self,
@@ -227,7 +233,7 @@ class Attr:
         fill: Any = None,
         cell_val_num: int = 1,
     ) -> None:
-        self.name = str(name)
+        self.name = _name(name, "attribute")
         self.filters: Tuple[Filter, ...] = tuple(filters)
         for f in self.filters:
             if not isinstance(f, Filter):
@@ -431,7 +437,7 @@ class ArraySchema:
     write of a cell replaces it). The engine validates the whole schema here; errors raise
     ``SchemaError``."""
 
-    __slots__ = ("_dims", "_attrs", "sparse", "cell_order", "tile_order", "capacity", "allows_duplicates", "_json")
+    __slots__ = ("_attrs", "_dims", "_json", "allows_duplicates", "capacity", "cell_order", "sparse", "tile_order")
 
     def __init__(
         self,
@@ -458,7 +464,7 @@ class ArraySchema:
             self._dims = tuple(d._with_default_filters() if d._default_filters else d for d in self._dims)
         self.cell_order = _order(cell_order)
         self.tile_order = _order(tile_order)
-        self.capacity = int(capacity)
+        self.capacity = _check.count(capacity, "capacity", error=SchemaError, type_error=SchemaError)
         self.allows_duplicates = bool(allows_duplicates)
         self._json = _core.check_schema(json.dumps(self._json_dict()))
 

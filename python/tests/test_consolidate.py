@@ -6,6 +6,7 @@ once in separate processes."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -19,9 +20,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import pytest
 
-import tessera as ts
-
 import consolidation_worker as worker
+import tessera as ts
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -52,8 +52,8 @@ class DenseHistory:
 
     def __init__(self, uri: str, shape: Tuple[int, int] = (40, 36), tile: Tuple[int, int] = (8, 6), seed: int = 0):
         self.uri = uri
-        ts.create(uri, ts.ArraySchema([ts.Dim("r", (0, shape[0] - 1), tile[0]), ts.Dim("c", (0, shape[1] - 1), tile[1])],
-                                      [ts.Attr("a", "int32", filters=[ts.Zstd(level=1)])]))
+        dims = [ts.Dim("r", (0, shape[0] - 1), tile[0]), ts.Dim("c", (0, shape[1] - 1), tile[1])]
+        ts.create(uri, ts.ArraySchema(dims, [ts.Attr("a", "int32", filters=[ts.Zstd(level=1)])]))
         self.ref = read_dense(uri)  # the fill values: nothing written yet
         self.fill = self.ref.copy()
         self.rng = np.random.default_rng(seed)
@@ -496,37 +496,37 @@ def test_writer_consolidator_and_readers_in_separate_processes(tmp_path: pathlib
     procs: Dict[str, Tuple["subprocess.Popen[bytes]", Any]] = {}
     thread_errors: List[BaseException] = []
     thread_counts: List[Dict[str, int]] = []
-    try:
-        for seed, role in enumerate(("writer", "consolidator", "reader")):
-            log = open(tmp_path / f"{role}.log", "w+")
-            p = subprocess.Popen([sys.executable, script, role, uri, str(refdir), str(deadline), str(seed + 10)],
-                                 stdout=log, stderr=subprocess.STDOUT, env=env)
-            procs[role] = (p, log)
+    with contextlib.ExitStack() as logs:  # closes every log opened, even if a Popen fails
+        try:
+            for seed, role in enumerate(("writer", "consolidator", "reader")):
+                log = logs.enter_context(open(tmp_path / f"{role}.log", "w+"))
+                p = subprocess.Popen([sys.executable, script, role, uri, str(refdir), str(deadline), str(seed + 10)],
+                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+                procs[role] = (p, log)
 
-        def reader(seed: int) -> None:
-            try:
-                thread_counts.append(worker.read_loop(uri, str(refdir), deadline, seed))
-            except BaseException as e:  # noqa: BLE001 - reported by the test
-                thread_errors.append(e)
+            def reader(seed: int) -> None:
+                try:
+                    thread_counts.append(worker.read_loop(uri, str(refdir), deadline, seed))
+                except BaseException as e:
+                    thread_errors.append(e)
 
-        threads = [threading.Thread(target=reader, args=(100 + i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=run_for + 60)
-        outputs: Dict[str, Dict[str, int]] = {}
-        for role, (p, log) in procs.items():
-            rc = p.wait(timeout=60)
-            log.seek(0)
-            text = log.read()
-            assert rc == 0, f"{role} failed (status {rc}):\n{text}"
-            outputs[role] = json.loads(text.strip().splitlines()[-1])
-    finally:
-        for p, log in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            log.close()
+            threads = [threading.Thread(target=reader, args=(100 + i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=run_for + 60)
+            outputs: Dict[str, Dict[str, int]] = {}
+            for role, (p, log) in procs.items():
+                rc = p.wait(timeout=60)
+                log.seek(0)
+                text = log.read()
+                assert rc == 0, f"{role} failed (status {rc}):\n{text}"
+                outputs[role] = json.loads(text.strip().splitlines()[-1])
+        finally:
+            for p, _ in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
     assert not thread_errors, thread_errors[0]
     assert len(thread_counts) == 2
     w, c, r = outputs["writer"], outputs["consolidator"], outputs["reader"]

@@ -219,17 +219,15 @@ def test_delete_then_update_in_the_same_array_handle(uri: str) -> None:
 def test_bad_deletes_write_nothing(uri: str, call: Any, exc: type, words: str) -> None:
     make_dense(uri)
     before = listing(uri), ts.fragments(uri)
-    with ts.open(uri, "w") as A:
-        with pytest.raises(exc, match=words):
-            call(A)
+    with ts.open(uri, "w") as A, pytest.raises(exc, match=words):
+        call(A)
     assert (listing(uri), ts.fragments(uri)) == before
 
 
 def test_deletes_need_write_mode_and_an_open_array(uri: str) -> None:
     make_dense(uri)
-    with ts.open(uri) as A:
-        with pytest.raises(ts.QueryError, match="open for read"):
-            A.delete(ranges={})
+    with ts.open(uri) as A, pytest.raises(ts.QueryError, match="open for read"):
+        A.delete(ranges={})
     A = ts.open(uri, "w")
     A.close()
     with pytest.raises(ts.QueryError, match="closed"):
@@ -464,7 +462,7 @@ def dense_cases(draw: Any) -> Dict[str, Any]:
             ops.append((kind, draw(st.lists(point, min_size=1, max_size=8))))  # repeats allowed
         else:
             ops.append((kind, draw(range_lists(shape)), draw(st.booleans())))
-    return dict(dims=dims, cell_order=draw(st.sampled_from(["row-major", "col-major"])), ops=ops)
+    return {"dims": dims, "cell_order": draw(st.sampled_from(["row-major", "col-major"])), "ops": ops}
 
 
 @st.composite
@@ -603,8 +601,8 @@ def sparse_cases(draw: Any) -> Dict[str, Any]:
                 offs.append([(draw(st.sampled_from([0.0, -0.25] if x > 0 else [0.0])),
                               draw(st.sampled_from([0.0, 0.25] if y < n - 1 else [0.0]))) for x, y in r])
             ops.append((kind, ranges, offs, draw(st.booleans())))
-    return dict(is_float=is_float, dims=dims, dups=dups, capacity=draw(st.sampled_from([1, 2, 4, 100])),
-                cell_order=draw(st.sampled_from(["row-major", "col-major", "hilbert"])), ops=ops)
+    return {"is_float": is_float, "dims": dims, "dups": dups, "capacity": draw(st.sampled_from([1, 2, 4, 100])),
+                "cell_order": draw(st.sampled_from(["row-major", "col-major", "hilbert"])), "ops": ops}
 
 
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -7,9 +7,9 @@ import pathlib
 
 import numpy as np
 import pytest
-from conftest import make_2d
 
 import tessera as ts
+from conftest import make_2d
 
 
 def test_hierarchy() -> None:
@@ -17,6 +17,10 @@ def test_hierarchy() -> None:
                 ts.CorruptionError, ts.StorageError):
         assert issubclass(cls, ts.TesseraError) and cls.__module__ == "tessera"
     assert issubclass(ts.TesseraError, Exception)
+    # Bad argument values and types are tessera errors and also what Python code expects.
+    assert issubclass(ts.ArgumentError, ts.QueryError) and issubclass(ts.ArgumentError, ValueError)
+    assert issubclass(ts.ArgumentTypeError, ts.QueryError) and issubclass(ts.ArgumentTypeError, TypeError)
+    assert ts.ArgumentError.__module__ == ts.ArgumentTypeError.__module__ == "tessera"
 
 
 @pytest.fixture
@@ -104,15 +108,13 @@ def test_unknown_attribute(filled: str) -> None:
             A.read(attrs=["nope"])
         with pytest.raises(ts.QueryError, match="unknown attribute"):
             list(A.iter_batches(attrs=["a", "nope"]))
-    with ts.open(filled, "w") as A:
-        with pytest.raises(ts.QueryError, match="unknown attribute 'c'"):
-            A[1, 1] = {"a": np.int32(1), "b": np.float32(1), "c": 1}
+    with ts.open(filled, "w") as A, pytest.raises(ts.QueryError, match="unknown attribute 'c'"):
+        A[1, 1] = {"a": np.int32(1), "b": np.float32(1), "c": 1}
 
 
 def test_wrong_mode(filled: str) -> None:
-    with ts.open(filled) as A:
-        with pytest.raises(ts.QueryError, match="is open for read; write needs mode write"):
-            A[1, 1] = {"a": np.int32(1), "b": np.float32(1)}
+    with ts.open(filled) as A, pytest.raises(ts.QueryError, match="is open for read; write needs mode write"):
+        A[1, 1] = {"a": np.int32(1), "b": np.float32(1)}
     with ts.open(filled, "w") as A:
         with pytest.raises(ts.QueryError, match="is open for write; read needs mode read"):
             A[1, 1]
@@ -140,9 +142,8 @@ def test_closed_array(filled: str) -> None:
         A[1, 1]
     with pytest.raises(ts.QueryError, match="closed"):
         A.nonempty_domain()
-    with pytest.raises(ts.QueryError, match="closed"):
-        with A:
-            pass
+    with pytest.raises(ts.QueryError, match="closed"), A:
+        pass
     A.close()  # idempotent
 
 
@@ -160,7 +161,7 @@ def test_missing_path_not_an_array_and_existing(tmp_path: pathlib.Path, filled: 
 
 
 def test_bad_config_key(filled: str) -> None:
-    with pytest.raises(ts.ConfigError, match="sm.bogus: unknown key"):
+    with pytest.raises(ts.ConfigError, match=r"sm\.bogus: unknown key"):
         ts.open(filled, config={"sm.bogus": "1"})
     with pytest.raises(ts.ConfigError):
         ts.create(filled + "2", ts.ArraySchema([ts.Dim("d", (1, 2), 1)], [ts.Attr("a", "i4")]),
@@ -175,7 +176,7 @@ def test_storage_error_when_a_tile_file_cannot_be_read(filled: str) -> None:
     (frag / "a1.data").mkdir()
     for mode in ("pread", "mmap"):
         with ts.open(filled, config={"vfs.read_mode": mode}) as A:
-            with pytest.raises(ts.StorageError, match="a1.data: is a directory"):
+            with pytest.raises(ts.StorageError, match=r"a1\.data: is a directory"):
                 A[:]
             assert (A.read(attrs=["a"]) == 0).all()  # the other attribute still reads
 
@@ -183,6 +184,5 @@ def test_storage_error_when_a_tile_file_cannot_be_read(filled: str) -> None:
 def test_missing_tile_file_of_a_committed_fragment_is_corruption(filled: str) -> None:
     frag = next((pathlib.Path(filled) / "__fragments").iterdir())
     (frag / "a0.data").unlink()
-    with ts.open(filled) as A:
-        with pytest.raises(ts.CorruptionError, match="a0.data does not exist"):
-            A[:]
+    with ts.open(filled) as A, pytest.raises(ts.CorruptionError, match=r"a0\.data does not exist"):
+        A[:]

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 import pytest
-from conftest import make_2d
 
 import tessera as ts
+from conftest import make_2d
 
 
 def test_flipped_byte_in_a_tile_is_corruption_naming_file_and_tile(uri: str) -> None:

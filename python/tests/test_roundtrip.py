@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 import pytest
-from conftest import iota, make_2d
 
 import tessera as ts
+from conftest import iota, make_2d
 
 NUMERIC = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
            "complex64", "complex128"]
@@ -271,10 +271,10 @@ def test_writes_lend_numpy_memory_without_copy() -> None:
     for arr, layout in [(np.ones((30, 20), np.float32), "C"), (np.asfortranarray(np.ones((30, 20), np.float32)), "F")]:
         arr2, valid = _codec.prepare(attr, arr, (30, 20))
         assert _write_layout([(attr, arr2, valid)], 2) == layout
-        name, data, offsets, validity = _codec.encode(attr, arr2, valid, layout, 2)
+        _, data, _, _ = _codec.encode(attr, arr2, valid, layout, 2)
         assert data.dtype == np.uint8 and data.nbytes == arr.nbytes and np.shares_memory(data, arr)
     # A strided view has to be copied once into the layout.
     view = np.ones((30, 40), np.float32)[:, ::2]
     arr2, valid = _codec.prepare(attr, view, (30, 20))
-    name, data, offsets, validity = _codec.encode(attr, arr2, valid, _write_layout([(attr, arr2, valid)], 2), 2)
+    _, data, _, _ = _codec.encode(attr, arr2, valid, _write_layout([(attr, arr2, valid)], 2), 2)
     assert not np.shares_memory(data, view) and data.nbytes == view.nbytes

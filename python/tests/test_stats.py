@@ -64,7 +64,7 @@ def test_enable_disable() -> None:
 def test_json_has_summary_timers_and_counters() -> None:
     j = ts.stats.json()
     assert set(j) == {"summary", "timers", "counters"}
-    assert SUMMARY_KEYS <= set(j["summary"])
+    assert set(j["summary"]) >= SUMMARY_KEYS
     assert j["summary"]["hardware_concurrency"] >= 1
     r = j["summary"]["tile_cache_hit_ratio"]
     assert set(r) == {"numerator", "denominator", "ratio"}
@@ -191,5 +191,5 @@ def test_tile_cache_size_passes_through_and_contexts_are_shared(tmp_path: Any) -
     # Equal values, defaults included, are one configuration.
     with ts.open(uri) as E, ts.open(uri, config={"sm.tile_cache_size": ts.Config()["sm.tile_cache_size"]}) as F:
         assert E.context_id == F.context_id
-    with pytest.raises(ts.ConfigError, match="sm.tile_cache_size"):
+    with pytest.raises(ts.ConfigError, match=r"sm\.tile_cache_size"):
         ts.Config({"sm.tile_cache_size": "lots"})

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import tessera as ts
-
 from conftest import make_2d
 
 FILL = np.iinfo(np.int32).min
@@ -62,3 +61,31 @@ def test_bad_ranges_are_refused(uri: str) -> None:
         ts.open(uri, timestamp=(1, 2, 3))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="only applies to reads"):
         ts.open(uri, "w", timestamp=(f[0].t0, None))
+
+
+def test_a_write_timestamp_names_the_fragments_and_time_travel_follows_it(uri: str) -> None:
+    """``ts.open(uri, "w", timestamp=t)``: every fragment written is named (t, t)."""
+    make_2d(uri, rows=4, cols=5, tile=(2, 5))
+    with ts.open(uri, "w") as A:
+        A[1:5, 1:6] = np.full((4, 5), 1, dtype=np.int32)
+    with ts.open(uri, "w", timestamp=1000) as A:
+        assert A.timestamp == 1000
+        A[2:3, 1:6] = np.full((1, 5), 7, dtype=np.int32)
+        A.delete(ranges={"r": (4, 4)})
+    frags = ts.fragments(uri)
+    assert [(f.t0, f.t1) for f in frags[:2]] == [(1000, 1000)] * 2
+    # Fragments sharing a timestamp are ordered by uuid: the two at 1000 in either order.
+    assert sorted(f.kind for f in frags[:2]) == ["delete", "dense"] and frags[2].kind == "dense"
+    assert frags[2].t0 > 1000
+    with ts.open(uri, timestamp=999) as A:
+        assert A.fragments() == []
+    with ts.open(uri, timestamp=1000) as A:
+        assert rows_seen(A) == [FILL, 7, FILL, FILL]
+    with ts.open(uri) as A:  # the write made now is newer than the ones at 1000
+        assert rows_seen(A) == [1, 1, 1, 1]
+    with ts.open(uri, "w", timestamp=2000) as A:
+        A[1:2, 1:6] = np.full((1, 5), 5, dtype=np.int32)
+    with ts.open(uri, timestamp=2000) as A:
+        assert rows_seen(A) == [5, 7, FILL, FILL]
+    with pytest.raises(ts.QueryError, match=str(2**63)):
+        ts.open(uri, "w", timestamp=2**63)

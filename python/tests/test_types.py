@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_2d
 
 import tessera as ts
+from conftest import make_2d
 
 
 def test_strings_unicode_and_empty(uri: str) -> None:

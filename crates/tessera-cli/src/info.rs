@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
-use tessera::{Array, CellValNum, DimRange, Domain, Extent, FilterPipeline, FragmentMetadata};
+use tessera::{Array, CellValNum, DimRange, Dimension, Extent, FilterPipeline, FragmentMetadata};
 
 /// Sizes gathered once for both output forms.
 struct Totals {
@@ -58,7 +58,7 @@ fn info_json(array: &Array, t: &Totals) -> Result<Value> {
                 "t1": f.name.t1,
                 "uuid": f.name.uuid,
                 "format_version": f.name.version,
-                "kind": if f.is_dense() { "dense" } else { "sparse" },
+                "kind": fragment_kind(f),
                 "cell_count": f.cell_count,
                 "tile_count": f.tile_count(),
                 "nonempty_domain": coords_json(&f.nonempty_domain(schema)),
@@ -124,6 +124,38 @@ pub(crate) fn spec_str(r: &[(i128, i128)]) -> String {
     r.iter().map(|(a, b)| format!("{a}:{b}")).collect::<Vec<_>>().join(",")
 }
 
+/// A dimension's domain as `lo:hi`: floats for float dimensions whatever the JSON gave (a float
+/// dimension's domain written `[0, 10]` is read as integers).
+pub(crate) fn domain_str(d: &Dimension) -> String {
+    if d.is_float() {
+        let (lo, hi) = d.float_domain();
+        format!("{lo:?}:{hi:?}")
+    } else {
+        let (lo, hi) = d.int_domain();
+        format!("{lo}:{hi}")
+    }
+}
+
+/// A dimension's tile extent as `tile 5` (`tile 5.0` on float dimensions), if it has one.
+pub(crate) fn tile_str(d: &Dimension) -> Option<String> {
+    match d.tile? {
+        _ if d.is_float() => d.float_tile().map(|t| format!("tile {t:?}")),
+        Extent::Int(t) => Some(format!("tile {t}")),
+        Extent::Float(t) => Some(format!("tile {t:?}")),
+    }
+}
+
+/// What a fragment holds: "dense", "sparse" or "delete" (tombstones: deleted points and ranges).
+pub(crate) fn fragment_kind(f: &FragmentMetadata) -> &'static str {
+    if f.is_delete() {
+        "delete"
+    } else if f.is_dense() {
+        "dense"
+    } else {
+        "sparse"
+    }
+}
+
 fn filters_str(p: &FilterPipeline) -> String {
     let fs = p.filters();
     if fs.is_empty() {
@@ -157,13 +189,10 @@ fn info_text(array: &Array, t: &Totals, out: &mut impl Write) -> Result<()> {
     writeln!(out, "dimensions: {}", schema.dims.len())?;
     let w = schema.dims.iter().map(|d| d.name.len()).max().unwrap_or(0);
     for d in &schema.dims {
-        let domain = match d.domain {
-            Domain::Int(lo, hi) => format!("{lo}:{hi}"),
-            Domain::Float(lo, hi) => format!("{lo:?}:{hi:?}"),
-        };
-        let tile = match d.tile {
-            Some(Extent::Int(t)) => format!("tile {t} ({})", count(d.tile_count(), "tile")),
-            Some(Extent::Float(t)) => format!("tile {t:?} ({} tiles)", d.tile_count_any()),
+        let domain = domain_str(d);
+        let tile = match tile_str(d) {
+            Some(t) if d.is_float() => format!("{t} ({} tiles)", d.tile_count_any()),
+            Some(t) => format!("{t} ({})", count(d.tile_count(), "tile")),
             None => "no tile extent".to_string(),
         };
         let filters =
@@ -207,7 +236,7 @@ fn info_text(array: &Array, t: &Totals, out: &mut impl Write) -> Result<()> {
     let frags = array.fragments();
     writeln!(out, "fragments: {}{}", frags.len(), if frags.len() > 1 { " (oldest first)" } else { "" })?;
     for f in frags {
-        writeln!(out, "  {} ({})", f.name, if f.is_dense() { "dense" } else { "sparse" })?;
+        writeln!(out, "  {} ({})", f.name, fragment_kind(f))?;
         writeln!(out, "    t0 {} ({}), t1 {} ({})", f.name.t0, iso_ms(f.name.t0), f.name.t1, iso_ms(f.name.t1))?;
         writeln!(
             out,

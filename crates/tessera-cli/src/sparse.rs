@@ -515,15 +515,8 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         writeln!(out, "  note: {n}")?;
     }
     for d in &schema.dims {
-        let domain = match d.domain {
-            tessera::Domain::Int(lo, hi) => format!("{lo}:{hi}"),
-            tessera::Domain::Float(lo, hi) => format!("{lo:?}:{hi:?}"),
-        };
-        let tile = match d.tile {
-            Some(tessera::Extent::Int(t)) => format!("tile {t}"),
-            Some(tessera::Extent::Float(t)) => format!("tile {t:?}"),
-            None => "no tile extent".into(),
-        };
+        let domain = crate::info::domain_str(d);
+        let tile = crate::info::tile_str(d).unwrap_or_else(|| "no tile extent".into());
         writeln!(out, "  dimension {}: {}, domain {domain}, {tile}", d.name, d.datatype)?;
     }
     for a in &schema.attrs {

@@ -11,7 +11,7 @@
 //! (`-12.5:47`) for float dimensions.
 
 use anyhow::{bail, Result};
-use tessera::{ArraySchema, DimRange, Domain};
+use tessera::{ArraySchema, DimRange};
 
 /// One item of a SPEC; `None` bounds stand for the domain's bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,35 +202,35 @@ impl SparseSpec {
                 if r.lo.is_none() && r.hi.is_none() {
                     return Ok(Vec::new());
                 }
-                match d.domain {
-                    Domain::Int(dlo, dhi) => {
-                        let int = |b: Option<Num>, default: i128| match b {
-                            None => Ok(default),
-                            Some(Num::Int(v)) => Ok(v),
-                            Some(Num::Float(v)) => {
-                                bail!("dimension {} has {} coordinates; {v} is not an integer", d.name, d.datatype)
-                            }
-                        };
-                        let (lo, hi) = (int(r.lo, dlo)?, int(r.hi, dhi)?);
-                        if lo > hi {
-                            bail!("dimension {}: range {lo}:{hi} is reversed (low > high)", d.name);
-                        }
-                        if lo < dlo || hi > dhi {
-                            bail!("dimension {}: range {lo}:{hi} is outside the domain {dlo}:{dhi}", d.name);
-                        }
-                        Ok(vec![DimRange::Int(lo, hi)])
+                // By the datatype: a float dimension's domain may have been written as integers.
+                if d.is_float() {
+                    let (dlo, dhi) = d.float_domain();
+                    let lo = r.lo.map_or(dlo, Num::as_f64);
+                    let hi = r.hi.map_or(dhi, Num::as_f64);
+                    if lo > hi {
+                        bail!("dimension {}: range {lo:?}:{hi:?} is reversed (low > high)", d.name);
                     }
-                    Domain::Float(dlo, dhi) => {
-                        let lo = r.lo.map_or(dlo, Num::as_f64);
-                        let hi = r.hi.map_or(dhi, Num::as_f64);
-                        if lo > hi {
-                            bail!("dimension {}: range {lo:?}:{hi:?} is reversed (low > high)", d.name);
-                        }
-                        if lo < dlo || hi > dhi {
-                            bail!("dimension {}: range {lo:?}:{hi:?} is outside the domain {dlo:?}:{dhi:?}", d.name);
-                        }
-                        Ok(vec![DimRange::Float(lo, hi)])
+                    if lo < dlo || hi > dhi {
+                        bail!("dimension {}: range {lo:?}:{hi:?} is outside the domain {dlo:?}:{dhi:?}", d.name);
                     }
+                    Ok(vec![DimRange::Float(lo, hi)])
+                } else {
+                    let (dlo, dhi) = d.int_domain();
+                    let int = |b: Option<Num>, default: i128| match b {
+                        None => Ok(default),
+                        Some(Num::Int(v)) => Ok(v),
+                        Some(Num::Float(v)) => {
+                            bail!("dimension {} has {} coordinates; {v} is not an integer", d.name, d.datatype)
+                        }
+                    };
+                    let (lo, hi) = (int(r.lo, dlo)?, int(r.hi, dhi)?);
+                    if lo > hi {
+                        bail!("dimension {}: range {lo}:{hi} is reversed (low > high)", d.name);
+                    }
+                    if lo < dlo || hi > dhi {
+                        bail!("dimension {}: range {lo}:{hi} is outside the domain {dlo}:{dhi}", d.name);
+                    }
+                    Ok(vec![DimRange::Int(lo, hi)])
                 }
             })
             .collect()

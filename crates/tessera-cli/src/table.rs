@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use tessera::{ArraySchema, AttrData, Attribute, CellValNum, Datatype, Dimension, Domain};
+use tessera::{ArraySchema, AttrData, Attribute, CellValNum, Datatype, Dimension};
 
 /// What a column holds, as the CLI exchanges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,9 +72,14 @@ pub(crate) struct ColumnSpec {
 impl ColumnSpec {
     /// The column of dimension `d`.
     pub(crate) fn of_dim(d: &Dimension) -> Self {
-        let (kind, bounds) = match d.domain {
-            Domain::Int(lo, hi) => (Kind::Int(d.datatype), Bounds::Int(lo, hi)),
-            Domain::Float(lo, hi) => (Kind::Float(d.datatype), Bounds::Float(lo, hi)),
+        // By the datatype, not the domain's JSON form: `[0, 10]` on a float dimension parses as
+        // integers, and integer columns would store integer bits as float coordinates.
+        let (kind, bounds) = if d.is_float() {
+            let (lo, hi) = d.float_domain();
+            (Kind::Float(d.datatype), Bounds::Float(lo, hi))
+        } else {
+            let (lo, hi) = d.int_domain();
+            (Kind::Int(d.datatype), Bounds::Int(lo, hi))
         };
         Self { name: d.name.clone(), kind, nullable: false, dim: Some(bounds) }
     }

@@ -706,6 +706,61 @@ fn float_dimension_specs() {
     assert!(e.contains("row 2 (line 3), column lat: NaN is not a finite coordinate"), "{e}");
 }
 
+/// A float dimension whose domain and tile the JSON gives as integers (`[0, 10]`, `5`) is a float
+/// dimension all the same: integer CSV coordinates are converted (not stored as integer bits),
+/// and `info` prints float bounds. Delete fragments are labelled "delete".
+#[test]
+fn float_dimension_with_integer_json_domain_and_delete_fragments() {
+    let f = Fixture::new();
+    f.create(
+        "fi",
+        r#"{"version": 1, "array_type": "sparse",
+            "dims": [{"name": "x", "type": "float64", "domain": [0, 10], "tile": 5}],
+            "attrs": [{"name": "a", "type": "int32"}],
+            "cell_order": "row-major", "tile_order": "row-major", "capacity": 100}"#,
+    );
+    ok(&[
+        "write",
+        &f.p("fi"),
+        "--input",
+        &f.write(
+            "i.csv",
+            "x,a
+1,3
+7.5,4
+",
+        ),
+    ]);
+    let out = f.p("o.csv");
+    ok(&["read", &f.p("fi"), "--subarray", "0.5:8", "--output", &out]);
+    let (_, rows) = read_csv(Path::new(&out));
+    let got: Vec<(String, String)> = rows.iter().map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap())).collect();
+    assert_eq!(got, [("1.0".to_string(), "3".to_string()), ("7.5".to_string(), "4".to_string())]);
+    let e = err(&[
+        "write",
+        &f.p("fi"),
+        "--input",
+        &f.write(
+            "o.csv",
+            "x,a
+11,3
+",
+        ),
+    ]);
+    assert!(e.contains("11") && e.contains("outside the domain"), "{e}");
+    ok(&["delete", &f.p("fi"), "--subarray", "7:8"]);
+    let info = ok(&["info", &f.p("fi")]);
+    assert!(info.contains("domain 0.0:10.0  tile 5.0 (3 tiles)"), "{info}");
+    assert!(info.contains("non-empty domain: 1.0:7.5"), "{info}");
+    let kinds: Vec<&str> =
+        info.lines().filter(|l| l.starts_with("  __")).map(|l| l.rsplit(' ').next().unwrap()).collect();
+    assert_eq!(kinds, ["(sparse)", "(delete)"], "{info}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["info", &f.p("fi"), "--json"])).unwrap();
+    let kinds: Vec<&str> = json["fragments"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["sparse", "delete"]);
+    assert_eq!(json["fragments"][0]["nonempty_domain"], serde_json::json!([[1.0, 7.5]]));
+}
+
 #[test]
 fn stats_are_printed_only_when_asked() {
     let f = Fixture::new();

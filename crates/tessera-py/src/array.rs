@@ -206,8 +206,9 @@ fn borrow_inputs<'a>(inputs: &'a [WriteInput<'_>]) -> PyResult<Vec<AttrInput<'a>
 
 #[pymethods]
 impl PyArrayHandle {
-    /// Opens the array at `uri` in mode "r" or "w", optionally as of `timestamp` (ms), and for
-    /// reads optionally seeing only the fragments written from `start` on (ms, inclusive).
+    /// Opens the array at `uri` in mode "r" or "w". Reads: optionally as of `timestamp` (ms), and
+    /// optionally seeing only the fragments written from `start` on (ms, inclusive). Writes:
+    /// `timestamp` names every fragment written (t0 = t1 = timestamp).
     #[staticmethod]
     #[pyo3(signature = (uri, mode="r", timestamp=None, config=None, start=None))]
     fn open(
@@ -228,7 +229,13 @@ impl PyArrayHandle {
         }
         let (context_id, ctx) = context(config)?;
         let (t0, t1) = (start.unwrap_or(0), timestamp.unwrap_or(u64::MAX));
-        let inner = py.detach(|| tessera::Array::open_between(&ctx, uri, mode, t0, t1)).py()?;
+        let inner = py
+            .detach(|| match mode {
+                // Write mode: `timestamp` names the fragments written.
+                Mode::Write => tessera::Array::open_at(&ctx, uri, mode, timestamp),
+                Mode::Read => tessera::Array::open_between(&ctx, uri, mode, t0, t1),
+            })
+            .py()?;
         let uri = inner.uri().to_string_lossy().into_owned();
         Ok(Self { inner: Mutex::new(Some(inner)), uri, context_id })
     }

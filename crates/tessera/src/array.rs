@@ -64,17 +64,26 @@ pub struct Array {
     pub(crate) update_index: Arc<OnceLock<Option<Arc<crate::read::UpdateIndex>>>>,
     /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
     pub(crate) _lock: Option<Arc<LockGuard>>,
+    /// Write mode opened with a timestamp ([`Array::open_at`]): the timestamp every fragment
+    /// this array writes is named with (`t0 = t1`), instead of a fresh one.
+    pub(crate) write_timestamp: Option<u64>,
 }
+
+/// The largest timestamp an array can be opened for writing at: fragments must stay orderable
+/// after it (consolidation names its output `t1 + 1` and later steps), so the top half of the
+/// `u64` range is refused.
+pub const MAX_WRITE_TIMESTAMP: u64 = (1 << 63) - 1;
 
 impl Array {
     /// Creates an empty array with `schema` at `uri`.
     ///
     /// # Errors
-    /// An invalid schema, an existing non-empty folder, or a storage failure. On error nothing
-    /// that looks like an array is left behind.
+    /// An invalid schema, a location that is not local ([`Context::resolve_uri`]), an existing
+    /// non-empty folder, or a storage failure. On error nothing that looks like an array is left
+    /// behind.
     pub fn create(ctx: &Context, uri: impl AsRef<Path>, schema: &ArraySchema) -> Result<()> {
         schema.validate()?;
-        let uri = uri.as_ref();
+        let uri = &ctx.resolve_uri(uri.as_ref())?;
         let storage = ctx.storage();
         if storage.is_file(uri) {
             return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
@@ -102,17 +111,37 @@ impl Array {
     /// Opens the array at `uri`, seeing every committed fragment.
     ///
     /// # Errors
-    /// A missing path, a folder that is not an array, a corrupt schema or fragment metadata.
+    /// A location that is not local ([`Context::resolve_uri`]), a missing path, a folder that is
+    /// not an array, a corrupt schema or fragment metadata.
     pub fn open(ctx: &Context, uri: impl AsRef<Path>, mode: Mode) -> Result<Self> {
         Self::open_at(ctx, uri, mode, None)
     }
 
-    /// Opens the array at `uri` as of `timestamp` (milliseconds since the epoch): only fragments
-    /// whose end timestamp is at most `timestamp` are seen.
+    /// Opens the array at `uri` as of `timestamp` (milliseconds since the epoch). Read mode: only
+    /// fragments whose end timestamp is at most `timestamp` are seen. Write mode: every fragment
+    /// written through this array (and its clones) is named with `timestamp` (`t0 = t1 =
+    /// timestamp`) instead of a fresh one, so reads as of an earlier time do not see it. The
+    /// timestamp chooses what time travel sees, not which fragment wins a cell: fragments are
+    /// ordered by commit, so such a write wins over every fragment committed before it.
     ///
     /// # Errors
-    /// As [`Array::open`].
+    /// As [`Array::open`]; in write mode, a timestamp above [`MAX_WRITE_TIMESTAMP`]
+    /// (`QueryError::Timestamp`).
     pub fn open_at(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, timestamp: Option<u64>) -> Result<Self> {
+        let uri = &ctx.resolve_uri(uri.as_ref())?;
+        if mode == Mode::Write {
+            if let Some(t) = timestamp.filter(|&t| t > MAX_WRITE_TIMESTAMP) {
+                return Err(QueryError::Timestamp {
+                    uri: uri.display().to_string(),
+                    timestamp: t,
+                    detail: format!("a write timestamp is at most {MAX_WRITE_TIMESTAMP} (2^63 - 1 ms)"),
+                }
+                .into());
+            }
+            let mut a = Self::open_between(ctx, uri, mode, 0, u64::MAX)?;
+            a.write_timestamp = timestamp;
+            return Ok(a);
+        }
         Self::open_between(ctx, uri, mode, 0, timestamp.unwrap_or(u64::MAX))
     }
 
@@ -122,7 +151,7 @@ impl Array {
     /// # Errors
     /// As [`Array::open`].
     pub fn open_between(ctx: &Context, uri: impl AsRef<Path>, mode: Mode, start: u64, end: u64) -> Result<Self> {
-        let uri = uri.as_ref().to_path_buf();
+        let uri = ctx.resolve_uri(uri.as_ref())?;
         let _t =
             stats::timer(if mode == Mode::Read { Timer::SmArrayOpenForReads } else { Timer::SmArrayOpenForWrites });
         let storage = ctx.storage().clone();
@@ -154,6 +183,7 @@ impl Array {
             fragment_dirs,
             update_index: Arc::default(),
             _lock: lock,
+            write_timestamp: None,
         })
     }
 

@@ -115,6 +115,16 @@ pub enum QueryError {
     /// A write that did not cover its whole subarray, or a submit after finalize.
     #[error("{0}")]
     WriteState(String),
+    /// A timestamp the operation cannot take (a write timestamp too large to order after).
+    #[error("array {uri}: timestamp {timestamp}: {detail}")]
+    Timestamp {
+        /// Array location.
+        uri: String,
+        /// The timestamp given (ms since the epoch).
+        timestamp: u64,
+        /// What is wrong.
+        detail: String,
+    },
     /// A datatype other than the attribute's.
     #[error("attribute {attr}: buffer type {got} does not match the attribute type {expected}")]
     Datatype {
@@ -165,6 +175,15 @@ pub enum ArrayError {
         /// The fragment that would have been the output.
         fragment: String,
         /// What happened.
+        detail: String,
+    },
+    /// An array location that is not a local path: a `scheme://` URI other than `file://`
+    /// (object storage is not supported yet), or a malformed `file://` URI.
+    #[error("{uri}: {detail}")]
+    UnsupportedUri {
+        /// The location given.
+        uri: String,
+        /// What is wrong.
         detail: String,
     },
     /// A configuration key or value that is not understood.

@@ -44,7 +44,7 @@ pub mod stats;
 mod storage;
 mod write;
 
-pub use array::{Array, Mode, META_DIR, SCHEMA_DIR};
+pub use array::{Array, Mode, MAX_WRITE_TIMESTAMP, META_DIR, SCHEMA_DIR};
 pub use commit::COMMITS_DIR;
 pub use config::{Config, KEYS as CONFIG_KEYS};
 pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};

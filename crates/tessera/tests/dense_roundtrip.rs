@@ -115,6 +115,54 @@ fn newest_write_wins_and_hidden_fragments_are_not_needed() {
 }
 
 #[test]
+fn write_mode_timestamp_names_every_fragment_and_time_travel_follows_it() {
+    let ctx = mem_ctx();
+    let schema = schema_2d(4, 4, 2, 2);
+    Array::create(&ctx, "/a", &schema).unwrap();
+    let ones = vec![1i32; 16];
+    let w = Array::open(&ctx, "/a", Mode::Write).unwrap();
+    let now = w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&ones))]).unwrap();
+    // Writes at timestamp 1000: a dense write, random updates and a delete, all named t0 = t1 = 1000.
+    let old = Array::open_at(&ctx, "/a", Mode::Write, Some(1000)).unwrap();
+    let sevens = vec![7i32; 4];
+    let dense = old
+        .write(
+            &Subarray::from_ranges(&[(1, 2), (1, 2)]),
+            Layout::RowMajor,
+            &[AttrInput::fixed("a", i32_bytes(&sevens))],
+        )
+        .unwrap();
+    let (r, c, v) = ([4i64], [4i64], [9i32]);
+    let coords = [
+        CoordInput { name: "r", data: bytemuck::cast_slice(&r) },
+        CoordInput { name: "c", data: bytemuck::cast_slice(&c) },
+    ];
+    let sparse = old.write_sparse(&coords, &[AttrInput::fixed("a", i32_bytes(&v))]).unwrap();
+    let delete = old.delete_cells(&coords).unwrap();
+    for n in [&dense, &sparse, &delete] {
+        assert_eq!((n.t0, n.t1), (1000, 1000), "{n}");
+    }
+    assert!(now.t1 > 1000);
+    // As of 999 nothing exists; as of 1000 the three old writes; now the full write wins over them.
+    assert!(Array::open_at(&ctx, "/a", Mode::Read, Some(999)).unwrap().fragments().is_empty());
+    let at = Array::open_at(&ctx, "/a", Mode::Read, Some(1000)).unwrap();
+    assert_eq!(at.fragments().len(), 3);
+    let res = at.read(&Subarray::from_ranges(&[(1, 1), (1, 4)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), vec![7, 7, i32::MIN, i32::MIN]);
+    let cur = Array::open(&ctx, "/a", Mode::Read).unwrap();
+    assert_eq!(cur.fragments().last().unwrap().name, now);
+    let res = cur.read(&Subarray::from_ranges(&[(1, 1), (1, 4)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), vec![1; 4]);
+    // A timestamp the engine could not order after is refused.
+    for t in [MAX_WRITE_TIMESTAMP + 1, u64::MAX] {
+        let e = Array::open_at(&ctx, "/a", Mode::Write, Some(t)).unwrap_err();
+        assert!(matches!(e, Error::Query(QueryError::Timestamp { .. })), "{e}");
+        assert!(e.to_string().contains(&t.to_string()), "{e}");
+    }
+    Array::open_at(&ctx, "/a", Mode::Write, Some(MAX_WRITE_TIMESTAMP)).unwrap();
+}
+
+#[test]
 fn several_submits_build_one_fragment() {
     let ctx = mem_ctx();
     let schema = schema_2d(6, 5, 4, 2);

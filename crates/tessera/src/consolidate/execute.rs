@@ -33,7 +33,7 @@ use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 /// On error nothing is committed.
 pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Result<Option<FragmentMetadata>> {
     let _t = stats::timer(Timer::ConsolidatorConsolidate);
-    let uri = uri.as_ref();
+    let uri = &ctx.resolve_uri(uri.as_ref())?;
     let array = Array::open(ctx, uri, Mode::Read)?;
     let schema = array.schema().clone();
     let Some(p) = plan(array.fragments(), !schema.is_sparse(), sel)? else {

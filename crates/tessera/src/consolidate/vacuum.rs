@@ -38,7 +38,7 @@ pub struct VacuumReport {
 /// Readers or writers holding the array longer than `sm.vacuum.lock_timeout_ms`, or a storage
 /// failure (the array stays readable; a later vacuum resumes).
 pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
-    let uri = uri.as_ref();
+    let uri = &ctx.resolve_uri(uri.as_ref())?;
     let storage = ctx.storage().as_ref();
     if !storage.is_dir(&uri.join(COMMITS_DIR)) {
         return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into());

@@ -118,6 +118,8 @@ impl DenseWriter {
         let trange = grid.tile_range(&rect);
         let tiles = grid.tiles_in(&trange);
         let storage = array.ctx.storage().clone();
+        // An array opened for writing at a timestamp names its fragments with it.
+        let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
         let specs = FileSpec::for_schema(schema);
         let frag =

@@ -152,6 +152,8 @@ impl SparseWriter {
             .into());
         }
         let storage = array.ctx.storage().clone();
+        // An array opened for writing at a timestamp names its fragments with it.
+        let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
         let specs = FileSpec::for_sparse(schema);
         let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0);
