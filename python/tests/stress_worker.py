@@ -284,7 +284,7 @@ class Report:
 
 def write_loop(workdir: str, w: int, deadline: float, seed: int, report: Report) -> None:
     rng = random.Random(seed)
-    next_op = {k: 0 for k in KINDS}
+    next_op = dict.fromkeys(KINDS, 0)
     with open(os.path.join(workdir, f"log-{w}.txt"), "a") as log:
         while time.time() < deadline:
             for kind in KINDS:
@@ -426,7 +426,8 @@ def final_check(workdir: str, writers: int) -> Report:
 
 
 def main() -> None:
-    role, index, workdir, deadline, seed = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+    role, index, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    deadline, seed = float(sys.argv[4]), int(sys.argv[5])
     writers = int(os.environ.get("TESSERA_STRESS_WRITERS", "3"))
     report = Report()
     try:
@@ -438,7 +439,7 @@ def main() -> None:
             consolidate_loop(workdir, deadline, seed, report)
         else:
             raise SystemExit(f"unknown role {role}")
-    except Exception:  # noqa: BLE001 - reported as a violation with its traceback
+    except Exception:
         report.violation(f"{role}_crashed", traceback.format_exc())
     print(report.json(), flush=True)
 

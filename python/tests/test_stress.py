@@ -39,7 +39,8 @@ def run_stress(workdir: pathlib.Path, seconds: float) -> Tuple[Counter[str], Cou
     samples: List[str] = []
     try:
         for seed, (role, index) in enumerate(roles):
-            log = open(workdir / f"{role}-{index}.out", "w+")
+            # Closed in the finally below, once its process has ended or been killed.
+            log = open(workdir / f"{role}-{index}.out", "w+")  # noqa: SIM115
             p = subprocess.Popen([sys.executable, script, role, str(index), str(workdir), str(deadline), str(seed)],
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
             procs.append((f"{role}-{index}", p, log))
