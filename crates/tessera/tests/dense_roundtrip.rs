@@ -143,16 +143,20 @@ fn write_mode_timestamp_names_every_fragment_and_time_travel_follows_it() {
         assert_eq!((n.t0, n.t1), (1000, 1000), "{n}");
     }
     assert!(now.t1 > 1000);
-    // As of 999 nothing exists; as of 1000 the three old writes; now the full write wins over them.
+    // As of 999 nothing exists; as of 1000 the three old writes. Now all four are visible, in
+    // commit order: the writes at 1000 committed last and win over the full write.
     assert!(Array::open_at(&ctx, "/a", Mode::Read, Some(999)).unwrap().fragments().is_empty());
     let at = Array::open_at(&ctx, "/a", Mode::Read, Some(1000)).unwrap();
     assert_eq!(at.fragments().len(), 3);
     let res = at.read(&Subarray::from_ranges(&[(1, 1), (1, 4)]), &["a"], Layout::RowMajor).unwrap();
     assert_eq!(as_i32(&res.attrs[0].data), vec![7, 7, i32::MIN, i32::MIN]);
     let cur = Array::open(&ctx, "/a", Mode::Read).unwrap();
-    assert_eq!(cur.fragments().last().unwrap().name, now);
+    let names: Vec<_> = cur.fragments().iter().map(|f| f.name.clone()).collect();
+    assert_eq!(names, vec![now, dense, sparse, delete]);
     let res = cur.read(&Subarray::from_ranges(&[(1, 1), (1, 4)]), &["a"], Layout::RowMajor).unwrap();
-    assert_eq!(as_i32(&res.attrs[0].data), vec![1; 4]);
+    assert_eq!(as_i32(&res.attrs[0].data), vec![7, 7, 1, 1]);
+    let res = cur.read(&Subarray::from_ranges(&[(4, 4), (3, 4)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), vec![1, i32::MIN]);
     // A timestamp the engine could not order after is refused.
     for t in [MAX_WRITE_TIMESTAMP + 1, u64::MAX] {
         let e = Array::open_at(&ctx, "/a", Mode::Write, Some(t)).unwrap_err();
