@@ -73,16 +73,15 @@ def test_a_write_timestamp_names_the_fragments_and_time_travel_follows_it(uri: s
         A[2:3, 1:6] = np.full((1, 5), 7, dtype=np.int32)
         A.delete(ranges={"r": (4, 4)})
     frags = ts.fragments(uri)
-    assert [(f.t0, f.t1) for f in frags[:2]] == [(1000, 1000)] * 2
-    # Fragments sharing a timestamp are ordered by uuid: the two at 1000 in either order.
-    assert sorted(f.kind for f in frags[:2]) == ["delete", "dense"] and frags[2].kind == "dense"
-    assert frags[2].t0 > 1000
+    # Fragments are ordered by commit: the write made now first, then the two at 1000.
+    assert [f.kind for f in frags] == ["dense", "dense", "delete"]
+    assert frags[0].t0 > 1000 and [(f.t0, f.t1) for f in frags[1:]] == [(1000, 1000)] * 2
     with ts.open(uri, timestamp=999) as A:
         assert A.fragments() == []
     with ts.open(uri, timestamp=1000) as A:
         assert rows_seen(A) == [FILL, 7, FILL, FILL]
-    with ts.open(uri) as A:  # the write made now is newer than the ones at 1000
-        assert rows_seen(A) == [1, 1, 1, 1]
+    with ts.open(uri) as A:  # the writes at 1000 committed last: they win
+        assert rows_seen(A) == [1, 7, 1, FILL]
     with ts.open(uri, "w", timestamp=2000) as A:
         A[1:2, 1:6] = np.full((1, 5), 5, dtype=np.int32)
     with ts.open(uri, timestamp=2000) as A:
