@@ -7,6 +7,7 @@ mod dense_model;
 mod dense_roundtrip;
 mod faults;
 mod golden;
+mod hostile;
 mod sparse_errors;
 mod sparse_model;
 mod update_index;

@@ -14,7 +14,7 @@ mod writer;
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use commit::{commit_fragment, list_committed};
 pub use commit::{COMMITS_DIR, FRAGMENTS_DIR};
-pub(crate) use files::{FileKind, FileSpec};
+pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
 pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};

@@ -14,7 +14,7 @@ use crate::array::Array;
 use crate::cache::TileKey as CacheKey;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{verify_tile, FileKind, FileSpec};
+use crate::fragment::{check_var_offsets, verify_tile, FileKind, FileSpec};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
@@ -372,6 +372,16 @@ pub(crate) fn fetch_tiles(
                                 .map_err(|e| tile_err(e.to_string()))?;
                             Bytes::from_vec(out)
                         };
+                        if spec.kind == FileKind::Offsets {
+                            // Checked once here (cached tiles were checked when fetched): every
+                            // reader then slices data tiles by these offsets without checks.
+                            let data_len = specs
+                                .iter()
+                                .position(|s| s.attr == spec.attr && s.kind == FileKind::Data)
+                                .map(|d| array.fragments[frag].files[d].1[r.key.1 as usize].unfiltered_size);
+                            let data_len = data_len.ok_or_else(|| tile_err("no data file".into()))?;
+                            check_var_offsets(&tile, data_len).map_err(tile_err)?;
+                        }
                         count_fetched(schema, spec, entry.stored_size, entry.unfiltered_size);
                         Ok(((r.key, r.file), tile))
                     })
