@@ -97,3 +97,66 @@ fn sparse_var_offsets_inside_a_run_are_checked() {
         }
     }
 }
+
+/// Replaces `path` by a FIFO (a named pipe no one writes to).
+fn make_fifo(path: &Path) {
+    std::fs::remove_file(path).unwrap();
+    let ok = std::process::Command::new("mkfifo").arg(path).status().unwrap().success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// Runs `f` on a thread and returns its result, or fails the test if it takes longer than 20 s
+/// (after writing to `fifo` once so a blocked open returns and the thread ends).
+fn within_timeout<T: Send + 'static>(fifo: &Path, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(v) => v,
+        Err(_) => {
+            // Unblock the reader stuck in open(2) so it does not outlive the test forever.
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new().write(true).custom_flags(0o4000).open(fifo);
+            panic!("hung on {}", fifo.display());
+        }
+    }
+}
+
+/// A tile file, a fragment's metadata or the schema that is a FIFO (or another non-regular
+/// file) is an error naming it, in both read modes, instead of an `open` that never returns.
+#[test]
+fn non_regular_files_are_refused_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in ["pread", "mmap"] {
+        for target in ["tile", "metadata", "schema"] {
+            let uri = dir.path().join(format!("{mode}-{target}"));
+            let ctx = local_ctx();
+            let schema = schema_2d(10, 10, 5, 5);
+            Array::create(&ctx, &uri, &schema).unwrap();
+            let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+            let vals: Vec<i32> = (0..100).collect();
+            let name = w
+                .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))])
+                .unwrap();
+            drop(w);
+            let fifo = match target {
+                "tile" => frag_dir(&uri, &name).join("a0.data"),
+                "metadata" => frag_dir(&uri, &name).join(METADATA_FILE),
+                _ => std::fs::read_dir(uri.join(SCHEMA_DIR)).unwrap().next().unwrap().unwrap().path(),
+            };
+            make_fifo(&fifo);
+            let mut config = Config::new();
+            config.set("vfs.read_mode", mode).unwrap();
+            let ctx = Context::new(config).unwrap();
+            let (u, s) = (uri.clone(), schema.clone());
+            let got = within_timeout(&fifo, move || {
+                let r = Array::open(&ctx, &u, Mode::Read)?;
+                r.read(&Subarray::full(&s), &["a"], Layout::RowMajor).map(|_| ())
+            });
+            let msg = got.unwrap_err().to_string();
+            let fname = fifo.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(msg.contains(&fname) && msg.contains("not a regular file"), "{mode} {target}: {msg}");
+        }
+    }
+}
