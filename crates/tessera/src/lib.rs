@@ -44,7 +44,7 @@ mod storage;
 mod write;
 
 pub use array::{Array, Mode, META_DIR, SCHEMA_DIR};
-pub use config::{Config, KEYS as CONFIG_KEYS};
+pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
 pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};
 pub use context::Context;
 pub use error::{ArrayError, Error, QueryError, Result};

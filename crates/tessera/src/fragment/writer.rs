@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::config::check_limit;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{
     block_sums, checksum_of_sums, commit_fragment, wants_blocks, BlockIndex, FileSpec, FragmentMetadata, FragmentName,
@@ -45,6 +46,8 @@ pub(crate) struct FragmentWriter {
     blocks: Vec<Vec<Vec<u64>>>,
     domain: Rect,
     committed: bool,
+    /// `sm.limits.tile_bytes`: no tile larger than readers accept is written.
+    tile_limit: u64,
 }
 
 impl Drop for FragmentWriter {
@@ -75,11 +78,24 @@ impl FragmentWriter {
         specs: Vec<FileSpec>,
         domain: Rect,
         tile_count: u64,
+        tile_limit: u64,
     ) -> Self {
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
         let blocks = vec![Vec::new(); specs.len()];
-        Self { storage, array, dir, name, specs, handles: Vec::new(), entries, blocks, domain, committed: false }
+        Self {
+            storage,
+            array,
+            dir,
+            name,
+            specs,
+            handles: Vec::new(),
+            entries,
+            blocks,
+            domain,
+            committed: false,
+            tile_limit,
+        }
     }
 
     /// The fragment's name.
@@ -102,6 +118,18 @@ impl FragmentWriter {
     /// # Errors
     /// A filter or storage failure, or a tile written twice.
     pub(crate) fn write_tiles(&mut self, tiles: Vec<UnfilteredTile>) -> Result<()> {
+        // A tile larger than `sm.limits.tile_bytes` (variable-length data; fixed-size tiles are
+        // refused when the writer starts) would be refused by every reader: refused here.
+        for t in &tiles {
+            for (f, b) in t.buffers.iter().enumerate() {
+                check_limit(
+                    "sm.limits.tile_bytes",
+                    || format!("tile {} of {} of the fragment being written", t.index, self.specs[f].name),
+                    b.len() as u64,
+                    self.tile_limit,
+                )?;
+            }
+        }
         self.start()?;
         let specs = &self.specs;
         let jobs: Vec<(u64, usize, Vec<u8>)> = tiles

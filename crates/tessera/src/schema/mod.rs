@@ -5,11 +5,13 @@ mod array_schema;
 mod attribute;
 mod datatype;
 mod dimension;
+mod file;
 
 pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder, SCHEMA_VERSION};
 pub use attribute::{Attribute, CellValNum};
 pub use datatype::Datatype;
 pub use dimension::{Dimension, Domain, Extent};
+pub(crate) use file::read_schema_file;
 
 /// Errors of schema construction and validation.
 #[derive(Debug, thiserror::Error)]

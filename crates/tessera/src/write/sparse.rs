@@ -155,7 +155,8 @@ impl SparseWriter {
         let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
         let specs = FileSpec::for_sparse(schema);
-        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0);
+        let tile_limit = array.ctx.config().limits().tile_bytes;
+        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0, tile_limit);
         let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
             _lock: lock,
@@ -182,7 +183,15 @@ impl SparseWriter {
         let specs = FileSpec::for_deletes(array.schema());
         let storage = array.ctx.storage().clone();
         let name = w.frag.as_ref().map(|f| f.name().clone()).unwrap_or_else(|| FragmentName::new(0));
-        w.frag = Some(FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0));
+        w.frag = Some(FragmentWriter::new(
+            storage,
+            array.uri.clone(),
+            name,
+            specs.clone(),
+            Vec::new(),
+            0,
+            array.ctx.config().limits().tile_bytes,
+        ));
         w.specs = specs;
         w.deletes = Some(rects);
         Ok(w)
