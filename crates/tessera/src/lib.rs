@@ -36,6 +36,9 @@ mod fast_hash;
 mod filter;
 mod footer;
 mod fragment;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzz;
 mod geometry;
 mod read;
 mod schema;

@@ -15,6 +15,8 @@ pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks,
 pub(crate) use commit::{commit_fragment, list_committed};
 pub use commit::{COMMITS_DIR, FRAGMENTS_DIR};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use metadata::FOOTER_MAGIC as METADATA_FOOTER_MAGIC;
 pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
