@@ -353,12 +353,12 @@ mod tests {
 
     #[test]
     fn schema_target() {
-        run(schema, &schema_seeds(), 3000, 300);
+        run(schema, &schema_seeds(), 10_000, 1000);
     }
 
     #[test]
     fn fragment_metadata_target() {
-        run(fragment_metadata, &metadata_seeds(), 5000, 300);
+        run(fragment_metadata, &metadata_seeds(), 20_000, 1000);
     }
 
     #[test]
@@ -373,7 +373,7 @@ mod tests {
         ];
         for (name, target) in TARGETS.iter().filter(|t| t.0.starts_with("filter_") && t.0 != "filter_pipeline") {
             let f = filters.iter().find(|f| name.ends_with(f.name())).copied().unwrap();
-            run(*target, &filter_seeds(&[f]), 2000, 300);
+            run(*target, &filter_seeds(&[f]), 5000, 1000);
         }
         let mut seeds = Vec::new();
         for code in [0x0214u16, 0x0003, 0x01c5, 0x0e21] {
@@ -383,7 +383,7 @@ mod tests {
                 seeds.push(v);
             }
         }
-        run(pipeline, &seeds, 3000, 300);
+        run(pipeline, &seeds, 10_000, 1000);
     }
 
     #[test]
@@ -393,13 +393,13 @@ mod tests {
             offs.iter().for_each(|o| v.extend_from_slice(&o.to_le_bytes()));
             v
         };
-        run(var_offsets, &[seed(8, &[0, 2, 4, 6]), seed(0, &[0, 0]), seed(100, &[0, 50, 50, 99])], 3000, 300);
+        run(var_offsets, &[seed(8, &[0, 2, 4, 6]), seed(0, &[0, 0]), seed(100, &[0, 50, 50, 99])], 10_000, 1000);
     }
 
     #[test]
     fn update_index_target() {
         let seed: Vec<u8> = [5i64, 7, 9, 11].iter().flat_map(|v| v.to_le_bytes()).collect();
-        run(update_index, &[seed.clone(), [vec![1], seed].concat()], 150, 20);
+        run(update_index, &[seed.clone(), [vec![1], seed].concat()], 400, 50);
     }
 
     #[test]

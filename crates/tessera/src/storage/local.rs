@@ -1,6 +1,8 @@
 //! The local-file backend: [`LocalStorage`] over `std::fs`. Owns pread and memory-mapped reads
 //! (with the per-path cache of maps), buffered appends with fsync on finish, atomic replacement
-//! by temporary file + rename + folder fsync, and advisory file locks (`flock` via std).
+//! by temporary file + rename + folder fsync, and advisory file locks (`flock` via std). Reads
+//! open only regular files, without blocking (a FIFO or device in a file's place is an error,
+//! not a hang).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
