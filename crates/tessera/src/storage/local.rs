@@ -195,7 +195,7 @@ fn check_regular(meta: &fs::Metadata, path: &Path) -> Result<(), StorageError> {
     let what = if t.is_file() {
         return Ok(());
     } else if t.is_dir() {
-        "a directory"
+        return Err(StorageError::kind("read", path, std::io::ErrorKind::IsADirectory));
     } else if t.is_fifo() {
         "a FIFO"
     } else if t.is_socket() {
