@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.deps-stamp
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test build venv rust-test py-test stress bench bench-quick bench-deps lint fmt clean
+.PHONY: all demo test build venv rust-test py-test stress bench bench-quick bench-deps lint fmt clean fuzz
 
 all: test
 
@@ -54,7 +54,21 @@ fmt:
 	cargo fmt --all
 
 clean:
-	rm -rf target $(VENV)
+	rm -rf target $(VENV) fuzz/target
+
+# Fuzzing (not part of `make test`, which runs each target briefly through `tessera::fuzz`'s
+# tests): every cargo-fuzz target in fuzz/ for FUZZ_SECONDS each, with libFuzzer's memory caps,
+# on the nightly toolchain. Installs cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(notdir $(basename $(wildcard fuzz/fuzz_targets/*.rs)))
+
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+		(cd fuzz && cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) \
+			-rss_limit_mb=2048 -malloc_limit_mb=64 -timeout=10) || exit 1; \
+	done
 
 # Benchmarks (not tests): dense load/read at full size (~1 GiB), statistics overhead and the
 # tile cache; then the peer suite (bench/, issue 6): Tessera against TileDB-Py, HDF5, Zarr,

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use crate::commit::{read_log, resolve, Placed, Position, COMMITS_DIR, GATE_FILE, LOCK_FILE};
 use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
-use crate::footer::{seal, unseal};
+use crate::footer::seal;
 use crate::fragment::{now_ms, FragmentMetadata, FragmentName, FRAGMENTS_DIR, METADATA_FILE};
 use crate::geometry::{bounding_box, DimRange};
 use crate::geometry::{Subarray, TileGrid};
@@ -444,12 +444,7 @@ fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
     let Some((_, _, name)) = newest else {
         return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into());
     };
-    let path = dir.join(name);
-    let bytes = storage.read_all(&path)?;
-    stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
-    let payload = unseal(&bytes, SCHEMA_MAGIC, &path)?;
-    let text = std::str::from_utf8(payload).map_err(|_| Error::corrupt(&path, "schema is not UTF-8"))?;
-    ArraySchema::from_json(text).map_err(|e| Error::corrupt(&path, e.to_string()))
+    crate::schema::read_schema_file(storage.as_ref(), &dir.join(name), &ctx.config().limits())
 }
 
 fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySchema) -> Result<FragmentMetadata> {

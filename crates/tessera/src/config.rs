@@ -9,7 +9,18 @@ use crate::storage::ReadMode;
 pub const KEYS: &[(&str, &str, &str)] = &[
     ("sm.compute_concurrency", "0", "threads that filter and unfilter tiles (0: all cores)"),
     ("sm.io_concurrency", "0", "threads that read tiles in parallel (0: all cores)"),
-    ("sm.memory_budget", "1073741824", "bytes of unfiltered tiles a read holds at once"),
+    (
+        "sm.memory_budget",
+        "1073741824",
+        "bytes of unfiltered tiles a dense read holds at once; a read needing a single tile larger than this is refused",
+    ),
+    (
+        "sm.limits.tile_bytes",
+        "1073741824",
+        "largest unfiltered tile of one file that a read decodes or a write builds (bounds what bytes on disk can make a read allocate)",
+    ),
+    ("sm.limits.attributes", "65536", "most attributes a schema read from disk may have"),
+    ("sm.limits.schema_bytes", "16777216", "largest schema file a read accepts, in bytes"),
     (
         "sm.tile_cache_size",
         "134217728",
@@ -36,6 +47,38 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.coalesce_gap", "1048576", "byte ranges of one file closer than this are read as one"),
     ("vfs.coalesce_max", "134217728", "largest byte range a coalesced read may span"),
 ];
+
+/// Limits that bound what bytes on disk (or a schema) can make a read or write allocate; each is
+/// a configuration key (`sm.limits.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `sm.limits.tile_bytes`: the largest unfiltered tile of one file.
+    pub tile_bytes: u64,
+    /// `sm.limits.attributes`: the most attributes of a schema.
+    pub attributes: u64,
+    /// `sm.limits.schema_bytes`: the largest schema file.
+    pub schema_bytes: u64,
+}
+
+impl Default for Limits {
+    /// The defaults of the keys.
+    fn default() -> Self {
+        Config::new().limits()
+    }
+}
+
+/// `Ok` when `needed <= limit`, else the `ArrayError::Limit` naming `what` and the key.
+pub(crate) fn check_limit(
+    key: &'static str,
+    what: impl FnOnce() -> String,
+    needed: u64,
+    limit: u64,
+) -> Result<(), ArrayError> {
+    if needed <= limit {
+        return Ok(());
+    }
+    Err(ArrayError::Limit { key, what: what(), needed, limit })
+}
 
 /// A set of configuration values.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -97,6 +140,14 @@ impl Config {
     /// Bytes of unfiltered tiles a read holds at once.
     pub fn memory_budget(&self) -> u64 {
         self.num("sm.memory_budget").max(1)
+    }
+    /// The limits on what bytes on disk may make the engine allocate.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            tile_bytes: self.num("sm.limits.tile_bytes"),
+            attributes: self.num("sm.limits.attributes"),
+            schema_bytes: self.num("sm.limits.schema_bytes"),
+        }
     }
     /// Bytes of cells a consolidation holds at once.
     pub fn consolidation_buffer_size(&self) -> u64 {

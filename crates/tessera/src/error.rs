@@ -186,6 +186,20 @@ pub enum ArrayError {
         /// What is wrong.
         detail: String,
     },
+    /// Something needs more than a configured limit allows (a tile larger than
+    /// `sm.limits.tile_bytes` or `sm.memory_budget`, a schema with too many attributes, ...):
+    /// refused before allocating it.
+    #[error("{what} needs {needed}, more than {key} = {limit} allows")]
+    Limit {
+        /// The configuration key of the limit.
+        key: &'static str,
+        /// What needs it: the tile (with its file), the schema, the write.
+        what: String,
+        /// What it needs (bytes or a count, as the key says).
+        needed: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A configuration key or value that is not understood.
     #[error("config {key}: {detail}")]
     Config {

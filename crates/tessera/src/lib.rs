@@ -37,6 +37,9 @@ mod fast_hash;
 mod filter;
 mod footer;
 mod fragment;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzz;
 mod geometry;
 mod read;
 mod schema;
@@ -46,7 +49,7 @@ mod write;
 
 pub use array::{Array, Mode, MAX_WRITE_TIMESTAMP, META_DIR, SCHEMA_DIR};
 pub use commit::COMMITS_DIR;
-pub use config::{Config, KEYS as CONFIG_KEYS};
+pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
 pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};
 pub use context::Context;
 pub use error::{ArrayError, Error, QueryError, Result};

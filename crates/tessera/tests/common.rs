@@ -34,15 +34,16 @@ pub fn local_ctx() -> Context {
 /// Local files in read mode `mode`, a tile cache of `cache` bytes (none, small enough that only
 /// some tiles go through it, or the default) and tiny coalescing limits and memory budget (so
 /// reads split and merge), with or without the update index (see `mem_ctx_indexed`): the model
-/// tests' local configuration.
-pub fn local_model_ctx(mode: &str, cache: &str, index: bool) -> Context {
+/// tests' local configuration. The budget is `budget` bytes: no smaller than the largest tile a
+/// read needs (reads needing a larger one are refused), so batches hold as few tiles as they can.
+pub fn local_model_ctx(mode: &str, cache: &str, index: bool, budget: u64) -> Context {
     let mut config = Config::new();
     set_update_index(&mut config, index);
     config.set("vfs.read_mode", mode).unwrap();
     config.set("sm.tile_cache_size", cache).unwrap();
     config.set("vfs.coalesce_gap", "16").unwrap();
     config.set("vfs.coalesce_max", "200").unwrap();
-    config.set("sm.memory_budget", "300").unwrap();
+    config.set("sm.memory_budget", &budget.max(300).to_string()).unwrap();
     Context::new(config).unwrap()
 }
 

@@ -252,7 +252,10 @@ fn run_case(c: &Case, index: bool) -> Result<(), TestCaseError> {
 fn run_case_local(c: &Case, mode: &str, cache: &str, index: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
-    run_case_with(c, &local_model_ctx(mode, cache, index), uri.to_str().unwrap())
+    // The largest tile a read needs: per cell 4 bytes of `a`, an 8-byte offset, at most 3 int16
+    // values and a validity byte of `v`.
+    let budget = schema_of(c).cells_per_tile() * (4 + 8 + 6 + 1);
+    run_case_with(c, &local_model_ctx(mode, cache, index, budget), uri.to_str().unwrap())
 }
 
 fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {

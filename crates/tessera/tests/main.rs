@@ -9,6 +9,7 @@ mod dense_model;
 mod dense_roundtrip;
 mod faults;
 mod golden;
+mod hostile;
 mod races;
 mod sparse_errors;
 mod sparse_model;

@@ -171,7 +171,7 @@ fn run(c: &Case, index: bool) -> Result<(), TestCaseError> {
 fn run_local(c: &Case, mode: &str, cache: &str, index: bool) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("arr");
-    run_with(c, &local_model_ctx(mode, cache, index), uri.to_str().unwrap())
+    run_with(c, &local_model_ctx(mode, cache, index, 300), uri.to_str().unwrap())
 }
 
 fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {

@@ -196,6 +196,14 @@ impl FilterPipeline {
     pub fn validate(&self) -> Result<(), FilterError> {
         self.filters.iter().try_for_each(Filter::validate)
     }
+    /// The largest stored (filtered) size a tile of `len` unfiltered bytes can have: the bound
+    /// of docs/format.md §9.8 after the last filter. A tile index entry claiming more is corrupt,
+    /// and readers check it before reading the stored bytes.
+    pub fn max_filtered_len(&self, len: u64) -> u64 {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let bound = self.filters.iter().fold(len, |b, f| f.max_encoded_len(b));
+        u64::try_from(bound).unwrap_or(u64::MAX)
+    }
     /// Filters one tile. `elem_size` is the width in bytes of one value (1, 2, 4 or 8).
     ///
     /// # Errors

@@ -94,3 +94,60 @@ impl FileSpec {
         out
     }
 }
+
+/// Checks an unfiltered offsets tile (`a<i>.offs`, one u64 per cell) against the length of its
+/// data tile, as docs/format.md §7 requires: whole u64 values, the first 0, each at least the one
+/// before, the last at most `data_len`. Then every cell's `[offs[c], offs[c + 1])` (the last
+/// cell's `[offs[C-1], data_len)`) lies inside the data tile, so no reader needs to check the
+/// offsets of the cells it copies again. One pass, no allocation.
+///
+/// # Errors
+/// What is wrong, naming the first bad cell.
+pub(crate) fn check_var_offsets(offs: &[u8], data_len: u64) -> Result<(), String> {
+    if !offs.len().is_multiple_of(8) {
+        return Err(format!("offsets tile of {} bytes is not a whole number of u64 offsets", offs.len()));
+    }
+    let mut prev = 0u64;
+    for (c, w) in offs.chunks_exact(8).enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let o = u64::from_le_bytes(b);
+        if c == 0 && o != 0 {
+            return Err(format!("offset of cell 0 is {o}, not 0"));
+        }
+        if o < prev {
+            return Err(format!("offset of cell {c} ({o}) is before the offset of cell {} ({prev})", c - 1));
+        }
+        prev = o;
+    }
+    if prev > data_len {
+        return Err(format!("offset {prev} of the last cell is past the end of the {data_len}-byte data tile"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_var_offsets;
+
+    fn tile(v: &[u64]) -> Vec<u8> {
+        v.iter().flat_map(|o| o.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn var_offsets_are_checked_cell_by_cell() {
+        assert!(check_var_offsets(&[], 0).is_ok());
+        assert!(check_var_offsets(&tile(&[0, 0, 3, 3, 7]), 7).is_ok());
+        assert!(check_var_offsets(&tile(&[0, 0, 3, 3, 7]), 9).is_ok());
+        for (offs, len, want) in [
+            (tile(&[0, 5, 1, 6]), 8, "cell 2 (1) is before the offset of cell 1 (5)"),
+            (tile(&[1, 2]), 8, "cell 0 is 1, not 0"),
+            (tile(&[0, 2, 9]), 8, "offset 9 of the last cell is past the end of the 8-byte data tile"),
+            (tile(&[0, u64::MAX, 6]), 8, "cell 2 (6) is before"),
+            (vec![0; 7], 8, "not a whole number"),
+        ] {
+            let e = check_var_offsets(&offs, len).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}

@@ -14,7 +14,8 @@ use crate::geometry::Rect;
 /// Name of the metadata file inside a fragment folder.
 pub const METADATA_FILE: &str = "__fragment_metadata";
 const MAGIC: &[u8; 8] = b"TSRAFRAG";
-const FOOTER_MAGIC: &[u8; 8] = b"TSRAFMDF";
+/// The footer magic of metadata files.
+pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"TSRAFMDF";
 
 /// Where one tile of one file lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,14 +163,14 @@ impl FragmentMetadata {
         self.files.iter().find(|f| f.0 == name).map(|f| f.1.as_slice())
     }
 
-    /// Total stored bytes of all tiles.
+    /// Total stored bytes of all tiles (saturating: the sizes come from disk).
     pub fn stored_bytes(&self) -> u64 {
-        self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.stored_size).sum()
+        self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.stored_size).fold(0, u64::saturating_add)
     }
 
-    /// Total unfiltered bytes of all tiles.
+    /// Total unfiltered bytes of all tiles (saturating).
     pub fn unfiltered_bytes(&self) -> u64 {
-        self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.unfiltered_size).sum()
+        self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.unfiltered_size).fold(0, u64::saturating_add)
     }
 
     /// The binary form, footer included.
@@ -272,9 +273,11 @@ impl FragmentMetadata {
         let cell_count = r.u64()?;
         let tile_count = r.u64()?;
         let nfiles = r.u32()? as usize;
-        // Each tile entry takes 32 bytes: bound the counts by what the file can hold.
-        if tile_count.saturating_mul(32).saturating_mul(nfiles as u64) > payload.len() as u64 {
-            return Err(Error::corrupt(path, "tile count larger than the file can hold"));
+        // Each file entry takes at least 2 bytes and each tile entry 32: bound the counts by
+        // what the file can hold (before allocating for them).
+        let entry = tile_count.saturating_mul(32).saturating_add(2);
+        if entry.saturating_mul(nfiles as u64) > payload.len() as u64 {
+            return Err(Error::corrupt(path, "file or tile count larger than the file can hold"));
         }
         let mut files = Vec::with_capacity(nfiles);
         for _ in 0..nfiles {
@@ -504,6 +507,23 @@ mod tests {
         for n in 0..bytes.len() {
             assert!(FragmentMetadata::decode(&bytes[..n], m.name.clone(), Path::new("m")).is_err());
         }
+    }
+
+    /// Zero tiles per file and 2^32 - 1 files: the file count is bounded by the file's size
+    /// before anything is allocated for it (it used to reserve ~200 GB and abort).
+    #[test]
+    fn file_count_is_bounded_by_the_file() {
+        let mut m = sample();
+        for f in &mut m.files {
+            f.1.clear();
+        }
+        let mut payload = m.encode();
+        payload.truncate(payload.len() - 20);
+        // The file count follows the cell count and the tile count.
+        let at = 8 + 4 + 4 + 4 + 16 * 2 + 8 + 8;
+        payload[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = FragmentMetadata::decode(&seal(payload, FOOTER_MAGIC), m.name.clone(), Path::new("m")).unwrap_err();
+        assert!(e.to_string().contains("file or tile count larger than the file"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,9 @@ mod rtree;
 mod writer;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
-pub(crate) use files::{FileKind, FileSpec};
+pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use metadata::FOOTER_MAGIC as METADATA_FOOTER_MAGIC;
 pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::commit::{commit_consolidation, commit_write, Placed};
+use crate::config::check_limit;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
     block_sums, checksum_of_sums, wants_blocks, BlockIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex,
@@ -48,6 +49,8 @@ pub(crate) struct FragmentWriter {
     /// For a consolidation's output: the fragments it replaces, oldest first.
     replaces: Option<Vec<Placed>>,
     committed: bool,
+    /// `sm.limits.tile_bytes`: no tile larger than readers accept is written.
+    tile_limit: u64,
 }
 
 impl Drop for FragmentWriter {
@@ -78,6 +81,7 @@ impl FragmentWriter {
         specs: Vec<FileSpec>,
         domain: Rect,
         tile_count: u64,
+        tile_limit: u64,
     ) -> Self {
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
@@ -94,6 +98,7 @@ impl FragmentWriter {
             domain,
             replaces: None,
             committed: false,
+            tile_limit,
         }
     }
 
@@ -117,6 +122,18 @@ impl FragmentWriter {
     /// # Errors
     /// A filter or storage failure, or a tile written twice.
     pub(crate) fn write_tiles(&mut self, tiles: Vec<UnfilteredTile>) -> Result<()> {
+        // A tile larger than `sm.limits.tile_bytes` (variable-length data; fixed-size tiles are
+        // refused when the writer starts) would be refused by every reader: refused here.
+        for t in &tiles {
+            for (f, b) in t.buffers.iter().enumerate() {
+                check_limit(
+                    "sm.limits.tile_bytes",
+                    || format!("tile {} of {} of the fragment being written", t.index, self.specs[f].name),
+                    b.len() as u64,
+                    self.tile_limit,
+                )?;
+            }
+        }
         self.start()?;
         let specs = &self.specs;
         let jobs: Vec<(u64, usize, Vec<u8>)> = tiles

@@ -12,9 +12,10 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::plan::{CopyOp, FillOp};
 use crate::array::Array;
 use crate::cache::TileKey as CacheKey;
+use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{verify_tile, FileKind, FileSpec};
+use crate::fragment::{check_var_offsets, verify_tile, FileKind, FileSpec};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
@@ -74,16 +75,36 @@ pub(crate) fn execute(array: &Array, copies: Vec<CopyOp>, fills: &[FillOp], sink
     let mut batch: Vec<TileKey> = Vec::new();
     let mut batch_bytes = 0u64;
     for key in keys {
-        let frag = &array.fragments[key.0];
-        let bytes: u64 = wanted.iter().map(|&f| frag.files[f].1[key.1 as usize].unfiltered_size).sum();
-        if !batch.is_empty() && batch_bytes + bytes > budget {
+        let bytes = tile_read_bytes(array, &specs, &wanted, key, &by_tile[&key]);
+        // The budget holds for every tile, the first of a batch included: a read that needs a
+        // larger tile is refused rather than allowed past it.
+        check_limit(
+            "sm.memory_budget",
+            || format!("tile {} of fragment {} (the read's attributes)", key.1, array.fragments[key.0].name),
+            bytes,
+            budget,
+        )?;
+        if !batch.is_empty() && batch_bytes.saturating_add(bytes) > budget {
             run_batch(array, &specs, &wanted, &std::mem::take(&mut batch), &by_tile, sinks)?;
             batch_bytes = 0;
         }
         batch.push(key);
-        batch_bytes += bytes;
+        batch_bytes = batch_bytes.saturating_add(bytes);
     }
     run_batch(array, &specs, &wanted, &batch, &by_tile, sinks)
+}
+
+/// The bytes a batch holds for tile `key` (copies `ops`) of the files `wanted`: the unfiltered
+/// size of each file's tile, or only the blocks read of a tile read in part.
+fn tile_read_bytes(array: &Array, specs: &[FileSpec], wanted: &[usize], key: TileKey, ops: &[CopyOp]) -> u64 {
+    let frag = &array.fragments[key.0];
+    wanted
+        .iter()
+        .map(|&f| match partial_blocks(array, specs, key, f, ops) {
+            Some(runs) => runs.iter().map(|(a, b)| (b - a) << frag.blocks.log2).sum(),
+            None => frag.files[f].1[key.1 as usize].unfiltered_size,
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 struct Request {
@@ -282,9 +303,12 @@ pub(crate) fn fetch_tiles(
         // All cached: no hand-over to the I/O and compute pools (a thread wake-up each).
         return Ok(found);
     }
-    // Requests grouped per file, in offset order.
+    // Requests grouped per file, in offset order; every tile's recorded sizes are checked
+    // before a byte is read or allocated.
+    let limits = config.limits();
     let mut per_file: FastMap<(usize, usize), Vec<Request>> = FastMap::default();
     for &(key, f) in &missing {
+        check_entry(array, specs, key, f, &limits)?;
         let e = array.fragments[key.0].files[f].1[key.1 as usize];
         per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });
     }
@@ -345,20 +369,6 @@ pub(crate) fn fetch_tiles(
                             },
                         )?;
                         let spec = &specs[f];
-                        let cells = tile_cells(array, frag, r.key.1);
-                        let expected = match spec.kind {
-                            FileKind::Data if schema.attrs[spec.attr].is_var() => None,
-                            FileKind::Data => Some(cells * schema.attrs[spec.attr].cell_size() as u64),
-                            FileKind::Offsets => Some(cells * 8),
-                            FileKind::Validity => Some(cells),
-                            FileKind::Coords => Some(cells * spec.elem_size as u64),
-                        };
-                        if let Some(x) = expected.filter(|&x| x != entry.unfiltered_size) {
-                            return Err(tile_err(format!(
-                                "unfiltered size {} where {x} is expected",
-                                entry.unfiltered_size
-                            )));
-                        }
                         let tile = if spec.filters.is_empty() {
                             if raw.len() as u64 != entry.unfiltered_size {
                                 return Err(tile_err("stored size differs from unfiltered size".into()));
@@ -372,6 +382,16 @@ pub(crate) fn fetch_tiles(
                                 .map_err(|e| tile_err(e.to_string()))?;
                             Bytes::from_vec(out)
                         };
+                        if spec.kind == FileKind::Offsets {
+                            // Checked once here (cached tiles were checked when fetched): every
+                            // reader then slices data tiles by these offsets without checks.
+                            let data_len = specs
+                                .iter()
+                                .position(|s| s.attr == spec.attr && s.kind == FileKind::Data)
+                                .map(|d| array.fragments[frag].files[d].1[r.key.1 as usize].unfiltered_size);
+                            let data_len = data_len.ok_or_else(|| tile_err("no data file".into()))?;
+                            check_var_offsets(&tile, data_len).map_err(tile_err)?;
+                        }
                         count_fetched(schema, spec, entry.stored_size, entry.unfiltered_size);
                         Ok(((r.key, r.file), tile))
                     })
@@ -387,6 +407,52 @@ pub(crate) fn fetch_tiles(
         found.insert((key, f), b);
     }
     Ok(found)
+}
+
+/// Checks the tile index entry of tile `key` of file `f` before anything is read: the unfiltered
+/// size is what the schema implies (fixed-size cells, offsets, validity, coordinates) and within
+/// `sm.limits.tile_bytes` (variable-length data, whose size only the limit bounds), and the stored
+/// size is no more than the filters can produce from it. Decoding then allocates at most the
+/// recorded unfiltered size (each filter stops beyond it), so no tile can make a read allocate
+/// more than the limit, whatever its bytes.
+fn check_entry(array: &Array, specs: &[FileSpec], key: TileKey, f: usize, limits: &Limits) -> Result<()> {
+    let spec = &specs[f];
+    let schema = array.schema();
+    let entry = array.fragments[key.0].files[f].1[key.1 as usize];
+    let path = || file_path(array, key.0, &spec.name);
+    let cells = tile_cells(array, key.0, key.1);
+    let times = |size: u64| cells.checked_mul(size);
+    let expected = match spec.kind {
+        FileKind::Data if schema.attrs[spec.attr].is_var() => None,
+        FileKind::Data => Some(times(schema.attrs[spec.attr].cell_size() as u64)),
+        FileKind::Offsets => Some(times(8)),
+        FileKind::Validity => Some(Some(cells)),
+        FileKind::Coords => Some(times(spec.elem_size as u64)),
+    };
+    if let Some(x) = expected.filter(|&x| x != Some(entry.unfiltered_size)) {
+        let x = x.map_or_else(|| "more than 2^64".to_owned(), |x| x.to_string());
+        return Err(Error::corrupt(
+            path(),
+            format!("tile {}: unfiltered size {} where {x} is expected", key.1, entry.unfiltered_size),
+        ));
+    }
+    check_limit(
+        "sm.limits.tile_bytes",
+        || format!("tile {} of {}", key.1, path().display()),
+        entry.unfiltered_size,
+        limits.tile_bytes,
+    )?;
+    let max_stored = spec.filters.max_filtered_len(entry.unfiltered_size);
+    if entry.stored_size > max_stored {
+        return Err(Error::corrupt(
+            path(),
+            format!(
+                "tile {}: stored size {} is more than the filters can make of {} bytes ({max_stored})",
+                key.1, entry.stored_size, entry.unfiltered_size
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The tile-cache key of tile `key` of file `f`.

@@ -5,11 +5,15 @@ mod array_schema;
 mod attribute;
 mod datatype;
 mod dimension;
+mod file;
 
 pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder, SCHEMA_VERSION};
 pub use attribute::{Attribute, CellValNum};
 pub use datatype::Datatype;
 pub use dimension::{Dimension, Domain, Extent};
+pub(crate) use file::read_schema_file;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use file::{decode_schema_file, SCHEMA_MAGIC};
 
 /// Errors of schema construction and validation.
 #[derive(Debug, thiserror::Error)]

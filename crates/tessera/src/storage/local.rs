@@ -1,11 +1,13 @@
 //! The local-file backend: [`LocalStorage`] over `std::fs`. Owns pread and memory-mapped reads
 //! (with the per-path cache of maps), buffered appends with fsync on finish, atomic replacement
-//! by temporary file + rename + folder fsync, and advisory file locks (`flock` via std).
+//! by temporary file + rename + folder fsync, and advisory file locks (`flock` via std). Reads
+//! open only regular files, without blocking (a FIFO or device in a file's place is an error,
+//! not a hang).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -86,7 +88,7 @@ impl LocalStorage {
         if let Some((f, len)) = self.files().get(path) {
             return Ok((Arc::clone(f), *len));
         }
-        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let file = open_regular(path)?;
         let len = regular_len(&file, path)?;
         let file = Arc::new(file);
         let mut files = self.files();
@@ -116,7 +118,7 @@ impl LocalStorage {
     }
 
     fn read_pread(&self, path: &Path, offset: u64, len: Option<u64>) -> Result<Bytes, StorageError> {
-        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let file = open_regular(path)?;
         let size = regular_len(&file, path)?;
         let len = len.unwrap_or(size);
         let (_, n) = StorageError::check_range(path, offset, len, size)?;
@@ -149,11 +151,8 @@ impl LocalStorage {
     /// Maps the file at `path` and caches the map; `None` for an empty file (which cannot be
     /// mapped and is not cached).
     fn map_and_cache(&self, path: &Path) -> Result<Option<Arc<Mmap>>, StorageError> {
-        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let file = open_regular(path)?;
         let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
-        if !meta.is_file() {
-            return Err(StorageError::kind("open", path, std::io::ErrorKind::IsADirectory));
-        }
         if meta.len() == 0 {
             return Ok(None);
         }
@@ -175,12 +174,47 @@ fn map_immutable_file(file: &File) -> std::io::Result<Mmap> {
     unsafe { Mmap::map(file) }
 }
 
-/// The length of an open regular file; an error for a folder.
+/// Opens `path` for reading if it is a regular file (after symbolic links), else fails with an
+/// error saying what it is. The open does not block: a FIFO with no writer, which a plain
+/// `open(2)` would wait on forever, or a device is refused from the opened file's own `fstat`
+/// (no window in which the path could be swapped between a check and the open).
+fn open_regular(path: &Path) -> Result<File, StorageError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| StorageError::io("open", path, e))?;
+    let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
+    check_regular(&meta, path)?;
+    Ok(file)
+}
+
+/// An error unless `meta` describes a regular file.
+fn check_regular(meta: &fs::Metadata, path: &Path) -> Result<(), StorageError> {
+    let t = meta.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        return Err(StorageError::kind("read", path, std::io::ErrorKind::IsADirectory));
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a file"
+    };
+    let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a regular file ({what})"));
+    Err(StorageError::Io { op: "open", path: path.to_path_buf(), source })
+}
+
+/// The length of an open regular file.
 fn regular_len(file: &File, path: &Path) -> Result<u64, StorageError> {
     let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
-    if meta.is_dir() {
-        return Err(StorageError::kind("read", path, std::io::ErrorKind::IsADirectory));
-    }
+    check_regular(&meta, path)?;
     Ok(meta.len())
 }
 
@@ -214,7 +248,12 @@ fn parent_of(path: &Path) -> &Path {
 }
 
 fn fsync_dir(dir: &Path) -> Result<(), StorageError> {
-    let f = File::open(dir).map_err(|e| StorageError::io("open", dir, e))?;
+    // Non-blocking, like `open_regular`: a FIFO in a folder's place fails fsync, not hangs.
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(dir)
+        .map_err(|e| StorageError::io("open", dir, e))?;
     f.sync_all().map_err(|e| StorageError::io("fsync", dir, e))
 }
 
@@ -285,7 +324,7 @@ impl Storage for LocalStorage {
             buf.copy_from_slice(&b);
             return Ok(());
         }
-        let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+        let file = open_regular(path)?;
         let size = regular_len(&file, path)?;
         StorageError::check_range(path, offset, buf.len() as u64, size)?;
         file.read_exact_at(buf, offset).map_err(|e| StorageError::io("read", path, e))
@@ -332,9 +371,7 @@ impl Storage for LocalStorage {
 
     fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
         let meta = fs::metadata(path).map_err(|e| StorageError::io("stat", path, e))?;
-        if meta.is_dir() {
-            return Err(StorageError::kind("stat", path, std::io::ErrorKind::IsADirectory));
-        }
+        check_regular(&meta, path)?;
         Ok(meta.len())
     }
 

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 use super::input::{validate, AttrInput};
 use crate::array::Array;
+use crate::config::check_limit;
 use crate::error::{QueryError, Result};
 use crate::fragment::{
     next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, UnfilteredTile,
@@ -122,8 +123,17 @@ impl DenseWriter {
         let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
         let specs = FileSpec::for_schema(schema);
-        let frag =
-            FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles.len() as u64);
+        let tile_limit = array.ctx.config().limits().tile_bytes;
+        check_tile_sizes(schema, array.grid.cells_per_tile(), tile_limit)?;
+        let frag = FragmentWriter::new(
+            storage,
+            array.uri.clone(),
+            name,
+            specs.clone(),
+            rect.clone(),
+            tiles.len() as u64,
+            tile_limit,
+        );
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
         let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
@@ -469,6 +479,19 @@ fn write_direct(
 
 fn offset_of(inner: &[[u64; 2]], outer: &[[u64; 2]], st: &[u64]) -> u64 {
     inner.iter().zip(outer).zip(st).map(|((i, o), s)| (i[0] - o[0]) * s).sum()
+}
+
+/// Refuses a dense write whose space tiles hold more bytes in one file than `limit`
+/// (`sm.limits.tile_bytes`): a tile is allocated whole even for one cell, and readers would
+/// refuse it. Fixed-size data, offsets and validity tiles have sizes the schema fixes.
+fn check_tile_sizes(schema: &ArraySchema, cells: u64, limit: u64) -> Result<()> {
+    for a in &schema.attrs {
+        let per_cell = if a.is_var() { 8 } else { a.cell_size() as u64 };
+        let bytes = cells.saturating_mul(per_cell);
+        let what = || format!("a space tile of attribute {} ({cells} cells of {per_cell} bytes)", a.name);
+        check_limit("sm.limits.tile_bytes", what, bytes, limit)?;
+    }
+    Ok(())
 }
 
 fn new_tile(

@@ -156,7 +156,8 @@ impl SparseWriter {
         let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
         let specs = FileSpec::for_sparse(schema);
-        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0);
+        let tile_limit = array.ctx.config().limits().tile_bytes;
+        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0, tile_limit);
         let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
             _lock: lock,
@@ -183,7 +184,15 @@ impl SparseWriter {
         let specs = FileSpec::for_deletes(array.schema());
         let storage = array.ctx.storage().clone();
         let name = w.frag.as_ref().map(|f| f.name().clone()).unwrap_or_else(|| FragmentName::new(0));
-        w.frag = Some(FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0));
+        w.frag = Some(FragmentWriter::new(
+            storage,
+            array.uri.clone(),
+            name,
+            specs.clone(),
+            Vec::new(),
+            0,
+            array.ctx.config().limits().tile_bytes,
+        ));
         w.specs = specs;
         w.deletes = Some(rects);
         Ok(w)

@@ -1,0 +1,318 @@
+//! Allocation bounds (issue 12, item 10): a counting global allocator measures the peak bytes a
+//! read, write or open allocates, so decompression bombs, huge tiles and huge schemas are shown
+//! to be refused (or bounded by the configured limits) before memory is spent on them. A binary
+//! of its own: the allocator is process-wide, and the tests run one at a time under a lock.
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use tessera::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The system allocator, counting the bytes currently allocated and their peak.
+struct Counting;
+
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(n: usize) {
+    let now = CURRENT.fetch_add(n, Ordering::Relaxed) + n;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: every call forwards to `System` with the caller's arguments unchanged; the counters are
+// atomics updated on the side.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: AllocLayout) {
+        // SAFETY: `ptr` was allocated by `System` with `layout` (all allocations go through it).
+        unsafe { System.dealloc(ptr, layout) };
+        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `dealloc`; `new_size` comes from the caller.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+            grew(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+const MIB: usize = 1 << 20;
+
+/// Runs `f` and returns its result with the peak of bytes allocated above what was allocated
+/// when it started.
+fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
+}
+
+/// The error of `r` (without printing a large `Ok` value when there is none).
+fn err<T>(r: Result<T>) -> Error {
+    match r {
+        Ok(_) => panic!("expected an error, got a result"),
+        Err(e) => e,
+    }
+}
+
+fn ctx_with(settings: &[(&str, &str)]) -> Context {
+    let mut c = Config::new();
+    c.set("sm.compute_concurrency", "2").unwrap();
+    c.set("sm.io_concurrency", "2").unwrap();
+    for (k, v) in settings {
+        c.set(k, v).unwrap();
+    }
+    Context::new(c).unwrap()
+}
+
+/// Points tile `tile` of `file` of fragment `name` at `stored` (appended to the file), with a
+/// matching checksum and the given unfiltered size, and re-seals the metadata.
+fn replace_tile(uri: &Path, name: &FragmentName, file: &str, tile: usize, stored: &[u8], unfiltered: u64) {
+    let dir = uri.join(FRAGMENTS_DIR).join(name.to_string());
+    let path = dir.join(file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let offset = bytes.len() as u64;
+    bytes.extend_from_slice(stored);
+    std::fs::write(&path, &bytes).unwrap();
+    let meta_path = dir.join(METADATA_FILE);
+    let mut meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name.clone(), &meta_path).unwrap();
+    let f = meta.files.iter().position(|f| f.0 == file).unwrap();
+    meta.files[f].1[tile] =
+        TileEntry { offset, stored_size: stored.len() as u64, unfiltered_size: unfiltered, checksum: xxh3_64(stored) };
+    std::fs::write(&meta_path, meta.encode()).unwrap();
+}
+
+/// A dense 1-D array of 4 cells in one tile with a variable-length `utf8` attribute `s` filtered
+/// by `filter`, holding "aa", "bb", "cc", "dd".
+fn var_array(uri: &Path, filter: Filter) -> FragmentName {
+    let ctx = ctx_with(&[]);
+    let mut s = Attribute::new("s", Datatype::Utf8);
+    s.cell_val_num = CellValNum::Var;
+    s.filters = FilterPipeline::new(vec![filter]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (1, 4), 4))
+        .attr(s)
+        .build()
+        .unwrap();
+    Array::create(&ctx, uri, &schema).unwrap();
+    let w = Array::open(&ctx, uri, Mode::Write).unwrap();
+    let offsets = [0u64, 2, 4, 6];
+    let input = AttrInput { name: "s", data: b"aabbccdd", offsets: Some(&offsets), validity: None };
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[input]).unwrap()
+}
+
+fn read_one_cell(ctx: &Context, uri: &Path) -> Result<ReadResult> {
+    let r = Array::open(ctx, uri, Mode::Read)?;
+    r.read(&Subarray::from_ranges(&[(1, 1)]), &["s"], Layout::RowMajor)
+}
+
+/// A zstd frame of `len` zero bytes made of RLE blocks (4 bytes per 128 KiB): a 1.1 GB tile in
+/// 34 KB, as a hostile writer would make it.
+fn zstd_rle_bomb(len: u64) -> Vec<u8> {
+    let mut out = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    out.push(0xE0); // frame header descriptor: 8-byte content size, single segment
+    out.extend_from_slice(&len.to_le_bytes());
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(128 * 1024);
+        left -= n;
+        let header = u32::from(left == 0) | (1 << 1) | ((n as u32) << 3); // last?, RLE block, size
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(0);
+    }
+    out
+}
+
+/// One RLE run packet of `len` (< 2^31) zero bytes.
+fn rle_bomb(len: u64) -> Vec<u8> {
+    let mut out = len.to_le_bytes().to_vec();
+    out.extend_from_slice(&(((len as u32) << 1) | 1).to_le_bytes());
+    out.push(0);
+    out
+}
+
+/// A one-cell read of a variable-length tile that is a decompression bomb allocates almost
+/// nothing: the tile's recorded size is checked against `sm.limits.tile_bytes` before a byte is
+/// read, and each filter stops at the recorded size. The 1.1 GB bombs of the issue are refused
+/// under the default limits; bombs made by the filters themselves are refused under a low limit,
+/// and those whose recorded size lies are corrupt.
+#[test]
+fn var_tile_bombs_are_refused_before_decoding() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let big = 1_100_000_000u64;
+    for (k, (filter, bomb)) in
+        [(Filter::Zstd { level: 3 }, zstd_rle_bomb(big)), (Filter::Rle, rle_bomb(big))].into_iter().enumerate()
+    {
+        let uri = dir.path().join(format!("issue{k}"));
+        let name = var_array(&uri, filter);
+        let mut stored = big.to_le_bytes().to_vec();
+        stored.extend_from_slice(if filter == Filter::Rle { &bomb[8..] } else { &bomb });
+        replace_tile(&uri, &name, "a0.data", 0, &stored, big);
+        let ctx = ctx_with(&[]);
+        let (got, peak) = peak_of(|| read_one_cell(&ctx, &uri));
+        let msg = err(got).to_string();
+        // Larger than both the tile limit and the memory budget (1 GiB each by default).
+        let named = msg.contains("sm.limits.tile_bytes") && msg.contains("a0.data") || msg.contains("sm.memory_budget");
+        assert!(named && msg.contains("tile 0") && msg.contains("1100000"), "{msg}");
+        assert!(
+            peak < 2 * MIB,
+            "{filter:?}: a one-cell read of a {} KB bomb allocated {peak} bytes",
+            stored.len() >> 10
+        );
+    }
+    let len = 64 * MIB;
+    for (k, filter) in
+        [Filter::Zstd { level: 1 }, Filter::Gzip { level: 1 }, Filter::Lz4, Filter::Rle].into_iter().enumerate()
+    {
+        let uri = dir.path().join(format!("made{k}"));
+        let name = var_array(&uri, filter);
+        let stored = FilterPipeline::new(vec![filter]).encode(vec![0u8; len], 1).unwrap();
+        replace_tile(&uri, &name, "a0.data", 0, &stored, len as u64);
+        let ctx = ctx_with(&[("sm.limits.tile_bytes", "1048576")]);
+        let (got, peak) = peak_of(|| read_one_cell(&ctx, &uri));
+        let msg = err(got).to_string();
+        assert!(msg.contains("sm.limits.tile_bytes") && msg.contains("tile 0"), "{filter:?}: {msg}");
+        assert!(
+            peak < 2 * MIB,
+            "{filter:?}: a one-cell read of a {} KB bomb allocated {peak} bytes",
+            stored.len() >> 10
+        );
+        // The same bytes recorded as an 8-byte tile: the filter stops at 8 bytes.
+        replace_tile(&uri, &name, "a0.data", 0, &stored, 8);
+        let (got, peak) = peak_of(|| read_one_cell(&ctx_with(&[]), &uri));
+        let e = err(got);
+        assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("a0.data"), "{filter:?}: {e}");
+        assert!(peak < 2 * MIB, "{filter:?}: {peak} bytes");
+    }
+}
+
+/// A schema with 2^31-cell tiles: a one-cell write is refused before a tile is allocated (a tile
+/// is built whole even for one cell), and a one-cell read of an empty array allocates nothing
+/// large. A tile larger than `sm.limits.tile_bytes` is refused when read, before decoding.
+#[test]
+fn huge_tiles_are_refused_before_allocating() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("huge");
+    let ctx = ctx_with(&[]);
+    let mut a = Attribute::new("a", Datatype::UInt8);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let cells: u64 = 1 << 31;
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, cells as i128 - 1), cells))
+        .attr(a)
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let one = Subarray::from_ranges(&[(7, 7)]);
+    let (got, peak) = peak_of(|| {
+        let w = Array::open(&ctx, &uri, Mode::Write)?;
+        w.write(&one, Layout::RowMajor, &[AttrInput::fixed("a", &[5])])
+    });
+    let msg = err(got).to_string();
+    assert!(msg.contains("sm.limits.tile_bytes") && msg.contains("attribute a"), "{msg}");
+    assert!(peak < 2 * MIB, "a one-cell write allocated {peak} bytes");
+    assert!(Array::open(&ctx, &uri, Mode::Read).unwrap().fragments().is_empty(), "the refused write wrote nothing");
+    let (got, peak) = peak_of(|| Array::open(&ctx, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
+    assert_eq!(got.unwrap().attrs[0].data, [u8::MAX]);
+    assert!(peak < 2 * MIB, "a one-cell read allocated {peak} bytes");
+
+    // A 16 MiB tile written under the default limits, read under a 1 MiB limit.
+    let uri = dir.path().join("big");
+    let mut a = Attribute::new("a", Datatype::UInt8);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let cells: u64 = 1 << 24;
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, cells as i128 - 1), cells))
+        .attr(a)
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    Array::open(&ctx, &uri, Mode::Write)
+        .unwrap()
+        .write(&one, Layout::RowMajor, &[AttrInput::fixed("a", &[5])])
+        .unwrap();
+    for (key, value) in [("sm.limits.tile_bytes", "1048576"), ("sm.memory_budget", "1048576")] {
+        let small = ctx_with(&[(key, value)]);
+        let (got, peak) = peak_of(|| Array::open(&small, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
+        let msg = err(got).to_string();
+        assert!(msg.contains(key) && msg.contains("tile 0") && msg.contains("16777216"), "{msg}");
+        assert!(peak < 2 * MIB, "{key}: a one-cell read of a 16 MiB tile allocated {peak} bytes");
+    }
+    let (got, peak) = peak_of(|| Array::open(&ctx, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
+    assert_eq!(got.unwrap().attrs[0].data, [5]);
+    assert!(peak > 8 * MIB && peak < 40 * MIB, "within the limits the tile is decoded: {peak} bytes");
+}
+
+/// `payload` sealed as a schema file (docs/format.md §2).
+fn seal_schema(mut payload: Vec<u8>) -> Vec<u8> {
+    payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let sum = xxh3_64(&payload);
+    payload.extend_from_slice(&sum.to_le_bytes());
+    payload.extend_from_slice(b"TSRASCHM");
+    payload
+}
+
+/// A schema of `n` attributes.
+fn schema_json(n: usize) -> String {
+    let attrs: Vec<String> = (0..n).map(|i| format!(r#"{{"name":"a{i}","type":"int8"}}"#)).collect();
+    format!(
+        r#"{{"array_type":"dense","dims":[{{"name":"d","type":"int64","domain":[0,9],"tile":10}}],"attrs":[{}],"cell_order":"row-major","tile_order":"row-major"}}"#,
+        attrs.join(",")
+    )
+}
+
+/// A schema file of 10^6 attributes (30 MB) is refused by its size before it is read, and one
+/// within the size limit but with more attributes than `sm.limits.attributes` is refused too.
+#[test]
+fn huge_schemas_are_refused() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("arr");
+    let ctx = ctx_with(&[]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("d", Datatype::Int64, (0, 9), 10))
+        .attr(Attribute::new("a0", Datatype::Int8))
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let file = std::fs::read_dir(uri.join(SCHEMA_DIR)).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&file, seal_schema(schema_json(1_000_000).into_bytes())).unwrap();
+    let (got, peak) = peak_of(|| Array::open(&ctx, &uri, Mode::Read));
+    let msg = err(got).to_string();
+    assert!(msg.contains("sm.limits.schema_bytes") && msg.contains("schema file"), "{msg}");
+    assert!(peak < 2 * MIB, "opening a 30 MB schema allocated {peak} bytes");
+    std::fs::write(&file, seal_schema(schema_json(11).into_bytes())).unwrap();
+    let e = err(Array::open(&ctx_with(&[("sm.limits.attributes", "10")]), &uri, Mode::Read));
+    assert!(e.to_string().contains("sm.limits.attributes") && e.to_string().contains("needs 11"), "{e}");
+    assert_eq!(Array::open(&ctx, &uri, Mode::Read).unwrap().schema().attrs.len(), 11);
+}
