@@ -15,5 +15,7 @@ mod resolve;
 pub(crate) use lock::{lock_exclusive, lock_shared, GATE_FILE, LOCK_FILE};
 pub use log::COMMITS_DIR;
 pub(crate) use log::{commit_consolidation, commit_write, read_log, write_checkpoint, Log};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use record::RECORD_MAGIC;
 pub(crate) use record::{Placed, Position, Record};
 pub(crate) use resolve::resolve;

@@ -21,7 +21,7 @@ use crate::footer::{seal, unseal};
 use crate::fragment::FragmentName;
 
 /// Footer magic of a commit record.
-const RECORD_MAGIC: &[u8; 8] = b"TSRACMIT";
+pub(crate) const RECORD_MAGIC: &[u8; 8] = b"TSRACMIT";
 
 /// Suffix of a commit record's file name (`<seq as 20 decimal digits>.commit`).
 pub(crate) const RECORD_SUFFIX: &str = ".commit";
