@@ -17,8 +17,8 @@ use crate::fragment::{
     next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, UnfilteredTile,
 };
 use crate::geometry::{
-    cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect, Strided,
-    Subarray,
+    cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
+    Strided, Subarray,
 };
 use crate::read::Layout;
 use crate::schema::{ArraySchema, CellOrder};
@@ -70,11 +70,12 @@ pub struct DenseWriter {
     specs: Vec<FileSpec>,
     frag: Option<FragmentWriter>,
     trange: Rect,
-    tiles: Vec<Vec<u64>>,
+    /// Number of tiles of `trange`.
+    tiles: u64,
     partial: HashMap<u64, PartialTile>,
     var_chunks: Vec<Vec<VarChunk>>,
     /// Tile position and cells before it, for global-order submits.
-    global_pos: (usize, u64),
+    global_pos: (u64, u64),
     cursor: u64,
     submitted: Vec<Rect>,
     written: u64,
@@ -106,21 +107,24 @@ impl DenseWriter {
             return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
         }
         let rect: Rect = norm.into_iter().map(|r| r[0]).collect();
+        let total = checked_cells(&rect).ok_or_else(|| {
+            QueryError::BadSubarray("the subarray holds 2^64 cells or more, more than a write can count".into())
+        })?;
         let grid = &array.grid;
         let trange = grid.tile_range(&rect);
-        let tiles = grid.tiles_in(&trange);
+        // Tile count < 2^64 (a schema rule); tiles are found from their position when needed.
+        let tiles = cells(&trange);
+        let specs = FileSpec::for_schema(schema);
         let storage = array.ctx.storage().clone();
         let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
-        let specs = FileSpec::for_schema(schema);
-        let frag =
-            FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles.len() as u64);
+        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles);
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
         let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
             _lock: lock,
             array: array.clone(),
-            total: cells(&rect),
+            total,
             rect,
             layout,
             specs,
@@ -223,7 +227,7 @@ impl DenseWriter {
         self.check_usable()?;
         let schema = self.array.schema.clone();
         let (inputs, n) = validate(&schema, inputs, None)?;
-        if self.cursor + n > self.total {
+        if self.cursor.saturating_add(n) > self.total {
             return Err(QueryError::WriteState(format!(
                 "global-order submit of {n} cells passes the end of the subarray ({} of {} written)",
                 self.cursor, self.total
@@ -234,9 +238,9 @@ impl DenseWriter {
         let grid = self.array.grid.clone();
         let mut work: Vec<(u64, Vec<Placement>)> = Vec::new();
         let (mut pos, mut before) = self.global_pos;
-        while pos < self.tiles.len() && before < c1 {
-            let tc = &self.tiles[pos];
-            let t = grid.tile_rect(tc);
+        while pos < self.tiles && before < c1 {
+            let tc = grid.tile_at(&self.trange, pos);
+            let t = grid.tile_rect(&tc);
             let i = intersect(&self.rect, &t).unwrap_or_default();
             let nt = cells(&i);
             if before + nt > c0 {
@@ -256,7 +260,7 @@ impl DenseWriter {
                         },
                     });
                 }
-                work.push((pos as u64, ps));
+                work.push((pos, ps));
             }
             if before + nt <= c1 {
                 before += nt;
@@ -317,8 +321,8 @@ impl DenseWriter {
                 let tile = match self.partial.remove(&idx) {
                     Some(t) => t,
                     None => {
-                        let tc = &self.tiles[idx as usize];
-                        let inside = intersect(&self.rect, &grid.tile_rect(tc)).map_or(0, |r| cells(&r));
+                        let tc = grid.tile_at(&self.trange, idx);
+                        let inside = intersect(&self.rect, &grid.tile_rect(&tc)).map_or(0, |r| cells(&r));
                         let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
                         let direct = direct_files(&schema, &specs, &ps, tile_cells);
                         new_tile(&schema, &specs, &fills, tile_cells, inside, covered == tile_cells, direct)
