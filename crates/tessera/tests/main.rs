@@ -5,6 +5,7 @@ mod common;
 mod dense_errors;
 mod dense_model;
 mod dense_roundtrip;
+mod dense_updates;
 mod edges;
 mod faults;
 mod golden;
