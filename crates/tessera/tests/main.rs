@@ -4,6 +4,7 @@
 mod common;
 mod dense_errors;
 mod dense_model;
+mod dense_reads;
 mod dense_roundtrip;
 mod dense_updates;
 mod edges;

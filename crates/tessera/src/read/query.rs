@@ -273,7 +273,10 @@ impl ReadQuery {
 
     fn read_interval(&self, c0: u64, c1: u64) -> Result<ReadResult> {
         let schema = self.array.schema();
-        let n = (c1 - c0) as usize;
+        // Variable-length cells also hold a 24-byte reference until the values are assembled.
+        let var_refs = 24 * self.attrs.iter().filter(|&&i| schema.attrs[i].is_var()).count() as u64;
+        let n =
+            check_result_size(self.array.ctx.config(), c1 - c0, self.estimate_cell_bytes().saturating_add(var_refs))?;
         let mut fixed: Vec<Vec<u8>> = Vec::new();
         let mut valid: Vec<Vec<u8>> = Vec::new();
         for &i in &self.attrs {
@@ -322,6 +325,44 @@ impl ReadQuery {
             .collect();
         Ok(ReadResult { start: c0, cells: c1 - c0, attrs })
     }
+}
+
+/// Results up to this size are allocated without asking the system for its free memory.
+const SMALL_RESULT: u128 = 64 << 20;
+
+/// Refuses, before anything is allocated, a read of `cells` cells of about `bytes_per_cell`
+/// bytes into new buffers that would take more than `sm.read.max_result_bytes` (by default the
+/// memory the system reports available); otherwise returns the cell count as a `usize`.
+///
+/// # Errors
+/// `QueryError::ResultTooLarge`, saying the bytes needed and how to read in batches.
+pub(crate) fn check_result_size(config: &crate::Config, cells: u64, bytes_per_cell: u64) -> Result<usize> {
+    let bytes_per_cell = bytes_per_cell.max(1);
+    let needed = u128::from(cells) * u128::from(bytes_per_cell);
+    match (memory_limit(config.max_result_bytes(), needed), usize::try_from(cells)) {
+        (None, Ok(n)) => Ok(n),
+        (limit, _) => {
+            let (limit, limit_from) = limit.unwrap_or((isize::MAX as u64, "the address space"));
+            Err(QueryError::ResultTooLarge { cells, bytes_per_cell, limit, limit_from }.into())
+        }
+    }
+}
+
+/// Whether `needed` bytes exceed the limit `configured`, or by default the memory the system
+/// reports available (asked only for more than 64 MiB), or `isize::MAX` (no allocation may
+/// be larger): the limit and where it comes from, or `None` when the bytes fit.
+pub(crate) fn memory_limit(configured: Option<u64>, needed: u128) -> Option<(u64, &'static str)> {
+    let (limit, from) = match configured {
+        Some(l) => (l, "sm.read.max_result_bytes"),
+        None if needed <= SMALL_RESULT => return None,
+        None => match crate::config::available_memory() {
+            Some(m) => (m, "the memory the system reports available"),
+            None => (isize::MAX as u64, "the address space"),
+        },
+    };
+    let (limit, from) =
+        if limit > isize::MAX as u64 { (isize::MAX as u64, "the address space") } else { (limit, from) };
+    (needed > u128::from(limit)).then_some((limit, from))
 }
 
 /// Cells per dimension of a result (each dimension's ranges concatenated), refusing results

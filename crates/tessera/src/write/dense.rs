@@ -14,12 +14,13 @@ use super::input::{validate, AttrInput};
 use crate::array::Array;
 use crate::error::{QueryError, Result};
 use crate::fragment::{
-    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, UnfilteredTile,
+    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, TileEntry, UnfilteredTile,
 };
 use crate::geometry::{
     cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
     Strided, Subarray,
 };
+use crate::read::memory_limit;
 use crate::read::Layout;
 use crate::schema::{ArraySchema, CellOrder};
 use crate::stats::{self, Counter, Timer};
@@ -112,9 +113,19 @@ impl DenseWriter {
         })?;
         let grid = &array.grid;
         let trange = grid.tile_range(&rect);
-        // Tile count < 2^64 (a schema rule); tiles are found from their position when needed.
+        // Tile count < 2^64 (a schema rule). The fragment keeps an entry per tile and file from
+        // the start: refuse a subarray whose entries alone would not fit in memory.
         let tiles = cells(&trange);
         let specs = FileSpec::for_schema(schema);
+        let entry = std::mem::size_of::<Option<TileEntry>>() as u128;
+        let bookkeeping = u128::from(tiles) * specs.len() as u128 * entry;
+        if let Some((limit, from)) = memory_limit(None, bookkeeping) {
+            return Err(QueryError::BadSubarray(format!(
+                "the subarray covers {tiles} space tiles, whose index needs {bookkeeping} bytes, more than the \
+                 {limit} bytes allowed by {from}: write it as several smaller subarrays"
+            ))
+            .into());
+        }
         let storage = array.ctx.storage().clone();
         let floor = crate::fragment::list_committed(storage.as_ref(), &array.uri)?.last().map_or(0, |n| n.t1 + 1);
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri, floor)));
