@@ -1,11 +1,112 @@
-//! Dense reads: results too large for memory are refused before anything is allocated, with an
-//! error that says how much memory the result needs and how to read it in batches.
+//! Dense reads: float bounds take the integers inside them, as sparse reads do; results too large
+//! for memory are refused before anything is allocated, with an error that says how much memory
+//! the result needs and how to read it in batches.
 
 use std::sync::Arc;
 
+use proptest::prelude::*;
 use tessera::*;
 
 use crate::common::*;
+
+/// A dense and a sparse 10 x 10 array holding the same cells (value `100 r + c`).
+fn twin_arrays() -> (Context, Array, Array) {
+    let ctx = mem_ctx();
+    let dense = schema_2d(10, 10, 3, 4);
+    Array::create(&ctx, "/dense", &dense).unwrap();
+    let vals: Vec<i32> = (0..100).map(|k| 100 * (1 + k / 10) + 1 + k % 10).collect();
+    Array::open(&ctx, "/dense", Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&dense), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))])
+        .unwrap();
+    let sparse = ArraySchema::builder(ArrayType::Sparse)
+        .dim(dim("r", 1, 10, 3))
+        .dim(dim("c", 1, 10, 4))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, "/sparse", &sparse).unwrap();
+    let rs: Vec<i64> = (0..100).map(|k| 1 + k / 10).collect();
+    let cs: Vec<i64> = (0..100).map(|k| 1 + k % 10).collect();
+    Array::open(&ctx, "/sparse", Mode::Write)
+        .unwrap()
+        .write_sparse(
+            &[
+                CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+                CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+            ],
+            &[AttrInput::fixed("a", i32_bytes(&vals))],
+        )
+        .unwrap();
+    let d = Array::open(&ctx, "/dense", Mode::Read).unwrap();
+    let s = Array::open(&ctx, "/sparse", Mode::Read).unwrap();
+    (ctx, d, s)
+}
+
+/// A bound in quarter steps over [0.75, 10.25] (some outside the domain [1, 10]).
+fn bound() -> impl Strategy<Value = f64> {
+    (3u32..=41).prop_map(|q| f64::from(q) / 4.0)
+}
+
+proptest! {
+    /// Dense and sparse reads of the same float bounds return the same cells, or the same
+    /// refusal; a dense range without an integer inside is refused.
+    #[test]
+    fn float_bounds_read_what_a_sparse_read_reads(
+        ranges in prop::collection::vec(prop::collection::vec((bound(), bound()), 1..3), 2..=2),
+    ) {
+        let (_ctx, d, s) = twin_arrays();
+        let dr: Vec<Vec<DimRange>> =
+            ranges.iter().map(|rs| rs.iter().map(|&(a, b)| DimRange::Float(a.min(b), a.max(b))).collect()).collect();
+        let sparse = s.sparse_query(&dr, &["a"], Layout::RowMajor).and_then(|mut q| q.read_all());
+        let dense = Subarray::from_dim_ranges(d.schema(), &dr)
+            .map_err(Error::from)
+            .and_then(|sub| d.read(&sub, &["a"], Layout::RowMajor));
+        let empty = dr.iter().flatten().any(|r| match *r {
+            DimRange::Float(a, b) => a.ceil() > b.floor(),
+            DimRange::Int(..) => false,
+        });
+        match (dense, sparse) {
+            (Ok(dv), Ok(sv)) => {
+                prop_assert!(!empty);
+                // Each dimension's ranges are disjoint here only if they do not overlap: the
+                // dense result repeats overlapping cells, the sparse one does not.
+                let disjoint = dr.iter().all(|rs| rs.len() == 1);
+                let got = as_i32(&dv.attrs[0].data);
+                if disjoint {
+                    prop_assert_eq!(got, as_i32(&sv.attr("a").unwrap().data));
+                }
+                // The integers inside each range: ceil(lo) ..= floor(hi).
+                let lists: Vec<Vec<i32>> = dr.iter().map(|rs| rs.iter().flat_map(|r| match *r {
+                    DimRange::Float(a, b) => (a.ceil() as i32)..=(b.floor() as i32),
+                    DimRange::Int(..) => unreachable!(),
+                }).collect()).collect();
+                let want: Vec<i32> = lists[0].iter().flat_map(|&r| lists[1].iter().map(move |&c| 100 * r + c)).collect();
+                let got = as_i32(&dv.attrs[0].data);
+                prop_assert_eq!(got, want);
+            }
+            (Err(e), Ok(_)) => {
+                prop_assert!(empty, "{}", e);
+                prop_assert!(e.to_string().contains("holds no integer coordinate"), "{}", e);
+            }
+            (Err(de), Err(se)) => prop_assert_eq!(de.to_string(), se.to_string()),
+            (Ok(_), Err(se)) => prop_assert!(false, "the sparse read failed alone: {}", se),
+        }
+    }
+}
+
+#[test]
+fn a_fractional_bound_is_not_truncated() {
+    let (_ctx, d, _s) = twin_arrays();
+    let sub =
+        Subarray::from_dim_ranges(d.schema(), &[vec![DimRange::Float(1.5, 3.0)], vec![DimRange::Int(1, 1)]]).unwrap();
+    assert_eq!(sub.ranges, vec![vec![(2, 3)], vec![(1, 1)]]);
+    assert_eq!(as_i32(&d.read(&sub, &["a"], Layout::RowMajor).unwrap().attrs[0].data), [201, 301]);
+    let e = Subarray::from_dim_ranges(d.schema(), &[vec![DimRange::Float(1.2, 1.8)], vec![]]).unwrap_err();
+    assert_eq!(e.to_string(), "subarray: dimension r: range [1.2, 1.8] holds no integer coordinate");
+    let e = Subarray::from_dim_ranges(d.schema(), &[vec![DimRange::Float(0.5, 2.0)], vec![]]).unwrap_err();
+    assert!(matches!(e, QueryError::OutOfDomain { .. }), "{e}");
+}
 
 /// A 1-D array of 2^40 int32 cells: reading it whole needs 4 TiB.
 fn huge(config: Config) -> Array {
