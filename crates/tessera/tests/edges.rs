@@ -355,3 +355,25 @@ fn cell_counts_of_huge_regions() {
     let b = q.next_batch(64).unwrap().unwrap();
     assert_eq!(as_i32(&b.attrs[0].data), [i32::MIN; 16]);
 }
+
+/// Global order over 2^62 one-cell tiles: a batch lists only the tiles it reads.
+#[test]
+fn a_global_order_batch_of_a_region_of_2_62_tiles() {
+    let ctx = mem_ctx();
+    let side = 1i128 << 31;
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::UInt64, (0, side - 1), 1))
+        .dim(Dimension::new("y", Datatype::UInt64, (0, side - 1), 1))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, "/g", &schema).unwrap();
+    let w = Array::open(&ctx, "/g", Mode::Write).unwrap();
+    w.write(&Subarray::from_ranges(&[(0, 0), (1, 2)]), Layout::Global, &[AttrInput::fixed("a", i32_bytes(&[4, 5]))])
+        .unwrap();
+    let r = Array::open(&ctx, "/g", Mode::Read).unwrap();
+    let mut q = r.read_query(&Subarray::full(&schema), &["a"], Layout::Global).unwrap();
+    assert_eq!(q.total_cells(), 1 << 62);
+    let b = q.next_batch(16).unwrap().unwrap();
+    assert_eq!(as_i32(&b.attrs[0].data), [i32::MIN, 4, 5, i32::MIN]);
+}

@@ -62,28 +62,28 @@ impl TileGrid {
         r.iter().zip(&self.extents).map(|(&[lo, hi], &e)| [lo / e, hi / e]).collect()
     }
 
-    /// Tile coordinates in `trange`, in tile order.
-    pub(crate) fn tiles_in(&self, trange: &[[u64; 2]]) -> Vec<Vec<u64>> {
-        let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
-        let n = shape.len();
-        let total: u64 = shape.iter().product();
+    /// Tile coordinates in `trange`, in tile order, one at a time: a range may hold more tiles
+    /// than memory could list (callers stop early, e.g. at the end of a batch).
+    pub(crate) fn tiles_in<'a>(&self, trange: &'a [[u64; 2]]) -> impl Iterator<Item = Vec<u64>> + 'a {
+        let n = trange.len();
         let fastest_first: Vec<usize> = match self.tile_order {
             CellOrder::RowMajor | CellOrder::Hilbert => (0..n).rev().collect(),
             CellOrder::ColMajor => (0..n).collect(),
         };
-        let mut out = Vec::with_capacity(total as usize);
-        let mut tc: Vec<u64> = trange.iter().map(|r| r[0]).collect();
-        for _ in 0..total {
-            out.push(tc.clone());
+        let mut next: Option<Vec<u64>> = Some(trange.iter().map(|r| r[0]).collect());
+        std::iter::from_fn(move || {
+            let tc = next.take()?;
+            let mut after = tc.clone();
             for &d in &fastest_first {
-                tc[d] += 1;
-                if tc[d] <= trange[d][1] {
+                if after[d] < trange[d][1] {
+                    after[d] += 1;
+                    next = Some(after);
                     break;
                 }
-                tc[d] = trange[d][0];
+                after[d] = trange[d][0];
             }
-        }
-        out
+            Some(tc)
+        })
     }
 
     /// Position of tile `tc` among the tiles of `trange` in tile order.
@@ -173,7 +173,7 @@ mod tests {
             let index = g.tile_index(&around, &tc);
             prop_assert!(u128::from(index) < count);
             prop_assert_eq!(g.tile_at(&around, index), tc.clone());
-            let all = g.tiles_in(&around);
+            let all: Vec<Vec<u64>> = g.tiles_in(&around).collect();
             prop_assert_eq!(all.len() as u128, count);
             for (k, t) in all.iter().enumerate() {
                 prop_assert_eq!(g.tile_index(&around, t), k as u64);
