@@ -28,8 +28,10 @@ build: venv
 demo: build
 	$(PY) examples/quickstart.py
 
+# Release speed with integer overflow checks on (profile test-release in Cargo.toml): an
+# unchecked size or count computation fails a test instead of wrapping.
 rust-test:
-	cargo test --release --workspace --exclude tessera-py
+	cargo test --profile test-release --workspace --exclude tessera-py
 
 py-test: build
 	$(PY) -m pytest -q python/tests

@@ -501,13 +501,14 @@ class Array:
             return [ranges.get(name) for name in names]
         return list(ranges)
 
-    def _ranges(self, ranges: Optional[RangesLike]) -> Ranges:
-        """Normalizes ``read``'s ranges: per dimension None (whole domain), one (lo, hi) pair or a
-        list of pairs, all inclusive."""
+    def _ranges(self, ranges: Optional[RangesLike]) -> SparseRanges:
+        """Normalizes ``read``'s ranges of a dense array: per dimension None (whole domain), one
+        (lo, hi) pair or a list of pairs, all inclusive. Bounds are ints, or floats of which the
+        engine takes the integers inside, as for sparse reads (``(1.5, 3)`` reads 2 and 3)."""
         entries = self._range_entries(ranges)
         if len(entries) != self.ndim:
             raise DomainError(f"subarray: {len(entries)} dimensions given, the array has {self.ndim}")
-        out: Ranges = []
+        out: SparseRanges = []
         for r, dim in zip(entries, self._schema.dims):
             if r is None:
                 out.append([dim.domain])
@@ -515,12 +516,12 @@ class Array:
             if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
                 raise DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs")
             pairs = [r] if _is_pair(r) else list(r)
-            norm = []
+            if not pairs:
+                raise DomainError(f"dimension {dim.name} has no range (give None for the whole domain)")
             for p in pairs:
                 if not _is_pair(p):
                     raise DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair")
-                norm.append((_int_bound(dim, p[0]), _int_bound(dim, p[1])))
-            out.append(norm)
+            out.append([(_bound(dim, lo), _bound(dim, hi)) for lo, hi in pairs])
         return out
 
     def _sparse_ranges(self, ranges: Optional[RangesLike]) -> SparseRanges:
@@ -615,7 +616,11 @@ class Array:
 
         Dense arrays: the result concatenates the ranges along each dimension; ``order`` "C"
         (row-major), "F" (column-major) or "G" (the array's global order; 1-D results). One
-        attribute gives an ndarray, several a dict.
+        attribute gives an ndarray, several a dict. Bounds may be floats, of which a dimension
+        takes the integers inside as on sparse arrays (``(1.5, 3)`` reads 2 and 3; a range
+        without an integer is a DomainError). A result larger than the memory available (or
+        ``sm.read.max_result_bytes``) raises QueryError before anything is allocated: read it
+        with ``iter_batches``.
 
         Sparse arrays: bounds may be ints or floats; the cells inside any of a dimension's
         ranges, as a ``Result`` (the dimension columns, then ``attrs``; ``attrs=[]`` gives the
@@ -653,7 +658,7 @@ class Array:
         return out
 
     def _read(
-        self, ranges: Ranges, attrs: List[Attr], layout: str, dropped: Optional[Tuple[bool, ...]]
+        self, ranges: SparseRanges, attrs: List[Attr], layout: str, dropped: Optional[Tuple[bool, ...]]
     ) -> DenseResult:
         shape, bufs = self._c().read(ranges, [a.name for a in attrs], layout)
         out: Dict[str, np.ndarray] = {}
@@ -743,7 +748,9 @@ class Array:
         dtype, lists of str/bytes, masked arrays or (values, validity) pairs for nullable
         attributes), or the values of the single attribute. ``order``: "U" (any order; the
         engine sorts) or "G" (cells already in the array's global order). On a sparse array a
-        cell written again replaces the older one, unless the schema allows duplicates.
+        cell written again replaces the older one, unless the schema allows duplicates. On a
+        dense array (random updates) a coordinate given twice takes the value given last, as in
+        numpy assignment (with order "G", within one call).
         Nothing is written when any input is rejected."""
         if not isinstance(coords, Mapping):
             raise QueryError("coordinates are given as a dict: dimension name → coordinates")

@@ -140,10 +140,11 @@ def test_schemas_creation_and_maintenance(arrays: dict, h: Any, h2: Any) -> None
 
 def test_nan_and_huge_bounds_name_the_dimension(arrays: dict) -> None:
     with ts.open(arrays["dense"]) as A:
-        with pytest.raises(ts.DomainError, match=r"dimension r: range bound nan is not a finite number"):
+        with pytest.raises(ts.DomainError, match=r"dimension r: a range bound is NaN"):
             A.read(ranges=[(math.nan, 3), None])
-        with pytest.raises(ts.DomainError, match=r"dimension c: range bound 2.5 is not an integer"):
-            A.read(ranges={"c": (1, 2.5)})
+        # Float bounds take the integers inside, as sparse reads do (issue 12, item 7).
+        part = A.read(ranges={"c": (1, 2.5)})
+        assert np.asarray(part if not isinstance(part, dict) else next(iter(part.values()))).shape[1] == 2
         with pytest.raises(ts.DomainError, match=r"dimension r: coordinate \d+ is outside the domain \[1, 8\]"):
             A[2**200]
         with pytest.raises(ts.ArgumentTypeError, match=r"dimension c: slice start must be an int.*float 1.5"):

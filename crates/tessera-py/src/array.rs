@@ -302,20 +302,23 @@ impl PyArrayHandle {
     }
 
     /// Reads `attrs` (empty: all) over `ranges` in `layout` ("C", "F" or "G"). Returns the
-    /// result's shape and a dict name → (data, offsets, validity).
+    /// result's shape and a dict name → (data, offsets, validity). Bounds are ints, or floats
+    /// of which a dimension takes the integers inside (as for sparse reads); an empty list is
+    /// the whole dimension.
     fn read<'py>(
         &self,
         py: Python<'py>,
-        ranges: Ranges,
+        ranges: SparseRanges,
         attrs: Vec<String>,
         layout: &str,
     ) -> PyResult<(Vec<u64>, Bound<'py, PyDict>)> {
         let layout = parse_layout(layout)?;
-        let sub = Subarray { ranges };
+        let ranges = dim_ranges(ranges);
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
         let array = self.array()?;
         let (shape, r) = py
             .detach(|| {
+                let sub = Subarray::from_dim_ranges(array.schema(), &ranges)?;
                 let mut q = array.read_query(&sub, &names, layout)?;
                 let shape = q.shape().to_vec();
                 q.read_all().map(|r| (shape, r))
@@ -324,13 +327,24 @@ impl PyArrayHandle {
         Ok((shape, result_dict(py, r)?))
     }
 
-    /// A read to be taken in batches; see `ReadQuery`.
-    fn read_query(&self, py: Python<'_>, ranges: Ranges, attrs: Vec<String>, layout: &str) -> PyResult<ReadQuery> {
+    /// A read to be taken in batches; see `ReadQuery`. `ranges` as for `read`.
+    fn read_query(
+        &self,
+        py: Python<'_>,
+        ranges: SparseRanges,
+        attrs: Vec<String>,
+        layout: &str,
+    ) -> PyResult<ReadQuery> {
         let layout = parse_layout(layout)?;
-        let sub = Subarray { ranges };
+        let ranges = dim_ranges(ranges);
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
         let array = self.array()?;
-        let q = py.detach(|| array.read_query(&sub, &names, layout)).py()?;
+        let q = py
+            .detach(|| {
+                let sub = Subarray::from_dim_ranges(array.schema(), &ranges)?;
+                array.read_query(&sub, &names, layout)
+            })
+            .py()?;
         Ok(ReadQuery { inner: Mutex::new(q) })
     }
 

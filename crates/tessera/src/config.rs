@@ -36,6 +36,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "8",
         "fewest small sparse fragments for which an open array builds its update index",
     ),
+    (
+        "sm.read.max_result_bytes",
+        "0",
+        "largest result a read into new buffers may allocate (0: the memory the system reports available); a larger read fails before allocating: read it in batches",
+    ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
     ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
     (
@@ -149,6 +154,11 @@ impl Config {
             schema_bytes: self.num("sm.limits.schema_bytes"),
         }
     }
+    /// The largest result a read into new buffers may allocate, when set; `None` (0, the
+    /// default) stands for the memory the system reports available.
+    pub fn max_result_bytes(&self) -> Option<u64> {
+        Some(self.num("sm.read.max_result_bytes")).filter(|&n| n > 0)
+    }
     /// Bytes of cells a consolidation holds at once.
     pub fn consolidation_buffer_size(&self) -> u64 {
         self.num("sm.consolidation.buffer_size").max(1)
@@ -196,6 +206,15 @@ impl Config {
     }
 }
 
+/// The memory the system reports available for new allocations without swapping, in bytes
+/// (Linux: `MemAvailable` of `/proc/meminfo`); `None` where unknown.
+pub(crate) fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.trim_start_matches("MemAvailable:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +230,17 @@ mod tests {
         assert!(c.set("sm.compute_concurrency", "-1").is_err());
         c.set("sm.compute_concurrency", "3").unwrap();
         assert_eq!(c.compute_concurrency(), 3);
+    }
+
+    #[test]
+    fn the_result_limit_defaults_to_the_available_memory() {
+        let mut c = Config::new();
+        assert_eq!(c.max_result_bytes(), None);
+        if cfg!(target_os = "linux") {
+            let avail = available_memory();
+            assert!(avail.is_some_and(|b| b > 0), "{avail:?}");
+        }
+        c.set("sm.read.max_result_bytes", "1000").unwrap();
+        assert_eq!(c.max_result_bytes(), Some(1000));
     }
 }

@@ -125,6 +125,25 @@ pub enum QueryError {
         /// What is wrong.
         detail: String,
     },
+    /// A read into new buffers whose result would not fit in memory, refused before allocating.
+    #[error(
+        "the result of {cells} cells ({bytes_per_cell} bytes each) needs {}, more than the {} allowed by {limit_from}: \
+         read it in batches (Python: A.iter_batches(...); Rust: ReadQuery::next_batch or submit with your own \
+         buffers) or read a smaller subarray",
+        human_bytes(u128::from(*cells) * u128::from(*bytes_per_cell)),
+        human_bytes(u128::from(*limit))
+    )]
+    ResultTooLarge {
+        /// Cells in the result.
+        cells: u64,
+        /// Bytes per cell of the requested attributes (variable-length values estimated).
+        bytes_per_cell: u64,
+        /// The most a read may allocate.
+        limit: u64,
+        /// Where the limit comes from (the config key, "the memory the system reports available",
+        /// "the address space").
+        limit_from: &'static str,
+    },
     /// A datatype other than the attribute's.
     #[error("attribute {attr}: buffer type {got} does not match the attribute type {expected}")]
     Datatype {
@@ -237,6 +256,24 @@ pub enum Error {
         /// What is wrong, naming the tile or field.
         detail: String,
     },
+}
+
+/// A byte count for messages: exact, with a binary-prefixed size for large ones.
+fn human_bytes(b: u128) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if b < 1024 {
+        return format!("{b} bytes");
+    }
+    let mut v = b as f64;
+    let mut unit = "bytes";
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{b} bytes ({v:.1} {unit})")
 }
 
 impl Error {

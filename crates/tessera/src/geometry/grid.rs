@@ -17,6 +17,8 @@ pub(crate) struct TileGrid {
     pub tile_order: CellOrder,
     /// Element strides of a tile's cells in cell order.
     pub cell_strides: Vec<u64>,
+    /// The last normalized coordinate per dimension (domain size - 1).
+    pub last: Vec<u64>,
 }
 
 impl TileGrid {
@@ -30,6 +32,7 @@ impl TileGrid {
             cell_order: schema.cell_order,
             tile_order: schema.tile_order,
             cell_strides,
+            last: schema.dims.iter().map(|d| d.domain_size() - 1).collect(),
         }
     }
 
@@ -38,9 +41,20 @@ impl TileGrid {
         self.extents.iter().product()
     }
 
-    /// The cell rectangle of the tile at tile coordinates `tc` (may extend past the domain).
+    /// The cell rectangle of the tile at tile coordinates `tc`, cut at the end of the domain:
+    /// the last tile of a dimension whose extent does not divide the domain would otherwise end
+    /// past it, and past `u64::MAX` for a domain of 2^64 - 1 coordinates.
     pub(crate) fn tile_rect(&self, tc: &[u64]) -> Rect {
-        tc.iter().zip(&self.extents).map(|(&t, &e)| [t * e, t * e + e - 1]).collect()
+        tc.iter()
+            .zip(&self.extents)
+            .zip(&self.last)
+            .map(|((&t, &e), &last)| {
+                // A tile of the domain starts inside it (`t * e <= last`); saturating keeps a
+                // tile coordinate past the domain from wrapping around to its start.
+                let lo = t.saturating_mul(e);
+                [lo, lo.saturating_add(e - 1).min(last)]
+            })
+            .collect()
     }
 
     /// The rectangle of tile coordinates of the tiles that overlap `r`.
@@ -48,28 +62,28 @@ impl TileGrid {
         r.iter().zip(&self.extents).map(|(&[lo, hi], &e)| [lo / e, hi / e]).collect()
     }
 
-    /// Tile coordinates in `trange`, in tile order.
-    pub(crate) fn tiles_in(&self, trange: &[[u64; 2]]) -> Vec<Vec<u64>> {
-        let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
-        let n = shape.len();
-        let total: u64 = shape.iter().product();
+    /// Tile coordinates in `trange`, in tile order, one at a time: a range may hold more tiles
+    /// than memory could list (callers stop early, e.g. at the end of a batch).
+    pub(crate) fn tiles_in<'a>(&self, trange: &'a [[u64; 2]]) -> impl Iterator<Item = Vec<u64>> + 'a {
+        let n = trange.len();
         let fastest_first: Vec<usize> = match self.tile_order {
             CellOrder::RowMajor | CellOrder::Hilbert => (0..n).rev().collect(),
             CellOrder::ColMajor => (0..n).collect(),
         };
-        let mut out = Vec::with_capacity(total as usize);
-        let mut tc: Vec<u64> = trange.iter().map(|r| r[0]).collect();
-        for _ in 0..total {
-            out.push(tc.clone());
+        let mut next: Option<Vec<u64>> = Some(trange.iter().map(|r| r[0]).collect());
+        std::iter::from_fn(move || {
+            let tc = next.take()?;
+            let mut after = tc.clone();
             for &d in &fastest_first {
-                tc[d] += 1;
-                if tc[d] <= trange[d][1] {
+                if after[d] < trange[d][1] {
+                    after[d] += 1;
+                    next = Some(after);
                     break;
                 }
-                tc[d] = trange[d][0];
+                after[d] = trange[d][0];
             }
-        }
-        out
+            Some(tc)
+        })
     }
 
     /// Position of tile `tc` among the tiles of `trange` in tile order.
@@ -79,8 +93,92 @@ impl TileGrid {
         tc.iter().zip(trange).zip(&st).map(|((t, r), s)| (t - r[0]) * s).sum()
     }
 
+    /// The tile at position `index` among the tiles of `trange` in tile order (the inverse of
+    /// [`TileGrid::tile_index`]).
+    pub(crate) fn tile_at(&self, trange: &[[u64; 2]], index: u64) -> Vec<u64> {
+        let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
+        let st = strides(&shape, self.tile_order);
+        let mut rest = index;
+        let mut tc = vec![0u64; trange.len()];
+        // Slowest dimension first.
+        let dims: Vec<usize> = match self.tile_order {
+            CellOrder::RowMajor | CellOrder::Hilbert => (0..trange.len()).collect(),
+            CellOrder::ColMajor => (0..trange.len()).rev().collect(),
+        };
+        for d in dims {
+            tc[d] = trange[d][0] + rest / st[d];
+            rest %= st[d];
+        }
+        tc
+    }
+
     /// Element offset inside a tile whose first cell is `tile_lo` of the cell at `at`.
     pub(crate) fn cell_offset(&self, tile_lo: &[u64], at: &[u64]) -> u64 {
         at.iter().zip(tile_lo).zip(&self.cell_strides).map(|((a, l), s)| (a - l) * s).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A grid over domains of `sizes` coordinates with tile `extents` (cell strides unused).
+    fn grid(sizes: &[u64], extents: &[u64], order: CellOrder) -> TileGrid {
+        TileGrid {
+            extents: extents.to_vec(),
+            counts: sizes.iter().zip(extents).map(|(s, e)| s.div_ceil(*e)).collect(),
+            cell_order: order,
+            tile_order: order,
+            cell_strides: vec![1; sizes.len()],
+            last: sizes.iter().map(|s| s - 1).collect(),
+        }
+    }
+
+    /// Domain sizes up to the most allowed (2^64 - 1), extents up to the size, and a coordinate
+    /// near either end of the domain.
+    fn dim() -> impl Strategy<Value = (u64, u64, u64)> {
+        let size = prop_oneof![Just(u64::MAX), Just(u64::MAX - 1), Just(1u64 << 63), 1u64..100];
+        (size, any::<u64>(), 0u64..16, any::<bool>(), any::<bool>()).prop_map(|(size, e, k, top, big)| {
+            // Small extents that do not divide 2^64 - 1, or any extent up to the size.
+            let e = if big { 1 + e % size } else { 1 + e % 20.min(size) };
+            let k = k.min(size - 1);
+            (size, e, if top { size - 1 - k } else { k })
+        })
+    }
+
+    proptest! {
+        /// Tile coordinates, rectangles and positions against a reference in u128.
+        #[test]
+        fn tiles_at_the_end_of_u64_domains(dims in prop::collection::vec(dim(), 1..4), col in any::<bool>()) {
+            let order = if col { CellOrder::ColMajor } else { CellOrder::RowMajor };
+            let sizes: Vec<u64> = dims.iter().map(|d| d.0).collect();
+            let extents: Vec<u64> = dims.iter().map(|d| d.1).collect();
+            let g = grid(&sizes, &extents, order);
+            let at: Vec<u64> = dims.iter().map(|d| d.2).collect();
+            let point: Rect = at.iter().map(|&x| [x, x]).collect();
+            let tr = g.tile_range(&point);
+            let tc: Vec<u64> = tr.iter().map(|r| r[0]).collect();
+            let rect = g.tile_rect(&tc);
+            for d in 0..dims.len() {
+                let (size, e, x) = (u128::from(sizes[d]), u128::from(extents[d]), u128::from(at[d]));
+                let t = x / e;
+                prop_assert_eq!(u128::from(tc[d]), t);
+                prop_assert_eq!(u128::from(rect[d][0]), t * e);
+                prop_assert_eq!(u128::from(rect[d][1]), (t * e + e - 1).min(size - 1));
+            }
+            // Positions among the tiles of a range around the point, when it has fewer than 2^64.
+            let around: Rect = tc.iter().zip(&g.counts).map(|(&t, &n)| [t.saturating_sub(2), (t + 2).min(n - 1)]).collect();
+            let count: u128 = around.iter().map(|r| u128::from(r[1] - r[0] + 1)).product();
+            let index = g.tile_index(&around, &tc);
+            prop_assert!(u128::from(index) < count);
+            prop_assert_eq!(g.tile_at(&around, index), tc.clone());
+            let all: Vec<Vec<u64>> = g.tiles_in(&around).collect();
+            prop_assert_eq!(all.len() as u128, count);
+            for (k, t) in all.iter().enumerate() {
+                prop_assert_eq!(g.tile_index(&around, t), k as u64);
+                prop_assert_eq!(&g.tile_at(&around, k as u64), t);
+            }
+        }
     }
 }

@@ -5,9 +5,16 @@ use crate::schema::CellOrder;
 /// An inclusive hyper-rectangle: `[lo, hi]` per dimension.
 pub(crate) type Rect = Vec<[u64; 2]>;
 
-/// Number of cells in `r`.
+/// Number of cells in `r`, a rectangle known to hold fewer than 2^64 (a piece of a result, of a
+/// tile, or of a checked subarray).
 pub(crate) fn cells(r: &[[u64; 2]]) -> u64 {
     r.iter().map(|[lo, hi]| hi - lo + 1).product()
+}
+
+/// Number of cells in `r`, or `None` when that is 2^64 or more. Each side holds at most
+/// 2^64 - 1 cells (normalized coordinates stop at 2^64 - 2).
+pub(crate) fn checked_cells(r: &[[u64; 2]]) -> Option<u64> {
+    r.iter().try_fold(1u64, |acc, [lo, hi]| acc.checked_mul((hi - lo).checked_add(1)?))
 }
 
 /// The intersection of two rectangles, if not empty.

@@ -24,6 +24,39 @@ impl Subarray {
         Self { ranges: schema.dims.iter().map(|d| vec![d.int_domain()]).collect() }
     }
 
+    /// The subarray of a dense read given ranges as a sparse read takes them: integer bounds,
+    /// or float bounds of which an integer dimension takes the integers inside (`(1.5, 3)` is
+    /// `(2, 3)`), so that both kinds of arrays read the same cells for the same bounds. An empty
+    /// list is the whole dimension.
+    ///
+    /// # Errors
+    /// As [`ordinal_ranges`]: a wrong dimension count, NaN bounds, a reversed range or one
+    /// outside the domain; and a range holding no integer (a dense result has a place for every
+    /// coordinate of its ranges, so it cannot leave a dimension empty), or a float dimension.
+    pub fn from_dim_ranges(schema: &ArraySchema, ranges: &[Vec<DimRange>]) -> Result<Self, QueryError> {
+        if let Some(d) = schema.dims.iter().find(|d| d.is_float()) {
+            return Err(QueryError::BadSubarray(format!("dimension {} has float coordinates", d.name)));
+        }
+        let ords = ordinal_ranges(schema, ranges)?;
+        let mut out = Vec::with_capacity(ords.len());
+        for ((dim, rs), os) in schema.dims.iter().zip(ranges).zip(ords) {
+            if os.len() < rs.len() {
+                // `ordinal_ranges` drops exactly the ranges without an integer inside.
+                let empty = rs.iter().find_map(|r| match *r {
+                    DimRange::Float(lo, hi) if ordinal_range(dim, lo, hi, None).is_none() => Some((lo, hi)),
+                    _ => None,
+                });
+                let (lo, hi) = empty.unwrap_or((f64::NAN, f64::NAN));
+                return Err(QueryError::BadSubarray(format!(
+                    "dimension {}: range [{lo}, {hi}] holds no integer coordinate",
+                    dim.name
+                )));
+            }
+            out.push(os.into_iter().map(|[a, b]| (dim.denormalize(a), dim.denormalize(b))).collect());
+        }
+        Ok(Self { ranges: out })
+    }
+
     /// Checks every range against the domain and returns the normalized ranges.
     ///
     /// # Errors

@@ -9,7 +9,7 @@ mod query;
 mod sparse;
 mod update_index;
 
-pub(crate) use query::layout_counter;
+pub(crate) use query::{layout_counter, memory_limit};
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
 pub use sparse::SparseReadQuery;
 pub(crate) use update_index::UpdateIndex;

@@ -99,7 +99,7 @@ impl ReadQuery {
         if layout == Layout::Global && ranges.iter().any(|r| r.len() != 1) {
             return Err(QueryError::Layout("global layout needs exactly one range per dimension".into()).into());
         }
-        let shape = ranges.iter().map(|rs| rs.iter().map(|[a, b]| b - a + 1).sum()).collect();
+        let shape = result_shape(schema, &ranges)?;
         Ok(Self {
             array: array.clone(),
             attrs: idx,
@@ -162,7 +162,7 @@ impl ReadQuery {
         if n >= slab {
             n -= n % slab;
         }
-        let c1 = (self.cursor + n).min(self.space.total());
+        let c1 = self.cursor.saturating_add(n).min(self.space.total());
         let r = self.read_interval(self.cursor, c1)?;
         self.cursor = c1;
         Ok(Some(r))
@@ -245,11 +245,14 @@ impl ReadQuery {
             if a.is_var() {
                 // Average value bytes per stored cell over the fragments, plus the offset.
                 let name = format!("a{i}.data");
+                // Sizes come from fragment metadata: saturate rather than trust them to add up.
                 let (bytes, cells) = self.array.fragments.iter().fold((0u64, 0u64), |acc, f| {
-                    let b: u64 = f.file(&name).map_or(0, |t| t.iter().map(|e| e.unfiltered_size).sum());
-                    (acc.0 + b, acc.1 + f.tile_count() as u64 * self.array.grid.cells_per_tile())
+                    let b: u64 =
+                        f.file(&name).map_or(0, |t| t.iter().fold(0u64, |s, e| s.saturating_add(e.unfiltered_size)));
+                    let c = (f.tile_count() as u64).saturating_mul(self.array.grid.cells_per_tile());
+                    (acc.0.saturating_add(b), acc.1.saturating_add(c))
                 });
-                total += 8 + bytes.checked_div(cells).unwrap_or(8);
+                total = total.saturating_add(8 + bytes.checked_div(cells).unwrap_or(8));
             } else {
                 total += a.cell_size() as u64;
             }
@@ -270,7 +273,10 @@ impl ReadQuery {
 
     fn read_interval(&self, c0: u64, c1: u64) -> Result<ReadResult> {
         let schema = self.array.schema();
-        let n = (c1 - c0) as usize;
+        // Variable-length cells also hold a 24-byte reference until the values are assembled.
+        let var_refs = 24 * self.attrs.iter().filter(|&&i| schema.attrs[i].is_var()).count() as u64;
+        let n =
+            check_result_size(self.array.ctx.config(), c1 - c0, self.estimate_cell_bytes().saturating_add(var_refs))?;
         let mut fixed: Vec<Vec<u8>> = Vec::new();
         let mut valid: Vec<Vec<u8>> = Vec::new();
         for &i in &self.attrs {
@@ -319,6 +325,68 @@ impl ReadQuery {
             .collect();
         Ok(ReadResult { start: c0, cells: c1 - c0, attrs })
     }
+}
+
+/// Results up to this size are allocated without asking the system for its free memory.
+const SMALL_RESULT: u128 = 64 << 20;
+
+/// Refuses, before anything is allocated, a read of `cells` cells of about `bytes_per_cell`
+/// bytes into new buffers that would take more than `sm.read.max_result_bytes` (by default the
+/// memory the system reports available); otherwise returns the cell count as a `usize`.
+///
+/// # Errors
+/// `QueryError::ResultTooLarge`, saying the bytes needed and how to read in batches.
+pub(crate) fn check_result_size(config: &crate::Config, cells: u64, bytes_per_cell: u64) -> Result<usize> {
+    let bytes_per_cell = bytes_per_cell.max(1);
+    let needed = u128::from(cells) * u128::from(bytes_per_cell);
+    match (memory_limit(config.max_result_bytes(), needed), usize::try_from(cells)) {
+        (None, Ok(n)) => Ok(n),
+        (limit, _) => {
+            let (limit, limit_from) = limit.unwrap_or((isize::MAX as u64, "the address space"));
+            Err(QueryError::ResultTooLarge { cells, bytes_per_cell, limit, limit_from }.into())
+        }
+    }
+}
+
+/// Whether `needed` bytes exceed the limit `configured`, or by default the memory the system
+/// reports available (asked only for more than 64 MiB), or `isize::MAX` (no allocation may
+/// be larger): the limit and where it comes from, or `None` when the bytes fit.
+pub(crate) fn memory_limit(configured: Option<u64>, needed: u128) -> Option<(u64, &'static str)> {
+    let (limit, from) = match configured {
+        Some(l) => (l, "sm.read.max_result_bytes"),
+        None if needed <= SMALL_RESULT => return None,
+        None => match crate::config::available_memory() {
+            Some(m) => (m, "the memory the system reports available"),
+            None => (isize::MAX as u64, "the address space"),
+        },
+    };
+    let (limit, from) =
+        if limit > isize::MAX as u64 { (isize::MAX as u64, "the address space") } else { (limit, from) };
+    (needed > u128::from(limit)).then_some((limit, from))
+}
+
+/// Cells per dimension of a result (each dimension's ranges concatenated), refusing results
+/// whose cell count does not fit in a `u64` (positions in a result are `u64`).
+fn result_shape(schema: &ArraySchema, ranges: &[Vec<[u64; 2]>]) -> Result<Vec<u64>> {
+    let too_many = || {
+        QueryError::BadSubarray(
+            "the subarray holds 2^64 cells or more, more than a read can count: read it in parts".into(),
+        )
+    };
+    let mut shape = Vec::with_capacity(ranges.len());
+    let mut total = 1u64;
+    for (rs, dim) in ranges.iter().zip(&schema.dims) {
+        // Each range lies in the domain, so its length (at most 2^64 - 1) fits.
+        let len = rs.iter().try_fold(0u64, |acc, [a, b]| acc.checked_add(b - a + 1)).ok_or_else(|| {
+            QueryError::BadSubarray(format!(
+                "dimension {}: the ranges hold 2^64 cells or more together, more than a read can count",
+                dim.name
+            ))
+        })?;
+        total = total.checked_mul(len).ok_or_else(too_many)?;
+        shape.push(len);
+    }
+    Ok(shape)
 }
 
 /// Builds offsets and data of variable-length result cells from their references, copying runs

@@ -14,7 +14,8 @@ use rayon::prelude::*;
 
 use super::execute::{count_copied, fetch_tiles, TileKey};
 use super::query::{
-    buffer_cells, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult, ReadStatus,
+    buffer_cells, check_result_size, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult,
+    ReadStatus,
 };
 use super::update_index::{update_index, UpdateIndex};
 use crate::array::Array;
@@ -190,18 +191,8 @@ impl SparseReadQuery {
         if self.is_complete() {
             return Ok(None);
         }
-        let schema = self.array.schema();
-        let per_cell: u64 = schema.dims.iter().map(|d| d.datatype.size() as u64).sum::<u64>()
-            + self
-                .attrs
-                .iter()
-                .map(|&i| {
-                    let a = &schema.attrs[i];
-                    u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }
-                })
-                .sum::<u64>();
-        let n = (max_bytes / per_cell.max(1)).max(1);
-        let c1 = (self.cursor + n).min(self.total_cells());
+        let n = (max_bytes / self.cell_bytes().max(1)).max(1);
+        let c1 = self.cursor.saturating_add(n).min(self.total_cells());
         let r = self.materialize(self.cursor, c1)?;
         self.cursor = c1;
         Ok(Some(r))
@@ -246,7 +237,23 @@ impl SparseReadQuery {
         Ok(status)
     }
 
+    /// Bytes per result cell: coordinates and fixed-size values exactly, 16 for variable-length
+    /// values (their offset and a guess at the values).
+    fn cell_bytes(&self) -> u64 {
+        let schema = self.array.schema();
+        schema.dims.iter().map(|d| d.datatype.size() as u64).sum::<u64>()
+            + self
+                .attrs
+                .iter()
+                .map(|&i| {
+                    let a = &schema.attrs[i];
+                    u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }
+                })
+                .sum::<u64>()
+    }
+
     fn materialize(&self, c0: u64, c1: u64) -> Result<ReadResult> {
+        check_result_size(self.array.ctx.config(), c1 - c0, self.cell_bytes())?;
         count_submit(self.layout);
         let _t = stats::timer(Timer::ReaderRead);
         let schema = self.array.schema();

@@ -15,12 +15,13 @@ use crate::array::Array;
 use crate::config::check_limit;
 use crate::error::{QueryError, Result};
 use crate::fragment::{
-    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, UnfilteredTile,
+    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, TileEntry, UnfilteredTile,
 };
 use crate::geometry::{
-    cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect, Strided,
-    Subarray,
+    cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
+    Strided, Subarray,
 };
+use crate::read::memory_limit;
 use crate::read::Layout;
 use crate::schema::{ArraySchema, CellOrder};
 use crate::stats::{self, Counter, Timer};
@@ -71,11 +72,12 @@ pub struct DenseWriter {
     specs: Vec<FileSpec>,
     frag: Option<FragmentWriter>,
     trange: Rect,
-    tiles: Vec<Vec<u64>>,
+    /// Number of tiles of `trange`.
+    tiles: u64,
     partial: HashMap<u64, PartialTile>,
     var_chunks: Vec<Vec<VarChunk>>,
     /// Tile position and cells before it, for global-order submits.
-    global_pos: (usize, u64),
+    global_pos: (u64, u64),
     cursor: u64,
     submitted: Vec<Rect>,
     written: u64,
@@ -115,31 +117,38 @@ impl DenseWriter {
             return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
         }
         let rect: Rect = norm.into_iter().map(|r| r[0]).collect();
+        let total = checked_cells(&rect).ok_or_else(|| {
+            QueryError::BadSubarray("the subarray holds 2^64 cells or more, more than a write can count".into())
+        })?;
         let grid = &array.grid;
         let trange = grid.tile_range(&rect);
-        let tiles = grid.tiles_in(&trange);
+        // Tile count < 2^64 (a schema rule). The fragment keeps an entry per tile and file from
+        // the start: refuse a subarray whose entries alone would not fit in memory.
+        let tiles = cells(&trange);
+        let specs = FileSpec::for_schema(schema);
+        let entry = std::mem::size_of::<Option<TileEntry>>() as u128;
+        let bookkeeping = u128::from(tiles) * specs.len() as u128 * entry;
+        if let Some((limit, from)) = memory_limit(None, bookkeeping) {
+            return Err(QueryError::BadSubarray(format!(
+                "the subarray covers {tiles} space tiles, whose index needs {bookkeeping} bytes, more than the \
+                 {limit} bytes allowed by {from}: write it as several smaller subarrays"
+            ))
+            .into());
+        }
         let storage = array.ctx.storage().clone();
         // An array opened for writing at a timestamp names its fragments with it.
         let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
         let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
-        let specs = FileSpec::for_schema(schema);
         let tile_limit = array.ctx.config().limits().tile_bytes;
         check_tile_sizes(schema, array.grid.cells_per_tile(), tile_limit)?;
-        let frag = FragmentWriter::new(
-            storage,
-            array.uri.clone(),
-            name,
-            specs.clone(),
-            rect.clone(),
-            tiles.len() as u64,
-            tile_limit,
-        );
+        let frag =
+            FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles, tile_limit);
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
         let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
         Ok(Self {
             _lock: lock,
             array: array.clone(),
-            total: cells(&rect),
+            total,
             rect,
             layout,
             specs,
@@ -242,7 +251,7 @@ impl DenseWriter {
         self.check_usable()?;
         let schema = self.array.schema.clone();
         let (inputs, n) = validate(&schema, inputs, None)?;
-        if self.cursor + n > self.total {
+        if self.cursor.saturating_add(n) > self.total {
             return Err(QueryError::WriteState(format!(
                 "global-order submit of {n} cells passes the end of the subarray ({} of {} written)",
                 self.cursor, self.total
@@ -253,9 +262,9 @@ impl DenseWriter {
         let grid = self.array.grid.clone();
         let mut work: Vec<(u64, Vec<Placement>)> = Vec::new();
         let (mut pos, mut before) = self.global_pos;
-        while pos < self.tiles.len() && before < c1 {
-            let tc = &self.tiles[pos];
-            let t = grid.tile_rect(tc);
+        while pos < self.tiles && before < c1 {
+            let tc = grid.tile_at(&self.trange, pos);
+            let t = grid.tile_rect(&tc);
             let i = intersect(&self.rect, &t).unwrap_or_default();
             let nt = cells(&i);
             if before + nt > c0 {
@@ -275,7 +284,7 @@ impl DenseWriter {
                         },
                     });
                 }
-                work.push((pos as u64, ps));
+                work.push((pos, ps));
             }
             if before + nt <= c1 {
                 before += nt;
@@ -336,8 +345,8 @@ impl DenseWriter {
                 let tile = match self.partial.remove(&idx) {
                     Some(t) => t,
                     None => {
-                        let tc = &self.tiles[idx as usize];
-                        let inside = intersect(&self.rect, &grid.tile_rect(tc)).map_or(0, |r| cells(&r));
+                        let tc = grid.tile_at(&self.trange, idx);
+                        let inside = intersect(&self.rect, &grid.tile_rect(&tc)).map_or(0, |r| cells(&r));
                         let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
                         let direct = direct_files(&schema, &specs, &ps, tile_cells);
                         new_tile(&schema, &specs, &fills, tile_cells, inside, covered == tile_cells, direct)

@@ -123,7 +123,8 @@ fn check_one(a: &Attribute, inp: &AttrInput<'_>, cells: u64) -> Result<()> {
         if inp.offsets.is_some() {
             return Err(bad("offsets given for a fixed-size attribute".into()).into());
         }
-        let expected = cells * a.cell_size() as u64;
+        // Saturating: no buffer holds u64::MAX bytes, so a count too large never matches.
+        let expected = cells.saturating_mul(a.cell_size() as u64);
         if inp.data.len() as u64 != expected {
             return Err(size("data", inp.data.len() as u64, expected, "bytes").into());
         }

@@ -2,7 +2,9 @@
 //! either in any order (one submit; the engine sorts them in parallel into global order) or
 //! already in global order (several submits may build one fragment; out-of-order input is an
 //! error). Everything is validated before a byte is written: coordinates in the domain and
-//! finite, columns of equal length, no duplicate coordinates unless the schema allows them.
+//! finite, columns of equal length, no duplicate coordinates unless the schema allows them. On
+//! a dense array (random updates) a coordinate given twice takes the value given last, as numpy
+//! assignment does; the fragment holds it once.
 //! Sorted cells are cut into data tiles of `capacity` cells, each with its MBR and first and last
 //! coordinates; tiles are built and filtered in parallel; `finish` adds the R-tree and commits.
 
@@ -260,11 +262,33 @@ impl SparseWriter {
             Layout::Unordered => Some(self.array.ctx.install(|| sort_permutation(&keys, w))),
             _ => None,
         };
-        if self.deletes.is_some() {
-            // Deleting a cell twice is deleting it once.
+        // Updates of a dense array assign like numpy: a coordinate given twice takes its last
+        // value, so each fragment holds a coordinate once (reads and the update index rely on
+        // it). Deleting a cell twice is deleting it once.
+        let last_wins = !schema.is_sparse() || self.deletes.is_some();
+        if last_wins {
+            let same =
+                |a: u32, b: u32| keys[a as usize * w..a as usize * w + w] == keys[b as usize * w..b as usize * w + w];
+            if perm.is_none() && (1..n).any(|k| same(k as u32 - 1, k as u32)) {
+                // Global order: equal coordinates are adjacent; pick the cells to keep.
+                let Ok(m) = u32::try_from(n) else {
+                    return Err(QueryError::WriteState(format!(
+                        "a global-order submit of {n} cells repeats coordinates: give each cell once, or submit at \
+                         most {} cells at a time",
+                        u32::MAX
+                    ))
+                    .into());
+                };
+                perm = Some((0..m).collect());
+            }
             if let Some(p) = perm.as_mut() {
+                // The sort is stable, so of equal coordinates the last given comes last: keep it.
                 p.dedup_by(|b, a| {
-                    keys[*a as usize * w..*a as usize * w + w] == keys[*b as usize * w..*b as usize * w + w]
+                    let dup = same(*a, *b);
+                    if dup {
+                        *a = *b;
+                    }
+                    dup
                 });
             }
         }
@@ -272,7 +296,9 @@ impl SparseWriter {
         // Duplicates and order, before anything is written.
         let at = |i: usize| &keys[i * w..i * w + w];
         let sorted_pos = |k: usize| perm.as_ref().map_or(k, |p| p[k] as usize);
-        let strict = !schema.allows_duplicates;
+        // Sparse arrays refuse duplicates unless the schema allows them; dense updates have
+        // none left within a submit, and refuse a cell that repeats the previous submit's last.
+        let strict = !schema.allows_duplicates || last_wins;
         if let (Some(prev), Some(first)) = (&self.last_key, (n > 0).then(|| at(sorted_pos(0)))) {
             if first < prev.as_slice() || (strict && first == prev.as_slice()) {
                 return Err(order_error(&schema, &ords, sorted_pos(0), None, first == prev.as_slice()));
@@ -505,7 +531,11 @@ fn order_error(schema: &ArraySchema, ords: &[Vec<u64>], cell: usize, prev: Optio
         }
         (false, None) => format!("cell {cell} {} comes before the last cell of the previous submit", text(cell)),
     };
-    let detail = if dup { format!("{detail} (the schema does not allow duplicates)") } else { detail };
+    let detail = match (dup, schema.is_sparse()) {
+        (true, true) => format!("{detail} (the schema does not allow duplicates)"),
+        (true, false) => format!("{detail}: a global-order write gives each cell once across its submits"),
+        (false, _) => detail,
+    };
     QueryError::WriteState(detail).into()
 }
 
