@@ -16,15 +16,18 @@ use crate::geometry::{bounding_box, DimRange};
 use crate::geometry::{Subarray, TileGrid};
 use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::ArraySchema;
+use crate::schema::SCHEMA_MAGIC;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{LockGuard, StorageError};
 use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
+
+/// The most rectangles one `delete_ranges` call may delete (the cross product of its ranges).
+pub const MAX_DELETE_RECTS: u64 = 1 << 20;
 
 /// Folder holding the schema files.
 pub const SCHEMA_DIR: &str = "__schema";
 /// Folder reserved for array metadata (key-value).
 pub const META_DIR: &str = "__meta";
-const SCHEMA_MAGIC: &[u8; 8] = b"TSRASCHM";
 
 /// How an array is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +87,13 @@ impl Array {
     pub fn create(ctx: &Context, uri: impl AsRef<Path>, schema: &ArraySchema) -> Result<()> {
         schema.validate()?;
         let uri = &ctx.resolve_uri(uri.as_ref())?;
+        // An array must open and take writes under the limits it is created with: refuse a
+        // schema beyond them now (naming the key to raise), not at its first open or write.
+        let bytes = seal(schema.to_json().into_bytes(), SCHEMA_MAGIC);
+        let limits = ctx.config().limits();
+        crate::schema::decode_schema_file(&bytes, &uri.join(SCHEMA_DIR), &limits)?;
+        let tile_cells = if schema.is_sparse() { schema.capacity } else { TileGrid::new(schema).cells_per_tile() };
+        crate::write::check_tile_sizes(schema, tile_cells, limits.tile_bytes)?;
         let storage = ctx.storage();
         if storage.is_file(uri) {
             return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
@@ -97,7 +107,6 @@ impl Array {
         storage.write_atomic(&uri.join(LOCK_FILE), b"")?;
         storage.write_atomic(&uri.join(GATE_FILE), b"")?;
         let name = format!("__{}_{}", now_ms(), uuid::Uuid::new_v4().simple());
-        let bytes = seal(schema.to_json().into_bytes(), SCHEMA_MAGIC);
         stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
         // The schema file is written last: a folder without it is not an array.
         storage.write_atomic(&uri.join(SCHEMA_DIR).join(name), &bytes)?;
@@ -363,10 +372,23 @@ impl Array {
     /// an empty list: the whole dimension).
     ///
     /// # Errors
-    /// Wrong mode, bad ranges (reversed, outside the domain), or ranges that select no cell.
+    /// Wrong mode, bad ranges (reversed, outside the domain), ranges that select no cell, or
+    /// more than [`MAX_DELETE_RECTS`] rectangles.
     pub fn delete_ranges(&self, ranges: &[Vec<DimRange>]) -> Result<FragmentName> {
         self.require(Mode::Write, "delete")?;
         let per_dim = crate::geometry::ordinal_ranges(&self.schema, ranges)?;
+        // The rectangles are the cross product of the dimensions' ranges: bound it before
+        // building it (each rectangle is kept in the delete fragment's metadata).
+        let count = per_dim.iter().try_fold(1u64, |n, rs| n.checked_mul(rs.len() as u64));
+        if count.is_none_or(|n| n > MAX_DELETE_RECTS) {
+            let sizes: Vec<String> = per_dim.iter().map(|rs| rs.len().to_string()).collect();
+            return Err(QueryError::BadSubarray(format!(
+                "the ranges ({} per dimension) make more than {MAX_DELETE_RECTS} rectangles to delete: \
+                 delete in several calls, or with fewer, wider ranges",
+                sizes.join(" x ")
+            ))
+            .into());
+        }
         let mut rects: Vec<crate::geometry::Rect> = vec![Vec::new()];
         for rs in &per_dim {
             rects = rects.iter().flat_map(|r| rs.iter().map(move |x| [r.clone(), vec![*x]].concat())).collect();

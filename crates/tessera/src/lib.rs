@@ -47,7 +47,7 @@ pub mod stats;
 mod storage;
 mod write;
 
-pub use array::{Array, Mode, MAX_WRITE_TIMESTAMP, META_DIR, SCHEMA_DIR};
+pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR, SCHEMA_DIR};
 pub use commit::COMMITS_DIR;
 pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
 pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};

@@ -232,7 +232,12 @@ fn huge_tiles_are_refused_before_allocating() {
         .attr(a)
         .build()
         .unwrap();
-    Array::create(&ctx, &uri, &schema).unwrap();
+    // Creating it under the default limits is refused, naming the key, and creates nothing.
+    let msg = Array::create(&ctx, &uri, &schema).unwrap_err().to_string();
+    assert!(msg.contains("sm.limits.tile_bytes") && msg.contains("attribute a"), "{msg}");
+    assert!(!uri.exists());
+    // Created under a larger limit (as another process may have done), then used under the default.
+    Array::create(&ctx_with(&[("sm.limits.tile_bytes", "4294967296")]), &uri, &schema).unwrap();
     let one = Subarray::from_ranges(&[(7, 7)]);
     let (got, peak) = peak_of(|| {
         let w = Array::open(&ctx, &uri, Mode::Write)?;

@@ -271,3 +271,23 @@ fn a_fragment_at_the_largest_timestamp_does_not_hide_later_writes() {
     w.write(&all, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[2; 16]))]).unwrap();
     assert_eq!(dense_rows(&ctx, uri.to_str().unwrap()), vec![2; 16]);
 }
+
+/// A deletion of the cross product of many ranges is refused before the rectangles are built
+/// (10^4 ranges on each of 3 dimensions would be 10^12 of them), and writes nothing.
+#[test]
+fn delete_ranges_bounds_the_cross_product() {
+    let ctx = mem_ctx();
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("x", 0, 99_999, 100))
+        .dim(dim("y", 0, 99_999, 100))
+        .dim(dim("z", 0, 99_999, 100))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, "/d", &schema).unwrap();
+    let many: Vec<DimRange> = (0..10_000).map(|i| DimRange::Int(i * 10, i * 10)).collect();
+    let w = Array::open(&ctx, "/d", Mode::Write).unwrap();
+    let e = w.delete_ranges(&[many.clone(), many.clone(), many]).unwrap_err();
+    assert!(e.to_string().contains("10000 x 10000 x 10000"), "{e}");
+    assert!(Array::open(&ctx, "/d", Mode::Read).unwrap().fragments().is_empty());
+}

@@ -11,9 +11,7 @@ pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, A
 pub use attribute::{Attribute, CellValNum};
 pub use datatype::Datatype;
 pub use dimension::{Dimension, Domain, Extent};
-pub(crate) use file::read_schema_file;
-#[cfg(any(test, feature = "fuzzing"))]
-pub(crate) use file::{decode_schema_file, SCHEMA_MAGIC};
+pub(crate) use file::{decode_schema_file, read_schema_file, SCHEMA_MAGIC};
 
 /// Errors of schema construction and validation.
 #[derive(Debug, thiserror::Error)]

@@ -493,7 +493,7 @@ fn offset_of(inner: &[[u64; 2]], outer: &[[u64; 2]], st: &[u64]) -> u64 {
 /// Refuses a dense write whose space tiles hold more bytes in one file than `limit`
 /// (`sm.limits.tile_bytes`): a tile is allocated whole even for one cell, and readers would
 /// refuse it. Fixed-size data, offsets and validity tiles have sizes the schema fixes.
-fn check_tile_sizes(schema: &ArraySchema, cells: u64, limit: u64) -> Result<()> {
+pub(crate) fn check_tile_sizes(schema: &ArraySchema, cells: u64, limit: u64) -> Result<()> {
     for a in &schema.attrs {
         let per_cell = if a.is_var() { 8 } else { a.cell_size() as u64 };
         let bytes = cells.saturating_mul(per_cell);

@@ -5,6 +5,7 @@ mod dense;
 mod input;
 mod sparse;
 
+pub(crate) use dense::check_tile_sizes;
 pub use dense::DenseWriter;
 pub use input::AttrInput;
 pub(crate) use sparse::coord_ordinals;
