@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use proptest::prelude::*;
+
 use tessera::*;
 
 pub fn mem_ctx() -> Context {
@@ -67,4 +69,44 @@ pub fn schema_2d(rows: i128, cols: i128, tr: u64, tc: u64) -> ArraySchema {
         .attr(Attribute::new("a", Datatype::Int32))
         .build()
         .unwrap()
+}
+
+/// Coordinates of one cell, one per dimension.
+pub type Coord = Vec<i128>;
+
+pub fn order_strategy() -> impl Strategy<Value = CellOrder> {
+    prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor)]
+}
+
+pub fn layout_strategy() -> impl Strategy<Value = Layout> {
+    prop_oneof![Just(Layout::RowMajor), Just(Layout::ColMajor), Just(Layout::Global)]
+}
+
+/// Enumerates the cross product of `lists` in row- or col-major order.
+pub fn enumerate_box(lists: &[Vec<i128>], order: CellOrder) -> Vec<Coord> {
+    let n = lists.len();
+    let mut out = Vec::new();
+    if lists.iter().any(Vec::is_empty) {
+        return out;
+    }
+    let mut idx = vec![0usize; n];
+    let fastest_first: Vec<usize> = match order {
+        CellOrder::ColMajor => (0..n).collect(),
+        _ => (0..n).rev().collect(),
+    };
+    loop {
+        out.push((0..n).map(|d| lists[d][idx[d]]).collect());
+        let mut moved = false;
+        for &d in &fastest_first {
+            idx[d] += 1;
+            if idx[d] < lists[d].len() {
+                moved = true;
+                break;
+            }
+            idx[d] = 0;
+        }
+        if !moved {
+            return out;
+        }
+    }
 }

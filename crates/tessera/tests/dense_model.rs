@@ -30,8 +30,6 @@ fn consolidate_some(ctx: &Context, uri: &str, pick: u64) {
     }
 }
 
-type Coord = Vec<i128>;
-
 #[derive(Debug, Clone, PartialEq)]
 struct Cell {
     a: i32,
@@ -48,14 +46,6 @@ struct Case {
     /// Before write i: random cell updates (points) written as a sparse fragment.
     updates: Vec<Vec<Vec<i128>>>,
     reads: Vec<(Vec<Vec<(i128, i128)>>, Layout, u64)>, // ranges, layout, buffer cells (0 = whole)
-}
-
-fn order_strategy() -> impl Strategy<Value = CellOrder> {
-    prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor)]
-}
-
-fn layout_strategy() -> impl Strategy<Value = Layout> {
-    prop_oneof![Just(Layout::RowMajor), Just(Layout::ColMajor), Just(Layout::Global)]
 }
 
 fn filter_strategy() -> impl Strategy<Value = Vec<Filter>> {
@@ -112,35 +102,6 @@ fn schema_of(c: &Case) -> ArraySchema {
     let mut a = Attribute::new("a", Datatype::Int32);
     a.filters = FilterPipeline::new(c.filters.0.clone());
     b.attr(a).attr(v).build().unwrap()
-}
-
-/// Enumerates a box in row- or col-major order.
-fn enumerate_box(lists: &[Vec<i128>], order: CellOrder) -> Vec<Coord> {
-    let n = lists.len();
-    let mut out = Vec::new();
-    if lists.iter().any(Vec::is_empty) {
-        return out;
-    }
-    let mut idx = vec![0usize; n];
-    let fastest_first: Vec<usize> = match order {
-        CellOrder::ColMajor => (0..n).collect(),
-        _ => (0..n).rev().collect(),
-    };
-    loop {
-        out.push((0..n).map(|d| lists[d][idx[d]]).collect());
-        let mut moved = false;
-        for &d in &fastest_first {
-            idx[d] += 1;
-            if idx[d] < lists[d].len() {
-                moved = true;
-                break;
-            }
-            idx[d] = 0;
-        }
-        if !moved {
-            return out;
-        }
-    }
 }
 
 fn span(r: (i128, i128)) -> Vec<i128> {

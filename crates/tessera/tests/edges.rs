@@ -14,8 +14,6 @@ use crate::common::*;
 /// Coordinates of the window at each end of a dimension.
 const WINDOW: i128 = 10;
 
-type Coord = Vec<i128>;
-
 #[derive(Debug, Clone)]
 struct EdgeCase {
     datatype: Datatype,
@@ -39,14 +37,6 @@ fn domains(dt: Datatype) -> Vec<(i128, i128)> {
         Datatype::UInt8 => vec![(0, 255)],
         _ => vec![(-128, 127)],
     }
-}
-
-fn order_strategy() -> impl Strategy<Value = CellOrder> {
-    prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor)]
-}
-
-fn layout_strategy() -> impl Strategy<Value = Layout> {
-    prop_oneof![Just(Layout::RowMajor), Just(Layout::ColMajor), Just(Layout::Global)]
 }
 
 /// A coordinate in one of the two windows of `[lo, hi]`.
@@ -112,35 +102,6 @@ fn schema_of(c: &EdgeCase) -> Option<ArraySchema> {
         Err(e) => {
             assert!(e.to_string().contains("2^64 or more space tiles"), "{e}");
             None
-        }
-    }
-}
-
-/// Enumerates the cross product of `lists` in row- or col-major order.
-fn enumerate_box(lists: &[Vec<i128>], order: CellOrder) -> Vec<Coord> {
-    let n = lists.len();
-    let mut out = Vec::new();
-    if lists.iter().any(Vec::is_empty) {
-        return out;
-    }
-    let mut idx = vec![0usize; n];
-    let fastest_first: Vec<usize> = match order {
-        CellOrder::ColMajor => (0..n).collect(),
-        _ => (0..n).rev().collect(),
-    };
-    loop {
-        out.push((0..n).map(|d| lists[d][idx[d]]).collect());
-        let mut moved = false;
-        for &d in &fastest_first {
-            idx[d] += 1;
-            if idx[d] < lists[d].len() {
-                moved = true;
-                break;
-            }
-            idx[d] = 0;
-        }
-        if !moved {
-            return out;
         }
     }
 }
@@ -332,7 +293,11 @@ fn the_last_cell_of_a_full_uint64_domain() {
 /// counted exactly.
 #[test]
 fn cell_counts_of_huge_regions() {
-    let ctx = mem_ctx();
+    // Its 2^32-cell tiles (16 GiB) are beyond the default `sm.limits.tile_bytes`: raised here, as
+    // nothing is written.
+    let mut config = Config::new();
+    config.set("sm.limits.tile_bytes", "17179869184").unwrap();
+    let ctx = Context::with_storage(config, std::sync::Arc::new(MemoryStorage::new())).unwrap();
     let side = 1i128 << 32;
     let schema = ArraySchema::builder(ArrayType::Dense)
         .dim(Dimension::new("x", Datatype::UInt64, (0, side - 1), 1 << 16))

@@ -168,7 +168,7 @@ mod tests {
                 prop_assert_eq!(u128::from(rect[d][1]), (t * e + e - 1).min(size - 1));
             }
             // Positions among the tiles of a range around the point, when it has fewer than 2^64.
-            let around: Rect = tc.iter().zip(&g.counts).map(|(&t, &n)| [t.saturating_sub(2), (t + 2).min(n - 1)]).collect();
+            let around: Rect = tc.iter().zip(&g.counts).map(|(&t, &n)| [t.saturating_sub(2), t.saturating_add(2).min(n - 1)]).collect();
             let count: u128 = around.iter().map(|r| u128::from(r[1] - r[0] + 1)).product();
             let index = g.tile_index(&around, &tc);
             prop_assert!(u128::from(index) < count);
