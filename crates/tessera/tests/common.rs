@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -108,5 +109,79 @@ pub fn enumerate_box(lists: &[Vec<i128>], order: CellOrder) -> Vec<Coord> {
         if !moved {
             return out;
         }
+    }
+}
+
+/// Where [`Hooked`] calls its hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// Before `write_atomic` or `write_new` of the path.
+    BeforeWrite,
+    /// After `list_dir` of the path (before the listing is returned).
+    AfterList,
+}
+
+/// A storage that delegates to `inner` and calls `hook` at the points of [`Hook`]: the tests
+/// that make one interleaving of two processes happen every time run the other process there.
+pub struct Hooked {
+    pub inner: Arc<dyn Storage>,
+    pub hook: Box<dyn Fn(Hook, &Path) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Hooked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hooked({:?})", self.inner)
+    }
+}
+
+impl Storage for Hooked {
+    fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
+        self.inner.read_range(path, offset, len)
+    }
+    fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
+        self.inner.read_all(path)
+    }
+    fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {
+        self.inner.file_size(path)
+    }
+    fn create(&self, path: &Path) -> std::result::Result<Box<dyn WriteHandle>, StorageError> {
+        self.inner.create(path)
+    }
+    fn write_atomic(&self, path: &Path, data: &[u8]) -> std::result::Result<(), StorageError> {
+        (self.hook)(Hook::BeforeWrite, path);
+        self.inner.write_atomic(path, data)
+    }
+    fn write_new(&self, path: &Path, data: &[u8]) -> std::result::Result<bool, StorageError> {
+        (self.hook)(Hook::BeforeWrite, path);
+        self.inner.write_new(path, data)
+    }
+    fn list_temps(&self, dir: &Path) -> std::result::Result<Vec<(String, Option<u64>)>, StorageError> {
+        self.inner.list_temps(dir)
+    }
+    fn create_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.create_dir_all(path)
+    }
+    fn sync_dir(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.sync_dir(path)
+    }
+    fn list_dir(&self, path: &Path) -> std::result::Result<Vec<String>, StorageError> {
+        let listing = self.inner.list_dir(path)?;
+        (self.hook)(Hook::AfterList, path);
+        Ok(listing)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        self.inner.is_file(path)
+    }
+    fn remove_file(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
+        self.inner.remove_dir_all(path)
+    }
+    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> std::result::Result<LockGuard, StorageError> {
+        self.inner.lock(path, kind, wait)
     }
 }

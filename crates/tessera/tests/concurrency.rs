@@ -10,11 +10,10 @@ use tessera::*;
 
 use crate::common::*;
 
-/// Delegates to `inner`, but the thread named `pause` blocks at its first write into
-/// `__commits/` until [`Pausing::release`].
+/// Makes the thread named `pause` block at its first write into `__commits/` until
+/// [`Pausing::release`] (through a [`Hooked`] storage).
 #[derive(Debug)]
 struct Pausing {
-    inner: Arc<dyn Storage>,
     pause: String,
     /// (paused, released)
     state: Mutex<(bool, bool)>,
@@ -22,8 +21,19 @@ struct Pausing {
 }
 
 impl Pausing {
-    fn new(inner: Arc<dyn Storage>, pause: &str) -> Arc<Self> {
-        Arc::new(Self { inner, pause: pause.into(), state: Mutex::new((false, false)), cv: Condvar::new() })
+    /// The pausing state and a storage over `inner` that pauses the thread named `pause`.
+    fn new(inner: Arc<dyn Storage>, pause: &str) -> (Arc<Self>, Arc<dyn Storage>) {
+        let p = Arc::new(Self { pause: pause.into(), state: Mutex::new((false, false)), cv: Condvar::new() });
+        let hooked = Arc::clone(&p);
+        let storage = Hooked {
+            inner,
+            hook: Box::new(move |at, path| {
+                if at == Hook::BeforeWrite {
+                    hooked.maybe_pause(path);
+                }
+            }),
+        };
+        (p, Arc::new(storage))
     }
 
     fn maybe_pause(&self, path: &Path) {
@@ -52,56 +62,6 @@ impl Pausing {
     fn release(&self) {
         self.state.lock().unwrap().1 = true;
         self.cv.notify_all();
-    }
-}
-
-impl Storage for Pausing {
-    fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
-        self.inner.read_range(path, offset, len)
-    }
-    fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
-        self.inner.read_all(path)
-    }
-    fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {
-        self.inner.file_size(path)
-    }
-    fn create(&self, path: &Path) -> std::result::Result<Box<dyn WriteHandle>, StorageError> {
-        self.inner.create(path)
-    }
-    fn write_atomic(&self, path: &Path, data: &[u8]) -> std::result::Result<(), StorageError> {
-        self.maybe_pause(path);
-        self.inner.write_atomic(path, data)
-    }
-    fn write_new(&self, path: &Path, data: &[u8]) -> std::result::Result<bool, StorageError> {
-        self.maybe_pause(path);
-        self.inner.write_new(path, data)
-    }
-    fn list_temps(&self, dir: &Path) -> std::result::Result<Vec<(String, Option<u64>)>, StorageError> {
-        self.inner.list_temps(dir)
-    }
-    fn create_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.sync_dir(path)
-    }
-    fn list_dir(&self, path: &Path) -> std::result::Result<Vec<String>, StorageError> {
-        self.inner.list_dir(path)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn is_file(&self, path: &Path) -> bool {
-        self.inner.is_file(path)
-    }
-    fn remove_file(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.remove_dir_all(path)
-    }
-    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> std::result::Result<LockGuard, StorageError> {
-        self.inner.lock(path, kind, wait)
     }
 }
 
@@ -168,8 +128,8 @@ fn sparse_values(ctx: &Context, uri: &str) -> Vec<i32> {
 #[test]
 fn of_two_concurrent_consolidations_of_the_same_fragments_one_commits() {
     let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let pausing = Pausing::new(inner.clone(), "first");
-    let ctx = Context::with_storage(Config::new(), pausing.clone()).unwrap();
+    let (pausing, storage) = Pausing::new(inner.clone(), "first");
+    let ctx = Context::with_storage(Config::new(), storage).unwrap();
     Array::create(&ctx, "/s", &sparse_dup_schema()).unwrap();
     for i in 0..3 {
         write_points(&ctx, "/s", &[i, i + 10], &[i as i32, 10 + i as i32]);
@@ -202,8 +162,8 @@ fn of_two_concurrent_consolidations_of_the_same_fragments_one_commits() {
 #[test]
 fn overlapping_concurrent_consolidations_keep_deletions() {
     let inner: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let pausing = Pausing::new(inner, "first");
-    let ctx = Context::with_storage(Config::new(), pausing.clone()).unwrap();
+    let (pausing, storage) = Pausing::new(inner, "first");
+    let ctx = Context::with_storage(Config::new(), storage).unwrap();
     Array::create(&ctx, "/s", &sparse_dup_schema()).unwrap();
     write_points(&ctx, "/s", &[1, 2], &[1, 2]);
     write_points(&ctx, "/s", &[3], &[3]);

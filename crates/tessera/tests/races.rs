@@ -10,77 +10,31 @@ use tessera::*;
 
 use crate::common::*;
 
-/// Passes everything to `inner`; the `at`-th time (from 0) a `__commits` folder is listed, runs
-/// a vacuum of the array (on `inner`, as another process would) before returning the listing.
-#[derive(Debug)]
-struct VacuumAfterListing {
-    inner: Arc<dyn Storage>,
-    uri: &'static str,
-    at: u64,
-    listings: AtomicU64,
-    fired: AtomicBool,
-}
-
-impl Storage for VacuumAfterListing {
-    fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
-        self.inner.read_range(path, offset, len)
-    }
-    fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
-        self.inner.read_all(path)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
-        self.inner.file_size(path)
-    }
-    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
-        self.inner.create(path)
-    }
-    fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError> {
-        self.inner.write_atomic(path, data)
-    }
-    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
-        self.inner.write_new(path, data)
-    }
-    fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
-        self.inner.list_temps(dir)
-    }
-    fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.sync_dir(path)
-    }
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>, StorageError> {
-        let listing = self.inner.list_dir(path)?;
-        if path.ends_with(COMMITS_DIR) && self.listings.fetch_add(1, Ordering::SeqCst) == self.at {
-            self.fired.store(true, Ordering::SeqCst);
-            // A short wait: where this process holds the array's lock, the vacuum is kept out
-            // (that is the protocol working), and the test must not wait ten minutes for it.
-            let mut config = Config::new();
-            config.set("sm.vacuum.lock_timeout_ms", "50").unwrap();
-            let other = Context::with_storage(config, Arc::clone(&self.inner)).unwrap();
-            match vacuum(&other, self.uri) {
-                Ok(report) => assert!(!report.removed.is_empty(), "the vacuum had nothing to do"),
-                Err(Error::Array(ArrayError::Busy { .. })) => {}
-                Err(e) => panic!("vacuum: {e}"),
-            }
+/// The `at`-th time (from 0) a `__commits` folder is listed through the returned storage, runs a
+/// vacuum of the array at `uri` (on `inner`, as another process would) before the listing is
+/// returned; the flag says whether it ran.
+fn vacuum_after_listing(inner: Arc<dyn Storage>, uri: &'static str, at: u64) -> (Arc<dyn Storage>, Arc<AtomicBool>) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let listings = AtomicU64::new(0);
+    let other = Arc::clone(&inner);
+    let flag = Arc::clone(&fired);
+    let hook = move |point: Hook, path: &Path| {
+        if point != Hook::AfterList || !path.ends_with(COMMITS_DIR) || listings.fetch_add(1, Ordering::SeqCst) != at {
+            return;
         }
-        Ok(listing)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn is_file(&self, path: &Path) -> bool {
-        self.inner.is_file(path)
-    }
-    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> Result<(), StorageError> {
-        self.inner.remove_dir_all(path)
-    }
-    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError> {
-        self.inner.lock(path, kind, wait)
-    }
+        flag.store(true, Ordering::SeqCst);
+        // A short wait: where this process holds the array's lock, the vacuum is kept out (that
+        // is the protocol working), and the test must not wait ten minutes for it.
+        let mut config = Config::new();
+        config.set("sm.vacuum.lock_timeout_ms", "50").unwrap();
+        let ctx = Context::with_storage(config, Arc::clone(&other)).unwrap();
+        match vacuum(&ctx, uri) {
+            Ok(report) => assert!(!report.removed.is_empty(), "the vacuum had nothing to do"),
+            Err(Error::Array(ArrayError::Busy { .. })) => {}
+            Err(e) => panic!("vacuum: {e}"),
+        }
+    };
+    (Arc::new(Hooked { inner, hook: Box::new(hook) }), fired)
 }
 
 /// Before the commit log, opening an array for writing listed `__commits` and then read the
@@ -101,18 +55,12 @@ fn open_for_writing_survives_a_vacuum_between_listing_and_reading() {
             w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[v; 16]))]).unwrap();
         }
         consolidate(&ctx, "/a", &Selection::All).unwrap().unwrap();
-        let racing = Arc::new(VacuumAfterListing {
-            inner,
-            uri: "/a",
-            at,
-            listings: AtomicU64::new(0),
-            fired: AtomicBool::new(false),
-        });
-        let rctx = Context::with_storage(Config::new(), racing.clone()).unwrap();
+        let (racing, fired) = vacuum_after_listing(inner, "/a", at);
+        let rctx = Context::with_storage(Config::new(), racing).unwrap();
         let w = Array::open(&rctx, "/a", Mode::Write).unwrap_or_else(|e| panic!("vacuum after listing {at}: {e}"));
         w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[4; 16]))])
             .unwrap_or_else(|e| panic!("vacuum after listing {at}: {e}"));
-        if !racing.fired.load(Ordering::SeqCst) {
+        if !fired.load(Ordering::SeqCst) {
             // The write's commit lists the log at least once.
             assert!(at > 0, "open and write never list {COMMITS_DIR}");
             break;
