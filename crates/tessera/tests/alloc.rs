@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use tessera::*;
+
+#[path = "tamper.rs"]
+mod tamper;
+use tamper::replace_tile;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The system allocator, counting the bytes currently allocated and their peak.
@@ -91,23 +95,6 @@ fn ctx_with(settings: &[(&str, &str)]) -> Context {
         c.set(k, v).unwrap();
     }
     Context::new(c).unwrap()
-}
-
-/// Points tile `tile` of `file` of fragment `name` at `stored` (appended to the file), with a
-/// matching checksum and the given unfiltered size, and re-seals the metadata.
-fn replace_tile(uri: &Path, name: &FragmentName, file: &str, tile: usize, stored: &[u8], unfiltered: u64) {
-    let dir = uri.join(FRAGMENTS_DIR).join(name.to_string());
-    let path = dir.join(file);
-    let mut bytes = std::fs::read(&path).unwrap();
-    let offset = bytes.len() as u64;
-    bytes.extend_from_slice(stored);
-    std::fs::write(&path, &bytes).unwrap();
-    let meta_path = dir.join(METADATA_FILE);
-    let mut meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name.clone(), &meta_path).unwrap();
-    let f = meta.files.iter().position(|f| f.0 == file).unwrap();
-    meta.files[f].1[tile] =
-        TileEntry { offset, stored_size: stored.len() as u64, unfiltered_size: unfiltered, checksum: xxh3_64(stored) };
-    std::fs::write(&meta_path, meta.encode()).unwrap();
 }
 
 /// A dense 1-D array of 4 cells in one tile with a variable-length `utf8` attribute `s` filtered

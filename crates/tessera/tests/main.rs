@@ -16,4 +16,5 @@ mod hostile;
 mod races;
 mod sparse_errors;
 mod sparse_model;
+mod tamper;
 mod update_index;
