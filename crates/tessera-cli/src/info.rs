@@ -58,7 +58,7 @@ fn info_json(array: &Array, t: &Totals) -> Result<Value> {
                 "t1": f.name.t1,
                 "uuid": f.name.uuid,
                 "format_version": f.name.version,
-                "kind": fragment_kind(f),
+                "kind": f.kind().name(),
                 "cell_count": f.cell_count,
                 "tile_count": f.tile_count(),
                 "nonempty_domain": coords_json(&f.nonempty_domain(schema)),
@@ -145,17 +145,6 @@ pub(crate) fn tile_str(d: &Dimension) -> Option<String> {
     }
 }
 
-/// What a fragment holds: "dense", "sparse" or "delete" (tombstones: deleted points and ranges).
-pub(crate) fn fragment_kind(f: &FragmentMetadata) -> &'static str {
-    if f.is_delete() {
-        "delete"
-    } else if f.is_dense() {
-        "dense"
-    } else {
-        "sparse"
-    }
-}
-
 fn filters_str(p: &FilterPipeline) -> String {
     let fs = p.filters();
     if fs.is_empty() {
@@ -236,7 +225,7 @@ fn info_text(array: &Array, t: &Totals, out: &mut impl Write) -> Result<()> {
     let frags = array.fragments();
     writeln!(out, "fragments: {}{}", frags.len(), if frags.len() > 1 { " (oldest first)" } else { "" })?;
     for f in frags {
-        writeln!(out, "  {} ({})", f.name, fragment_kind(f))?;
+        writeln!(out, "  {} ({})", f.name, f.kind().name())?;
         writeln!(out, "    t0 {} ({}), t1 {} ({})", f.name.t0, iso_ms(f.name.t0), f.name.t1, iso_ms(f.name.t1))?;
         writeln!(
             out,

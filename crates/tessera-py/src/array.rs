@@ -103,18 +103,6 @@ fn result_dict<'py>(py: Python<'py>, r: ReadResult) -> PyResult<Bound<'py, PyDic
     Ok(out)
 }
 
-/// What a fragment holds: "dense" (a hyper-rectangle of cells), "sparse" (cells with explicit
-/// coordinates) or "delete" (tombstones: deleted points and rectangles).
-fn fragment_kind(f: &tessera::FragmentMetadata) -> &'static str {
-    if f.is_delete() {
-        "delete"
-    } else if f.is_dense() {
-        "dense"
-    } else {
-        "sparse"
-    }
-}
-
 /// One fragment's description as a dict (the fields of Python's `FragmentInfo`).
 pub(crate) fn fragment_dict<'py>(
     py: Python<'py>,
@@ -127,7 +115,7 @@ pub(crate) fn fragment_dict<'py>(
     d.set_item("t1", f.name.t1)?;
     d.set_item("uuid", &f.name.uuid)?;
     d.set_item("version", f.name.version)?;
-    d.set_item("kind", fragment_kind(f))?;
+    d.set_item("kind", f.kind().name())?;
     d.set_item("dense", f.is_dense())?;
     d.set_item("cell_count", f.cell_count)?;
     d.set_item("tile_count", f.tile_count())?;
