@@ -1,0 +1,2 @@
+//! The SS-DB benchmark (`docs/ssdb.md`, the exact rules in SSDB.md) on Tessera: the sky tiles and
+//! image generator, the storage design, cooking (F1, F1'), grouping (F2) and the run report.
