@@ -4,7 +4,6 @@
 //! to `read` and `write`.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::commit::{COMMITS_DIR, GATE_FILE, LOCK_FILE};
 use crate::context::Context;
@@ -15,9 +14,8 @@ use crate::geometry::{bounding_box, DimRange, Layout, Subarray, TileGrid};
 use crate::input::{AttrInput, CoordInput};
 use crate::read::{ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::{ArraySchema, SCHEMA_DIR, SCHEMA_MAGIC};
-use crate::snapshot::{shared_lock, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
-use crate::storage::LockGuard;
 use crate::write::{DenseWriter, SparseWriter};
 
 /// The most rectangles one `delete_ranges` call may delete (the cross product of its ranges).
@@ -49,8 +47,6 @@ impl Mode {
 pub struct Array {
     pub(crate) snap: Snapshot,
     pub(crate) mode: Mode,
-    /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
-    _lock: Option<Arc<LockGuard>>,
     /// Write mode opened with a timestamp ([`Array::open_at`]): the timestamp every fragment
     /// this array writes is named with (`t0 = t1`), instead of a fresh one.
     write_timestamp: Option<u64>,
@@ -147,12 +143,10 @@ impl Array {
         let uri = ctx.resolve_uri(uri.as_ref())?;
         let _t =
             stats::timer(if mode == Mode::Read { Timer::SmArrayOpenForReads } else { Timer::SmArrayOpenForWrites });
-        // Readers hold the lock shared from before the commit log is read, so vacuum never
-        // deletes what they read. Writers need no fragments: their commits are ordered after
-        // everything committed.
-        let lock = shared_lock(ctx, &uri, mode == Mode::Read)?;
+        // Readers' snapshots hold the lock shared, so vacuum never deletes what they read.
+        // Writers need no fragments: their commits are ordered after everything committed.
         let snap = Snapshot::load(ctx, uri, start, end, mode == Mode::Read)?;
-        Ok(Self { snap, mode, _lock: lock, write_timestamp: None })
+        Ok(Self { snap, mode, write_timestamp: None })
     }
 
     /// The array's location.

@@ -23,7 +23,7 @@ use crate::geometry::Layout;
 use crate::geometry::{bounding_box, Subarray};
 use crate::input::{AttrInput, CoordInput};
 use crate::read::{AttrData, ReadQuery, SparseReadQuery};
-use crate::snapshot::{shared_lock, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
 use crate::write::{DenseWriter, SparseWriter};
 
@@ -36,8 +36,7 @@ use crate::write::{DenseWriter, SparseWriter};
 pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Result<Option<FragmentMetadata>> {
     let _t = stats::timer(Timer::ConsolidatorConsolidate);
     let uri = &ctx.resolve_uri(uri.as_ref())?;
-    // Held while the inputs are read, so vacuum does not delete them under the reads.
-    let _lock = shared_lock(ctx, uri, true)?;
+    // The snapshot holds the lock while the inputs are read, so vacuum does not delete them.
     let snap = Snapshot::load(ctx, uri.clone(), 0, u64::MAX, true)?;
     let schema = snap.schema.clone();
     let Some(p) = plan(&snap.fragments, !schema.is_sparse(), sel)? else {

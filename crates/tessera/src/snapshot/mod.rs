@@ -44,12 +44,17 @@ pub(crate) struct Snapshot {
     fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
     /// The index of the small fragments' cells, built by the first read that needs it.
     update_index: Arc<OnceLock<Option<Arc<UpdateIndex>>>>,
+    /// Shared lock on `__lock`, held while the snapshot (or a clone, or a query reading it)
+    /// lives, so vacuum never deletes a file it reads.
+    _lock: Option<Arc<LockGuard>>,
 }
 
 impl Snapshot {
     /// The state of the array at `uri` (a resolved location) seeing the fragments written
-    /// between `start` and `end` (`start <= t0`, `t1 <= end`), or no fragment at all when
-    /// `fragments` is false (writers: their commits are ordered after everything committed).
+    /// between `start` and `end` (`start <= t0`, `t1 <= end`), holding the array's lock shared
+    /// from before the commit log is read; or no fragment and no lock when `fragments` is false
+    /// (writers: their commits are ordered after everything committed, and each writer holds
+    /// the lock itself until it commits).
     pub(crate) fn load(ctx: &Context, uri: PathBuf, start: u64, end: u64, fragments: bool) -> Result<Self> {
         let storage = ctx.storage();
         if !storage.is_dir(&uri) {
@@ -60,6 +65,7 @@ impl Snapshot {
         }
         let schema = Arc::new(load_schema(ctx, &uri)?);
         let grid = Arc::new(TileGrid::new(&schema));
+        let lock = shared_lock(ctx, &uri, fragments)?;
         let placed = if fragments { visible(ctx, &uri, start, end)? } else { Vec::new() };
         let positions = placed.iter().map(|p| p.position.clone()).collect();
         let metadata = ctx.install(|| {
@@ -75,6 +81,7 @@ impl Snapshot {
             positions: Arc::new(positions),
             fragment_dirs,
             update_index: Arc::default(),
+            _lock: lock,
         })
     }
 
