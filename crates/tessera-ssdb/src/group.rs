@@ -386,6 +386,22 @@ impl Grouper {
         self.window_start = end;
     }
 
+    /// Groups observations of one or more images (as [`Grouper::push_image`] each image): `obs`
+    /// sorted by time, then id, e.g. one cycle's.
+    ///
+    /// # Errors
+    /// As [`Grouper::push_image`]; the images before the bad one are grouped.
+    pub fn push_images(&mut self, obs: &[Observation]) -> Result<(), GroupError> {
+        let mut i = 0;
+        while i < obs.len() {
+            let t = obs[i].t;
+            let j = i + obs[i..].iter().take_while(|o| o.t == t).count();
+            self.push_image(t, &obs[i..j])?;
+            i = j;
+        }
+        Ok(())
+    }
+
     /// The observations of the window matching `o`, in id order (= index order).
     fn find_matches(&self, o: &Observation, out: &mut Vec<u32>) {
         out.clear();
@@ -433,12 +449,6 @@ impl Grouper {
 /// As [`Grouper::push_image`].
 pub fn group_all(obs: &[Observation], d3: D3) -> Result<GroupSet, GroupError> {
     let mut g = Grouper::new(d3);
-    let mut i = 0;
-    while i < obs.len() {
-        let t = obs[i].t;
-        let j = i + obs[i..].iter().take_while(|o| o.t == t).count();
-        g.push_image(t, &obs[i..j])?;
-        i = j;
-    }
+    g.push_images(obs)?;
     Ok(g.finish())
 }

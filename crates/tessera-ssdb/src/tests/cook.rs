@@ -218,3 +218,16 @@ fn chunk_edges_with_tall_and_wide_objects() {
         }
     }
 }
+
+#[test]
+fn trace_object_refuses_a_start_outside_any_object() {
+    let pix = image(4, 4, &[(1, 1), (2, 1)], 2000);
+    assert_eq!(trace_object(&pix, 4, TH, (0, 0), usize::MAX), None);
+    assert_eq!(trace_object(&pix, 4, TH, (9, 9), usize::MAX), None);
+    assert_eq!(trace_object(&pix, 4, TH, (1, 1), usize::MAX), Some(vec![(1, 1), (2, 1)]));
+    // Not the leftmost cell: the trace stops (at the latest when the states run out) instead of
+    // looping.
+    let ring: Vec<(usize, usize)> = (0..5).flat_map(|i| [(i, 0), (i, 4), (0, i), (4, i)]).collect();
+    let pix = image(5, 5, &ring, 2000);
+    assert!(trace_object(&pix, 5, TH, (4, 2), usize::MAX).is_some());
+}
