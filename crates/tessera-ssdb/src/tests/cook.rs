@@ -37,6 +37,9 @@ fn moore_trace_hand_worked_shapes() {
         (vec![(1, 1), (2, 1), (1, 2)], vec![(1, 1), (2, 1), (1, 2)]),
         (vec![(1, 1), (2, 1), (1, 2), (2, 2)], vec![(1, 1), (2, 1), (2, 2), (1, 2)]),
         (vec![(1, 1), (2, 1), (3, 1), (1, 2)], vec![(1, 1), (2, 1), (3, 1), (2, 1), (1, 2)]),
+        // s0 joins two lobes: the trace passes s0 once with another next step (listed again),
+        // and stops when it reaches s0 to repeat the first step.
+        (vec![(1, 1), (2, 0), (2, 2)], vec![(1, 1), (2, 0), (1, 1), (2, 2)]),
         // A diagonal: the start is the leftmost cell, the trace goes down and comes back.
         (vec![(3, 1), (2, 2), (1, 3)], vec![(1, 3), (2, 2), (3, 1), (2, 2)]),
     ];
