@@ -132,7 +132,7 @@ pub fn cook_image_parallel(
     let threads = rayon::current_num_threads().max(1);
     // Cores of at least 8 D1 rows keep the re-scanned overlap under a quarter; about four
     // chunks per thread balance the load.
-    let core = (8 * params.d1 as usize).max(height.div_ceil(4 * threads)).max(64);
+    let core = (params.d1 as usize).saturating_mul(8).max(height.div_ceil(4 * threads)).max(64);
     cook_image_chunked(pix, width, height, origin, t, params, core)
 }
 
