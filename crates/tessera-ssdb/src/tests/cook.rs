@@ -234,3 +234,43 @@ fn trace_object_refuses_a_start_outside_any_object() {
     let pix = image(5, 5, &ring, 2000);
     assert!(trace_object(&pix, 5, TH, (4, 2), usize::MAX).is_some());
 }
+
+/// The canonical sky tiles (SSDB.md §1) cooked against the BFS reference, with F1 and F1' and
+/// the medium drop rule, at 3 origins and chunk sizes. Needs the `tileData` file: run with
+/// `SSDB_TILEDATA=path/to/tileData cargo test --release -p tessera-ssdb -- --ignored sky`.
+#[test]
+#[ignore = "needs the 20 MB tileData file (SSDB_TILEDATA)"]
+fn sky_tiles_equal_the_reference() {
+    let path = std::env::var("SSDB_TILEDATA").expect("set SSDB_TILEDATA to the tileData file");
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(sha256_hex(&bytes), "d08dc7e4ba3b54db649bd97476ad4509ee36d6de212e757fede37ce2ece67090");
+    let side = 1000;
+    for k in 0..10 {
+        let at = 16 + 2 * side * side * k;
+        let pix: Vec<i32> = bytes[at..at + 2 * side * side]
+            .chunks_exact(2)
+            .map(|b| i32::from(u16::from_le_bytes([b[0], b[1]])))
+            .collect();
+        for th in [TH_F1, TH_F1_PRIME] {
+            let want = reference::cook(&pix, side, side, th, 50, 50);
+            assert!(want.len() > 300, "tile {k}: {} objects, the calibration says ~410", want.len());
+            let p = CookParams { th, d1: 50, d2: 50 };
+            let origin = (500_000 + 37 * k as i64, 499_000);
+            for got in [
+                cook_image(&pix, side, side, origin, 3, p).unwrap(),
+                cook_image_chunked(&pix, side, side, origin, 3, p, 1 + 97 * k).unwrap(),
+                cook_image_parallel(&pix, side, side, origin, 3, p).unwrap(),
+            ] {
+                assert_eq!(got.len(), want.len(), "tile {k} th {th}");
+                for (o, r) in got.iter().zip(&want) {
+                    assert_eq!((i64::from(o.cx), i64::from(o.cy)), (r.cx + origin.0, r.cy + origin.1));
+                    assert_eq!(o.pixel_sum, r.pixel_sum);
+                    let poly: Vec<(i64, i64)> =
+                        o.polygon.iter().map(|p| (i64::from(p[0]) - origin.0, i64::from(p[1]) - origin.1)).collect();
+                    assert_eq!(poly, r.polygon);
+                    assert!((o.avg_dist - r.avg_dist).abs() <= 1e-12 * r.avg_dist);
+                }
+            }
+        }
+    }
+}
