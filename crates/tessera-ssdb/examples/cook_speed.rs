@@ -1,12 +1,16 @@
 //! Cooking speed on a synthetic star field (background ~120, Gaussian stars, ~400 objects per
 //! 10^6 cells at threshold 1000, like the sky tiles): cells per second of the sequential pass and
-//! of the chunked parallel pass; then the speed of grouping.
+//! of the chunked parallel pass; then the speed of grouping and of storing and reading back.
 //!
 //! `cargo run --release -p tessera-ssdb --example cook_speed [side] [repeats]`
 
 use std::time::Instant;
 
-use tessera_ssdb::{assign_ids, cook_image, cook_image_parallel, CookParams, Grouper, D3};
+use tessera::{Config, Context};
+use tessera_ssdb::{
+    assign_ids, cook_image, cook_image_parallel, create_groups, create_observations, read_groups_meeting,
+    read_observations, write_groups, write_observations, CookParams, Grouper, ObsBox, D3,
+};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -54,6 +58,38 @@ fn main() {
         "  grouping: {n} observations of 40 images, {} groups, {:.0} k observations/s",
         set.groups.len(),
         n as f64 / s / 1e3
+    );
+
+    // Storage: the observations one fragment per cycle, the groups, and reads of a cycle's box.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = Context::new(Config::new()).expect("context");
+    let uri = dir.path().join("observations");
+    create_observations(&ctx, &uri).expect("create");
+    let t0 = Instant::now();
+    for cycle in images.chunks(20) {
+        write_observations(&ctx, &uri, &cycle.concat()).expect("write");
+    }
+    let w = t0.elapsed().as_secs_f64();
+    create_groups(&ctx, dir.path()).expect("create groups");
+    let t0 = Instant::now();
+    write_groups(&ctx, dir.path(), &set).expect("write groups");
+    let wg = t0.elapsed().as_secs_f64();
+    let (x, y) = ((501_000, 501_999), (501_000, 501_999));
+    let t0 = Instant::now();
+    let got = read_observations(&ctx, &uri, &ObsBox::cycle(1, x, y)).expect("read");
+    let r = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let groups = read_groups_meeting(&ctx, dir.path(), x, y).expect("read groups");
+    let rg = t0.elapsed().as_secs_f64();
+    println!(
+        "   storage: observations written at {:.0} k/s, groups at {:.0} k/s; a cycle's 1000 x 1000 box: \
+         {} observations in {:.1} ms, {} groups in {:.1} ms",
+        n as f64 / w / 1e3,
+        set.groups.len() as f64 / wg / 1e3,
+        got.len(),
+        1e3 * r,
+        groups.len(),
+        1e3 * rg
     );
 }
 
