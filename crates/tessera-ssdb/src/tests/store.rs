@@ -24,14 +24,14 @@ fn obs(id: i64, t: i64, cx: i32, cy: i32, n: usize) -> Observation {
     }
 }
 
-/// Random observations in time order with ids 1, 2, ...; centres in a small world window so
-/// that groups form and some centres collide.
+/// Random observations in time order with ids 1, 2, ...; centres in a small world window (across
+/// a corner of four space tiles) so that groups form and some centres collide.
 fn observations() -> impl Strategy<Value = Vec<Observation>> {
     prop::collection::vec((0i64..70, 0i32..3000, 0i32..3000, 1usize..6), 0..120).prop_map(|mut v| {
         v.sort_by_key(|p| p.0);
         v.iter()
             .enumerate()
-            .map(|(i, &(t, x, y, n))| obs(i as i64 + 1, t, 500_000 + x / 100, 499_000 + y / 100, n))
+            .map(|(i, &(t, x, y, n))| obs(i as i64 + 1, t, 499_985 + x / 100, 498_985 + y / 100, n))
             .collect()
     })
 }
@@ -63,7 +63,7 @@ proptest! {
     #[test]
     fn stored_observations_and_groups_answer_boxes_like_a_scan(
         all in observations(),
-        boxes in prop::collection::vec((0i64..4, 499_990i64..500_040, 0i64..40, 498_990i64..499_040, 0i64..40), 1..6),
+        boxes in prop::collection::vec((0i64..4, 499_975i64..500_025, 0i64..40, 498_975i64..499_025, 0i64..40), 1..6),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx();
@@ -93,16 +93,29 @@ proptest! {
                 .cloned()
                 .collect();
             prop_assert_eq!(read_observations(&ctx, &uri, &ObsBox::cycle(c, x, y)).unwrap(), want);
+            // The groups whose members' boxes' union meets the box (a group can meet it between
+            // its members: its centre, or a trajectory segment).
             let want: Vec<Group> = set
                 .groups
                 .iter()
-                .filter(|g| g.members.iter().any(|m| {
-                    let b = m.bbox.map(i64::from);
-                    b[0] <= x.1 && b[2] >= x.0 && b[1] <= y.1 && b[3] >= y.0
-                }))
+                .filter(|g| {
+                    let xs0 = g.members.iter().map(|m| i64::from(m.bbox[0])).min().unwrap();
+                    let ys0 = g.members.iter().map(|m| i64::from(m.bbox[1])).min().unwrap();
+                    let xs1 = g.members.iter().map(|m| i64::from(m.bbox[2])).max().unwrap();
+                    let ys1 = g.members.iter().map(|m| i64::from(m.bbox[3])).max().unwrap();
+                    xs0 <= x.1 && xs1 >= x.0 && ys0 <= y.1 && ys1 >= y.0
+                })
                 .cloned()
                 .collect();
-            prop_assert_eq!(read_groups_meeting(&ctx, dir.path(), x, y).unwrap(), want);
+            let got = read_groups_meeting(&ctx, dir.path(), x, y).unwrap();
+            prop_assert_eq!(&got, &want);
+            // Every group whose exact centre (Q7's test) is in the box is among them.
+            for g in &set.groups {
+                let (n, (sx, sy)) = (g.members.len() as i64, g.center_sums());
+                if x.0 * n <= sx && sx < (x.1 + 1) * n && y.0 * n <= sy && sy < (y.1 + 1) * n {
+                    prop_assert!(got.contains(g));
+                }
+            }
         }
     }
 }
