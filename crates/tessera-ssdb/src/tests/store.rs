@@ -51,6 +51,14 @@ fn observations_round_trip_with_shared_centres() {
     assert_eq!(read_observations(&ctx, &uri, &ObsBox::cycle(1, (0, 1 << 30), (-5, 1 << 30))).unwrap(), second);
     assert_eq!(read_observations(&ctx, &uri, &ObsBox::cycle(0, (10, 10), (20, 20))).unwrap(), first[..2].to_vec());
     assert!(read_observations(&ctx, &uri, &ObsBox::cycle(7, (0, 100), (0, 100))).unwrap().is_empty());
+    // Point reads by member: the ring and the cell in its hole share (t, cy, cx); the id tells.
+    let members: Vec<Member> = [&first[1], &first[0], &second[0]].iter().map(|o| Member::of(o)).collect();
+    assert_eq!(
+        read_member_observations(&ctx, &uri, &members).unwrap(),
+        vec![first[1].clone(), first[0].clone(), second[0].clone()]
+    );
+    let missing = Member { id: 99, ..members[0] };
+    assert!(matches!(read_member_observations(&ctx, &uri, &[missing]), Err(StoreError::Corrupt { .. })));
     // Out of the domain: refused, nothing written.
     let bad = vec![obs(6, 40, 1, 1, 1), obs(7, 40, -1, 1, 1)];
     assert!(matches!(write_observations(&ctx, &uri, &bad), Err(StoreError::OutOfDomain { what: "cx", .. })));
@@ -108,6 +116,12 @@ proptest! {
                 .cloned()
                 .collect();
             let got = read_groups_meeting(&ctx, dir.path(), x, y).unwrap();
+            // Their members' observations (polygons for Q9) by point reads.
+            for g in got.iter().take(3) {
+                let want: Vec<&Observation> = g.members.iter().map(|m| all.iter().find(|o| o.id == m.id).unwrap()).collect();
+                let obs = read_member_observations(&ctx, &uri, &g.members).unwrap();
+                prop_assert_eq!(obs.iter().collect::<Vec<_>>(), want);
+            }
             prop_assert_eq!(&got, &want);
             // Every group whose exact centre (Q7's test) is in the box is among them.
             for g in &set.groups {
