@@ -61,6 +61,7 @@ from .errors import (
     TesseraError,
 )
 from .filters import ByteShuffle, Delta, Filter, Gzip, Lz4, Rle, Zstd
+from .meta import Metadata, consolidate_metadata
 from .result import Result
 from .schema import SCHEMA_VERSION, ArraySchema, Attr, Dim, default_coord_filters
 
@@ -86,6 +87,7 @@ __all__ = [
     "FragmentInfo",
     "Gzip",
     "Lz4",
+    "Metadata",
     "QueryError",
     "Result",
     "Rle",
@@ -96,6 +98,7 @@ __all__ = [
     "Zstd",
     "__version__",
     "consolidate",
+    "consolidate_metadata",
     "consolidation_plan",
     "create",
     "default_coord_filters",

@@ -34,6 +34,7 @@ from . import _check, _codec, _core
 from .config import ConfigLike, as_items
 from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError, located
 from .filters import Filter
+from .meta import Metadata
 from .result import Result
 from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
 
@@ -297,6 +298,7 @@ class Array:
         self._timestamp = timestamp
         self._start = start
         self._schema = ArraySchema.from_json(core.schema_json())
+        self._meta: Optional[Metadata] = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -327,6 +329,14 @@ class Array:
         return self._core
 
     # -- metadata --------------------------------------------------------------------------
+    @property
+    def meta(self) -> Metadata:
+        """The array's key-value metadata (``tessera.meta``): read in mode "r" as of the
+        array's timestamp, written in mode "w" (each assignment one atomic commit)."""
+        if self._meta is None:
+            self._meta = Metadata(self._c(), self._mode)
+        return self._meta
+
     @property
     def schema(self) -> ArraySchema:
         """The schema."""

@@ -55,6 +55,15 @@ fn consolidate<'py>(
     meta.map(|m| fragment_dict(py, &m, &schema)).transpose()
 }
 
+/// Consolidates the metadata files of the array at `uri` into one; returns how many it
+/// replaced (0: fewer than two).
+#[pyfunction]
+#[pyo3(signature = (uri, config=None))]
+fn consolidate_metadata(py: Python<'_>, uri: &str, config: Option<HashMap<String, String>>) -> PyResult<usize> {
+    let (_, ctx) = context(config)?;
+    py.detach(|| tessera::consolidate_metadata(&ctx, uri)).map_err(to_py)
+}
+
 /// The fragments a consolidation of the same selection would merge (dicts, oldest first;
 /// empty when fewer than two), as the array is now. Nothing is written.
 #[pyfunction]
@@ -96,6 +105,7 @@ fn vacuum(py: Python<'_>, uri: &str, config: Option<HashMap<String, String>>) ->
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(consolidate_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(consolidate, m)?)?;
     m.add_function(wrap_pyfunction!(plan_consolidation, m)?)?;
     m.add_function(wrap_pyfunction!(vacuum, m)?)?;

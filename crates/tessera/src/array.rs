@@ -3,6 +3,7 @@
 //! entry points of reads, writes and deletes, which check the open mode and hand the snapshot
 //! to `read` and `write`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::commit::{COMMITS_DIR, GATE_FILE, LOCK_FILE};
@@ -12,6 +13,7 @@ use crate::footer::seal;
 use crate::fragment::{next_timestamp, now_ms, FragmentMetadata, FragmentName, FRAGMENTS_DIR};
 use crate::geometry::{bounding_box, DimRange, Layout, Subarray, TileGrid};
 use crate::input::{AttrInput, CoordInput};
+use crate::meta::{read_meta, write_meta, MetaValue};
 use crate::read::{ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::{ArraySchema, SCHEMA_DIR, SCHEMA_MAGIC};
 use crate::snapshot::Snapshot;
@@ -50,6 +52,8 @@ pub struct Array {
     /// Write mode opened with a timestamp ([`Array::open_at`]): the timestamp every fragment
     /// this array writes is named with (`t0 = t1`), instead of a fresh one.
     write_timestamp: Option<u64>,
+    /// Read mode: the timestamp the array is opened at (metadata entries after it are not seen).
+    end: u64,
 }
 
 /// The largest timestamp an array can be opened for writing at: fragments must stay orderable
@@ -146,7 +150,7 @@ impl Array {
         // Readers' snapshots hold the lock shared, so vacuum never deletes what they read.
         // Writers need no fragments: their commits are ordered after everything committed.
         let snap = Snapshot::load(ctx, uri, start, end, mode == Mode::Read)?;
-        Ok(Self { snap, mode, write_timestamp: None })
+        Ok(Self { snap, mode, write_timestamp: None, end })
     }
 
     /// The array's location.
@@ -172,6 +176,28 @@ impl Array {
     /// The fragments this array sees, oldest first (empty in write mode).
     pub fn fragments(&self) -> &[FragmentMetadata] {
         &self.snap.fragments
+    }
+
+    /// The array's metadata as of the timestamp it was opened at: key-value pairs, each the
+    /// value put last (by timestamp) and not deleted since.
+    ///
+    /// # Errors
+    /// Wrong mode (read mode only), storage failures, corrupt metadata files.
+    pub fn metadata(&self) -> Result<BTreeMap<String, MetaValue>> {
+        self.require(Mode::Read, "read metadata")?;
+        read_meta(&self.snap.ctx, &self.snap.uri, self.end)
+    }
+
+    /// Writes metadata: puts (`Some`) and deletes (`None`) of keys, as one file committed
+    /// atomically at the array's write timestamp (or now).
+    ///
+    /// # Errors
+    /// Wrong mode (write mode only), an empty key or one over [`MAX_META_KEY_BYTES`](crate::MAX_META_KEY_BYTES) bytes, a value
+    /// that is not whole values of its type or not UTF-8 text, more than half of
+    /// [`MAX_META_FILE_BYTES`](crate::MAX_META_FILE_BYTES) of values, storage failures. Nothing is written on error.
+    pub fn write_metadata(&self, changes: &[(&str, Option<MetaValue>)]) -> Result<()> {
+        self.require(Mode::Write, "write metadata")?;
+        write_meta(&self.snap.ctx, &self.snap.uri, self.write_timestamp, changes)
     }
 
     /// The bounding box of all written cells in domain coordinates of integer dimensions, or

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::filter::FilterError;
-use crate::paths::{COMMITS_DIR, FRAGMENTS_DIR, SCHEMA_DIR};
+use crate::paths::{COMMITS_DIR, FRAGMENTS_DIR, META_DIR, SCHEMA_DIR};
 use crate::storage::StorageError;
 
 /// Result alias for the engine.
@@ -317,7 +317,7 @@ impl ErrorContext {
         let parts: Vec<_> = path.components().collect();
         let marker = parts.iter().position(|c| {
             let c = c.as_os_str();
-            c == FRAGMENTS_DIR || c == COMMITS_DIR || c == SCHEMA_DIR
+            c == FRAGMENTS_DIR || c == COMMITS_DIR || c == SCHEMA_DIR || c == META_DIR
         });
         let array = match marker {
             Some(i) => Some(parts[..i].iter().collect::<PathBuf>()),

@@ -33,6 +33,7 @@ pub type Target = fn(&[u8]);
 /// Every target by name, as `fuzz/fuzz_targets/<name>.rs` runs it.
 pub const TARGETS: &[(&str, Target)] = &[
     ("commit_record", commit_record),
+    ("meta_file", meta_file),
     ("schema", schema),
     ("fragment_metadata", fragment_metadata),
     ("filter_gzip", |d| filter(Filter::Gzip { level: 1 }, d)),
@@ -80,6 +81,12 @@ pub fn fragment_metadata(data: &[u8]) {
             assert_eq!(again, m);
         }
     }
+}
+
+/// The array metadata file decoder, on `data` as a whole file and as a sealed payload; a decoded
+/// file encodes back to the same bytes.
+pub fn meta_file(data: &[u8]) {
+    crate::meta::fuzz_decode(data);
 }
 
 /// The commit record decoder (format 3), on `data` as a whole file and as a sealed payload; a
@@ -388,6 +395,11 @@ mod tests {
         ];
         // Payloads (the target seals them): the encoding without its 20-byte footer.
         records.iter().map(Record::encode).map(|b| b[..b.len() - 20].to_vec()).collect()
+    }
+
+    #[test]
+    fn meta_file_target() {
+        run(meta_file, &crate::meta::fuzz_seeds(), 20_000, 1000);
     }
 
     #[test]

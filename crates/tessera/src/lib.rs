@@ -42,6 +42,7 @@ mod fragment;
 pub mod fuzz;
 mod geometry;
 mod input;
+mod meta;
 mod paths;
 mod read;
 mod schema;
@@ -64,6 +65,7 @@ pub use fragment::{
 };
 pub use geometry::{DimRange, Layout, Subarray};
 pub use input::{AttrInput, CoordInput};
+pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};
 pub use read::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
 pub use schema::{
     default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, Attribute, CellOrder, CellValNum, Datatype,

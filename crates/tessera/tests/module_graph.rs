@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("fragment", 6),
     ("commit", 7),
     ("snapshot", 8),
+    ("meta", 8),
     ("read", 9),
     ("write", 9),
     ("consolidate", 10),
