@@ -116,3 +116,32 @@ def test_contexts_are_shared_per_config(uri: str) -> None:
         with ts.open(uri):
             pass
     assert _core.context_count() == n
+
+
+def test_schema_classes_are_the_engines_and_pickle() -> None:
+    """One schema model (issue 19): the classes are the binding's wrappers of the engine's types,
+    and every one round-trips through pickle (the default filters of a dimension included)."""
+    import pickle
+
+    for cls in (ts.ArraySchema, ts.Dim, ts.Attr, ts.Filter, ts.Zstd):
+        assert cls is getattr(_core, cls.__name__) and cls.__module__ == "tessera"
+    s = ts.ArraySchema(
+        dims=[ts.Dim("x", (0.0, 9.0), 5.0, dtype="float32"), ts.Dim("y", (0.0, 1.0), dtype="float32", filters=[])],
+        attrs=[ts.Attr("a", "int32", fill=3, filters=[ts.Zstd(1)]), ts.Attr("s", str, fill="ab")],
+        sparse=True,
+    )
+    objects = [s, *s.dims, *s.attrs, ts.Gzip(2), ts.Lz4(), ts.Dim("x", (0, 9))]
+    for o in objects:
+        back = pickle.loads(pickle.dumps(o))
+        assert back == o and repr(back) == repr(o)
+    assert hash(pickle.loads(pickle.dumps(s))) == hash(s) and len({ts.Zstd(3), ts.Zstd(3), ts.Lz4()}) == 2
+    # A dimension made without filters still gets the engine's defaults after a pickle.
+    d = pickle.loads(pickle.dumps(ts.Dim("x", (0, 9))))
+    assert ts.ArraySchema([d], [ts.Attr("a", "i4")], sparse=True).dims[0].filters == ts.default_coord_filters()
+
+
+def test_filter_levels_are_checked_by_the_engine_when_made() -> None:
+    assert ts.Zstd(level=-7).level == -7 and ts.Gzip().level == 6 and ts.Zstd.name == "zstd"
+    for make in (lambda: ts.Zstd(level=23), lambda: ts.Gzip(level=-1), lambda: ts.Gzip(level=1.5)):
+        with pytest.raises(ts.SchemaError, match="level"):
+            make()

@@ -1,12 +1,12 @@
 //! `tessera._core`: the thin PyO3 binding of the Tessera engine. It translates types (numpy
-//! buffers, schema JSON, ranges) and errors, and holds no rule about the data; the user-facing API
-//! is the pure-Python package `python/tessera`, which mirrors these files:
+//! buffers, ranges, the engine's schema classes) and errors, and holds no rule about the data;
+//! the user-facing API is the pure-Python package `python/tessera`, which mirrors these files:
 //!
 //! | Rust               | Python                     |
 //! |--------------------|----------------------------|
 //! | `errors.rs`        | `tessera/errors.py`        |
 //! | `config.rs`        | `tessera/config.py`        |
-//! | `schema.rs`        | `tessera/schema.py`        |
+//! | `schema.rs`        | `tessera/schema.py`, `tessera/filters.py` (re-exports) |
 //! | `array.rs`         | `tessera/array.py`         |
 //! | `consolidation.rs` | `tessera/consolidation.py` |
 //! | `stats.rs`         | `tessera/stats.py`         |
