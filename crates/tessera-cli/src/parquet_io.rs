@@ -25,9 +25,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnDescriptor, Type};
 use tessera::{AttrData, Datatype};
 
-use crate::table::{
-    f32_cell, f64_cell, int_cell, is_null, str_range, Batch, ColumnSpec, Kind, Sink, Source, SrcColumn, SrcKind, Values,
-};
+use crate::table::{Batch, Cell, ColumnSpec, Kind, Sink, Source, SrcColumn, SrcKind, Values};
 
 /// How a Parquet column's values are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +109,7 @@ impl ParquetSource {
         for d in schema.columns() {
             let (p, type_name) = classify(d);
             let kind = match p {
-                Phys::I32 { .. } | Phys::I64 { unsigned: false } => SrcKind::Int { unsigned64: false },
-                Phys::I64 { unsigned: true } => SrcKind::Int { unsigned64: true },
+                Phys::I32 { .. } | Phys::I64 { .. } => SrcKind::Int,
                 Phys::F32 | Phys::F64 => SrcKind::Float,
                 Phys::Bytes => SrcKind::Bytes,
                 Phys::Unsupported => SrcKind::Unsupported,
@@ -190,11 +187,10 @@ impl ParquetSource {
     }
 }
 
-/// Reads `n` rows of a column: one value per row (a default where null) and, for optional
-/// columns with nulls, which rows are valid.
 /// One value per row (a default where null) and, when some are null, which rows are valid.
 type Column<T> = (Vec<T>, Option<Vec<bool>>);
 
+/// Reads `n` rows of a column.
 fn read_n<T: DataType>(r: &mut ColumnReaderImpl<T>, n: usize, max_def: i16) -> Result<Column<T::T>> {
     let mut defs: Vec<i16> = Vec::with_capacity(if max_def > 0 { n } else { 0 });
     let mut vals: Vec<T::T> = Vec::with_capacity(n);
@@ -331,48 +327,38 @@ impl ParquetSink {
     }
 }
 
-/// Definition levels and the valid rows of a nullable column (`None`: no levels needed).
-fn levels(spec: &ColumnSpec, col: &AttrData, cells: usize) -> (Option<Vec<i16>>, Vec<usize>) {
-    if !spec.nullable {
-        return (None, (0..cells).collect());
-    }
-    let defs: Vec<i16> = (0..cells).map(|i| i16::from(!is_null(col, i))).collect();
-    let rows = (0..cells).filter(|&i| defs[i] == 1).collect();
-    (Some(defs), rows)
-}
-
 impl Sink for ParquetSink {
     fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()> {
         let mut rg = self.writer.next_row_group()?;
         for (spec, col) in self.specs.iter().zip(cols) {
             let mut cw = rg.next_column()?.ok_or_else(|| anyhow!("the Parquet schema has too few columns"))?;
-            let (defs, rows) = levels(spec, col, cells);
+            let all: Vec<Cell<'_>> = (0..cells).map(|i| spec.cell(col, i)).collect();
+            let defs: Option<Vec<i16>> =
+                spec.nullable.then(|| all.iter().map(|c| i16::from(*c != Cell::Null)).collect());
             let defs = defs.as_deref();
-            match (spec.kind, cw.untyped()) {
-                (Kind::Int(t), ColumnWriter::Int32ColumnWriter(w)) => {
-                    // i32 bit patterns (UINT32 values above 2^31 - 1 wrap, as Parquet stores them).
-                    #[allow(clippy::cast_possible_truncation)]
-                    let v: Vec<i32> = rows.iter().map(|&i| int_cell(t, &col.data, i) as i32).collect();
+            let present = all.iter().filter(|c| **c != Cell::Null);
+            // Integers as their i32/i64 bit patterns (UINT32 above 2^31 - 1 wraps, as Parquet stores it).
+            #[allow(clippy::cast_possible_truncation)]
+            match cw.untyped() {
+                ColumnWriter::Int32ColumnWriter(w) => {
+                    let v: Vec<i32> = present.map(|c| if let Cell::Int(x) = c { *x as i32 } else { 0 }).collect();
                     w.write_batch(&v, defs, None)?;
                 }
-                (Kind::Int(t), ColumnWriter::Int64ColumnWriter(w)) => {
-                    #[allow(clippy::cast_possible_truncation)]
-                    let v: Vec<i64> = rows.iter().map(|&i| int_cell(t, &col.data, i) as i64).collect();
+                ColumnWriter::Int64ColumnWriter(w) => {
+                    let v: Vec<i64> = present.map(|c| if let Cell::Int(x) = c { *x as i64 } else { 0 }).collect();
                     w.write_batch(&v, defs, None)?;
                 }
-                (Kind::Float(_), ColumnWriter::FloatColumnWriter(w)) => {
-                    let v: Vec<f32> = rows.iter().map(|&i| f32_cell(&col.data, i)).collect();
+                ColumnWriter::FloatColumnWriter(w) => {
+                    let v: Vec<f32> = present.map(|c| if let Cell::F32(x) = c { *x } else { 0.0 }).collect();
                     w.write_batch(&v, defs, None)?;
                 }
-                (Kind::Float(_), ColumnWriter::DoubleColumnWriter(w)) => {
-                    let v: Vec<f64> = rows.iter().map(|&i| f64_cell(&col.data, i)).collect();
+                ColumnWriter::DoubleColumnWriter(w) => {
+                    let v: Vec<f64> = present.map(|c| if let Cell::F64(x) = c { *x } else { 0.0 }).collect();
                     w.write_batch(&v, defs, None)?;
                 }
-                (Kind::Str(_), ColumnWriter::ByteArrayColumnWriter(w)) => {
-                    let all = bytes::Bytes::copy_from_slice(&col.data);
-                    let v: Vec<ByteArray> = rows
-                        .iter()
-                        .map(|&i| ByteArray::from(all.slice(str_range(spec, col, i).unwrap_or(0..0))))
+                ColumnWriter::ByteArrayColumnWriter(w) => {
+                    let v: Vec<ByteArray> = present
+                        .map(|c| ByteArray::from(if let Cell::Bytes(b) = c { b.to_vec() } else { Vec::new() }))
                         .collect();
                     w.write_batch(&v, defs, None)?;
                 }

@@ -19,15 +19,13 @@ use tessera::{
     CoordInput, Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
 };
 
-use crate::csv::parse_delimiter;
-use crate::csv_io::{CsvSink, CsvSource};
-use crate::info::human;
-use crate::progress;
-use crate::subarray_spec::{sparse_ranges_str, SparseSpec};
+use crate::csv::{parse_delimiter, CsvSink, CsvSource};
+use crate::info::{dir_size, domain_str, human, json_name, tile_str};
+use crate::spec::{named_str, Spec};
 use crate::table::{
     append, check_compatible, specs_of, Batch, ColumnBuf, ColumnSpec, Inference, Inferred, Sink, Source, SrcKind,
 };
-use crate::{context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
+use crate::{bytes_bar, context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
 
 /// Rows per batch read from a file (and per submit with `--sorted`).
 pub(crate) const CHUNK_ROWS: usize = 1 << 20;
@@ -48,7 +46,7 @@ impl Format {
     /// Another extension, or a bad `--delimiter`.
     pub(crate) fn of(path: &Path, delimiter: Option<&str>) -> Result<Self> {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        let delimiter = delimiter.map(parse_delimiter).transpose().map_err(|e| anyhow!(e))?;
+        let delimiter = delimiter.map(parse_delimiter).transpose()?;
         match ext.as_deref() {
             Some("csv" | "txt") => Ok(Format::Csv(delimiter.unwrap_or(b','))),
             Some("tsv" | "tab") => Ok(Format::Csv(delimiter.unwrap_or(b'\t'))),
@@ -132,7 +130,7 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
         bail!(
             "{file}: column{} {} match{} no dimension or attribute of {array} (it has: {}); pass --ignore-extra to \
              skip {}",
-            plural(extra.len()),
+            plural(extra.len() as u64),
             extra.join(", "),
             if extra.len() == 1 { "es" } else { "" },
             specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
@@ -153,7 +151,7 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
 fn convert(specs: &[ColumnSpec], batch: &Batch, bufs: &mut [ColumnBuf], file: &Path) -> Result<()> {
     for ((spec, values), buf) in specs.iter().zip(&batch.cols).zip(bufs.iter_mut()) {
         append(spec, values, batch.rows, buf)
-            .map_err(|e| anyhow!("{}: {}, column {}: {}", file.display(), batch.locate(e.row), spec.name, e.detail))?;
+            .map_err(|(row, e)| anyhow!("{}: {}, column {}: {e}", file.display(), batch.locate(row), spec.name))?;
     }
     Ok(())
 }
@@ -190,7 +188,7 @@ pub(crate) fn load(array: &Array, path: &Path, format: Format, opts: LoadOptions
     map_columns(src.as_mut(), &specs, &in_array, opts.ignore_extra)?;
     let ndim = schema.dims.len();
     let file = path.display();
-    let bar = progress::bytes_bar(src.progress().1, "loading");
+    let bar = bytes_bar(src.progress().1, "loading");
     let mut bufs = vec![ColumnBuf::default(); specs.len()];
     let mut rows = 0u64;
     let meta = if opts.sorted {
@@ -273,7 +271,7 @@ pub(crate) fn write(array: &Array, args: &WriteArgs, out: &mut impl Write) -> Re
         out,
         "wrote {} cell{} from {} to {} as fragment {} ({} stored) in {:.2} s",
         meta.cell_count,
-        plural(usize::try_from(meta.cell_count).unwrap_or(2)),
+        plural(meta.cell_count),
         path.display(),
         uri.display(),
         meta.name,
@@ -324,10 +322,11 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     let specs = specs_of(schema, &attrs)
         .with_context(|| format!("{}: choose the attributes to read with --attrs", in_array()))?;
     let ranges = match &args.subarray {
-        Some(s) => SparseSpec::parse(s)?.resolve(schema).with_context(in_array)?,
-        None => vec![Vec::new(); schema.dims.len()],
+        Some(s) => Spec::parse(s, false)?.resolve(schema).with_context(in_array)?,
+        None => vec![None; schema.dims.len()],
     };
-    let range_text = sparse_ranges_str(schema, &ranges);
+    let range_text = named_str(schema, &ranges);
+    let ranges: Vec<Vec<_>> = ranges.iter().map(|r| r.iter().copied().collect()).collect();
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
     let layout = Layout::from(args.layout);
     let mut query = array
@@ -335,16 +334,14 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
         .with_context(|| format!("cannot read {range_text} of {}", in_array()))?;
     let total = query.total_cells();
 
-    let file_name = path.file_name().ok_or_else(|| anyhow!("--output {}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tessera-{}.tmp", file_name.to_string_lossy(), std::process::id()));
-    let file = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut temps = TempFiles(vec![tmp.clone()]);
+    let mut temps = TempFiles::default();
+    let file = temps.create(&path)?;
     let mut sink: Box<dyn Sink> = match format {
         Format::Csv(d) => Box::new(CsvSink::new(file, &specs, d)?),
         Format::Parquet => parquet_sink(file, &specs)?,
     };
-    let cell_bytes: u64 = specs.iter().map(|s| s.kind_size_estimate()).sum();
-    let bar = progress::bytes_bar(total * cell_bytes, "reading");
+    let cell_bytes: u64 = specs.iter().map(|s| s.size_estimate()).sum();
+    let bar = bytes_bar(total * cell_bytes, "reading");
     let mut cells = 0u64;
     while let Some(batch) =
         query.next_batch(batch_bytes).with_context(|| format!("cannot read {range_text} of {}", in_array()))?
@@ -356,29 +353,18 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     }
     bar.finish_and_clear();
     sink.finish().with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot create {}", path.display()))?;
-    temps.0.clear();
+    temps.commit()?;
     writeln!(
         out,
         "wrote {} ({}): {cells} cell{} of {} ({range_text}), layout {}, columns {}",
         path.display(),
         format.name(),
-        plural(usize::try_from(cells).unwrap_or(2)),
+        plural(cells),
         uri.display(),
         layout.name(),
         specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
     )?;
     Ok(())
-}
-
-impl ColumnSpec {
-    /// Bytes per cell for progress estimates (16 for strings).
-    fn kind_size_estimate(&self) -> u64 {
-        match self.kind {
-            crate::table::Kind::Int(t) | crate::table::Kind::Float(t) => t.size() as u64,
-            crate::table::Kind::Str(_) => 16,
-        }
-    }
 }
 
 /// Parses `NAME=VALUE` items of `flag`, checking names are dimensions in `dims`.
@@ -479,7 +465,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
 
     // Pass 1: types, nulls and ranges.
     let mut inf = vec![Inference::default(); picked.len()];
-    let bar = progress::bytes_bar(src.progress().1, "scanning");
+    let bar = bytes_bar(src.progress().1, "scanning");
     while let Some(batch) = src.next_batch(CHUNK_ROWS)? {
         for (i, v) in inf.iter_mut().zip(&batch.cols) {
             i.add(v, &batch);
@@ -502,7 +488,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     let opts = LoadOptions { ignore_extra: true, sorted: args.sorted, chunk_rows: CHUNK_ROWS };
     let meta = load(&array, path, format, opts)?;
     guard.done = true;
-    let disk = crate::info::dir_size(uri).map(|(b, _)| b).unwrap_or(0);
+    let disk = dir_size(uri).map(|(b, _)| b).unwrap_or(0);
 
     writeln!(
         out,
@@ -515,8 +501,8 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         writeln!(out, "  note: {n}")?;
     }
     for d in &schema.dims {
-        let domain = crate::info::domain_str(d);
-        let tile = crate::info::tile_str(d).unwrap_or_else(|| "no tile extent".into());
+        let domain = domain_str(d);
+        let tile = tile_str(d).map_or_else(|| "no tile extent".into(), |t| format!("tile {t}"));
         writeln!(out, "  dimension {}: {}, domain {domain}, {tile}", d.name, d.datatype)?;
     }
     for a in &schema.attrs {
@@ -524,8 +510,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         let null = if a.nullable { ", nullable" } else { "" };
         writeln!(out, "  attribute {}: {}{var}{null}", a.name, a.datatype)?;
     }
-    let order =
-        serde_json::to_value(schema.cell_order).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    let order = json_name(schema.cell_order);
     writeln!(
         out,
         "  cell order {order}, capacity {}, duplicates {}",
@@ -560,7 +545,7 @@ fn infer_schema(
             bail!(
                 "{file}: column {d} has {} empty value{} (first at {}); every cell needs a coordinate",
                 i.nulls,
-                plural(usize::try_from(i.nulls).unwrap_or(2)),
+                plural(i.nulls),
                 i.first_null.as_deref().unwrap_or("?")
             );
         }
