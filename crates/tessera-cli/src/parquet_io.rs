@@ -144,17 +144,13 @@ impl ParquetSource {
         let values = match (self.phys[c], reader) {
             (Phys::I32 { unsigned }, ColumnReader::Int32ColumnReader(r)) => {
                 let (v, valid) = read_n::<Int32Type>(r, n, max_def).with_context(ctx)?;
-                let vals =
-                    v.into_iter().map(|x| if unsigned { i64::from(x.cast_unsigned()) } else { i64::from(x) }).collect();
+                let vals = v.into_iter().map(|x| if unsigned { x.cast_unsigned().into() } else { x.into() }).collect();
                 Values::Int { vals, valid }
             }
-            (Phys::I64 { unsigned: false }, ColumnReader::Int64ColumnReader(r)) => {
-                let (vals, valid) = read_n::<Int64Type>(r, n, max_def).with_context(ctx)?;
-                Values::Int { vals, valid }
-            }
-            (Phys::I64 { unsigned: true }, ColumnReader::Int64ColumnReader(r)) => {
+            (Phys::I64 { unsigned }, ColumnReader::Int64ColumnReader(r)) => {
                 let (v, valid) = read_n::<Int64Type>(r, n, max_def).with_context(ctx)?;
-                Values::UInt { vals: v.into_iter().map(i64::cast_unsigned).collect(), valid }
+                let vals = v.into_iter().map(|x| if unsigned { x.cast_unsigned().into() } else { x.into() }).collect();
+                Values::Int { vals, valid }
             }
             (Phys::F32, ColumnReader::FloatColumnReader(r)) => {
                 let (vals, valid) = read_n::<FloatType>(r, n, max_def).with_context(ctx)?;

@@ -194,10 +194,8 @@ pub(crate) enum Values {
     /// CSV fields: the concatenated text, the end of each field in it, and whether each was
     /// quoted.
     Text { text: String, ends: Vec<usize>, quoted: Vec<bool> },
-    /// Signed integers (`valid`: `None` when the column has no nulls).
-    Int { vals: Vec<i64>, valid: Option<Vec<bool>> },
-    /// Unsigned 64-bit integers.
-    UInt { vals: Vec<u64>, valid: Option<Vec<bool>> },
+    /// Integers (`valid`: `None` when the column has no nulls).
+    Int { vals: Vec<i128>, valid: Option<Vec<bool>> },
     /// 32-bit floats.
     F32 { vals: Vec<f32>, valid: Option<Vec<bool>> },
     /// 64-bit floats.
@@ -219,7 +217,6 @@ impl Values {
         match self {
             Values::Text { text, ends, quoted } => Cell::Text(&text[start(ends)..ends[i]], quoted[i]),
             Values::Int { valid: v, .. }
-            | Values::UInt { valid: v, .. }
             | Values::F32 { valid: v, .. }
             | Values::F64 { valid: v, .. }
             | Values::Bytes { valid: v, .. }
@@ -227,8 +224,7 @@ impl Values {
             {
                 Cell::Null
             }
-            Values::Int { vals, .. } => Cell::Int(i128::from(vals[i])),
-            Values::UInt { vals, .. } => Cell::Int(i128::from(vals[i])),
+            Values::Int { vals, .. } => Cell::Int(vals[i]),
             Values::F32 { vals, .. } => Cell::F32(vals[i]),
             Values::F64 { vals, .. } => Cell::F64(vals[i]),
             Values::Bytes { data, ends, .. } => Cell::Bytes(&data[start(ends)..ends[i]]),
@@ -296,10 +292,7 @@ pub(crate) trait Source {
     fn columns(&self) -> &[SrcColumn];
     /// Chooses the columns (indices into [`Source::columns`]) batches hold, in that order.
     fn select(&mut self, cols: &[usize]);
-    /// The next at most `max_rows` rows, or `None` at the end.
-    ///
-    /// # Errors
-    /// A malformed file (naming the line or row) or a read failure.
+    /// The next at most `max_rows` rows, or `None` at the end; errors name the line or row.
     fn next_batch(&mut self, max_rows: usize) -> Result<Option<Batch>>;
     /// Progress for a bar: (work done, total), in bytes of the file or an estimate.
     fn progress(&self) -> (u64, u64);
@@ -308,14 +301,8 @@ pub(crate) trait Source {
 /// Writes engine results (dimension columns first, then attributes) to a file.
 pub(crate) trait Sink {
     /// Writes one batch of `cells` cells: one [`AttrData`] per column spec, in order.
-    ///
-    /// # Errors
-    /// A write failure.
     fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()>;
     /// Completes the file (footer, flush, sync).
-    ///
-    /// # Errors
-    /// A write failure.
     fn finish(self: Box<Self>) -> Result<()>;
 }
 
@@ -520,45 +507,24 @@ impl Pusher<'_> {
 }
 
 /// What `tessera import` learns about a column by reading it all.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Inference {
-    /// Rows seen.
+    /// Rows seen, and absent values (empty CSV fields, Parquet nulls) among them.
     pub(crate) rows: u64,
-    /// Absent values (empty CSV fields, Parquet nulls) seen.
     pub(crate) nulls: u64,
-    /// Every present value is an integer.
-    all_int: bool,
-    /// Every present value is a number.
-    all_float: bool,
+    /// Whether a present value is not an integer, or not a number.
+    not_int: bool,
+    not_float: bool,
     /// Integers beyond int64 (Parquet UINT_64 above 2^63 - 1).
     big_unsigned: bool,
-    /// Smallest and largest integer seen.
+    /// Smallest and largest integer, and number (NaN ignored), seen.
     pub(crate) int_range: Option<(i128, i128)>,
-    /// Smallest and largest number seen (NaN ignored).
     pub(crate) float_range: Option<(f64, f64)>,
     /// Whether a NaN or infinity was seen.
     pub(crate) non_finite: bool,
-    /// The first value that is not a number, with its row, for messages.
+    /// The first value that is not a number with its row, and the row of the first absent value.
     pub(crate) first_text: Option<(String, String)>,
-    /// Where the first absent value is, for messages.
     pub(crate) first_null: Option<String>,
-}
-
-impl Default for Inference {
-    fn default() -> Self {
-        Self {
-            rows: 0,
-            nulls: 0,
-            all_int: true,
-            all_float: true,
-            big_unsigned: false,
-            int_range: None,
-            float_range: None,
-            non_finite: false,
-            first_text: None,
-            first_null: None,
-        }
-    }
 }
 
 /// The inferred type of a column.
@@ -577,9 +543,9 @@ impl Inference {
     pub(crate) fn inferred(&self) -> Inferred {
         if self.rows == self.nulls {
             Inferred::Str
-        } else if self.all_int {
+        } else if !self.not_int {
             Inferred::Int(if self.big_unsigned { Datatype::UInt64 } else { Datatype::Int64 })
-        } else if self.all_float {
+        } else if !self.not_float {
             Inferred::Float
         } else {
             Inferred::Str
@@ -602,8 +568,8 @@ impl Inference {
     }
 
     fn text(&mut self, at: impl FnOnce() -> String, s: &str) {
-        self.all_int = false;
-        self.all_float = false;
+        self.not_int = true;
+        self.not_float = true;
         if self.first_text.is_none() {
             self.first_text = Some((s.to_string(), at()));
         }
@@ -624,9 +590,9 @@ impl Inference {
                 }
                 Cell::Text(s, _) => {
                     match (s.trim().parse::<i64>(), s.trim().parse::<f64>()) {
-                        (Ok(v), _) if self.all_int => self.int(i128::from(v)),
-                        (_, Ok(v)) if self.all_float => {
-                            self.all_int = false;
+                        (Ok(v), _) if !self.not_int => self.int(i128::from(v)),
+                        (_, Ok(v)) if !self.not_float => {
+                            self.not_int = true;
                             self.float(v);
                         }
                         _ => self.text(|| batch.locate(i), s),
@@ -638,12 +604,12 @@ impl Inference {
                     false
                 }
                 Cell::F32(x) => {
-                    self.all_int = false;
+                    self.not_int = true;
                     self.float(f64::from(x));
                     false
                 }
                 Cell::F64(x) => {
-                    self.all_int = false;
+                    self.not_int = true;
                     self.float(x);
                     false
                 }
@@ -737,7 +703,7 @@ mod tests {
         let e = convert(&u8s, &Values::Int { vals: vec![-1], valid: None }, 1).unwrap_err();
         assert!(e.contains("-1 is out of range for uint8"), "{e}");
         let u64s = spec(Kind::Int(Datatype::UInt64), false, None);
-        let b = convert(&u64s, &Values::UInt { vals: vec![u64::MAX], valid: None }, 1).unwrap();
+        let b = convert(&u64s, &Values::Int { vals: vec![i128::from(u64::MAX)], valid: None }, 1).unwrap();
         assert_eq!(b.data, u64::MAX.to_le_bytes());
         let f64s = spec(Kind::Float(Datatype::Float64), true, None);
         let b = convert(&f64s, &Values::Int { vals: vec![3, 0], valid: Some(vec![true, false]) }, 2).unwrap();
@@ -778,7 +744,7 @@ mod tests {
         let i = infer(text(&[("3", false), ("x", false), ("", true)]), 3);
         assert_eq!((i.inferred(), i.first_text), (Inferred::Str, Some(("x".into(), "row 2 (line 3)".into()))));
         assert_eq!(infer(text(&[("", false)]), 1).inferred(), Inferred::Str);
-        let i = infer(Values::UInt { vals: vec![u64::MAX], valid: None }, 1);
+        let i = infer(Values::Int { vals: vec![i128::from(u64::MAX)], valid: None }, 1);
         assert_eq!(i.inferred(), Inferred::Int(Datatype::UInt64));
     }
 }
