@@ -18,7 +18,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use csv_core::ReadFieldResult;
+use csv_core::ReadRecordResult;
 use tessera::AttrData;
 
 use crate::table::{Batch, Cell, ColumnSpec, Sink, Source, SrcColumn, SrcKind, Values};
@@ -74,9 +74,12 @@ pub struct Reader<R> {
     line: u64,
     /// Bytes read so far.
     bytes: u64,
-    /// The raw bytes of the field being read.
+    /// The raw bytes of the record being read, its unescaped fields and their ends.
     raw: Vec<u8>,
     out: Vec<u8>,
+    ends: Vec<usize>,
+    /// Splits a record with quotes into fields again.
+    fields: csv_core::Reader,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -84,7 +87,18 @@ impl<R: BufRead> Reader<R> {
     /// LF).
     pub fn new(input: R, delimiter: u8) -> Self {
         let core = csv_core::ReaderBuilder::new().delimiter(delimiter).build();
-        Self { input, core, delimiter, line: 1, bytes: 0, raw: Vec::new(), out: vec![0; 256] }
+        let fields = csv_core::ReaderBuilder::new().delimiter(delimiter).build();
+        Self {
+            input,
+            core,
+            delimiter,
+            line: 1,
+            bytes: 0,
+            raw: Vec::new(),
+            out: vec![0; 256],
+            ends: vec![0; 16],
+            fields,
+        }
     }
 
     /// Bytes consumed so far.
@@ -97,47 +111,60 @@ impl<R: BufRead> Reader<R> {
     /// # Errors
     /// Bad quoting or invalid UTF-8 (`line N: ...`), or a read failure.
     pub fn read_record(&mut self, rec: &mut Record) -> io::Result<bool> {
-        rec.ends.clear();
-        rec.quoted.clear();
-        let mut used = 0;
+        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
+        let (first, mut used, mut nends) = (self.bytes == 0, 0, 0);
+        self.raw.clear();
         loop {
             let input = self.input.fill_buf()?;
             if used == self.out.len() {
                 self.out.resize(self.out.len() * 2, 0);
             }
-            let (res, nin, nout) = self.core.read_field(input, &mut self.out[used..]);
+            if nends == self.ends.len() {
+                self.ends.resize(self.ends.len() * 2, 0);
+            }
+            let (res, nin, nout, nend) = self.core.read_record(input, &mut self.out[used..], &mut self.ends[nends..]);
             self.raw.extend_from_slice(&input[..nin]);
             self.input.consume(nin);
             self.bytes += nin as u64;
-            used += nout;
-            let record_end = match res {
-                ReadFieldResult::InputEmpty | ReadFieldResult::OutputFull => continue,
-                ReadFieldResult::End => return Ok(false),
-                ReadFieldResult::Field { record_end } => record_end,
-            };
-            // Blank lines and the LF of a CRLF come before a record's first field.
-            let lead = self.raw.iter().take_while(|&&c| c == b'\r' || c == b'\n').count();
-            let line = self.line + self.raw[..lead].iter().filter(|&&c| c == b'\n').count() as u64;
-            self.line += self.raw.iter().filter(|&&c| c == b'\n').count() as u64;
-            if rec.ends.is_empty() {
-                rec.line = line;
-            }
-            let quoted = check_quotes(&self.raw[lead..], self.delimiter, rec.ends.len() + 1)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("line {line}: {e}")))?;
-            self.raw.clear();
-            rec.ends.push(used);
-            rec.quoted.push(quoted);
-            if record_end {
-                let text = std::str::from_utf8(&self.out[..used]).map_err(|e| {
-                    let at = e.valid_up_to();
-                    let msg = format!("line {}: the record is not valid UTF-8 (at byte {at} of its fields)", rec.line);
-                    io::Error::new(io::ErrorKind::InvalidData, msg)
-                })?;
-                rec.text.clear();
-                rec.text.push_str(text);
-                return Ok(true);
+            (used, nends) = (used + nout, nends + nend);
+            match res {
+                ReadRecordResult::End => return Ok(false),
+                ReadRecordResult::Record => break,
+                _ => {}
             }
         }
+        let raw = &self.raw;
+        // Blank lines and the LF of a CRLF come before a record's first field.
+        let lead = raw.iter().take_while(|&&c| c == b'\r' || c == b'\n').count();
+        rec.line = self.line + raw[..lead].iter().filter(|&&c| c == b'\n').count() as u64;
+        self.line += raw.iter().filter(|&&c| c == b'\n').count() as u64;
+        rec.ends.clear();
+        rec.ends.extend_from_slice(&self.ends[..nends]);
+        rec.quoted.clear();
+        if raw[lead..].contains(&b'"') {
+            // Split the record's raw bytes into fields again, to check their quotes.
+            let fields = &mut self.fields;
+            fields.reset();
+            let mut at = lead + if first && raw[lead..].starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+            let mut scratch = vec![0; raw.len()];
+            for n in 1..=nends {
+                let (_, nin, _) = fields.read_field(&raw[at..], &mut scratch);
+                let line = rec.line + raw[lead..at].iter().filter(|&&c| c == b'\n').count() as u64;
+                let quoted = check_quotes(&raw[at..at + nin], self.delimiter, n)
+                    .map_err(|e| invalid(format!("line {line}: {e}")))?;
+                rec.quoted.push(quoted);
+                at += nin;
+            }
+        } else {
+            rec.quoted.resize(nends, false);
+        }
+        let text = std::str::from_utf8(&self.out[..used]).map_err(|e| {
+            let at = e.valid_up_to();
+            invalid(format!("line {}: the record is not valid UTF-8 (at byte {at} of its fields)", rec.line))
+        })?;
+        rec.text.clear();
+        rec.text.push_str(text);
+        Ok(true)
     }
 }
 

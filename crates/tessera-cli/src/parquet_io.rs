@@ -328,34 +328,32 @@ impl Sink for ParquetSink {
         let mut rg = self.writer.next_row_group()?;
         for (spec, col) in self.specs.iter().zip(cols) {
             let mut cw = rg.next_column()?.ok_or_else(|| anyhow!("the Parquet schema has too few columns"))?;
-            let all: Vec<Cell<'_>> = (0..cells).map(|i| spec.cell(col, i)).collect();
-            let defs: Option<Vec<i16>> =
-                spec.nullable.then(|| all.iter().map(|c| i16::from(*c != Cell::Null)).collect());
+            let valid = |i: &usize| col.validity.as_ref().is_none_or(|v| v[*i] != 0);
+            let defs: Option<Vec<i16>> = spec.nullable.then(|| (0..cells).map(|i| i16::from(valid(&i))).collect());
             let defs = defs.as_deref();
-            let present = all.iter().filter(|c| **c != Cell::Null);
+            let rows = (0..cells).filter(valid);
+            let int = |i: usize| if let Cell::Int(x) = spec.cell(col, i) { x } else { 0 };
             // Integers as their i32/i64 bit patterns (UINT32 above 2^31 - 1 wraps, as Parquet stores it).
             #[allow(clippy::cast_possible_truncation)]
             match cw.untyped() {
                 ColumnWriter::Int32ColumnWriter(w) => {
-                    let v: Vec<i32> = present.map(|c| if let Cell::Int(x) = c { *x as i32 } else { 0 }).collect();
-                    w.write_batch(&v, defs, None)?;
+                    w.write_batch(&rows.map(|i| int(i) as i32).collect::<Vec<_>>(), defs, None)?;
                 }
                 ColumnWriter::Int64ColumnWriter(w) => {
-                    let v: Vec<i64> = present.map(|c| if let Cell::Int(x) = c { *x as i64 } else { 0 }).collect();
-                    w.write_batch(&v, defs, None)?;
+                    w.write_batch(&rows.map(|i| int(i) as i64).collect::<Vec<_>>(), defs, None)?;
                 }
                 ColumnWriter::FloatColumnWriter(w) => {
-                    let v: Vec<f32> = present.map(|c| if let Cell::F32(x) = c { *x } else { 0.0 }).collect();
-                    w.write_batch(&v, defs, None)?;
+                    let v = rows.map(|i| if let Cell::F32(x) = spec.cell(col, i) { x } else { 0.0 });
+                    w.write_batch(&v.collect::<Vec<_>>(), defs, None)?;
                 }
                 ColumnWriter::DoubleColumnWriter(w) => {
-                    let v: Vec<f64> = present.map(|c| if let Cell::F64(x) = c { *x } else { 0.0 }).collect();
-                    w.write_batch(&v, defs, None)?;
+                    let v = rows.map(|i| if let Cell::F64(x) = spec.cell(col, i) { x } else { 0.0 });
+                    w.write_batch(&v.collect::<Vec<_>>(), defs, None)?;
                 }
                 ColumnWriter::ByteArrayColumnWriter(w) => {
-                    let v: Vec<ByteArray> = present
-                        .map(|c| ByteArray::from(if let Cell::Bytes(b) = c { b.to_vec() } else { Vec::new() }))
-                        .collect();
+                    // One copy of the column, sliced per cell.
+                    let all = bytes::Bytes::copy_from_slice(&col.data);
+                    let v: Vec<ByteArray> = rows.map(|i| ByteArray::from(all.slice(spec.str_range(col, i)))).collect();
                     w.write_batch(&v, defs, None)?;
                 }
                 _ => bail!("column {}: internal error: Parquet writer type mismatch", spec.name),

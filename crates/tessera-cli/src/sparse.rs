@@ -91,7 +91,7 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
     let cols = src.columns();
     let names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
     let missing: Vec<String> =
-        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(ColumnSpec::role).collect();
+        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(|s| s.role().to_string()).collect();
     if !missing.is_empty() {
         bail!("{file}: no column for {} of {array} (the file has columns: {})", missing.join(", "), names());
     }

@@ -86,9 +86,9 @@ impl ColumnSpec {
         Ok(Self { name: a.name.clone(), kind, nullable: a.nullable, dim: None })
     }
 
-    /// "dimension x" or "attribute a".
-    pub(crate) fn role(&self) -> String {
-        format!("{} {}", if self.dim.is_some() { "dimension" } else { "attribute" }, self.name)
+    /// "dimension x" or "attribute a" (formatted only when displayed: errors only).
+    pub(crate) fn role(&self) -> Role<'_> {
+        Role(self)
     }
 
     /// Whether variable-length (offsets).
@@ -122,17 +122,31 @@ impl ColumnSpec {
             }
             Kind::Float(Datatype::Float32) => Cell::F32(f32::from_le_bytes([0, 1, 2, 3].map(|k| data[i * 4 + k]))),
             Kind::Float(_) => Cell::F64(f64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7].map(|k| data[i * 8 + k]))),
-            Kind::Str(n) => {
-                let (start, end) = match (&col.offsets, n) {
-                    (Some(o), _) => {
-                        let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX).min(data.len());
-                        (at(o[i]), o.get(i + 1).map_or(data.len(), |&e| at(e)))
-                    }
-                    (None, n) => (i * n.unwrap_or(0) as usize, (i + 1) * n.unwrap_or(0) as usize),
-                };
-                Cell::Bytes(&data[start..end.max(start)])
-            }
+            Kind::Str(_) => Cell::Bytes(&data[self.str_range(col, i)]),
         }
+    }
+
+    /// Where the bytes of cell `i` of a string column are in `col.data`.
+    pub(crate) fn str_range(&self, col: &AttrData, i: usize) -> std::ops::Range<usize> {
+        let len = col.data.len();
+        let (start, end) = match (&col.offsets, self.kind) {
+            (Some(o), _) => {
+                let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX).min(len);
+                (at(o[i]), o.get(i + 1).map_or(len, |&e| at(e)))
+            }
+            (None, Kind::Str(Some(n))) => ((i * n as usize).min(len), ((i + 1) * n as usize).min(len)),
+            _ => (0, 0),
+        };
+        start..end.max(start)
+    }
+}
+
+/// What a column feeds, for messages: "dimension x" or "attribute a".
+pub(crate) struct Role<'a>(&'a ColumnSpec);
+
+impl std::fmt::Display for Role<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", if self.0.dim.is_some() { "dimension" } else { "attribute" }, self.0.name)
     }
 }
 
@@ -355,7 +369,8 @@ struct Pusher<'a> {
 
 impl Pusher<'_> {
     fn push(&mut self, cell: Cell<'_>) -> Result<(), String> {
-        let role = self.spec.role();
+        let spec = self.spec;
+        let role = spec.role();
         match (cell, self.spec.kind) {
             (Cell::Null, _) => self.null(),
             (Cell::Text(s, quoted), Kind::Str(_)) if s.is_empty() && !quoted => self.null(),
@@ -402,7 +417,8 @@ impl Pusher<'_> {
 
     fn null(&mut self) -> Result<(), String> {
         if !self.spec.nullable {
-            let role = self.spec.role();
+            let spec = self.spec;
+            let role = spec.role();
             return Err(match (self.spec.dim.is_some(), self.spec.kind) {
                 (true, _) => format!("no value, but {role} needs a coordinate in every row"),
                 (false, Kind::Str(_)) => {
@@ -422,7 +438,8 @@ impl Pusher<'_> {
 
     /// An integer `v` (shown as `shown`).
     fn int(&mut self, v: i128, shown: &dyn std::fmt::Display) -> Result<(), String> {
-        let role = self.spec.role();
+        let spec = self.spec;
+        let role = spec.role();
         match self.spec.kind {
             Kind::Int(t) => {
                 let (lo, hi) = t.integer_bounds().unwrap_or((i128::MIN, i128::MAX));
@@ -460,7 +477,8 @@ impl Pusher<'_> {
 
     /// A float `v`; `as_f32`: its float32 value when the source already had one.
     fn float(&mut self, v: f64, as_f32: Option<f32>, shown: &dyn std::fmt::Display) -> Result<(), String> {
-        let role = self.spec.role();
+        let spec = self.spec;
+        let role = spec.role();
         let t = match self.spec.kind {
             Kind::Float(t) => t,
             Kind::Str(_) => return Err(format!("{shown} is a number, {role} holds strings")),
