@@ -21,9 +21,13 @@ $(STAMP): requirements-dev.txt
 
 venv: $(STAMP)
 
-# The Python extension (release build of the engine) installed into .venv.
+# The Python extension (release build of the engine) and the `tessera` command, both installed
+# into .venv (`.venv/bin/tessera`; on PATH once the virtualenv is active). Cargo rebuilds only
+# what changed, so a repeated `make build` is quick.
 build: venv
 	$(VENV)/bin/maturin develop --release -q
+	cargo build --release --locked -q -p tessera-cli
+	install -m 755 target/release/tessera $(VENV)/bin/tessera
 
 demo: build
 	$(PY) examples/quickstart.py

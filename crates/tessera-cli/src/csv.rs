@@ -1,58 +1,27 @@
-//! A small RFC 4180 CSV reader and writer.
+//! CSV files as tables of cells: a strict record reader over `csv-core`, a field writer, and the
+//! [`Source`] and [`Sink`] of sparse reads and writes.
 //!
-//! Records end at LF or CRLF; fields are separated by a one-byte delimiter (`,` by default);
-//! a field may be enclosed in double quotes, inside which delimiters, CR and LF are data and a
-//! doubled quote `""` stands for one quote. The reader is strict about quotes: a quote inside an
-//! unquoted field, anything but a delimiter or the end of the line after a closing quote, and a
-//! quoted field still open at the end of the input are errors naming the line. It remembers
-//! whether each field was quoted, so callers can tell an empty string (`""`) from an absent
-//! value (nothing between two delimiters). Blank lines are skipped, a UTF-8 byte order mark at
-//! the start is ignored, and every record must be valid UTF-8.
+//! `csv-core` splits the input into fields (RFC 4180: LF or CRLF records, a one-byte delimiter,
+//! quoted fields in which delimiters and line breaks are data and `""` is one quote; blank lines
+//! and a UTF-8 byte order mark are skipped). It accepts any input; on top of it [`Reader`] looks
+//! at each field's raw bytes to be strict and to tell an empty string (`""`) from an absent value
+//! (nothing between two delimiters): a quote inside an unquoted field, anything but the delimiter
+//! or the end of the line after a closing quote, and a quoted field still open at the end of the
+//! input are errors naming the line, and every record must be valid UTF-8.
 //!
-//! The writer quotes a field only when it has to (it contains the delimiter, a quote, CR or LF)
-//! or when asked to (empty strings, so they read back as strings and not as absent values), and
-//! ends records with LF.
+//! The first record is the header (column names, trimmed); every record must have as many fields
+//! as the header. Values are written as the shortest text that reads back to the same value
+//! (`0.1`, `1e-7`, `NaN`, `inf`); an empty string is written `""` and a null as nothing.
 
-use std::fmt;
-use std::io::{self, BufRead, Write};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
 
-/// A CSV syntax error.
-#[derive(Debug)]
-pub enum CsvError {
-    /// Bad quoting, invalid UTF-8, ...: what is wrong, at which line (1-based).
-    Syntax {
-        /// Line where the problem is (for an unterminated quote: where the field starts).
-        line: u64,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The input could not be read.
-    Io(io::Error),
-}
+use anyhow::{anyhow, bail, Context as _, Result};
+use csv_core::ReadRecordResult;
+use tessera::AttrData;
 
-impl fmt::Display for CsvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CsvError::Syntax { line, detail } => write!(f, "line {line}: {detail}"),
-            CsvError::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for CsvError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            CsvError::Io(e) => Some(e),
-            CsvError::Syntax { .. } => None,
-        }
-    }
-}
-
-impl From<io::Error> for CsvError {
-    fn from(e: io::Error) -> Self {
-        CsvError::Io(e)
-    }
-}
+use crate::table::{Batch, Cell, ColumnSpec, Sink, Source, SrcColumn, SrcKind, Values};
 
 /// One record: its fields' text (unescaped), which were quoted, and the line it starts on.
 #[derive(Debug, Default, Clone)]
@@ -76,8 +45,7 @@ impl Record {
 
     /// The text of field `i` (quotes removed, `""` turned into `"`).
     pub fn field(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start..self.ends[i]]
+        &self.text[if i == 0 { 0 } else { self.ends[i - 1] }..self.ends[i]]
     }
 
     /// Whether field `i` was enclosed in quotes.
@@ -96,37 +64,41 @@ impl Record {
     }
 }
 
-/// Where the parser is inside a record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// At the start of a field.
-    Start,
-    /// Inside an unquoted field.
-    Unquoted,
-    /// Inside a quoted field.
-    Quoted,
-    /// Just after a quote inside a quoted field: a closing quote or the first of `""`.
-    QuoteInQuoted,
-}
-
-/// Reads records from a buffered input.
+/// Reads records from a buffered input, strictly (see the module documentation).
 #[derive(Debug)]
 pub struct Reader<R> {
     input: R,
+    core: csv_core::Reader,
     delimiter: u8,
-    /// Lines read so far.
+    /// Lines started so far (1-based line of the next byte).
     line: u64,
     /// Bytes read so far.
     bytes: u64,
-    line_buf: Vec<u8>,
-    at_start: bool,
+    /// The raw bytes of the record being read, its unescaped fields and their ends.
+    raw: Vec<u8>,
+    out: Vec<u8>,
+    ends: Vec<usize>,
+    /// Splits a record with quotes into fields again.
+    fields: csv_core::Reader,
 }
 
 impl<R: BufRead> Reader<R> {
     /// A reader of `input` with fields separated by `delimiter` (which must not be `"`, CR or
     /// LF).
     pub fn new(input: R, delimiter: u8) -> Self {
-        Self { input, delimiter, line: 0, bytes: 0, line_buf: Vec::new(), at_start: true }
+        let core = csv_core::ReaderBuilder::new().delimiter(delimiter).build();
+        let fields = csv_core::ReaderBuilder::new().delimiter(delimiter).build();
+        Self {
+            input,
+            core,
+            delimiter,
+            line: 1,
+            bytes: 0,
+            raw: Vec::new(),
+            out: vec![0; 256],
+            ends: vec![0; 16],
+            fields,
+        }
     }
 
     /// Bytes consumed so far.
@@ -137,165 +109,280 @@ impl<R: BufRead> Reader<R> {
     /// Reads the next record into `rec`; `false` at the end of the input.
     ///
     /// # Errors
-    /// Bad quoting, invalid UTF-8 or a read failure.
-    pub fn read_record(&mut self, rec: &mut Record) -> Result<bool, CsvError> {
-        let mut bytes = std::mem::take(&mut rec.text).into_bytes();
-        bytes.clear();
-        rec.ends.clear();
-        rec.quoted.clear();
-        let mut state = State::Start;
-        let mut quote_line = 0;
+    /// Bad quoting or invalid UTF-8 (`line N: ...`), or a read failure.
+    pub fn read_record(&mut self, rec: &mut Record) -> io::Result<bool> {
+        let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
+        let (first, mut used, mut nends) = (self.bytes == 0, 0, 0);
+        self.raw.clear();
         loop {
-            self.line_buf.clear();
-            let n = self.input.read_until(b'\n', &mut self.line_buf)?;
-            self.bytes += n as u64;
-            if n == 0 {
-                // End of input.
-                return match state {
-                    State::Quoted => Err(CsvError::Syntax {
-                        line: quote_line,
-                        detail: "a quoted field is not closed (missing '\"') before the end of the file".into(),
-                    }),
-                    State::Start if rec.ends.is_empty() => Ok(false),
-                    _ => {
-                        rec.ends.push(bytes.len());
-                        rec.quoted.push(state == State::QuoteInQuoted);
-                        self.finish(rec, bytes)?;
-                        Ok(true)
-                    }
-                };
+            let input = self.input.fill_buf()?;
+            if used == self.out.len() {
+                self.out.resize(self.out.len() * 2, 0);
             }
-            self.line += 1;
-            let mut line: &[u8] = &self.line_buf;
-            if self.at_start {
-                self.at_start = false;
-                if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
-                    line = rest;
-                }
+            if nends == self.ends.len() {
+                self.ends.resize(self.ends.len() * 2, 0);
             }
-            if state == State::Start && rec.ends.is_empty() {
-                rec.line = self.line;
-                if line == b"\n" || line == b"\r\n" {
-                    continue; // a blank line
-                }
+            let (res, nin, nout, nend) = self.core.read_record(input, &mut self.out[used..], &mut self.ends[nends..]);
+            self.raw.extend_from_slice(&input[..nin]);
+            self.input.consume(nin);
+            self.bytes += nin as u64;
+            (used, nends) = (used + nout, nends + nend);
+            match res {
+                ReadRecordResult::End => return Ok(false),
+                ReadRecordResult::Record => break,
+                _ => {}
             }
-            let mut i = 0;
-            while i < line.len() {
-                let c = line[i];
-                let at_eol = c == b'\n' || (c == b'\r' && line.get(i + 1) == Some(&b'\n'));
-                match state {
-                    State::Start | State::Unquoted | State::QuoteInQuoted if at_eol => {
-                        rec.ends.push(bytes.len());
-                        rec.quoted.push(state == State::QuoteInQuoted);
-                        self.finish(rec, bytes)?;
-                        return Ok(true);
-                    }
-                    State::Start if c == b'"' => {
-                        state = State::Quoted;
-                        quote_line = self.line;
-                    }
-                    State::Start | State::Unquoted | State::QuoteInQuoted if c == self.delimiter => {
-                        rec.ends.push(bytes.len());
-                        rec.quoted.push(state == State::QuoteInQuoted);
-                        state = State::Start;
-                    }
-                    State::Start | State::Unquoted => {
-                        if c == b'"' {
-                            return Err(CsvError::Syntax {
-                                line: self.line,
-                                detail: format!(
-                                    "field {} has a quote inside an unquoted value (quote the whole field and \
-                                     double the quote: \"a\"\"b\")",
-                                    rec.ends.len() + 1
-                                ),
-                            });
-                        }
-                        bytes.push(c);
-                        state = State::Unquoted;
-                    }
-                    State::Quoted => {
-                        if c == b'"' {
-                            state = State::QuoteInQuoted;
-                        } else {
-                            bytes.push(c);
-                        }
-                    }
-                    State::QuoteInQuoted => {
-                        if c == b'"' {
-                            bytes.push(b'"');
-                            state = State::Quoted;
-                        } else {
-                            return Err(CsvError::Syntax {
-                                line: self.line,
-                                detail: format!(
-                                    "field {} has {:?} after its closing quote (expected the delimiter or the end \
-                                     of the line)",
-                                    rec.ends.len() + 1,
-                                    char::from(c)
-                                ),
-                            });
-                        }
-                    }
-                }
-                i += 1;
-            }
-            // The line ended without a newline (end of input) or inside a quoted field: go on.
         }
-    }
-
-    fn finish(&self, rec: &mut Record, bytes: Vec<u8>) -> Result<(), CsvError> {
-        match String::from_utf8(bytes) {
-            Ok(s) => {
-                rec.text = s;
-                Ok(())
+        let raw = &self.raw;
+        // Blank lines and the LF of a CRLF come before a record's first field.
+        let lead = raw.iter().take_while(|&&c| c == b'\r' || c == b'\n').count();
+        rec.line = self.line + raw[..lead].iter().filter(|&&c| c == b'\n').count() as u64;
+        self.line += raw.iter().filter(|&&c| c == b'\n').count() as u64;
+        rec.ends.clear();
+        rec.ends.extend_from_slice(&self.ends[..nends]);
+        rec.quoted.clear();
+        if raw[lead..].contains(&b'"') {
+            // Split the record's raw bytes into fields again, to check their quotes.
+            let fields = &mut self.fields;
+            fields.reset();
+            let mut at = lead + if first && raw[lead..].starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+            let mut scratch = vec![0; raw.len()];
+            for n in 1..=nends {
+                let (_, nin, _) = fields.read_field(&raw[at..], &mut scratch);
+                let line = rec.line + raw[lead..at].iter().filter(|&&c| c == b'\n').count() as u64;
+                let quoted = check_quotes(&raw[at..at + nin], self.delimiter, n)
+                    .map_err(|e| invalid(format!("line {line}: {e}")))?;
+                rec.quoted.push(quoted);
+                at += nin;
             }
-            Err(e) => Err(CsvError::Syntax {
-                line: rec.line,
-                detail: format!(
-                    "the record is not valid UTF-8 (at byte {} of its fields)",
-                    e.utf8_error().valid_up_to()
-                ),
-            }),
+        } else {
+            rec.quoted.resize(nends, false);
         }
+        let text = std::str::from_utf8(&self.out[..used]).map_err(|e| {
+            let at = e.valid_up_to();
+            invalid(format!("line {}: the record is not valid UTF-8 (at byte {at} of its fields)", rec.line))
+        })?;
+        rec.text.clear();
+        rec.text.push_str(text);
+        Ok(true)
     }
 }
 
-/// Whether a field must be quoted.
-fn needs_quotes(field: &[u8], delimiter: u8) -> bool {
-    field.iter().any(|&c| c == delimiter || c == b'"' || c == b'\n' || c == b'\r')
+/// Checks the quotes of field number `n` from its raw bytes (a delimiter or line end may
+/// follow); returns whether it was quoted.
+fn check_quotes(raw: &[u8], delimiter: u8, n: usize) -> Result<bool, String> {
+    let body = match raw.strip_suffix(&[delimiter]) {
+        Some(b) => b,
+        None => &raw[..raw.len() - raw.iter().rev().take_while(|&&c| c == b'\r' || c == b'\n').count()],
+    };
+    let Some(inner) = body.strip_prefix(b"\"") else {
+        if body.contains(&b'"') {
+            return Err(format!(
+                "field {n} has a quote inside an unquoted value (quote the whole field and double the quote: \"a\"\"b\")"
+            ));
+        }
+        return Ok(false);
+    };
+    let mut i = 0;
+    while i < inner.len() {
+        if inner[i] == b'"' {
+            match inner.get(i + 1) {
+                None => return Ok(true),
+                Some(b'"') => i += 1,
+                Some(&c) => {
+                    return Err(format!(
+                        "field {n} has {:?} after its closing quote (expected the delimiter or the end of the line)",
+                        char::from(c)
+                    ))
+                }
+            }
+        }
+        i += 1;
+    }
+    // A quoted field's line break ends it only when it is closed: an unclosed one ran to the end.
+    Err("a quoted field is not closed (missing '\"') before the end of the file".into())
 }
 
-/// Appends `field` to `out`, quoted if it must be or if `force` (empty strings).
+/// Appends `field` to `out`, quoted if it must be (it holds the delimiter, a quote, CR or LF) or
+/// if `force` (empty strings, so they read back as strings and not as absent values).
+///
+/// # Errors
+/// A write failure.
 pub fn write_field(out: &mut impl Write, field: &[u8], delimiter: u8, force: bool) -> io::Result<()> {
-    if force || needs_quotes(field, delimiter) {
-        out.write_all(b"\"")?;
-        let mut rest = field;
-        while let Some(p) = rest.iter().position(|&c| c == b'"') {
-            out.write_all(&rest[..=p])?;
-            out.write_all(b"\"")?;
-            rest = &rest[p + 1..];
-        }
-        out.write_all(rest)?;
-        out.write_all(b"\"")
-    } else {
-        out.write_all(field)
+    if !force && !field.iter().any(|&c| c == delimiter || c == b'"' || c == b'\n' || c == b'\r') {
+        return out.write_all(field);
     }
+    out.write_all(b"\"")?;
+    for part in field.split_inclusive(|&c| c == b'"') {
+        out.write_all(part)?;
+        if part.ends_with(b"\"") {
+            out.write_all(b"\"")?;
+        }
+    }
+    out.write_all(b"\"")
 }
 
 /// Parses a `--delimiter` value: one ASCII character, or `\t` / `tab`.
 ///
 /// # Errors
 /// Anything else, or `"`, CR or LF.
-pub fn parse_delimiter(s: &str) -> Result<u8, String> {
+pub fn parse_delimiter(s: &str) -> Result<u8> {
     let d = match s {
         "\\t" | "tab" | "\t" => b'\t',
         _ if s.len() == 1 && s.is_ascii() => s.as_bytes()[0],
-        _ => return Err(format!("--delimiter {s:?}: expected one ASCII character (or \\t / tab)")),
+        _ => bail!("--delimiter {s:?}: expected one ASCII character (or \\t / tab)"),
     };
     if matches!(d, b'"' | b'\r' | b'\n') {
-        return Err(format!("--delimiter {s:?}: a quote or line break cannot separate fields"));
+        bail!("--delimiter {s:?}: a quote or line break cannot separate fields");
     }
     Ok(d)
+}
+
+/// A CSV file read in batches of rows.
+pub(crate) struct CsvSource {
+    path: PathBuf,
+    reader: Reader<BufReader<File>>,
+    columns: Vec<SrcColumn>,
+    selected: Vec<usize>,
+    rec: Record,
+    rows_done: u64,
+    file_len: u64,
+}
+
+impl CsvSource {
+    /// Opens `path` and reads its header.
+    ///
+    /// # Errors
+    /// A file that cannot be read, an empty file, or a header with empty or repeated names.
+    pub(crate) fn open(path: &Path, delimiter: u8) -> Result<Self> {
+        let shown = path.display();
+        let file = File::open(path).with_context(|| format!("cannot open input {shown}"))?;
+        let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
+        let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file), delimiter);
+        let mut rec = Record::default();
+        if !reader.read_record(&mut rec).with_context(|| format!("{shown}"))? {
+            bail!("{shown} is empty: a CSV file needs a header row naming its columns");
+        }
+        let mut columns: Vec<SrcColumn> = Vec::new();
+        for (i, name) in rec.fields().enumerate() {
+            let name = name.trim().to_string();
+            if name.is_empty() {
+                bail!("{shown}: column {} of the header has no name", i + 1);
+            }
+            if columns.iter().any(|c| c.name == name) {
+                bail!("{shown}: the header names column {name:?} twice");
+            }
+            columns.push(SrcColumn { name, kind: SrcKind::Text, type_name: "text".into() });
+        }
+        Ok(Self { path: path.to_path_buf(), reader, columns, selected: Vec::new(), rec, rows_done: 0, file_len })
+    }
+}
+
+impl Source for CsvSource {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn columns(&self) -> &[SrcColumn] {
+        &self.columns
+    }
+
+    fn select(&mut self, cols: &[usize]) {
+        self.selected = cols.to_vec();
+    }
+
+    fn next_batch(&mut self, max_rows: usize) -> Result<Option<Batch>> {
+        let mut cols: Vec<Values> = self.selected.iter().map(|_| Values::text()).collect();
+        let mut lines = Vec::new();
+        while lines.len() < max_rows.max(1) {
+            if !self.reader.read_record(&mut self.rec).with_context(|| format!("{}", self.path.display()))? {
+                break;
+            }
+            let (n, want) = (self.rec.len(), self.columns.len());
+            if n != want {
+                let line = self.rec.line();
+                bail!(
+                    "{}: line {line} has {n} field{}, the header has {want}",
+                    self.path.display(),
+                    crate::plural(n as u64)
+                );
+            }
+            for (col, &c) in cols.iter_mut().zip(&self.selected) {
+                if let Values::Text { text, ends, quoted } = col {
+                    text.push_str(self.rec.field(c));
+                    ends.push(text.len());
+                    quoted.push(self.rec.is_quoted(c));
+                }
+            }
+            lines.push(self.rec.line());
+        }
+        if lines.is_empty() {
+            return Ok(None);
+        }
+        let rows = lines.len();
+        let batch = Batch { first_row: self.rows_done, rows, lines: Some(lines), cols };
+        self.rows_done += rows as u64;
+        Ok(Some(batch))
+    }
+
+    fn progress(&self) -> (u64, u64) {
+        (self.reader.bytes_read(), self.file_len)
+    }
+}
+
+/// Writes results as CSV.
+pub(crate) struct CsvSink {
+    out: BufWriter<File>,
+    specs: Vec<ColumnSpec>,
+    delimiter: u8,
+    line: Vec<u8>,
+}
+
+impl CsvSink {
+    /// Starts a CSV file with a header naming the columns.
+    ///
+    /// # Errors
+    /// A write failure.
+    pub(crate) fn new(file: File, specs: &[ColumnSpec], delimiter: u8) -> Result<Self> {
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        for (k, s) in specs.iter().enumerate() {
+            if k > 0 {
+                out.write_all(&[delimiter])?;
+            }
+            write_field(&mut out, s.name.as_bytes(), delimiter, false)?;
+        }
+        out.write_all(b"\n")?;
+        Ok(Self { out, specs: specs.to_vec(), delimiter, line: Vec::with_capacity(256) })
+    }
+}
+
+impl Sink for CsvSink {
+    fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()> {
+        for i in 0..cells {
+            self.line.clear();
+            for (k, (spec, col)) in self.specs.iter().zip(cols).enumerate() {
+                if k > 0 {
+                    self.line.push(self.delimiter);
+                }
+                match spec.cell(col, i) {
+                    Cell::Null => {}
+                    Cell::Int(v) => write!(self.line, "{v}")?,
+                    Cell::F32(v) => write!(self.line, "{v:?}")?,
+                    Cell::F64(v) => write!(self.line, "{v:?}")?,
+                    Cell::Bytes(s) => write_field(&mut self.line, s, self.delimiter, s.is_empty())?,
+                    Cell::Text(..) => return Err(anyhow!("column {}: internal error: text cell", spec.name)),
+                }
+            }
+            self.line.push(b'\n');
+            self.out.write_all(&self.line)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        self.out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -306,8 +393,8 @@ mod tests {
     /// Records as (line, fields as (text, quoted)).
     type Parsed = Vec<(u64, Vec<(String, bool)>)>;
 
-    fn parse(text: &str) -> Result<Parsed, String> {
-        let mut r = Reader::new(text.as_bytes(), b',');
+    fn parse(text: &[u8]) -> Result<Parsed, String> {
+        let mut r = Reader::new(text, b',');
         let mut rec = Record::default();
         let mut out = Vec::new();
         while r.read_record(&mut rec).map_err(|e| e.to_string())? {
@@ -317,7 +404,7 @@ mod tests {
     }
 
     fn fields(text: &str) -> Vec<Vec<String>> {
-        parse(text).unwrap().into_iter().map(|(_, f)| f.into_iter().map(|x| x.0).collect()).collect()
+        parse(text.as_bytes()).unwrap().into_iter().map(|(_, f)| f.into_iter().map(|x| x.0).collect()).collect()
     }
 
     #[test]
@@ -326,46 +413,38 @@ mod tests {
         // CRLF, no final newline, empty fields.
         assert_eq!(fields("a,b\r\n,\r\nx,"), vec![vec!["a", "b"], vec!["", ""], vec!["x", ""]]);
         // Quotes: embedded delimiter, doubled quote, embedded CRLF and LF.
-        assert_eq!(
-            fields("\"a,b\",\"say \"\"hi\"\"\",\"l1\r\nl2\nl3\"\n"),
-            vec![vec!["a,b", "say \"hi\"", "l1\r\nl2\nl3"]]
-        );
+        let quoted = "\"a,b\",\"say \"\"hi\"\"\",\"l1\r\nl2\nl3\"\n";
+        assert_eq!(fields(quoted), vec![vec!["a,b", "say \"hi\"", "l1\r\nl2\nl3"]]);
         // Blank lines are skipped; a BOM is dropped; lines are counted with embedded newlines.
-        let p = parse("\u{feff}h\n\n\"x\ny\"\n\r\nz\n").unwrap();
+        let p = parse("\u{feff}h\n\n\"x\ny\"\n\r\nz\n".as_bytes()).unwrap();
         assert_eq!(p[0].1[0].0, "h");
         assert_eq!((p[1].0, p[1].1[0].0.as_str()), (3, "x\ny"));
         assert_eq!((p[2].0, p[2].1[0].0.as_str()), (6, "z"));
-        // Quoted flags distinguish "" from nothing.
-        let p = parse("\"\",,\"q\"\n").unwrap();
+        // Quoted flags distinguish "" from nothing; a line of one quoted empty field is a record.
+        let p = parse(b"\"\",,\"q\"\n").unwrap();
         assert_eq!(p[0].1, vec![("".into(), true), ("".into(), false), ("q".into(), true)]);
-        // A line of one quoted empty field is a record, not a blank line.
         assert_eq!(fields("\"\"\n"), vec![vec![""]]);
-        // Other delimiters.
         let mut r = Reader::new("a\tb,c\n".as_bytes(), b'\t');
         let mut rec = Record::default();
         assert!(r.read_record(&mut rec).unwrap());
         assert_eq!(rec.fields().collect::<Vec<_>>(), vec!["a", "b,c"]);
         assert!(!r.read_record(&mut rec).unwrap());
+        // Fields longer than the initial output buffer.
+        let long = "y".repeat(10_000);
+        assert_eq!(fields(&format!("{long},\"{long}\"\n")), vec![vec![long.clone(), long]]);
     }
 
     #[test]
-    fn malformed_quotes_name_the_line() {
+    fn malformed_input_names_the_line() {
         for (text, want) in [
-            ("a\n\"open\n\nmore", "line 2: a quoted field is not closed"),
-            ("a,b\n1,x\"y\n", "line 2: field 2 has a quote inside an unquoted value"),
-            ("a\n\"x\"y\n", "line 2: field 1 has 'y' after its closing quote"),
+            (&b"a\n\"open\n\nmore"[..], "line 2: a quoted field is not closed"),
+            (b"a,b\n1,x\"y\n", "line 2: field 2 has a quote inside an unquoted value"),
+            (b"a\n\"x\"y\n", "line 2: field 1 has 'y' after its closing quote"),
+            (b"a\n\xff\n", "line 2: the record is not valid UTF-8"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
-        let e = parse("a\n\u{0}\u{ff}\n").map(|_| ());
-        assert!(e.is_ok());
-        let bad = [b'a', b'\n', 0xff, b'\n'];
-        let mut r = Reader::new(&bad[..], b',');
-        let mut rec = Record::default();
-        assert!(r.read_record(&mut rec).unwrap());
-        let e = r.read_record(&mut rec).unwrap_err().to_string();
-        assert!(e.contains("line 2: the record is not valid UTF-8"), "{e}");
     }
 
     #[test]
@@ -379,21 +458,11 @@ mod tests {
             write_field(&mut out, v.as_bytes(), b',', v.is_empty()).unwrap();
         }
         out.push(b'\n');
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with("plain,\"\",\"a,b\",\"q\"\"uote\""), "{text}");
-        let back = parse(&text).unwrap();
-        assert_eq!(back.len(), 1);
-        let got: Vec<&str> = back[0].1.iter().map(|f| f.0.as_str()).collect();
-        assert_eq!(got, values);
+        assert!(out.starts_with(b"plain,\"\",\"a,b\",\"q\"\"uote\""));
+        let back = parse(&out).unwrap();
+        assert_eq!(back[0].1.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), values);
         assert!(back[0].1[1].1, "the empty string is quoted");
-    }
-
-    #[test]
-    fn delimiters() {
-        assert_eq!(parse_delimiter(";"), Ok(b';'));
-        assert_eq!(parse_delimiter("\\t"), Ok(b'\t'));
-        assert_eq!(parse_delimiter("tab"), Ok(b'\t'));
-        assert!(parse_delimiter("\"").is_err());
-        assert!(parse_delimiter(",,").is_err());
+        assert_eq!(parse_delimiter("\\t").unwrap(), b'\t');
+        assert!(parse_delimiter("\"").is_err() && parse_delimiter(",,").is_err());
     }
 }

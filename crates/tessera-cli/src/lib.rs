@@ -1,52 +1,40 @@
 //! The `tessera` command: create, inspect, write and read Tessera arrays from the shell, with
 //! NumPy `.npy` files as the exchange format for dense arrays and CSV or Parquet files (one row
-//! per cell) for sparse ones.
+//! per cell) for sparse ones. A thin layer over the engine: `npyz` reads and writes `.npy`
+//! headers, `csv-core` splits CSV records, the `parquet` crate reads and writes Parquet,
+//! `comfy-table` lays out tables and `indicatif` draws progress bars.
 //!
 //! `main.rs` only parses the command line into [`Cli`] and calls [`run`]; every command is a
 //! function taking its arguments, the engine [`Config`] and a writer for its standard output, so
 //! tests run commands in-process and capture what they print. Errors carry context naming the
 //! array or file (anyhow); [`exit_code`] prints them as `error: ...` on stderr.
 //!
-//! Modules: [`npy`] reads and writes `.npy` files, [`subarray_spec`] parses `--subarray`,
-//! `attr_npy` maps attributes to `.npy` dtypes and shapes, `info` renders `tessera info`,
-//! `progress` draws progress bars on stderr. Sparse arrays: `sparse` holds `write`, `read` and
-//! `import` for them, over `table` (columns of cells, conversion and type inference), [`csv`]
-//! (an RFC 4180 reader and writer) with `csv_io`, and `parquet_io`.
+//! Modules: `dense` (write and read `.npy` files), `spec` (`--subarray`), `info` (`tessera
+//! info`), [`maintenance`] (fragments, consolidate, vacuum, delete); sparse arrays: `sparse`
+//! (write, read, import) over `table` (columns of cells, exact conversion, type inference),
+//! [`csv`] and `parquet_io`.
 //!
 //! `--stats` (or `--stats-json FILE`) records the engine's statistics during any command and
 //! prints them to stderr (writes them as JSON) at the end.
 
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use tessera::{Array, ArraySchema, AttrInput, Config, Context, Layout, Mode, Subarray};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 
-mod attr_npy;
 pub mod csv;
-mod csv_io;
+mod dense;
 mod info;
 pub mod maintenance;
-pub mod npy;
 #[cfg(feature = "parquet")]
 mod parquet_io;
-mod progress;
 mod sparse;
-pub mod subarray_spec;
+mod spec;
 mod table;
-
-use attr_npy::{check_input, check_representable, read_form, InputOrder};
-use info::{human, spec_str};
-use npy::{shape_str, Header};
-use subarray_spec::SubarraySpec;
-
-/// Bytes of input cells handed to the engine per submit when writing.
-const SLAB_BYTES: u64 = 64 << 20;
-/// Bytes of result cells asked of the engine per batch when reading.
-const BATCH_BYTES: u64 = 64 << 20;
 
 /// The example schema printed by `tessera schema-example` (valid JSON).
 pub const SCHEMA_EXAMPLE: &str = r#"{
@@ -388,11 +376,13 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     }
     let result = match &cli.command {
         Command::Create(a) => create(a, &config, out),
-        Command::SchemaExample => schema_example(out),
-        Command::Info(a) => info(a, &config, out),
-        Command::Write(a) => write(a, &config, out),
-        Command::Read(a) => read(a, &config, out),
-        Command::Import(a) => import(a, &config, out),
+        Command::SchemaExample => out.write_all(SCHEMA_EXAMPLE.as_bytes()).map_err(Into::into),
+        Command::Info(a) => open(&config, &a.uri, Mode::Read).and_then(|array| {
+            info::write_info(&array, a.json, out).with_context(|| format!("array {}", a.uri.display()))
+        }),
+        Command::Write(a) => dense::write(a, &config, out),
+        Command::Read(a) => dense::read(a, &config, out),
+        Command::Import(a) => sparse::import(a, &config, out),
         Command::Fragments(a) => maintenance::fragments(a, &config, out),
         Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
         Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
@@ -458,6 +448,62 @@ fn open(config: &Config, uri: &Path, mode: Mode) -> Result<Array> {
     Array::open(&ctx, uri, mode).with_context(|| format!("cannot open array {}", uri.display()))
 }
 
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The files a read writes, under temporary names next to their targets: removed on drop
+/// unless [`TempFiles::commit`] renamed them all.
+#[derive(Default)]
+struct TempFiles(Vec<(PathBuf, PathBuf)>);
+
+impl TempFiles {
+    /// Creates the temporary file for `path`.
+    fn create(&mut self, path: &Path) -> Result<std::fs::File> {
+        let name = path.file_name().with_context(|| format!("--output {}: not a file name", path.display()))?;
+        let tmp = path.with_file_name(format!(".{}.tessera-{}.tmp", name.to_string_lossy(), std::process::id()));
+        let file = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+        self.0.push((tmp, path.to_path_buf()));
+        Ok(file)
+    }
+
+    /// Renames every temporary file to its target.
+    fn commit(mut self) -> Result<()> {
+        for (tmp, path) in std::mem::take(&mut self.0) {
+            std::fs::rename(&tmp, &path).with_context(|| format!("cannot create {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TempFiles {
+    fn drop(&mut self) {
+        for (tmp, _) in &self.0 {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// A byte-counting progress bar on stderr titled `msg`, drawn only when stderr is a terminal and
+/// the work is large enough (64 MiB) to take a noticeable time; otherwise a hidden one.
+fn bytes_bar(total: u64, msg: &str) -> ProgressBar {
+    if total < 64 << 20 || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(
+        "{msg} [{elapsed_precise}] {wide_bar} {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta})",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(msg.to_string());
+    bar
+}
+
 /// `tessera create URI --schema FILE`.
 ///
 /// # Errors
@@ -474,405 +520,10 @@ pub fn create(args: &CreateArgs, config: &Config, out: &mut impl Write) -> Resul
         (s, p.display().to_string())
     };
     let schema = ArraySchema::from_json(&text).with_context(|| format!("invalid schema in {name}"))?;
-    let ctx = context(config)?;
     let uri = &args.uri;
-    Array::create(&ctx, uri, &schema).with_context(|| format!("cannot create array {}", uri.display()))?;
-    writeln!(
-        out,
-        "created array {} ({} dimension{}, {} attribute{})",
-        uri.display(),
-        schema.dims.len(),
-        plural(schema.dims.len()),
-        schema.attrs.len(),
-        plural(schema.attrs.len())
-    )?;
-    Ok(())
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-/// `tessera schema-example`: prints [`SCHEMA_EXAMPLE`].
-///
-/// # Errors
-/// `out` cannot be written.
-pub fn schema_example(out: &mut impl Write) -> Result<()> {
-    out.write_all(SCHEMA_EXAMPLE.as_bytes())?;
-    Ok(())
-}
-
-/// `tessera info URI [--json]`.
-///
-/// # Errors
-/// The array cannot be opened or measured.
-pub fn info(args: &InfoArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let array = open(config, &args.uri, Mode::Read)?;
-    info::write_info(&array, args.json, out).with_context(|| format!("array {}", args.uri.display()))
-}
-
-/// Splits `--input`/`--output` items into (attribute index, file), checking that no attribute
-/// is named twice. `existing`: a FILE containing `=` is accepted if it exists.
-fn assign_files(schema: &ArraySchema, items: &[String], flag: &str, existing: bool) -> Result<Vec<(usize, PathBuf)>> {
-    let names = || schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ");
-    let mut out: Vec<(usize, PathBuf)> = Vec::new();
-    for item in items {
-        let (attr, file) = match item.split_once('=') {
-            Some((name, file)) if schema.attr_index(name).is_some() => (schema.attr_index(name), file),
-            Some((name, _)) if !(existing && Path::new(item).is_file()) => {
-                bail!("{flag} {item}: the array has no attribute {name:?} (it has: {})", names())
-            }
-            _ => (None, item.as_str()),
-        };
-        let attr = match attr {
-            Some(i) => i,
-            None if schema.attrs.len() == 1 => 0,
-            None => bail!("{flag} {item}: the array has several attributes ({}); name one as ATTR=FILE", names()),
-        };
-        if file.is_empty() {
-            bail!("{flag} {item}: no file name after '='");
-        }
-        if out.iter().any(|(a, _)| *a == attr) {
-            bail!("{flag}: attribute {} is given more than once", schema.attrs[attr].name);
-        }
-        out.push((attr, PathBuf::from(file)));
-    }
-    Ok(out)
-}
-
-/// One `--input` file, checked and positioned at its data.
-struct Input {
-    attr: usize,
-    path: PathBuf,
-    file: File,
-    order: InputOrder,
-    cell_size: u64,
-}
-
-/// `tessera write URI --subarray SPEC --input [ATTR=]FILE.npy ...`: validates every input
-/// (attributes, dtypes, shapes, file sizes) before writing anything, then submits slabs along the
-/// slowest dimension and commits one fragment.
-///
-/// # Errors
-/// A bad SPEC, a missing array, an attribute that `.npy` cannot represent, a missing or repeated
-/// attribute, a dtype or shape mismatch, a truncated file, or an engine failure. Nothing is
-/// committed on error.
-pub fn write(args: &WriteArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    write_in_slabs(args, config, out, SLAB_BYTES)
-}
-
-fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_bytes: u64) -> Result<()> {
-    let uri = &args.uri;
-    let array = open(config, uri, Mode::Write)?;
-    if array.schema().is_sparse() {
-        return sparse::write(&array, args, out);
-    }
-    for (set, flag) in
-        [(args.ignore_extra, "--ignore-extra"), (args.sorted, "--sorted"), (args.delimiter.is_some(), "--delimiter")]
-    {
-        if set {
-            bail!("{flag} applies to sparse arrays; array {} is dense (written from .npy files)", uri.display());
-        }
-    }
-    refuse_tables(&args.input, "--input", uri)?;
-    let spec = args.subarray.as_deref().map(SubarraySpec::parse).transpose()?;
-    let schema = array.schema().clone();
-    let in_array = || format!("array {}", uri.display());
-    for a in &schema.attrs {
-        check_representable(a, "written").with_context(|| format!("{}: a write needs every attribute", in_array()))?;
-    }
-    let ranges = match &spec {
-        Some(s) => s.resolve(&schema).with_context(in_array)?,
-        None => schema.dims.iter().map(tessera::Dimension::int_domain).collect(),
-    };
-    let spec_text = spec_str(&ranges);
-    let shape = extents(&ranges)?;
-    let assigned = assign_files(&schema, &args.input, "--input", true)?;
-    let missing: Vec<&str> = (0..schema.attrs.len())
-        .filter(|i| !assigned.iter().any(|(a, _)| a == i))
-        .map(|i| schema.attrs[i].name.as_str())
-        .collect();
-    if !missing.is_empty() {
-        bail!("{}: a write needs every attribute; missing --input for: {}", in_array(), missing.join(", "));
-    }
-    let mut inputs = Vec::new();
-    for (attr, path) in assigned {
-        let shown = path.display().to_string();
-        let mut file = File::open(&path).with_context(|| format!("cannot open input {shown}"))?;
-        let (header, data_at) = Header::read_from(&mut file).with_context(|| format!("cannot read {shown}"))?;
-        let a = &schema.attrs[attr];
-        let order = check_input(a, &header, &shape, &spec_text, &shown).with_context(in_array)?;
-        let data_len = header.data_len().ok_or_else(|| anyhow!("{shown}: the shape is too large"))?;
-        let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
-        if file_len != data_at + data_len {
-            bail!(
-                "{shown}: the data section has {} bytes but shape {} of {} needs {data_len}",
-                file_len.saturating_sub(data_at),
-                shape_str(&header.shape),
-                header.dtype.name()
-            );
-        }
-        inputs.push(Input { attr, path, file, order, cell_size: a.cell_size() as u64 });
-    }
-    let layout = write_layout(&inputs)?;
-
-    let subarray = Subarray::from_ranges(&ranges);
-    let mut writer = array.writer(&subarray, layout).with_context(|| format!("cannot write to {}", in_array()))?;
-    let ndim = shape.len();
-    let slow = if layout == Layout::ColMajor { ndim - 1 } else { 0 };
-    let unit_cells: u64 = shape.iter().enumerate().filter(|&(i, _)| i != slow).map(|(_, n)| n).product();
-    let unit_bytes: u64 = inputs.iter().map(|i| i.cell_size * unit_cells).sum();
-    let total_bytes = unit_bytes * shape[slow];
-    let rows_target = (slab_bytes / unit_bytes.max(1)).max(1);
-    let dim = &schema.dims[slow];
-    let bar = progress::bytes_bar(total_bytes, "writing");
-    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); inputs.len()];
-    let (mut start, hi) = ranges[slow];
-    while start <= hi {
-        let end = slab_end(start, hi, rows_target, dim.int_domain().0, dim.tile_extent());
-        let rows = u64::try_from(end - start + 1)?;
-        for (inp, buf) in inputs.iter_mut().zip(bufs.iter_mut()) {
-            let len = usize::try_from(rows * unit_cells * inp.cell_size)?;
-            buf.resize(len, 0);
-            inp.file.read_exact(buf).with_context(|| format!("cannot read {}", inp.path.display()))?;
-        }
-        let mut part = ranges.clone();
-        part[slow] = (start, end);
-        let attr_inputs: Vec<AttrInput<'_>> =
-            inputs.iter().zip(&bufs).map(|(inp, b)| AttrInput::fixed(&schema.attrs[inp.attr].name, b)).collect();
-        writer
-            .submit_part(&Subarray::from_ranges(&part), &attr_inputs)
-            .with_context(|| format!("cannot write cells {} to {}", spec_str(&part), in_array()))?;
-        bar.inc(rows * unit_bytes);
-        start = end + 1;
-    }
-    bar.finish_and_clear();
-    let meta = writer.finish().with_context(|| format!("cannot commit the write to {}", in_array()))?;
-    writeln!(
-        out,
-        "wrote {} cells, {}, of {} to {} as fragment {}",
-        meta.cell_count,
-        human(total_bytes),
-        spec_text,
-        uri.display(),
-        meta.name
-    )?;
-    Ok(())
-}
-
-/// `tessera import FILE URI --dims ...`: creates a sparse array whose schema is inferred from a
-/// CSV or Parquet file and writes the file into it as one fragment.
-///
-/// # Errors
-/// An existing, non-empty URI, an unreadable file, a missing column, a dimension column with text
-/// or empty values, bad `--tile`/`--domain` items, or any error of a sparse write. On error the
-/// array folder is removed (emptied, if it existed).
-pub fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    sparse::import(args, config, out)
-}
-
-/// Dense arrays exchange .npy files: CSV and Parquet files (for sparse arrays) are refused.
-fn refuse_tables(items: &[String], flag: &str, uri: &Path) -> Result<()> {
-    for item in items {
-        let file = item.split_once('=').map_or(item.as_str(), |(_, f)| f);
-        let ext = Path::new(file).extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        if matches!(ext.as_deref(), Some("csv" | "tsv" | "parquet" | "pq")) {
-            bail!(
-                "{flag} {item}: array {} is dense and exchanges .npy files (one per attribute); CSV and Parquet \
-                 files are for sparse arrays",
-                uri.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Cells per dimension of inclusive ranges.
-fn extents(ranges: &[(i128, i128)]) -> Result<Vec<u64>> {
-    ranges.iter().map(|&(lo, hi)| u64::try_from(hi - lo + 1).context("range too large")).collect()
-}
-
-/// The layout of the inputs: the order of those whose cells are not a single line (for which C
-/// and Fortran order are the same bytes); row-major when all are.
-fn write_layout(inputs: &[Input]) -> Result<Layout> {
-    let mut chosen: Option<(Layout, &Path)> = None;
-    for inp in inputs.iter().filter(|i| !i.order.either) {
-        match chosen {
-            None => chosen = Some((inp.order.layout, &inp.path)),
-            Some((l, p)) if l != inp.order.layout => {
-                let name = |l: Layout| if l == Layout::ColMajor { "Fortran" } else { "C" };
-                bail!(
-                    "inputs mix C and Fortran order ({} is {} order, {} is {} order); convert one with \
-                     np.ascontiguousarray or np.asfortranarray",
-                    p.display(),
-                    name(l),
-                    inp.path.display(),
-                    name(inp.order.layout)
-                );
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(chosen.map_or(Layout::RowMajor, |c| c.0))
-}
-
-/// The last coordinate of the slab starting at `start`: at least `rows` coordinates, extended to
-/// the end of a space tile (so every tile the slab touches is complete and the engine can
-/// filter and write it at once), and at most `hi`.
-fn slab_end(start: i128, hi: i128, rows: u64, dom_lo: i128, tile: u64) -> i128 {
-    let tile = i128::from(tile.max(1));
-    let target = start - dom_lo + i128::from(rows);
-    let aligned = (target + tile - 1) / tile * tile;
-    (aligned - 1 + dom_lo).min(hi)
-}
-
-/// One `--output` file being written under a temporary name.
-struct Output {
-    path: PathBuf,
-    tmp: PathBuf,
-    writer: Option<BufWriter<File>>,
-    header: Header,
-    attr: String,
-}
-
-/// Removes temporary output files unless the read completed.
-struct TempFiles(Vec<PathBuf>);
-
-impl Drop for TempFiles {
-    fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
-/// `tessera read URI [--subarray SPEC] --output [ATTR=]FILE.npy ... [--layout ...]`: streams the
-/// result in batches into temporary files, renamed to the outputs once complete.
-///
-/// # Errors
-/// A bad SPEC, a missing array, an attribute `.npy` cannot represent, an empty array without
-/// `--subarray`, an output that cannot be created, or an engine failure. No output file is
-/// created or replaced on error.
-pub fn read(args: &ReadArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    read_in_batches(args, config, out, BATCH_BYTES)
-}
-
-fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch_bytes: u64) -> Result<()> {
-    let uri = &args.uri;
-    let array = open(config, uri, Mode::Read)?;
-    if array.schema().is_sparse() {
-        return sparse::read(&array, args, batch_bytes, out);
-    }
-    for (set, flag) in [(!args.attrs.is_empty(), "--attrs"), (args.delimiter.is_some(), "--delimiter")] {
-        if set {
-            bail!(
-                "{flag} applies to sparse arrays; array {} is dense (read into .npy files named as ATTR=FILE)",
-                uri.display()
-            );
-        }
-    }
-    if args.layout == LayoutArg::Unordered {
-        bail!("--layout unordered applies to sparse arrays; array {} is dense", uri.display());
-    }
-    refuse_tables(&args.output, "--output", uri)?;
-    let spec = args.subarray.as_deref().map(SubarraySpec::parse).transpose()?;
-    let schema = array.schema();
-    let in_array = || format!("array {}", uri.display());
-    let layout = Layout::from(args.layout);
-    let assigned = assign_files(schema, &args.output, "--output", false)?;
-    let mut forms = Vec::new();
-    for (k, (attr, path)) in assigned.iter().enumerate() {
-        if assigned[..k].iter().any(|(_, p)| p == path) {
-            bail!("--output: file {} is given more than once", path.display());
-        }
-        let a = &schema.attrs[*attr];
-        let form = read_form(a).with_context(|| format!("--output {}", path.display()))?;
-        if layout == Layout::ColMajor && form.values_axis.is_some() {
-            bail!(
-                "--output {}: attribute {} has {} values per cell, which a Fortran-order file would \
-                 separate; use --layout row-major",
-                path.display(),
-                a.name,
-                form.values_axis.unwrap_or(0)
-            );
-        }
-        forms.push(form);
-    }
-    let ranges = match &spec {
-        Some(s) => s.resolve(schema).with_context(in_array)?,
-        None => array.nonempty_domain().ok_or_else(|| {
-            anyhow!("{} is empty (nothing written yet); give --subarray to read fill values", in_array())
-        })?,
-    };
-    let spec_text = spec_str(&ranges);
-    let names: Vec<&str> = assigned.iter().map(|(a, _)| schema.attrs[*a].name.as_str()).collect();
-    let mut query = array
-        .read_query(&Subarray::from_ranges(&ranges), &names, layout)
-        .with_context(|| format!("cannot read {spec_text} of {}", in_array()))?;
-    let total_cells = query.total_cells();
-    let cells_shape = if layout == Layout::Global { vec![total_cells] } else { extents(&ranges)? };
-
-    let mut temps = TempFiles(Vec::new());
-    let mut outputs = Vec::new();
-    for ((attr, path), form) in assigned.iter().zip(&forms) {
-        let file_name = path.file_name().ok_or_else(|| anyhow!("--output {}: not a file name", path.display()))?;
-        let tmp = path.with_file_name(format!(".{}.tessera-{}.tmp", file_name.to_string_lossy(), std::process::id()));
-        let file = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
-        temps.0.push(tmp.clone());
-        let header =
-            Header { dtype: form.dtype, fortran_order: layout == Layout::ColMajor, shape: form.shape(&cells_shape) };
-        let mut writer = BufWriter::with_capacity(1 << 20, file);
-        writer.write_all(&header.encode()).with_context(|| format!("cannot write {}", path.display()))?;
-        outputs.push(Output {
-            path: path.clone(),
-            tmp,
-            writer: Some(writer),
-            header,
-            attr: schema.attrs[*attr].name.clone(),
-        });
-    }
-    let cell_bytes: u64 = assigned.iter().map(|(a, _)| schema.attrs[*a].cell_size() as u64).sum();
-    let bar = progress::bytes_bar(total_cells * cell_bytes, "reading");
-    while let Some(batch) =
-        query.next_batch(batch_bytes).with_context(|| format!("cannot read {spec_text} of {}", in_array()))?
-    {
-        for (o, data) in outputs.iter_mut().zip(&batch.attrs) {
-            if let Some(w) = o.writer.as_mut() {
-                w.write_all(&data.data).with_context(|| format!("cannot write {}", o.path.display()))?;
-            }
-        }
-        bar.inc(batch.cells * cell_bytes);
-    }
-    bar.finish_and_clear();
-    for o in &mut outputs {
-        if let Some(w) = o.writer.take() {
-            let file = w
-                .into_inner()
-                .map_err(|e| e.into_error())
-                .with_context(|| format!("cannot write {}", o.path.display()))?;
-            file.sync_all().with_context(|| format!("cannot write {}", o.path.display()))?;
-        }
-    }
-    for o in &outputs {
-        std::fs::rename(&o.tmp, &o.path).with_context(|| format!("cannot create {}", o.path.display()))?;
-        temps.0.retain(|t| t != &o.tmp);
-    }
-    for o in &outputs {
-        writeln!(
-            out,
-            "wrote {}: {} of {} as {}, shape {}, {} order",
-            o.path.display(),
-            o.attr,
-            spec_text,
-            o.header.dtype,
-            shape_str(&o.header.shape),
-            if o.header.fortran_order { "Fortran" } else { "C" }
-        )?;
-    }
+    Array::create(&context(config)?, uri, &schema).with_context(|| format!("cannot create array {}", uri.display()))?;
+    let (d, a) = (schema.dims.len() as u64, schema.attrs.len() as u64);
+    writeln!(out, "created array {} ({d} dimension{}, {a} attribute{})", uri.display(), plural(d), plural(a))?;
     Ok(())
 }
 
@@ -882,85 +533,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slabs_end_on_tile_boundaries() {
-        // Domain starts at 1, tiles of 10: tiles are 1..10, 11..20, ...
-        assert_eq!(slab_end(1, 100, 1, 1, 10), 10);
-        assert_eq!(slab_end(5, 100, 1, 1, 10), 10);
-        assert_eq!(slab_end(5, 100, 6, 1, 10), 10);
-        assert_eq!(slab_end(5, 100, 7, 1, 10), 20);
-        assert_eq!(slab_end(91, 95, 30, 1, 10), 95);
-        assert_eq!(slab_end(-5, 5, 1, -10, 4), -3);
-    }
-
-    #[test]
     fn config_items_are_checked() {
         assert!(parse_config(&["sm.compute_concurrency=2".into()]).is_ok());
         let e = format!("{:#}", parse_config(&["sm.nope=1".into()]).unwrap_err());
         assert!(e.contains("unknown key"), "{e}");
         assert!(parse_config(&["novalue".into()]).is_err());
-    }
-
-    /// Writes in many slabs (C and Fortran order) and reads in many batches.
-    #[test]
-    fn many_slabs_and_batches_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = dir.path().join("arr");
-        let schema = r#"{"version": 1, "array_type": "dense",
-            "dims": [{"name": "r", "type": "int32", "domain": [-7, 12], "tile": 3},
-                     {"name": "c", "type": "int32", "domain": [0, 10], "tile": 4}],
-            "attrs": [{"name": "v", "type": "int64", "filters": [{"name": "lz4"}]}],
-            "cell_order": "row-major", "tile_order": "col-major"}"#;
-        let schema_path = dir.path().join("s.json");
-        std::fs::write(&schema_path, schema).unwrap();
-        let config = Config::new();
-        let mut out = Vec::new();
-        create(&CreateArgs { uri: uri.clone(), schema: schema_path }, &config, &mut out).unwrap();
-        // Rows -6..=10 (17), columns 1..=9 (9); value = 100 * r + c.
-        let (rows, cols) = ((-6i64..=10).collect::<Vec<_>>(), (1i64..=9).collect::<Vec<_>>());
-        let value = |r: i64, c: i64| 100 * r + c;
-        for fortran in [false, true] {
-            let vals: Vec<i64> = if fortran {
-                cols.iter().flat_map(|&c| rows.iter().map(move |&r| value(r, c))).collect()
-            } else {
-                rows.iter().flat_map(|&r| cols.iter().map(move |&c| value(r, c))).collect()
-            };
-            let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-            let h = Header { dtype: npy::Dtype::parse("<i8").unwrap(), fortran_order: fortran, shape: vec![17, 9] };
-            let input = dir.path().join("in.npy");
-            npy::write(&mut File::create(&input).unwrap(), &h, &bytes).unwrap();
-            let args = WriteArgs {
-                uri: uri.clone(),
-                subarray: Some("-6:10,1:9".into()),
-                input: vec![input.display().to_string()],
-                ignore_extra: false,
-                sorted: false,
-                delimiter: None,
-            };
-            write_in_slabs(&args, &config, &mut out, 1).unwrap();
-            for layout in [LayoutArg::RowMajor, LayoutArg::ColMajor] {
-                let output = dir.path().join("out.npy");
-                let args = ReadArgs {
-                    uri: uri.clone(),
-                    subarray: None,
-                    output: vec![format!("v={}", output.display())],
-                    layout,
-                    attrs: Vec::new(),
-                    delimiter: None,
-                };
-                read_in_batches(&args, &config, &mut out, 50).unwrap();
-                let back = npy::read(&mut File::open(&output).unwrap()).unwrap();
-                assert_eq!(back.header.shape, vec![17, 9]);
-                assert_eq!(back.header.fortran_order, layout == LayoutArg::ColMajor);
-                let want: Vec<i64> = if layout == LayoutArg::ColMajor {
-                    cols.iter().flat_map(|&c| rows.iter().map(move |&r| value(r, c))).collect()
-                } else {
-                    rows.iter().flat_map(|&r| cols.iter().map(move |&c| value(r, c))).collect()
-                };
-                let got: Vec<i64> =
-                    back.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
-                assert_eq!(got, want, "fortran input {fortran}, layout {layout:?}");
-            }
-        }
     }
 
     #[test]

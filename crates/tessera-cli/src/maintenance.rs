@@ -6,10 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tessera::{consolidate, vacuum, Array, Config, Context, Mode, Selection};
+use tessera::{consolidate, vacuum, Config, Mode, Selection};
 
-use crate::info::{human, iso_ms};
-use crate::subarray_spec::{sparse_ranges_str, SparseSpec};
+use crate::info::{human, iso_ms, write_table};
+use crate::spec::{coords_str, named_str, Spec};
+use crate::{context, open};
 
 /// Arguments of `tessera fragments`.
 #[derive(Debug, Args)]
@@ -58,51 +59,42 @@ pub struct DeleteArgs {
     pub subarray: String,
 }
 
-fn ctx(config: &Config) -> Result<Context> {
-    Context::new(config.clone()).context("cannot start the engine")
-}
-
 /// `tessera fragments URI`: the fragments readers see, oldest first.
 ///
 /// # Errors
 /// The array cannot be opened, or `out` cannot be written.
 pub fn fragments(args: &FragmentsArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let c = ctx(config)?;
-    let a =
-        Array::open(&c, &args.uri, Mode::Read).with_context(|| format!("cannot open array {}", args.uri.display()))?;
-    let rows: Vec<serde_json::Value> = a
-        .fragments()
-        .iter()
-        .map(|f| {
-            let kind = f.kind().name();
-            serde_json::json!({
-                "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "kind": kind,
-                "cells": f.cell_count, "tiles": f.tile_count(), "stored_bytes": f.stored_bytes(),
-                "nonempty_domain": sparse_ranges_str(a.schema(), &[f.nonempty_domain(a.schema())]
-                    .concat().into_iter().map(|r| vec![r]).collect::<Vec<_>>()),
-            })
-        })
-        .collect();
+    let a = open(config, &args.uri, Mode::Read)?;
+    let frags = a.fragments();
     if args.json {
+        let rows: Vec<serde_json::Value> = frags
+            .iter()
+            .map(|f| {
+                let domain = f.nonempty_domain(a.schema()).into_iter().map(Some).collect::<Vec<_>>();
+                serde_json::json!({
+                    "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "kind": f.kind().name(),
+                    "cells": f.cell_count, "tiles": f.tile_count(), "stored_bytes": f.stored_bytes(),
+                    "nonempty_domain": named_str(a.schema(), &domain),
+                })
+            })
+            .collect();
         serde_json::to_writer_pretty(&mut *out, &rows)?;
         writeln!(out)?;
         return Ok(());
     }
-    writeln!(out, "{} fragment(s) of {} (oldest first)", rows.len(), args.uri.display())?;
-    for (f, r) in a.fragments().iter().zip(&rows) {
-        writeln!(
-            out,
-            "  {}  {:<6}  {} .. {}  {} cells  {}  {}",
-            f.name,
-            r["kind"].as_str().unwrap_or(""),
+    writeln!(out, "{} fragment(s) of {} (oldest first)", frags.len(), args.uri.display())?;
+    let rows = frags.iter().map(|f| {
+        vec![
+            f.name.to_string(),
+            f.kind().name().into(),
             iso_ms(f.name.t0),
             iso_ms(f.name.t1),
-            f.cell_count,
+            f.cell_count.to_string(),
             human(f.stored_bytes()),
-            r["nonempty_domain"].as_str().unwrap_or("")
-        )?;
-    }
-    Ok(())
+            coords_str(&f.nonempty_domain(a.schema())),
+        ]
+    });
+    write_table(out, &["name", "kind", "t0", "t1", "cells", "stored", "non-empty domain"], rows)
 }
 
 fn pair<T: std::str::FromStr>(s: &str, what: &str) -> Result<(T, T)> {
@@ -135,10 +127,9 @@ pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl W
     } else {
         Selection::All
     };
-    let c = ctx(config)?;
     let t = std::time::Instant::now();
-    let made =
-        consolidate(&c, &args.uri, &sel).with_context(|| format!("cannot consolidate {}", args.uri.display()))?;
+    let made = consolidate(&context(config)?, &args.uri, &sel)
+        .with_context(|| format!("cannot consolidate {}", args.uri.display()))?;
     match made {
         None => writeln!(out, "nothing to consolidate in {} (fewer than two fragments chosen)", args.uri.display())?,
         Some(m) => writeln!(
@@ -161,8 +152,7 @@ pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl W
 /// # Errors
 /// Readers or writers holding the array past `sm.vacuum.lock_timeout_ms`, or a storage failure.
 pub fn vacuum_cmd(args: &VacuumArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let c = ctx(config)?;
-    let r = vacuum(&c, &args.uri).with_context(|| format!("cannot vacuum {}", args.uri.display()))?;
+    let r = vacuum(&context(config)?, &args.uri).with_context(|| format!("cannot vacuum {}", args.uri.display()))?;
     writeln!(
         out,
         "vacuumed {}: removed {} superseded fragment(s) and {} unfinished one(s)",
@@ -178,11 +168,10 @@ pub fn vacuum_cmd(args: &VacuumArgs, config: &Config, out: &mut impl Write) -> R
 /// # Errors
 /// A bad SPEC (reversed, outside the domain) or an engine failure.
 pub fn delete(args: &DeleteArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let c = ctx(config)?;
-    let a =
-        Array::open(&c, &args.uri, Mode::Write).with_context(|| format!("cannot open array {}", args.uri.display()))?;
-    let ranges = SparseSpec::parse(&args.subarray)?.resolve(a.schema())?;
-    let name = a.delete_ranges(&ranges).with_context(|| format!("cannot delete from {}", args.uri.display()))?;
-    writeln!(out, "deleted {} from {} (fragment {name})", sparse_ranges_str(a.schema(), &ranges), args.uri.display())?;
+    let a = open(config, &args.uri, Mode::Write)?;
+    let ranges = Spec::parse(&args.subarray, false)?.resolve(a.schema())?;
+    let engine: Vec<Vec<_>> = ranges.iter().map(|r| r.iter().copied().collect()).collect();
+    let name = a.delete_ranges(&engine).with_context(|| format!("cannot delete from {}", args.uri.display()))?;
+    writeln!(out, "deleted {} from {} (fragment {name})", named_str(a.schema(), &ranges), args.uri.display())?;
     Ok(())
 }

@@ -25,9 +25,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnDescriptor, Type};
 use tessera::{AttrData, Datatype};
 
-use crate::table::{
-    f32_cell, f64_cell, int_cell, is_null, str_range, Batch, ColumnSpec, Kind, Sink, Source, SrcColumn, SrcKind, Values,
-};
+use crate::table::{Batch, Cell, ColumnSpec, Kind, Sink, Source, SrcColumn, SrcKind, Values};
 
 /// How a Parquet column's values are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +109,7 @@ impl ParquetSource {
         for d in schema.columns() {
             let (p, type_name) = classify(d);
             let kind = match p {
-                Phys::I32 { .. } | Phys::I64 { unsigned: false } => SrcKind::Int { unsigned64: false },
-                Phys::I64 { unsigned: true } => SrcKind::Int { unsigned64: true },
+                Phys::I32 { .. } | Phys::I64 { .. } => SrcKind::Int,
                 Phys::F32 | Phys::F64 => SrcKind::Float,
                 Phys::Bytes => SrcKind::Bytes,
                 Phys::Unsupported => SrcKind::Unsupported,
@@ -147,17 +144,13 @@ impl ParquetSource {
         let values = match (self.phys[c], reader) {
             (Phys::I32 { unsigned }, ColumnReader::Int32ColumnReader(r)) => {
                 let (v, valid) = read_n::<Int32Type>(r, n, max_def).with_context(ctx)?;
-                let vals =
-                    v.into_iter().map(|x| if unsigned { i64::from(x.cast_unsigned()) } else { i64::from(x) }).collect();
+                let vals = v.into_iter().map(|x| if unsigned { x.cast_unsigned().into() } else { x.into() }).collect();
                 Values::Int { vals, valid }
             }
-            (Phys::I64 { unsigned: false }, ColumnReader::Int64ColumnReader(r)) => {
-                let (vals, valid) = read_n::<Int64Type>(r, n, max_def).with_context(ctx)?;
-                Values::Int { vals, valid }
-            }
-            (Phys::I64 { unsigned: true }, ColumnReader::Int64ColumnReader(r)) => {
+            (Phys::I64 { unsigned }, ColumnReader::Int64ColumnReader(r)) => {
                 let (v, valid) = read_n::<Int64Type>(r, n, max_def).with_context(ctx)?;
-                Values::UInt { vals: v.into_iter().map(i64::cast_unsigned).collect(), valid }
+                let vals = v.into_iter().map(|x| if unsigned { x.cast_unsigned().into() } else { x.into() }).collect();
+                Values::Int { vals, valid }
             }
             (Phys::F32, ColumnReader::FloatColumnReader(r)) => {
                 let (vals, valid) = read_n::<FloatType>(r, n, max_def).with_context(ctx)?;
@@ -190,11 +183,10 @@ impl ParquetSource {
     }
 }
 
-/// Reads `n` rows of a column: one value per row (a default where null) and, for optional
-/// columns with nulls, which rows are valid.
 /// One value per row (a default where null) and, when some are null, which rows are valid.
 type Column<T> = (Vec<T>, Option<Vec<bool>>);
 
+/// Reads `n` rows of a column.
 fn read_n<T: DataType>(r: &mut ColumnReaderImpl<T>, n: usize, max_def: i16) -> Result<Column<T::T>> {
     let mut defs: Vec<i16> = Vec::with_capacity(if max_def > 0 { n } else { 0 });
     let mut vals: Vec<T::T> = Vec::with_capacity(n);
@@ -331,49 +323,37 @@ impl ParquetSink {
     }
 }
 
-/// Definition levels and the valid rows of a nullable column (`None`: no levels needed).
-fn levels(spec: &ColumnSpec, col: &AttrData, cells: usize) -> (Option<Vec<i16>>, Vec<usize>) {
-    if !spec.nullable {
-        return (None, (0..cells).collect());
-    }
-    let defs: Vec<i16> = (0..cells).map(|i| i16::from(!is_null(col, i))).collect();
-    let rows = (0..cells).filter(|&i| defs[i] == 1).collect();
-    (Some(defs), rows)
-}
-
 impl Sink for ParquetSink {
     fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()> {
         let mut rg = self.writer.next_row_group()?;
         for (spec, col) in self.specs.iter().zip(cols) {
             let mut cw = rg.next_column()?.ok_or_else(|| anyhow!("the Parquet schema has too few columns"))?;
-            let (defs, rows) = levels(spec, col, cells);
+            let valid = |i: &usize| col.validity.as_ref().is_none_or(|v| v[*i] != 0);
+            let defs: Option<Vec<i16>> = spec.nullable.then(|| (0..cells).map(|i| i16::from(valid(&i))).collect());
             let defs = defs.as_deref();
-            match (spec.kind, cw.untyped()) {
-                (Kind::Int(t), ColumnWriter::Int32ColumnWriter(w)) => {
-                    // i32 bit patterns (UINT32 values above 2^31 - 1 wrap, as Parquet stores them).
-                    #[allow(clippy::cast_possible_truncation)]
-                    let v: Vec<i32> = rows.iter().map(|&i| int_cell(t, &col.data, i) as i32).collect();
-                    w.write_batch(&v, defs, None)?;
+            let rows = (0..cells).filter(valid);
+            let int = |i: usize| if let Cell::Int(x) = spec.cell(col, i) { x } else { 0 };
+            // Integers as their i32/i64 bit patterns (UINT32 above 2^31 - 1 wraps, as Parquet stores it).
+            #[allow(clippy::cast_possible_truncation)]
+            match cw.untyped() {
+                ColumnWriter::Int32ColumnWriter(w) => {
+                    w.write_batch(&rows.map(|i| int(i) as i32).collect::<Vec<_>>(), defs, None)?;
                 }
-                (Kind::Int(t), ColumnWriter::Int64ColumnWriter(w)) => {
-                    #[allow(clippy::cast_possible_truncation)]
-                    let v: Vec<i64> = rows.iter().map(|&i| int_cell(t, &col.data, i) as i64).collect();
-                    w.write_batch(&v, defs, None)?;
+                ColumnWriter::Int64ColumnWriter(w) => {
+                    w.write_batch(&rows.map(|i| int(i) as i64).collect::<Vec<_>>(), defs, None)?;
                 }
-                (Kind::Float(_), ColumnWriter::FloatColumnWriter(w)) => {
-                    let v: Vec<f32> = rows.iter().map(|&i| f32_cell(&col.data, i)).collect();
-                    w.write_batch(&v, defs, None)?;
+                ColumnWriter::FloatColumnWriter(w) => {
+                    let v = rows.map(|i| if let Cell::F32(x) = spec.cell(col, i) { x } else { 0.0 });
+                    w.write_batch(&v.collect::<Vec<_>>(), defs, None)?;
                 }
-                (Kind::Float(_), ColumnWriter::DoubleColumnWriter(w)) => {
-                    let v: Vec<f64> = rows.iter().map(|&i| f64_cell(&col.data, i)).collect();
-                    w.write_batch(&v, defs, None)?;
+                ColumnWriter::DoubleColumnWriter(w) => {
+                    let v = rows.map(|i| if let Cell::F64(x) = spec.cell(col, i) { x } else { 0.0 });
+                    w.write_batch(&v.collect::<Vec<_>>(), defs, None)?;
                 }
-                (Kind::Str(_), ColumnWriter::ByteArrayColumnWriter(w)) => {
+                ColumnWriter::ByteArrayColumnWriter(w) => {
+                    // One copy of the column, sliced per cell.
                     let all = bytes::Bytes::copy_from_slice(&col.data);
-                    let v: Vec<ByteArray> = rows
-                        .iter()
-                        .map(|&i| ByteArray::from(all.slice(str_range(spec, col, i).unwrap_or(0..0))))
-                        .collect();
+                    let v: Vec<ByteArray> = rows.map(|i| ByteArray::from(all.slice(spec.str_range(col, i)))).collect();
                     w.write_batch(&v, defs, None)?;
                 }
                 _ => bail!("column {}: internal error: Parquet writer type mismatch", spec.name),

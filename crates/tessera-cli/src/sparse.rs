@@ -19,101 +19,70 @@ use tessera::{
     CoordInput, Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
 };
 
-use crate::csv::parse_delimiter;
-use crate::csv_io::{CsvSink, CsvSource};
-use crate::info::human;
-use crate::progress;
-use crate::subarray_spec::{sparse_ranges_str, SparseSpec};
+use crate::csv::{parse_delimiter, CsvSink, CsvSource};
+use crate::info::{dir_size, domain_str, human, json_name, tile_str};
+use crate::spec::{named_str, Spec};
 use crate::table::{
-    append, check_compatible, specs_of, Batch, ColumnBuf, ColumnSpec, Inference, Inferred, Sink, Source, SrcKind,
+    append, check_compatible, specs_of, ColumnBuf, ColumnSpec, Inference, Inferred, Sink, Source, SrcKind,
 };
-use crate::{context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
+use crate::{bytes_bar, context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
 
 /// Rows per batch read from a file (and per submit with `--sorted`).
-pub(crate) const CHUNK_ROWS: usize = 1 << 20;
+const CHUNK_ROWS: usize = 1 << 20;
 
-/// The exchange formats.
+/// The exchange formats: CSV with a delimiter, or Parquet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
-    /// CSV with this delimiter.
+enum Format {
     Csv(u8),
-    /// Parquet.
     Parquet,
 }
 
 impl Format {
-    /// The format of `path` by its extension (`.csv`, `.tsv`, `.txt`, `.parquet`, `.pq`).
-    ///
-    /// # Errors
-    /// Another extension, or a bad `--delimiter`.
-    pub(crate) fn of(path: &Path, delimiter: Option<&str>) -> Result<Self> {
+    /// The format of `path` by its extension (`.csv`, `.tsv`, `.txt`, `.parquet`, `.pq`); `npy`
+    /// is what to say about `.npy` files (which are for dense arrays).
+    fn of(path: &Path, delimiter: Option<&str>, npy: Option<&dyn Fn() -> String>) -> Result<Self> {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        let delimiter = delimiter.map(parse_delimiter).transpose().map_err(|e| anyhow!(e))?;
+        let delimiter = delimiter.map(parse_delimiter).transpose()?;
         match ext.as_deref() {
             Some("csv" | "txt") => Ok(Format::Csv(delimiter.unwrap_or(b','))),
             Some("tsv" | "tab") => Ok(Format::Csv(delimiter.unwrap_or(b'\t'))),
-            Some("parquet" | "pq" | "parq") => {
-                if delimiter.is_some() {
-                    bail!("--delimiter applies to CSV files, not to {}", path.display());
-                }
-                Ok(Format::Parquet)
+            Some("parquet" | "pq" | "parq") if delimiter.is_some() => {
+                bail!("--delimiter applies to CSV files, not to {}", path.display())
             }
+            Some("parquet" | "pq" | "parq") => Ok(Format::Parquet),
+            Some("npy") if npy.is_some() => bail!("{}", npy.map(|f| f()).unwrap_or_default()),
             _ => bail!(
                 "{}: unknown file type; sparse arrays are exchanged as .csv (or .tsv) and .parquet files",
                 path.display()
             ),
         }
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            Format::Csv(_) => "CSV",
-            Format::Parquet => "Parquet",
-        }
-    }
-}
-
-/// Opens `path` as a table.
-fn open_source(path: &Path, format: Format) -> Result<Box<dyn Source>> {
-    Ok(match format {
-        Format::Csv(d) => Box::new(CsvSource::open(path, d)?),
-        Format::Parquet => parquet_source(path)?,
-    })
-}
-
-#[cfg(feature = "parquet")]
-fn parquet_source(path: &Path) -> Result<Box<dyn Source>> {
-    Ok(Box::new(crate::parquet_io::ParquetSource::open(path)?))
-}
-
-#[cfg(feature = "parquet")]
-fn parquet_sink(file: File, specs: &[ColumnSpec]) -> Result<Box<dyn Sink>> {
-    Ok(Box::new(crate::parquet_io::ParquetSink::new(file, specs)?))
 }
 
 /// What builds without the `parquet` feature say.
 #[cfg(not(feature = "parquet"))]
 const NO_PARQUET: &str = "this tessera was built without Parquet support (cargo feature \"parquet\"); use CSV";
 
-#[cfg(not(feature = "parquet"))]
-fn parquet_source(path: &Path) -> Result<Box<dyn Source>> {
-    bail!("{}: {NO_PARQUET}", path.display())
+/// Opens `path` as a table.
+fn open_source(path: &Path, format: Format) -> Result<Box<dyn Source>> {
+    match format {
+        Format::Csv(d) => Ok(Box::new(CsvSource::open(path, d)?)),
+        #[cfg(feature = "parquet")]
+        Format::Parquet => Ok(Box::new(crate::parquet_io::ParquetSource::open(path)?)),
+        #[cfg(not(feature = "parquet"))]
+        Format::Parquet => bail!("{}: {NO_PARQUET}", path.display()),
+    }
 }
 
-#[cfg(not(feature = "parquet"))]
-fn parquet_sink(_file: File, _specs: &[ColumnSpec]) -> Result<Box<dyn Sink>> {
-    bail!("{NO_PARQUET}")
-}
-
-/// How a file is written into an array.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LoadOptions {
-    /// Skip columns that are neither dimensions nor attributes.
-    pub(crate) ignore_extra: bool,
-    /// Rows are in global order: stream them.
-    pub(crate) sorted: bool,
-    /// Rows per batch.
-    pub(crate) chunk_rows: usize,
+/// Starts writing results to `file`.
+fn open_sink(file: File, format: Format, specs: &[ColumnSpec]) -> Result<Box<dyn Sink>> {
+    match format {
+        Format::Csv(d) => Ok(Box::new(CsvSink::new(file, specs, d)?)),
+        #[cfg(feature = "parquet")]
+        Format::Parquet => Ok(Box::new(crate::parquet_io::ParquetSink::new(file, specs)?)),
+        #[cfg(not(feature = "parquet"))]
+        Format::Parquet => bail!("{NO_PARQUET}"),
+    }
 }
 
 /// Finds the source column of each spec and selects them in spec order.
@@ -122,21 +91,22 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
     let cols = src.columns();
     let names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
     let missing: Vec<String> =
-        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(ColumnSpec::role).collect();
+        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(|s| s.role().to_string()).collect();
     if !missing.is_empty() {
         bail!("{file}: no column for {} of {array} (the file has columns: {})", missing.join(", "), names());
     }
     let extra: Vec<&str> =
         cols.iter().filter(|c| !specs.iter().any(|s| s.name == c.name)).map(|c| c.name.as_str()).collect();
     if !extra.is_empty() && !ignore_extra {
+        let one = extra.len() == 1;
         bail!(
             "{file}: column{} {} match{} no dimension or attribute of {array} (it has: {}); pass --ignore-extra to \
              skip {}",
-            plural(extra.len()),
+            if one { "" } else { "s" },
             extra.join(", "),
-            if extra.len() == 1 { "es" } else { "" },
+            if one { "es" } else { "" },
             specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
-            if extra.len() == 1 { "it" } else { "them" }
+            if one { "it" } else { "them" }
         );
     }
     let mut picked = Vec::with_capacity(specs.len());
@@ -149,22 +119,75 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
     Ok(())
 }
 
-/// Converts every column of `batch` into `bufs`.
-fn convert(specs: &[ColumnSpec], batch: &Batch, bufs: &mut [ColumnBuf], file: &Path) -> Result<()> {
-    for ((spec, values), buf) in specs.iter().zip(&batch.cols).zip(bufs.iter_mut()) {
-        append(spec, values, batch.rows, buf)
-            .map_err(|e| anyhow!("{}: {}, column {}: {}", file.display(), batch.locate(e.row), spec.name, e.detail))?;
+/// Writes the rows of `path` into the open sparse `array` as one fragment: all rows in one
+/// unordered submit, or with `sorted` (rows in global order) chunks of `chunk_rows` rows into one
+/// global-order write. Errors name the row and column of a bad value; nothing is committed on
+/// error.
+fn load(
+    array: &Array,
+    path: &Path,
+    format: Format,
+    ignore_extra: bool,
+    sorted: bool,
+    chunk_rows: usize,
+) -> Result<FragmentMetadata> {
+    let schema = array.schema();
+    let in_array = format!("array {}", array.uri().display());
+    let all: Vec<usize> = (0..schema.attrs.len()).collect();
+    let specs = specs_of(schema, &all).with_context(|| format!("{in_array}: a write needs every attribute"))?;
+    let mut src = open_source(path, format)?;
+    map_columns(src.as_mut(), &specs, &in_array, ignore_extra)?;
+    let file = path.display();
+    let bar = bytes_bar(src.progress().1, "loading");
+    let mut bufs = vec![ColumnBuf::default(); specs.len()];
+    let layout = if sorted { Layout::Global } else { Layout::Unordered };
+    let mut w = array.sparse_writer(layout).with_context(|| format!("cannot write to {in_array}"))?;
+    let mut rows = 0u64;
+    while let Some(batch) = src.next_batch(chunk_rows)? {
+        if sorted {
+            bufs.iter_mut().for_each(ColumnBuf::clear);
+        }
+        for ((spec, values), buf) in specs.iter().zip(&batch.cols).zip(bufs.iter_mut()) {
+            append(spec, values, batch.rows, buf)
+                .map_err(|(row, e)| anyhow!("{file}: {}, column {}: {e}", batch.locate(row), spec.name))?;
+        }
+        let (first, n) = (batch.first_row + 1, batch.rows as u64);
+        if sorted {
+            submit(&mut w, schema.dims.len(), &specs, &bufs).with_context(|| {
+                format!(
+                    "cannot write rows {first}..{} of {file} to {in_array} (cell k of these rows is row {first} + k; \
+                     --sorted needs the rows in the array's global order)",
+                    first + n - 1
+                )
+            })?;
+        }
+        rows += n;
+        bar.set_position(src.progress().0);
     }
-    Ok(())
+    bar.finish_and_clear();
+    if rows == 0 {
+        bail!("{file} has no data rows: nothing to write");
+    }
+    if !sorted {
+        if rows > u64::from(u32::MAX) {
+            // The engine sorts an unordered write with a u32 permutation.
+            bail!(
+                "{file} has {rows} rows; one unordered write takes at most 2^32 - 1 cells (sort the rows in the \
+                 array's global order and pass --sorted)"
+            );
+        }
+        submit(&mut w, schema.dims.len(), &specs, &bufs)
+            .with_context(|| format!("cannot write {file} to {in_array} (cell k is data row k + 1 of the file)"))?;
+        drop(bufs);
+    }
+    w.finish().with_context(|| format!("cannot commit the write to {in_array}"))
 }
 
 /// Submits the buffered cells (dimensions first, as `specs`).
 fn submit(w: &mut SparseWriter, ndim: usize, specs: &[ColumnSpec], bufs: &[ColumnBuf]) -> tessera::Result<()> {
     let coords: Vec<CoordInput<'_>> =
         specs[..ndim].iter().zip(bufs).map(|(s, b)| CoordInput { name: &s.name, data: &b.data }).collect();
-    let attrs: Vec<AttrInput<'_>> = specs[ndim..]
-        .iter()
-        .zip(&bufs[ndim..])
+    let attrs: Vec<AttrInput<'_>> = (specs[ndim..].iter().zip(&bufs[ndim..]))
         .map(|(s, b)| AttrInput {
             name: &s.name,
             data: &b.data,
@@ -175,210 +198,94 @@ fn submit(w: &mut SparseWriter, ndim: usize, specs: &[ColumnSpec], bufs: &[Colum
     w.submit(&coords, &attrs)
 }
 
-/// Writes the rows of `path` into the open sparse `array` as one fragment.
-///
-/// # Errors
-/// Missing or extra columns, a value that does not convert (naming its row and column),
-/// coordinates the engine refuses (duplicates, out of global order with `--sorted`), an empty
-/// file, or an engine failure. Nothing is committed on error.
-pub(crate) fn load(array: &Array, path: &Path, format: Format, opts: LoadOptions) -> Result<FragmentMetadata> {
-    let schema = array.schema();
-    let in_array = format!("array {}", array.uri().display());
-    let all: Vec<usize> = (0..schema.attrs.len()).collect();
-    let specs = specs_of(schema, &all).with_context(|| format!("{in_array}: a write needs every attribute"))?;
-    let mut src = open_source(path, format)?;
-    map_columns(src.as_mut(), &specs, &in_array, opts.ignore_extra)?;
-    let ndim = schema.dims.len();
-    let file = path.display();
-    let bar = progress::bytes_bar(src.progress().1, "loading");
-    let mut bufs = vec![ColumnBuf::default(); specs.len()];
-    let mut rows = 0u64;
-    let meta = if opts.sorted {
-        let mut w = array.sparse_writer(Layout::Global).with_context(|| format!("cannot write to {in_array}"))?;
-        while let Some(batch) = src.next_batch(opts.chunk_rows)? {
-            bufs.iter_mut().for_each(ColumnBuf::clear);
-            convert(&specs, &batch, &mut bufs, path)?;
-            submit(&mut w, ndim, &specs, &bufs).with_context(|| {
-                format!(
-                    "cannot write rows {}..{} of {file} to {in_array} (cell k of these rows is row {} + k; --sorted \
-                     needs the rows in the array's global order)",
-                    batch.first_row + 1,
-                    batch.first_row + batch.rows as u64,
-                    batch.first_row + 1
-                )
-            })?;
-            rows += batch.rows as u64;
-            bar.set_position(src.progress().0);
-        }
-        if rows == 0 {
-            bail!("{file} has no data rows: nothing to write");
-        }
-        bar.finish_and_clear();
-        w.finish().with_context(|| format!("cannot commit the write to {in_array}"))?
-    } else {
-        while let Some(batch) = src.next_batch(opts.chunk_rows)? {
-            convert(&specs, &batch, &mut bufs, path)?;
-            rows += batch.rows as u64;
-            bar.set_position(src.progress().0);
-        }
-        bar.finish_and_clear();
-        if rows == 0 {
-            bail!("{file} has no data rows: nothing to write");
-        }
-        if rows > u64::from(u32::MAX) {
-            // The engine sorts an unordered write with a u32 permutation.
-            bail!(
-                "{file} has {rows} rows; one unordered write takes at most 2^32 - 1 cells (sort the rows in the \
-                   array's global order and pass --sorted)"
-            );
-        }
-        let mut w = array.sparse_writer(Layout::Unordered).with_context(|| format!("cannot write to {in_array}"))?;
-        submit(&mut w, ndim, &specs, &bufs)
-            .with_context(|| format!("cannot write {file} to {in_array} (cell k is data row k + 1 of the file)"))?;
-        drop(bufs);
-        w.finish().with_context(|| format!("cannot commit the write to {in_array}"))?
-    };
-    Ok(meta)
-}
-
 /// `tessera write URI --input FILE.csv|FILE.parquet` on a sparse array.
 pub(crate) fn write(array: &Array, args: &WriteArgs, out: &mut impl Write) -> Result<()> {
-    let uri = &args.uri;
+    let uri = args.uri.display();
     if args.subarray.is_some() {
-        bail!(
-            "array {} is sparse: --subarray is for dense writes; a sparse write takes every cell's coordinates from \
-             the file",
-            uri.display()
-        );
+        bail!("array {uri} is sparse: --subarray is for dense writes; a sparse write takes every cell's coordinates from the file");
     }
     let [input] = args.input.as_slice() else {
-        bail!("array {} is sparse: give one --input file (.csv or .parquet) holding every column", uri.display());
+        bail!("array {uri} is sparse: give one --input file (.csv or .parquet) holding every column");
     };
     let path = PathBuf::from(input);
-    let format = Format::of(&path, args.delimiter.as_deref()).map_err(|e| {
-        if path.extension().is_some_and(|e| e == "npy") {
-            anyhow!(
-                "array {} is sparse: write it from a .csv or .parquet file with one row per cell (columns named \
-                 like its dimensions and attributes), not from .npy",
-                uri.display()
-            )
-        } else {
-            e
-        }
-    })?;
+    let npy = || {
+        format!(
+            "array {uri} is sparse: write it from a .csv or .parquet file with one row per cell (columns named like \
+             its dimensions and attributes), not from .npy"
+        )
+    };
+    let format = Format::of(&path, args.delimiter.as_deref(), Some(&npy))?;
     let start = Instant::now();
-    let opts = LoadOptions { ignore_extra: args.ignore_extra, sorted: args.sorted, chunk_rows: CHUNK_ROWS };
-    let meta = load(array, &path, format, opts)?;
+    let meta = load(array, &path, format, args.ignore_extra, args.sorted, CHUNK_ROWS)?;
+    let (n, stored, secs) = (meta.cell_count, human(meta.stored_bytes()), start.elapsed().as_secs_f64());
+    let (file, name) = (path.display(), &meta.name);
     writeln!(
         out,
-        "wrote {} cell{} from {} to {} as fragment {} ({} stored) in {:.2} s",
-        meta.cell_count,
-        plural(usize::try_from(meta.cell_count).unwrap_or(2)),
-        path.display(),
-        uri.display(),
-        meta.name,
-        human(meta.stored_bytes()),
-        start.elapsed().as_secs_f64()
+        "wrote {n} cell{} from {file} to {uri} as fragment {name} ({stored} stored) in {secs:.2} s",
+        plural(n)
     )?;
     Ok(())
 }
 
 /// `tessera read URI --output FILE.csv|FILE.parquet` on a sparse array.
 pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut impl Write) -> Result<()> {
-    let uri = &args.uri;
+    let uri = args.uri.display();
     let schema = array.schema();
-    let in_array = || format!("array {}", uri.display());
     let [output] = args.output.as_slice() else {
-        bail!("array {} is sparse: give one --output file (.csv or .parquet)", uri.display());
+        bail!("array {uri} is sparse: give one --output file (.csv or .parquet)");
     };
     let path = PathBuf::from(output);
-    let format = Format::of(&path, args.delimiter.as_deref()).map_err(|e| {
-        if path.extension().is_some_and(|e| e == "npy") {
-            anyhow!(
-                "array {} is sparse: read it into a .csv or .parquet file (one row per cell), not .npy",
-                uri.display()
-            )
-        } else {
-            e
+    let npy = || format!("array {uri} is sparse: read it into a .csv or .parquet file (one row per cell), not .npy");
+    let format = Format::of(&path, args.delimiter.as_deref(), Some(&npy))?;
+    let mut attrs: Vec<usize> = Vec::new();
+    for name in &args.attrs {
+        let Some(i) = schema.attr_index(name) else {
+            let names: Vec<&str> = schema.attrs.iter().map(|a| a.name.as_str()).collect();
+            bail!("--attrs: array {uri} has no attribute {name:?} (it has: {})", names.join(", "));
+        };
+        if attrs.contains(&i) {
+            bail!("--attrs: attribute {name} is given more than once");
         }
-    })?;
-    let attrs: Vec<usize> = if args.attrs.is_empty() {
-        (0..schema.attrs.len()).collect()
-    } else {
-        let mut v = Vec::new();
-        for name in &args.attrs {
-            let Some(i) = schema.attr_index(name) else {
-                bail!(
-                    "--attrs: {} has no attribute {name:?} (it has: {})",
-                    in_array(),
-                    schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
-                );
-            };
-            if v.contains(&i) {
-                bail!("--attrs: attribute {name} is given more than once");
-            }
-            v.push(i);
-        }
-        v
-    };
-    let specs = specs_of(schema, &attrs)
-        .with_context(|| format!("{}: choose the attributes to read with --attrs", in_array()))?;
+        attrs.push(i);
+    }
+    if attrs.is_empty() {
+        attrs = (0..schema.attrs.len()).collect();
+    }
+    let specs =
+        specs_of(schema, &attrs).with_context(|| format!("array {uri}: choose the attributes to read with --attrs"))?;
     let ranges = match &args.subarray {
-        Some(s) => SparseSpec::parse(s)?.resolve(schema).with_context(in_array)?,
-        None => vec![Vec::new(); schema.dims.len()],
+        Some(s) => Spec::parse(s, false)?.resolve(schema).with_context(|| format!("array {uri}"))?,
+        None => vec![None; schema.dims.len()],
     };
-    let range_text = sparse_ranges_str(schema, &ranges);
+    let range_text = named_str(schema, &ranges);
+    let ranges: Vec<Vec<_>> = ranges.iter().map(|r| r.iter().copied().collect()).collect();
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
     let layout = Layout::from(args.layout);
-    let mut query = array
-        .sparse_query(&ranges, &names, layout)
-        .with_context(|| format!("cannot read {range_text} of {}", in_array()))?;
-    let total = query.total_cells();
-
-    let file_name = path.file_name().ok_or_else(|| anyhow!("--output {}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tessera-{}.tmp", file_name.to_string_lossy(), std::process::id()));
-    let file = File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut temps = TempFiles(vec![tmp.clone()]);
-    let mut sink: Box<dyn Sink> = match format {
-        Format::Csv(d) => Box::new(CsvSink::new(file, &specs, d)?),
-        Format::Parquet => parquet_sink(file, &specs)?,
-    };
-    let cell_bytes: u64 = specs.iter().map(|s| s.kind_size_estimate()).sum();
-    let bar = progress::bytes_bar(total * cell_bytes, "reading");
+    let reading = || format!("cannot read {range_text} of array {uri}");
+    let mut query = array.sparse_query(&ranges, &names, layout).with_context(reading)?;
+    let mut temps = TempFiles::default();
+    let mut sink = open_sink(temps.create(&path)?, format, &specs)?;
+    let cell_bytes: u64 = specs.iter().map(ColumnSpec::size_estimate).sum();
+    let bar = bytes_bar(query.total_cells() * cell_bytes, "reading");
     let mut cells = 0u64;
-    while let Some(batch) =
-        query.next_batch(batch_bytes).with_context(|| format!("cannot read {range_text} of {}", in_array()))?
-    {
-        let n = usize::try_from(batch.cells)?;
-        sink.write_batch(&batch.attrs, n).with_context(|| format!("cannot write {}", path.display()))?;
+    let writing = || format!("cannot write {}", path.display());
+    while let Some(batch) = query.next_batch(batch_bytes).with_context(reading)? {
+        sink.write_batch(&batch.attrs, usize::try_from(batch.cells)?).with_context(writing)?;
         cells += batch.cells;
         bar.inc(batch.cells * cell_bytes);
     }
     bar.finish_and_clear();
-    sink.finish().with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot create {}", path.display()))?;
-    temps.0.clear();
+    sink.finish().with_context(writing)?;
+    temps.commit()?;
+    let kind = if format == Format::Parquet { "Parquet" } else { "CSV" };
+    let columns = specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
+    let (file, layout) = (path.display(), layout.name());
     writeln!(
         out,
-        "wrote {} ({}): {cells} cell{} of {} ({range_text}), layout {}, columns {}",
-        path.display(),
-        format.name(),
-        plural(usize::try_from(cells).unwrap_or(2)),
-        uri.display(),
-        layout.name(),
-        specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        "wrote {file} ({kind}): {cells} cell{} of {uri} ({range_text}), layout {layout}, columns {columns}",
+        plural(cells)
     )?;
     Ok(())
-}
-
-impl ColumnSpec {
-    /// Bytes per cell for progress estimates (16 for strings).
-    fn kind_size_estimate(&self) -> u64 {
-        match self.kind {
-            crate::table::Kind::Int(t) | crate::table::Kind::Float(t) => t.size() as u64,
-            crate::table::Kind::Str(_) => 16,
-        }
-    }
 }
 
 /// Parses `NAME=VALUE` items of `flag`, checking names are dimensions in `dims`.
@@ -397,6 +304,18 @@ fn named_items<'a>(items: &'a [String], flag: &str, dims: &[String]) -> Result<V
         out.push((i, value.trim()));
     }
     Ok(out)
+}
+
+/// Parses `flag` value `v` of dimension `d`, which `ok` must accept (else: `flag d=v: what`).
+fn value_of<T: std::str::FromStr>(flag: &str, d: &str, v: &str, ok: impl Fn(&T) -> bool, what: &str) -> Result<T> {
+    v.trim().parse::<T>().ok().filter(ok).ok_or_else(|| anyhow!("{flag} {d}={v}: {what}"))
+}
+
+/// Parses `--domain` value `v` (`LO:HI`) of dimension `d`.
+fn domain_of<T: std::str::FromStr>(d: &str, v: &str, ok: impl Fn(&T) -> bool, what: &str) -> Result<(T, T)> {
+    let (a, b) = v.split_once(':').ok_or_else(|| anyhow!("--domain {d}={v}: expected LO:HI"))?;
+    let p = |s: &str| s.trim().parse::<T>().ok().filter(&ok).ok_or_else(|| anyhow!("--domain {d}={v}: {what}"));
+    Ok((p(a)?, p(b)?))
 }
 
 /// The folder an import creates the array in: absent (created) or empty (emptied on failure).
@@ -430,7 +349,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     let start = Instant::now();
     let path = &args.file;
     let file = path.display().to_string();
-    let format = Format::of(path, args.delimiter.as_deref())?;
+    let format = Format::of(path, args.delimiter.as_deref(), None)?;
     let uri = &args.uri;
     // The target must not hold anything yet (checked first: nothing is read for nothing).
     let existed = uri.exists();
@@ -479,7 +398,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
 
     // Pass 1: types, nulls and ranges.
     let mut inf = vec![Inference::default(); picked.len()];
-    let bar = progress::bytes_bar(src.progress().1, "scanning");
+    let bar = bytes_bar(src.progress().1, "scanning");
     while let Some(batch) = src.next_batch(CHUNK_ROWS)? {
         for (i, v) in inf.iter_mut().zip(&batch.cols) {
             i.add(v, &batch);
@@ -499,10 +418,9 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     let mut guard = NewArrayDir { path: uri.clone(), existed, done: false };
     Array::create(&ctx, uri, &schema).with_context(|| format!("cannot create array {}", uri.display()))?;
     let array = open(config, uri, Mode::Write)?;
-    let opts = LoadOptions { ignore_extra: true, sorted: args.sorted, chunk_rows: CHUNK_ROWS };
-    let meta = load(&array, path, format, opts)?;
+    let meta = load(&array, path, format, true, args.sorted, CHUNK_ROWS)?;
     guard.done = true;
-    let disk = crate::info::dir_size(uri).map(|(b, _)| b).unwrap_or(0);
+    let disk = dir_size(uri).map(|(b, _)| b).unwrap_or(0);
 
     writeln!(
         out,
@@ -515,8 +433,8 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         writeln!(out, "  note: {n}")?;
     }
     for d in &schema.dims {
-        let domain = crate::info::domain_str(d);
-        let tile = crate::info::tile_str(d).unwrap_or_else(|| "no tile extent".into());
+        let domain = domain_str(d);
+        let tile = tile_str(d).map_or_else(|| "no tile extent".into(), |t| format!("tile {t}"));
         writeln!(out, "  dimension {}: {}, domain {domain}, {tile}", d.name, d.datatype)?;
     }
     for a in &schema.attrs {
@@ -524,8 +442,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         let null = if a.nullable { ", nullable" } else { "" };
         writeln!(out, "  attribute {}: {}{var}{null}", a.name, a.datatype)?;
     }
-    let order =
-        serde_json::to_value(schema.cell_order).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    let order = json_name(schema.cell_order);
     writeln!(
         out,
         "  cell order {order}, capacity {}, duplicates {}",
@@ -560,7 +477,7 @@ fn infer_schema(
             bail!(
                 "{file}: column {d} has {} empty value{} (first at {}); every cell needs a coordinate",
                 i.nulls,
-                plural(usize::try_from(i.nulls).unwrap_or(2)),
+                plural(i.nulls),
                 i.first_null.as_deref().unwrap_or("?")
             );
         }
@@ -596,51 +513,19 @@ fn infer_schema(
     for (k, (d, i)) in dims.iter().zip(inf).enumerate() {
         let domain = domains.iter().find(|(j, _)| *j == k).map(|(_, v)| *v);
         let tile = tiles.iter().find(|(j, _)| *j == k).map(|(_, v)| *v);
-        let bad = |flag: &str, v: &str, what: &str| anyhow!("{flag} {d}={v}: {what}");
         let dim = if float_dims {
-            let (lo, hi) = match domain {
-                Some(v) => {
-                    let (a, b) = v.split_once(':').ok_or_else(|| bad("--domain", v, "expected LO:HI"))?;
-                    let p = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite());
-                    (
-                        p(a).ok_or_else(|| bad("--domain", v, "bounds must be finite numbers"))?,
-                        p(b).ok_or_else(|| bad("--domain", v, "bounds must be finite numbers"))?,
-                    )
-                }
-                None => i.float_range.unwrap_or((0.0, 0.0)),
-            };
-            let tile = match tile {
-                Some(v) => Some(
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|t| t.is_finite() && *t > 0.0)
-                        .ok_or_else(|| bad("--tile", v, "expected a positive number"))?,
-                ),
-                None => None,
-            };
-            Dimension::float(d.clone(), Datatype::Float64, (lo, hi), tile)
+            let domain = domain.map(|v| domain_of(d, v, |x: &f64| x.is_finite(), "bounds must be finite numbers"));
+            let tile = tile
+                .map(|v| value_of("--tile", d, v, |t: &f64| t.is_finite() && *t > 0.0, "expected a positive number"));
+            let domain = domain.transpose()?.unwrap_or(i.float_range.unwrap_or((0.0, 0.0)));
+            Dimension::float(d.clone(), Datatype::Float64, domain, tile.transpose()?)
         } else {
-            let (lo, hi) = match domain {
-                Some(v) => {
-                    let (a, b) = v.split_once(':').ok_or_else(|| bad("--domain", v, "expected LO:HI"))?;
-                    let p = |s: &str| s.trim().parse::<i128>().ok();
-                    (
-                        p(a).ok_or_else(|| bad("--domain", v, "bounds must be integers (the column holds integers)"))?,
-                        p(b).ok_or_else(|| bad("--domain", v, "bounds must be integers (the column holds integers)"))?,
-                    )
-                }
-                None => i.int_range.unwrap_or((0, 0)),
-            };
-            let mut dim = Dimension::new(d.clone(), int_type, (lo, hi), 1);
-            dim.tile = match tile {
-                Some(v) => Some(tessera::Extent::Int(
-                    v.parse::<u64>()
-                        .ok()
-                        .filter(|t| *t > 0)
-                        .ok_or_else(|| bad("--tile", v, "expected a positive integer"))?,
-                )),
-                None => None,
-            };
+            let domain =
+                domain.map(|v| domain_of(d, v, |_: &i128| true, "bounds must be integers (the column holds integers)"));
+            let tile = tile.map(|v| value_of("--tile", d, v, |t: &u64| *t > 0, "expected a positive integer"));
+            let mut dim =
+                Dimension::new(d.clone(), int_type, domain.transpose()?.unwrap_or(i.int_range.unwrap_or((0, 0))), 1);
+            dim.tile = tile.transpose()?.map(tessera::Extent::Int);
             dim
         };
         out_dims.push(dim);
@@ -741,12 +626,11 @@ mod tests {
         let ctx = context(&Config::new()).unwrap();
         Array::create(&ctx, &uri, &schema).unwrap();
         let array = Array::open(&ctx, &uri, Mode::Write).unwrap();
-        let opts = LoadOptions { ignore_extra: false, sorted: true, chunk_rows: 2 };
         let csv = dir.path().join("in.csv");
         let text: String =
             std::iter::once("x,v\n".to_string()).chain((0..25).map(|i| format!("{},{i}\n", i * 7))).collect();
         std::fs::write(&csv, &text).unwrap();
-        let meta = load(&array, &csv, Format::Csv(b','), opts).unwrap();
+        let meta = load(&array, &csv, Format::Csv(b','), false, true, 2).unwrap();
         assert_eq!(meta.cell_count, 25);
         let before = tree(&uri);
         // Out of order at row 20 (in the 10th chunk of 2 rows).
@@ -755,13 +639,13 @@ mod tests {
             .collect();
         std::fs::write(&csv, &bad).unwrap();
         let array = Array::open(&ctx, &uri, Mode::Write).unwrap();
-        let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), opts).unwrap_err());
+        let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), false, true, 2).unwrap_err());
         assert!(e.contains("cannot write rows 19..20") && e.contains("not in global order"), "{e}");
         assert_eq!(tree(&uri), before);
         // A bad value in a late chunk, too.
         let bad = text.replace("\n140,20\n", "\n140,x\n");
         std::fs::write(&csv, &bad).unwrap();
-        let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), opts).unwrap_err());
+        let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), false, true, 2).unwrap_err());
         assert!(e.contains("row 21 (line 22), column v: \"x\" is not an integer"), "{e}");
         assert_eq!(tree(&uri), before);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();

@@ -2,14 +2,13 @@
 //! sparse arrays as CSV or Parquet files.
 //!
 //! A [`Source`] yields [`Batch`]es of rows whose columns are [`Values`] in the file's own form
-//! (CSV text, or Parquet integers, floats and byte strings). [`append`] converts one column of a
-//! batch to the engine's little-endian form for a [`ColumnSpec`] (the dimension or attribute the
-//! column feeds), checking each value exactly: integers must be integers within the type's range,
-//! floats must fit the float type, coordinates must lie in the domain, absent values need a
-//! nullable attribute. Errors name the row (and, for CSV, the line) and the column.
-//!
-//! The other direction, a [`Sink`] writes the columns of engine results (dimensions first, then
-//! attributes) as CSV or Parquet. [`Inference`] guesses column types for `tessera import`.
+//! (CSV text, or Parquet integers, floats and byte strings), read one [`Cell`] at a time.
+//! [`append`] converts a column to the engine's little-endian form for a [`ColumnSpec`] (the
+//! dimension or attribute the column feeds), checking each value exactly: integers must be
+//! integers within the type's range, floats must fit the float type, coordinates must lie in the
+//! domain, absent values need a nullable attribute. Errors name the row (and, for CSV, the line)
+//! and the column. A [`Sink`] writes engine results (dimensions first, then attributes), and
+//! [`Inference`] guesses column types for `tessera import`.
 
 use std::path::Path;
 
@@ -28,32 +27,14 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    /// Bytes of one non-null cell of a fixed-size kind (0 for variable-length strings).
-    fn cell_size(self) -> usize {
-        match self {
-            Kind::Int(t) | Kind::Float(t) => t.size(),
-            Kind::Str(Some(n)) => n as usize,
-            Kind::Str(None) => 0,
-        }
-    }
-
-    /// The schema type name, e.g. `int32` or `utf8 (3 bytes)`.
-    pub(crate) fn describe(self) -> String {
+    /// The schema type name, e.g. `int32` or `utf8 of 3 bytes`.
+    fn describe(self) -> String {
         match self {
             Kind::Int(t) | Kind::Float(t) => t.name().to_string(),
             Kind::Str(None) => "utf8".into(),
             Kind::Str(Some(n)) => format!("utf8 of {n} bytes"),
         }
     }
-}
-
-/// The domain of a dimension column.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Bounds {
-    /// Inclusive integer bounds.
-    Int(i128, i128),
-    /// Inclusive float bounds.
-    Float(f64, f64),
 }
 
 /// A dimension or attribute, as a table column.
@@ -65,8 +46,8 @@ pub(crate) struct ColumnSpec {
     pub(crate) kind: Kind,
     /// Whether cells may be null (nullable attributes).
     pub(crate) nullable: bool,
-    /// For dimensions: the domain.
-    pub(crate) dim: Option<Bounds>,
+    /// For dimensions: the domain (integer bounds as floats too, for float dimensions).
+    pub(crate) dim: Option<((i128, i128), (f64, f64))>,
 }
 
 impl ColumnSpec {
@@ -75,11 +56,9 @@ impl ColumnSpec {
         // By the datatype, not the domain's JSON form: `[0, 10]` on a float dimension parses as
         // integers, and integer columns would store integer bits as float coordinates.
         let (kind, bounds) = if d.is_float() {
-            let (lo, hi) = d.float_domain();
-            (Kind::Float(d.datatype), Bounds::Float(lo, hi))
+            (Kind::Float(d.datatype), ((0, 0), d.float_domain()))
         } else {
-            let (lo, hi) = d.int_domain();
-            (Kind::Int(d.datatype), Bounds::Int(lo, hi))
+            (Kind::Int(d.datatype), (d.int_domain(), (0.0, 0.0)))
         };
         Self { name: d.name.clone(), kind, nullable: false, dim: Some(bounds) }
     }
@@ -96,13 +75,10 @@ impl ColumnSpec {
             (t, CellValNum::Fixed(1)) if t.is_integer() => Kind::Int(t),
             (t, CellValNum::Fixed(1)) => Kind::Float(t),
             (t, n) => {
-                let n = match n {
-                    CellValNum::Var => "a variable number of".to_string(),
-                    CellValNum::Fixed(n) => n.to_string(),
-                };
+                let n = if let CellValNum::Fixed(n) = n { n.to_string() } else { "a variable number of".into() };
                 bail!(
-                    "attribute {} holds {n} {t} values per cell; CSV and Parquet columns hold one value per cell \
-                     (use the Python API)",
+                    "attribute {} holds {n} {t} values per cell; CSV and Parquet columns hold one value per cell (use \
+                     the Python API)",
                     a.name
                 )
             }
@@ -110,18 +86,67 @@ impl ColumnSpec {
         Ok(Self { name: a.name.clone(), kind, nullable: a.nullable, dim: None })
     }
 
-    /// "dimension x" or "attribute a".
-    pub(crate) fn role(&self) -> String {
-        if self.dim.is_some() {
-            format!("dimension {}", self.name)
-        } else {
-            format!("attribute {}", self.name)
-        }
+    /// "dimension x" or "attribute a" (formatted only when displayed: errors only).
+    pub(crate) fn role(&self) -> Role<'_> {
+        Role(self)
     }
 
     /// Whether variable-length (offsets).
     pub(crate) fn is_var(&self) -> bool {
         self.kind == Kind::Str(None)
+    }
+
+    /// Bytes per cell, for progress estimates (16 for strings).
+    pub(crate) fn size_estimate(&self) -> u64 {
+        match self.kind {
+            Kind::Int(t) | Kind::Float(t) => t.size() as u64,
+            Kind::Str(_) => 16,
+        }
+    }
+
+    /// Cell `i` of engine results `col` of this column: `Null`, `Int`, `F32`, `F64` or `Bytes`.
+    pub(crate) fn cell<'a>(&self, col: &'a AttrData, i: usize) -> Cell<'a> {
+        if col.validity.as_ref().is_some_and(|v| v[i] == 0) {
+            return Cell::Null;
+        }
+        let data = &col.data;
+        match self.kind {
+            Kind::Int(t) => {
+                let s = t.size();
+                let mut b = [0u8; 16];
+                b[..s].copy_from_slice(&data[i * s..i * s + s]);
+                if t.integer_bounds().is_some_and(|(lo, _)| lo < 0) && b[s - 1] & 0x80 != 0 {
+                    b[s..].fill(0xff);
+                }
+                Cell::Int(i128::from_le_bytes(b))
+            }
+            Kind::Float(Datatype::Float32) => Cell::F32(f32::from_le_bytes([0, 1, 2, 3].map(|k| data[i * 4 + k]))),
+            Kind::Float(_) => Cell::F64(f64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7].map(|k| data[i * 8 + k]))),
+            Kind::Str(_) => Cell::Bytes(&data[self.str_range(col, i)]),
+        }
+    }
+
+    /// Where the bytes of cell `i` of a string column are in `col.data`.
+    pub(crate) fn str_range(&self, col: &AttrData, i: usize) -> std::ops::Range<usize> {
+        let len = col.data.len();
+        let (start, end) = match (&col.offsets, self.kind) {
+            (Some(o), _) => {
+                let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX).min(len);
+                (at(o[i]), o.get(i + 1).map_or(len, |&e| at(e)))
+            }
+            (None, Kind::Str(Some(n))) => ((i * n as usize).min(len), ((i + 1) * n as usize).min(len)),
+            _ => (0, 0),
+        };
+        start..end.max(start)
+    }
+}
+
+/// What a column feeds, for messages: "dimension x" or "attribute a".
+pub(crate) struct Role<'a>(&'a ColumnSpec);
+
+impl std::fmt::Display for Role<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", if self.0.dim.is_some() { "dimension" } else { "attribute" }, self.0.name)
     }
 }
 
@@ -158,18 +183,33 @@ impl ColumnBuf {
     }
 }
 
+/// One value of a table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Cell<'a> {
+    /// An absent value (Parquet null, engine null).
+    Null,
+    /// A CSV field and whether it was quoted; an unquoted empty field is an absent value.
+    Text(&'a str, bool),
+    /// An integer.
+    Int(i128),
+    /// A 32-bit float.
+    F32(f32),
+    /// A 64-bit float.
+    F64(f64),
+    /// A byte string (Parquet BYTE_ARRAY, engine strings).
+    Bytes(&'a [u8]),
+}
+
 /// One column of a batch, in the source's form. Every variant holds one entry per row.
 // Without Parquet only text columns exist.
 #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 #[derive(Debug, Clone)]
 pub(crate) enum Values {
     /// CSV fields: the concatenated text, the end of each field in it, and whether each was
-    /// quoted. An unquoted empty field is an absent value.
+    /// quoted.
     Text { text: String, ends: Vec<usize>, quoted: Vec<bool> },
-    /// Signed integers (`valid`: `None` when the column has no nulls).
-    Int { vals: Vec<i64>, valid: Option<Vec<bool>> },
-    /// Unsigned 64-bit integers.
-    UInt { vals: Vec<u64>, valid: Option<Vec<bool>> },
+    /// Integers (`valid`: `None` when the column has no nulls).
+    Int { vals: Vec<i128>, valid: Option<Vec<bool>> },
     /// 32-bit floats.
     F32 { vals: Vec<f32>, valid: Option<Vec<bool>> },
     /// 64-bit floats.
@@ -182,6 +222,27 @@ impl Values {
     /// Empty text values.
     pub(crate) fn text() -> Self {
         Values::Text { text: String::new(), ends: Vec::new(), quoted: Vec::new() }
+    }
+
+    /// The value of row `i`.
+    pub(crate) fn get(&self, i: usize) -> Cell<'_> {
+        let start = |ends: &[usize]| if i == 0 { 0 } else { ends[i - 1] };
+        let valid = |v: &Option<Vec<bool>>| v.as_ref().is_none_or(|v| v[i]);
+        match self {
+            Values::Text { text, ends, quoted } => Cell::Text(&text[start(ends)..ends[i]], quoted[i]),
+            Values::Int { valid: v, .. }
+            | Values::F32 { valid: v, .. }
+            | Values::F64 { valid: v, .. }
+            | Values::Bytes { valid: v, .. }
+                if !valid(v) =>
+            {
+                Cell::Null
+            }
+            Values::Int { vals, .. } => Cell::Int(vals[i]),
+            Values::F32 { vals, .. } => Cell::F32(vals[i]),
+            Values::F64 { vals, .. } => Cell::F64(vals[i]),
+            Values::Bytes { data, ends, .. } => Cell::Bytes(&data[start(ends)..ends[i]]),
+        }
     }
 }
 
@@ -216,8 +277,8 @@ impl Batch {
 pub(crate) enum SrcKind {
     /// CSV text: parsed as whatever the target needs.
     Text,
-    /// Integers (Parquet INT32/INT64); `unsigned64`: UINT_64 values (as [`Values::UInt`]).
-    Int { unsigned64: bool },
+    /// Integers (Parquet INT32/INT64, signed or not).
+    Int,
     /// Floats (Parquet FLOAT/DOUBLE).
     Float,
     /// Byte strings (Parquet BYTE_ARRAY).
@@ -245,13 +306,18 @@ pub(crate) trait Source {
     fn columns(&self) -> &[SrcColumn];
     /// Chooses the columns (indices into [`Source::columns`]) batches hold, in that order.
     fn select(&mut self, cols: &[usize]);
-    /// The next at most `max_rows` rows, or `None` at the end.
-    ///
-    /// # Errors
-    /// A malformed file (naming the line or row) or a read failure.
+    /// The next at most `max_rows` rows, or `None` at the end; errors name the line or row.
     fn next_batch(&mut self, max_rows: usize) -> Result<Option<Batch>>;
     /// Progress for a bar: (work done, total), in bytes of the file or an estimate.
     fn progress(&self) -> (u64, u64);
+}
+
+/// Writes engine results (dimension columns first, then attributes) to a file.
+pub(crate) trait Sink {
+    /// Writes one batch of `cells` cells: one [`AttrData`] per column spec, in order.
+    fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()>;
+    /// Completes the file (footer, flush, sync).
+    fn finish(self: Box<Self>) -> Result<()>;
 }
 
 /// Checks that source column `src` can feed `spec`.
@@ -270,86 +336,29 @@ pub(crate) fn check_compatible(src: &SrcColumn, spec: &ColumnSpec) -> Result<()>
     let ok = matches!(
         (&src.kind, spec.kind),
         (SrcKind::Text, _)
-            | (SrcKind::Int { .. }, Kind::Int(_) | Kind::Float(_))
+            | (SrcKind::Int, Kind::Int(_) | Kind::Float(_))
             | (SrcKind::Float, Kind::Float(_))
             | (SrcKind::Bytes, Kind::Str(_))
     );
     if !ok {
-        bail!(
-            "column {} has type {}, which cannot hold {} ({})",
-            src.name,
-            src.type_name,
-            spec.role(),
-            spec.kind.describe()
-        );
+        let (name, ty, role, kind) = (&src.name, &src.type_name, spec.role(), spec.kind.describe());
+        bail!("column {name} has type {ty}, which cannot hold {role} ({kind})");
     }
     Ok(())
-}
-
-/// A problem with one value: which row of the batch, and what.
-#[derive(Debug)]
-pub(crate) struct CellError {
-    /// Row within the batch.
-    pub(crate) row: usize,
-    /// What is wrong with the value.
-    pub(crate) detail: String,
 }
 
 /// Appends column `values` (of `rows` rows) converted for `spec` to `buf`.
 ///
 /// # Errors
-/// The first value that does not convert exactly.
-pub(crate) fn append(spec: &ColumnSpec, values: &Values, rows: usize, buf: &mut ColumnBuf) -> Result<(), CellError> {
+/// The first value that does not convert exactly: its row in the batch and what is wrong.
+pub(crate) fn append(
+    spec: &ColumnSpec,
+    values: &Values,
+    rows: usize,
+    buf: &mut ColumnBuf,
+) -> Result<(), (usize, String)> {
     let mut p = Pusher { spec, buf };
-    let at = |row: usize| move |detail: String| CellError { row, detail };
-    let valid = |v: &Option<Vec<bool>>, i: usize| v.as_ref().is_none_or(|v| v[i]);
-    match values {
-        Values::Text { text, ends, quoted } => {
-            let mut start = 0;
-            for i in 0..rows {
-                let field = &text[start..ends[i]];
-                start = ends[i];
-                p.text(field, quoted[i]).map_err(at(i))?;
-            }
-        }
-        Values::Int { vals, valid: v } => {
-            for (i, &x) in vals.iter().enumerate().take(rows) {
-                if valid(v, i) { p.int(i128::from(x), &x) } else { p.null() }.map_err(at(i))?;
-            }
-        }
-        Values::UInt { vals, valid: v } => {
-            for (i, &x) in vals.iter().enumerate().take(rows) {
-                if valid(v, i) { p.int(i128::from(x), &x) } else { p.null() }.map_err(at(i))?;
-            }
-        }
-        Values::F32 { vals, valid: v } => {
-            for (i, &x) in vals.iter().enumerate().take(rows) {
-                if valid(v, i) { p.float(f64::from(x), Some(x), &x) } else { p.null() }.map_err(at(i))?;
-            }
-        }
-        Values::F64 { vals, valid: v } => {
-            for (i, &x) in vals.iter().enumerate().take(rows) {
-                if valid(v, i) { p.float(x, None, &x) } else { p.null() }.map_err(at(i))?;
-            }
-        }
-        Values::Bytes { data, ends, valid: v } => {
-            let mut start = 0;
-            for i in 0..rows {
-                let b = &data[start..ends[i]];
-                start = ends[i];
-                if valid(v, i) {
-                    match std::str::from_utf8(b) {
-                        Ok(s) => p.string(s),
-                        Err(_) => Err(format!("{} is not valid UTF-8", String::from_utf8_lossy(b).escape_debug())),
-                    }
-                } else {
-                    p.null()
-                }
-                .map_err(at(i))?;
-            }
-        }
-    }
-    Ok(())
+    (0..rows).try_for_each(|i| p.push(values.get(i)).map_err(|e| (i, e)))
 }
 
 /// Appends converted values of one spec to one buffer.
@@ -358,12 +367,48 @@ struct Pusher<'a> {
     buf: &'a mut ColumnBuf,
 }
 
-/// Whether a float's text spells an infinity (so an infinite result is not an overflow).
-fn spells_infinity(t: &str) -> bool {
-    t.to_ascii_lowercase().contains("inf")
-}
-
 impl Pusher<'_> {
+    fn push(&mut self, cell: Cell<'_>) -> Result<(), String> {
+        let spec = self.spec;
+        let role = spec.role();
+        match (cell, self.spec.kind) {
+            (Cell::Null, _) => self.null(),
+            (Cell::Text(s, quoted), Kind::Str(_)) if s.is_empty() && !quoted => self.null(),
+            (Cell::Text(s, _), Kind::Str(_)) => self.string(s),
+            (Cell::Text(s, _), _) if s.trim().is_empty() => self.null(),
+            (Cell::Text(s, _), Kind::Int(t)) => match s.trim().parse::<i128>() {
+                Ok(v) => self.int(v, &s.trim()),
+                Err(_) => Err(format!("{:?} is not an integer ({role} is {t})", s.trim())),
+            },
+            (Cell::Text(s, _), Kind::Float(t)) => {
+                let s = s.trim();
+                let bad = || format!("{s:?} is not a number ({role} is {t})");
+                // An infinite result is an overflow unless the text spells an infinity.
+                let overflow = |inf: bool| inf && !s.to_ascii_lowercase().contains("inf");
+                if t == Datatype::Float32 {
+                    let v = s.parse::<f32>().map_err(|_| bad())?;
+                    if overflow(v.is_infinite()) {
+                        return Err(format!("{s} is out of range for float32 ({role})"));
+                    }
+                    self.float(f64::from(v), Some(v), &s)
+                } else {
+                    let v = s.parse::<f64>().map_err(|_| bad())?;
+                    if overflow(v.is_infinite()) {
+                        return Err(format!("{s} is out of range for float64 ({role})"));
+                    }
+                    self.float(v, None, &s)
+                }
+            }
+            (Cell::Int(v), _) => self.int(v, &v),
+            (Cell::F32(x), _) => self.float(f64::from(x), Some(x), &x),
+            (Cell::F64(x), _) => self.float(x, None, &x),
+            (Cell::Bytes(b), _) => match std::str::from_utf8(b) {
+                Ok(s) => self.string(s),
+                Err(_) => Err(format!("{} is not valid UTF-8", String::from_utf8_lossy(b).escape_debug())),
+            },
+        }
+    }
+
     fn valid(&mut self) {
         if self.spec.nullable {
             self.buf.validity.push(1);
@@ -372,77 +417,38 @@ impl Pusher<'_> {
 
     fn null(&mut self) -> Result<(), String> {
         if !self.spec.nullable {
+            let spec = self.spec;
+            let role = spec.role();
             return Err(match (self.spec.dim.is_some(), self.spec.kind) {
-                (true, _) => format!("no value, but {} needs a coordinate in every row", self.spec.role()),
-                (false, Kind::Str(_)) => format!(
-                    "no value (null), but {} is not nullable (write \"\" for an empty string)",
-                    self.spec.role()
-                ),
-                (false, _) => format!("no value (null), but {} is not nullable", self.spec.role()),
+                (true, _) => format!("no value, but {role} needs a coordinate in every row"),
+                (false, Kind::Str(_)) => {
+                    format!("no value (null), but {role} is not nullable (write \"\" for an empty string)")
+                }
+                (false, _) => format!("no value (null), but {role} is not nullable"),
             });
         }
         self.buf.validity.push(0);
         match self.spec.kind {
             Kind::Str(None) => self.buf.offsets.push(self.buf.data.len() as u64),
-            k => self.buf.data.resize(self.buf.data.len() + k.cell_size(), 0),
+            Kind::Str(Some(n)) => self.buf.data.resize(self.buf.data.len() + n as usize, 0),
+            Kind::Int(t) | Kind::Float(t) => self.buf.data.resize(self.buf.data.len() + t.size(), 0),
         }
         Ok(())
     }
 
-    /// A CSV field.
-    fn text(&mut self, field: &str, quoted: bool) -> Result<(), String> {
-        match self.spec.kind {
-            Kind::Str(_) => {
-                if field.is_empty() && !quoted {
-                    self.null()
-                } else {
-                    self.string(field)
-                }
-            }
-            Kind::Int(t) => {
-                let s = field.trim();
-                if s.is_empty() {
-                    return self.null();
-                }
-                match s.parse::<i128>() {
-                    Ok(v) => self.int(v, &s),
-                    Err(_) => Err(format!("{s:?} is not an integer ({} is {t})", self.spec.role())),
-                }
-            }
-            Kind::Float(t) => {
-                let s = field.trim();
-                if s.is_empty() {
-                    return self.null();
-                }
-                let bad = || format!("{s:?} is not a number ({} is {t})", self.spec.role());
-                if t == Datatype::Float32 {
-                    let v = s.parse::<f32>().map_err(|_| bad())?;
-                    if v.is_infinite() && !spells_infinity(s) {
-                        return Err(format!("{s} is out of range for float32 ({})", self.spec.role()));
-                    }
-                    self.float(f64::from(v), Some(v), &s)
-                } else {
-                    let v = s.parse::<f64>().map_err(|_| bad())?;
-                    if v.is_infinite() && !spells_infinity(s) {
-                        return Err(format!("{s} is out of range for float64 ({})", self.spec.role()));
-                    }
-                    self.float(v, None, &s)
-                }
-            }
-        }
-    }
-
     /// An integer `v` (shown as `shown`).
     fn int(&mut self, v: i128, shown: &dyn std::fmt::Display) -> Result<(), String> {
+        let spec = self.spec;
+        let role = spec.role();
         match self.spec.kind {
             Kind::Int(t) => {
                 let (lo, hi) = t.integer_bounds().unwrap_or((i128::MIN, i128::MAX));
                 if v < lo || v > hi {
-                    return Err(format!("{shown} is out of range for {t} ({})", self.spec.role()));
+                    return Err(format!("{shown} is out of range for {t} ({role})"));
                 }
-                if let Some(Bounds::Int(dlo, dhi)) = self.spec.dim {
+                if let Some(((dlo, dhi), _)) = self.spec.dim {
                     if v < dlo || v > dhi {
-                        return Err(format!("{shown} is outside the domain {dlo}:{dhi} of {}", self.spec.role()));
+                        return Err(format!("{shown} is outside the domain {dlo}:{dhi} of {role}"));
                     }
                 }
                 self.buf.data.extend_from_slice(&v.to_le_bytes()[..t.size()]);
@@ -460,32 +466,36 @@ impl Pusher<'_> {
                     (f, f as i128 == v)
                 };
                 if !exact {
-                    return Err(format!("{shown} cannot be represented exactly as {t} ({})", self.spec.role()));
+                    return Err(format!("{shown} cannot be represented exactly as {t} ({role})"));
                 }
                 #[allow(clippy::cast_possible_truncation)]
                 self.float(f, (t == Datatype::Float32).then_some(f as f32), shown)
             }
-            Kind::Str(_) => Err(format!("{shown} is a number, {} holds strings", self.spec.role())),
+            Kind::Str(_) => Err(format!("{shown} is a number, {role} holds strings")),
         }
     }
 
     /// A float `v`; `as_f32`: its float32 value when the source already had one.
     fn float(&mut self, v: f64, as_f32: Option<f32>, shown: &dyn std::fmt::Display) -> Result<(), String> {
-        let Kind::Float(t) = self.spec.kind else {
-            return Err(format!("{shown} is not an integer ({} is {})", self.spec.role(), self.spec.kind.describe()));
+        let spec = self.spec;
+        let role = spec.role();
+        let t = match self.spec.kind {
+            Kind::Float(t) => t,
+            Kind::Str(_) => return Err(format!("{shown} is a number, {role} holds strings")),
+            k => return Err(format!("{shown} is not an integer ({role} is {})", k.describe())),
         };
         #[allow(clippy::cast_possible_truncation)]
         let f32v = as_f32.unwrap_or(v as f32);
         if t == Datatype::Float32 && f32v.is_infinite() && v.is_finite() {
-            return Err(format!("{shown} is out of range for float32 ({})", self.spec.role()));
+            return Err(format!("{shown} is out of range for float32 ({role})"));
         }
-        if let Some(Bounds::Float(lo, hi)) = self.spec.dim {
+        if let Some((_, (lo, hi))) = self.spec.dim {
             let x = if t == Datatype::Float32 { f64::from(f32v) } else { v };
             if !x.is_finite() {
-                return Err(format!("{shown} is not a finite coordinate ({})", self.spec.role()));
+                return Err(format!("{shown} is not a finite coordinate ({role})"));
             }
             if x < lo || x > hi {
-                return Err(format!("{shown} is outside the domain {lo:?}:{hi:?} of {}", self.spec.role()));
+                return Err(format!("{shown} is outside the domain {lo:?}:{hi:?} of {role}"));
             }
         }
         if t == Datatype::Float32 {
@@ -500,67 +510,39 @@ impl Pusher<'_> {
     /// A string value.
     fn string(&mut self, s: &str) -> Result<(), String> {
         match self.spec.kind {
-            Kind::Str(None) => {
-                self.buf.offsets.push(self.buf.data.len() as u64);
-                self.buf.data.extend_from_slice(s.as_bytes());
+            Kind::Str(None) => self.buf.offsets.push(self.buf.data.len() as u64),
+            Kind::Str(Some(n)) if s.len() != n as usize => {
+                let (len, role) = (s.len(), self.spec.role());
+                return Err(format!("{s:?} has {len} bytes, but {role} holds strings of exactly {n} bytes"));
             }
-            Kind::Str(Some(n)) => {
-                if s.len() != n as usize {
-                    return Err(format!(
-                        "{s:?} has {} bytes, but {} holds strings of exactly {n} bytes",
-                        s.len(),
-                        self.spec.role()
-                    ));
-                }
-                self.buf.data.extend_from_slice(s.as_bytes());
-            }
+            Kind::Str(Some(_)) => {}
             _ => return Err(format!("{s:?} is a string, {} holds numbers", self.spec.role())),
         }
+        self.buf.data.extend_from_slice(s.as_bytes());
         self.valid();
         Ok(())
     }
 }
 
 /// What `tessera import` learns about a column by reading it all.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Inference {
-    /// Rows seen.
+    /// Rows seen, and absent values (empty CSV fields, Parquet nulls) among them.
     pub(crate) rows: u64,
-    /// Absent values (empty CSV fields, Parquet nulls) seen.
     pub(crate) nulls: u64,
-    /// Every present value is an integer.
-    pub(crate) all_int: bool,
-    /// Every present value is a number.
-    pub(crate) all_float: bool,
+    /// Whether a present value is not an integer, or not a number.
+    not_int: bool,
+    not_float: bool,
     /// Integers beyond int64 (Parquet UINT_64 above 2^63 - 1).
-    pub(crate) big_unsigned: bool,
-    /// Smallest and largest integer seen.
+    big_unsigned: bool,
+    /// Smallest and largest integer, and number (NaN ignored), seen.
     pub(crate) int_range: Option<(i128, i128)>,
-    /// Smallest and largest number seen (NaN ignored).
     pub(crate) float_range: Option<(f64, f64)>,
     /// Whether a NaN or infinity was seen.
     pub(crate) non_finite: bool,
-    /// The first value that is not a number, with its row, for messages.
+    /// The first value that is not a number with its row, and the row of the first absent value.
     pub(crate) first_text: Option<(String, String)>,
-    /// Where the first absent value is, for messages.
     pub(crate) first_null: Option<String>,
-}
-
-impl Default for Inference {
-    fn default() -> Self {
-        Self {
-            rows: 0,
-            nulls: 0,
-            all_int: true,
-            all_float: true,
-            big_unsigned: false,
-            int_range: None,
-            float_range: None,
-            non_finite: false,
-            first_text: None,
-            first_null: None,
-        }
-    }
 }
 
 /// The inferred type of a column.
@@ -575,18 +557,13 @@ pub(crate) enum Inferred {
 }
 
 impl Inference {
-    /// Whether any value is present.
-    pub(crate) fn present(&self) -> u64 {
-        self.rows - self.nulls
-    }
-
     /// The column's type: integers → int64, numbers → float64, anything else (or nothing) → utf8.
     pub(crate) fn inferred(&self) -> Inferred {
-        if self.present() == 0 {
+        if self.rows == self.nulls {
             Inferred::Str
-        } else if self.all_int {
+        } else if !self.not_int {
             Inferred::Int(if self.big_unsigned { Datatype::UInt64 } else { Datatype::Int64 })
-        } else if self.all_float {
+        } else if !self.not_float {
             Inferred::Float
         } else {
             Inferred::Str
@@ -594,6 +571,7 @@ impl Inference {
     }
 
     fn int(&mut self, v: i128) {
+        self.big_unsigned |= v > i128::from(i64::MAX);
         self.int_range = Some(self.int_range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
         #[allow(clippy::cast_precision_loss)]
         self.float(v as f64);
@@ -607,182 +585,65 @@ impl Inference {
         self.float_range = Some(self.float_range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
     }
 
-    fn null(&mut self, where_: impl FnOnce() -> String) {
-        self.nulls += 1;
-        if self.first_null.is_none() {
-            self.first_null = Some(where_());
-        }
-    }
-
-    fn text(&mut self, where_: impl FnOnce() -> String, s: &str) {
-        self.all_int = false;
-        self.all_float = false;
+    fn text(&mut self, at: impl FnOnce() -> String, s: &str) {
+        self.not_int = true;
+        self.not_float = true;
         if self.first_text.is_none() {
-            self.first_text = Some((s.to_string(), where_()));
+            self.first_text = Some((s.to_string(), at()));
         }
     }
 
     /// Takes in one column of a batch.
     pub(crate) fn add(&mut self, values: &Values, batch: &Batch) {
-        let rows = batch.rows;
-        self.rows += rows as u64;
-        let valid = |v: &Option<Vec<bool>>, i: usize| v.as_ref().is_none_or(|v| v[i]);
-        match values {
-            Values::Text { text, ends, quoted } => {
-                let mut start = 0;
-                for i in 0..rows {
-                    let field = &text[start..ends[i]];
-                    start = ends[i];
-                    let s = field.trim();
-                    if s.is_empty() {
-                        // Empty: absent for numbers; a quoted "" is an empty string.
-                        if quoted[i] {
-                            self.text(|| batch.locate(i), field);
-                        } else {
-                            self.null(|| batch.locate(i));
-                        }
-                        continue;
+        self.rows += batch.rows as u64;
+        for i in 0..batch.rows {
+            let null = match values.get(i) {
+                Cell::Null => true,
+                // Empty: absent for numbers; a quoted "" is an empty string.
+                Cell::Text(s, quoted) if s.trim().is_empty() => {
+                    if quoted {
+                        self.text(|| batch.locate(i), s);
                     }
-                    if self.all_int {
-                        if let Ok(v) = s.parse::<i64>() {
-                            self.int(i128::from(v));
-                            continue;
-                        }
-                        self.all_int = false;
-                    }
-                    if self.all_float {
-                        if let Ok(v) = s.parse::<f64>() {
+                    !quoted
+                }
+                Cell::Text(s, _) => {
+                    match (s.trim().parse::<i64>(), s.trim().parse::<f64>()) {
+                        (Ok(v), _) if !self.not_int => self.int(i128::from(v)),
+                        (_, Ok(v)) if !self.not_float => {
+                            self.not_int = true;
                             self.float(v);
-                            continue;
                         }
+                        _ => self.text(|| batch.locate(i), s),
                     }
-                    self.text(|| batch.locate(i), field);
+                    false
                 }
-            }
-            Values::Int { vals, valid: v } => {
-                for (i, &x) in vals.iter().enumerate().take(rows) {
-                    if valid(v, i) {
-                        self.int(i128::from(x));
-                    } else {
-                        self.null(|| batch.locate(i));
-                    }
+                Cell::Int(v) => {
+                    self.int(v);
+                    false
                 }
-            }
-            Values::UInt { vals, valid: v } => {
-                for (i, &x) in vals.iter().enumerate().take(rows) {
-                    if valid(v, i) {
-                        self.big_unsigned |= i64::try_from(x).is_err();
-                        self.int(i128::from(x));
-                    } else {
-                        self.null(|| batch.locate(i));
-                    }
+                Cell::F32(x) => {
+                    self.not_int = true;
+                    self.float(f64::from(x));
+                    false
                 }
-            }
-            Values::F32 { vals, valid: v } => {
-                self.all_int = false;
-                for (i, &x) in vals.iter().enumerate().take(rows) {
-                    if valid(v, i) {
-                        self.float(f64::from(x));
-                    } else {
-                        self.null(|| batch.locate(i));
-                    }
+                Cell::F64(x) => {
+                    self.not_int = true;
+                    self.float(x);
+                    false
                 }
-            }
-            Values::F64 { vals, valid: v } => {
-                self.all_int = false;
-                for (i, &x) in vals.iter().enumerate().take(rows) {
-                    if valid(v, i) {
-                        self.float(x);
-                    } else {
-                        self.null(|| batch.locate(i));
-                    }
+                Cell::Bytes(b) => {
+                    self.text(|| batch.locate(i), &String::from_utf8_lossy(b));
+                    false
                 }
-            }
-            Values::Bytes { data, ends, valid: v } => {
-                let mut start = 0;
-                for i in 0..rows {
-                    let b = &data[start..ends[i]];
-                    start = ends[i];
-                    if valid(v, i) {
-                        self.text(|| batch.locate(i), &String::from_utf8_lossy(b));
-                    } else {
-                        self.null(|| batch.locate(i));
-                    }
+            };
+            if null {
+                self.nulls += 1;
+                if self.first_null.is_none() {
+                    self.first_null = Some(batch.locate(i));
                 }
             }
         }
     }
-}
-
-/// Writes engine results (dimension columns first, then attributes) to a file.
-pub(crate) trait Sink {
-    /// Writes one batch of `cells` cells: one [`AttrData`] per column spec, in order.
-    ///
-    /// # Errors
-    /// A write failure.
-    fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()>;
-    /// Completes the file (footer, flush, sync).
-    ///
-    /// # Errors
-    /// A write failure.
-    fn finish(self: Box<Self>) -> Result<()>;
-}
-
-/// Where the bytes of cell `i` of a string column are in its data (`None` when null).
-pub(crate) fn str_range(spec: &ColumnSpec, col: &AttrData, i: usize) -> Option<std::ops::Range<usize>> {
-    if is_null(col, i) {
-        return None;
-    }
-    let len = col.data.len();
-    match (&col.offsets, spec.kind) {
-        (Some(o), _) => {
-            let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX).min(len);
-            let start = at(o[i]);
-            let end = o.get(i + 1).map_or(len, |&e| at(e));
-            Some(start..end.max(start))
-        }
-        (None, Kind::Str(Some(n))) => {
-            let n = n as usize;
-            Some(i * n..i * n + n)
-        }
-        _ => None,
-    }
-}
-
-/// The bytes of cell `i` of a string column (`None` when null).
-pub(crate) fn str_cell<'a>(spec: &ColumnSpec, col: &'a AttrData, i: usize) -> Option<&'a [u8]> {
-    str_range(spec, col, i).map(|r| &col.data[r])
-}
-
-/// Whether cell `i` of `col` is null.
-pub(crate) fn is_null(col: &AttrData, i: usize) -> bool {
-    col.validity.as_ref().is_some_and(|v| v[i] == 0)
-}
-
-/// The little-endian value of cell `i` of a fixed-size numeric column, widened.
-pub(crate) fn int_cell(t: Datatype, data: &[u8], i: usize) -> i128 {
-    let s = t.size();
-    let b = &data[i * s..i * s + s];
-    match t {
-        Datatype::Int8 => i128::from(i8::from_le_bytes([b[0]])),
-        Datatype::Int16 => i128::from(i16::from_le_bytes([b[0], b[1]])),
-        Datatype::Int32 => i128::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        Datatype::Int64 => i128::from(i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-        Datatype::UInt8 => i128::from(b[0]),
-        Datatype::UInt16 => i128::from(u16::from_le_bytes([b[0], b[1]])),
-        Datatype::UInt32 => i128::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        _ => i128::from(u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-    }
-}
-
-/// The value of cell `i` of a float32 column.
-pub(crate) fn f32_cell(data: &[u8], i: usize) -> f32 {
-    f32::from_le_bytes([data[i * 4], data[i * 4 + 1], data[i * 4 + 2], data[i * 4 + 3]])
-}
-
-/// The value of cell `i` of a float64 column.
-pub(crate) fn f64_cell(data: &[u8], i: usize) -> f64 {
-    f64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
 }
 
 #[cfg(test)]
@@ -791,39 +652,31 @@ mod tests {
     use super::*;
 
     fn text(fields: &[(&str, bool)]) -> Values {
-        let mut t = String::new();
-        let mut ends = Vec::new();
-        let mut quoted = Vec::new();
-        for (f, q) in fields {
-            t.push_str(f);
-            ends.push(t.len());
-            quoted.push(*q);
+        let mut v = Values::text();
+        if let Values::Text { text, ends, quoted } = &mut v {
+            for (f, q) in fields {
+                text.push_str(f);
+                ends.push(text.len());
+                quoted.push(*q);
+            }
         }
-        Values::Text { text: t, ends, quoted }
+        v
     }
 
-    fn spec(kind: Kind, nullable: bool, dim: Option<Bounds>) -> ColumnSpec {
+    fn spec(kind: Kind, nullable: bool, dim: Option<((i128, i128), (f64, f64))>) -> ColumnSpec {
         ColumnSpec { name: "c".into(), kind, nullable, dim }
     }
 
-    fn convert(s: &ColumnSpec, v: &Values) -> Result<ColumnBuf, String> {
-        let rows = match v {
-            Values::Text { ends, .. } => ends.len(),
-            Values::Int { vals, .. } => vals.len(),
-            Values::UInt { vals, .. } => vals.len(),
-            Values::F32 { vals, .. } => vals.len(),
-            Values::F64 { vals, .. } => vals.len(),
-            Values::Bytes { ends, .. } => ends.len(),
-        };
+    fn convert(s: &ColumnSpec, v: &Values, rows: usize) -> Result<ColumnBuf, String> {
         let mut b = ColumnBuf::default();
-        append(s, v, rows, &mut b).map_err(|e| format!("row {}: {}", e.row, e.detail))?;
+        append(s, v, rows, &mut b).map_err(|(row, e)| format!("row {row}: {e}"))?;
         Ok(b)
     }
 
     #[test]
     fn text_converts_exactly() {
         let i8s = spec(Kind::Int(Datatype::Int8), false, None);
-        let b = convert(&i8s, &text(&[("-128", false), (" 127 ", false), ("+5", true)])).unwrap();
+        let b = convert(&i8s, &text(&[("-128", false), (" 127 ", false), ("+5", true)]), 3).unwrap();
         assert_eq!(b.data, vec![0x80, 0x7f, 5]);
         for (f, want) in [
             ("128", "row 0: 128 is out of range for int8 (attribute c)"),
@@ -831,79 +684,85 @@ mod tests {
             ("", "row 0: no value (null), but attribute c is not nullable"),
             ("1e2", "row 0: \"1e2\" is not an integer"),
         ] {
-            let e = convert(&i8s, &text(&[(f, false)])).unwrap_err();
+            let e = convert(&i8s, &text(&[(f, false)]), 1).unwrap_err();
             assert!(e.contains(want), "{f}: {e}");
         }
-        let dim = spec(Kind::Int(Datatype::Int64), false, Some(Bounds::Int(0, 10)));
-        let e = convert(&dim, &text(&[("5", false), ("11", false)])).unwrap_err();
+        let dim = spec(Kind::Int(Datatype::Int64), false, Some(((0, 10), (0.0, 0.0))));
+        let e = convert(&dim, &text(&[("5", false), ("11", false)]), 2).unwrap_err();
         assert_eq!(e, "row 1: 11 is outside the domain 0:10 of dimension c");
-        let e = convert(&dim, &text(&[("", false)])).unwrap_err();
-        assert!(e.contains("dimension c needs a coordinate"), "{e}");
+        assert!(convert(&dim, &text(&[("", false)]), 1).unwrap_err().contains("dimension c needs a coordinate"));
         let f32s = spec(Kind::Float(Datatype::Float32), true, None);
-        let b = convert(&f32s, &text(&[("0.1", false), ("", false), ("inf", false), ("nan", false)])).unwrap();
-        assert_eq!(&b.data[..4], &0.1f32.to_le_bytes());
-        assert_eq!(b.validity, vec![1, 0, 1, 1]);
-        assert_eq!(b.data.len(), 16);
-        assert!(convert(&f32s, &text(&[("1e39", false)])).unwrap_err().contains("out of range for float32"));
-        assert!(convert(&f32s, &text(&[("x", false)])).unwrap_err().contains("\"x\" is not a number"));
-        let fdim = spec(Kind::Float(Datatype::Float64), false, Some(Bounds::Float(-1.0, 1.0)));
-        assert!(convert(&fdim, &text(&[("nan", false)])).unwrap_err().contains("not a finite coordinate"));
-        assert!(convert(&fdim, &text(&[("1.5", false)])).unwrap_err().contains("outside the domain -1.0:1.0"));
+        let b = convert(&f32s, &text(&[("0.1", false), ("", false), ("inf", false), ("nan", false)]), 4).unwrap();
+        assert_eq!(
+            (&b.data[..4], b.validity.as_slice(), b.data.len()),
+            (&0.1f32.to_le_bytes()[..], &[1, 0, 1, 1][..], 16)
+        );
+        assert!(convert(&f32s, &text(&[("1e39", false)]), 1).unwrap_err().contains("out of range for float32"));
+        assert!(convert(&f32s, &text(&[("x", false)]), 1).unwrap_err().contains("\"x\" is not a number"));
+        let fdim = spec(Kind::Float(Datatype::Float64), false, Some(((0, 0), (-1.0, 1.0))));
+        assert!(convert(&fdim, &text(&[("nan", false)]), 1).unwrap_err().contains("not a finite coordinate"));
+        assert!(convert(&fdim, &text(&[("1.5", false)]), 1).unwrap_err().contains("outside the domain -1.0:1.0"));
         // Strings: unquoted empty is null, quoted empty is "".
         let s = spec(Kind::Str(None), true, None);
-        let b = convert(&s, &text(&[("ab", false), ("", false), ("", true), ("c,d", true)])).unwrap();
+        let b = convert(&s, &text(&[("ab", false), ("", false), ("", true), ("c,d", true)]), 4).unwrap();
         assert_eq!(
             (b.data.as_slice(), b.offsets.as_slice(), b.validity.as_slice()),
             (&b"abc,d"[..], &[0, 2, 2, 2][..], &[1, 0, 1, 1][..])
         );
         let s = spec(Kind::Str(None), false, None);
-        assert!(convert(&s, &text(&[("", false)])).unwrap_err().contains("write \"\" for an empty string"));
+        assert!(convert(&s, &text(&[("", false)]), 1).unwrap_err().contains("write \"\" for an empty string"));
         let fixed = spec(Kind::Str(Some(2)), false, None);
-        assert!(convert(&fixed, &text(&[("abc", false)])).unwrap_err().contains("exactly 2 bytes"));
+        assert!(convert(&fixed, &text(&[("abc", false)]), 1).unwrap_err().contains("exactly 2 bytes"));
     }
 
     #[test]
     fn typed_values_convert_exactly() {
         let u8s = spec(Kind::Int(Datatype::UInt8), false, None);
-        assert!(convert(&u8s, &Values::Int { vals: vec![-1], valid: None })
-            .unwrap_err()
-            .contains("-1 is out of range for uint8"));
+        let e = convert(&u8s, &Values::Int { vals: vec![-1], valid: None }, 1).unwrap_err();
+        assert!(e.contains("-1 is out of range for uint8"), "{e}");
         let u64s = spec(Kind::Int(Datatype::UInt64), false, None);
-        let b = convert(&u64s, &Values::UInt { vals: vec![u64::MAX], valid: None }).unwrap();
+        let b = convert(&u64s, &Values::Int { vals: vec![i128::from(u64::MAX)], valid: None }, 1).unwrap();
         assert_eq!(b.data, u64::MAX.to_le_bytes());
         let f64s = spec(Kind::Float(Datatype::Float64), true, None);
-        let b = convert(&f64s, &Values::Int { vals: vec![3, 0], valid: Some(vec![true, false]) }).unwrap();
-        assert_eq!(&b.data[..8], &3.0f64.to_le_bytes());
-        assert_eq!(b.validity, vec![1, 0]);
-        let e = convert(&f64s, &Values::Int { vals: vec![(1 << 53) + 1], valid: None }).unwrap_err();
+        let b = convert(&f64s, &Values::Int { vals: vec![3, 0], valid: Some(vec![true, false]) }, 2).unwrap();
+        assert_eq!((&b.data[..8], b.validity.as_slice()), (&3.0f64.to_le_bytes()[..], &[1, 0][..]));
+        let e = convert(&f64s, &Values::Int { vals: vec![(1 << 53) + 1], valid: None }, 1).unwrap_err();
         assert!(e.contains("cannot be represented exactly as float64"), "{e}");
         let f32s = spec(Kind::Float(Datatype::Float32), false, None);
-        assert!(convert(&f32s, &Values::F64 { vals: vec![1e300], valid: None }).unwrap_err().contains("out of range"));
+        let e = convert(&f32s, &Values::F64 { vals: vec![1e300], valid: None }, 1).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
         let s = spec(Kind::Str(None), false, None);
-        let e = convert(&s, &Values::Bytes { data: vec![0xff], ends: vec![1], valid: None }).unwrap_err();
+        let e = convert(&s, &Values::Bytes { data: vec![0xff], ends: vec![1], valid: None }, 1).unwrap_err();
         assert!(e.contains("not valid UTF-8"), "{e}");
     }
 
     #[test]
+    fn engine_cells_read_back() {
+        let col = |data: Vec<u8>| AttrData { name: "c".into(), data, offsets: None, validity: None };
+        let i16s = spec(Kind::Int(Datatype::Int16), false, None);
+        assert_eq!(i16s.cell(&col([-2i16, 7].iter().flat_map(|v| v.to_le_bytes()).collect()), 0), Cell::Int(-2));
+        let u32s = spec(Kind::Int(Datatype::UInt32), false, None);
+        assert_eq!(u32s.cell(&col(u32::MAX.to_le_bytes().to_vec()), 0), Cell::Int(i128::from(u32::MAX)));
+        let fixed = spec(Kind::Str(Some(2)), false, None);
+        assert_eq!(fixed.cell(&col(b"abcd".to_vec()), 1), Cell::Bytes(b"cd"));
+    }
+
+    #[test]
     fn inference() {
-        let batch = |v: Values, rows| {
+        let infer = |v: Values, rows| {
             let b = Batch { first_row: 0, rows, lines: Some((2..2 + rows as u64).collect()), cols: vec![] };
             let mut inf = Inference::default();
             inf.add(&v, &b);
             inf
         };
-        let i = batch(text(&[("3", false), ("", false), ("-7", false)]), 3);
-        assert_eq!(i.inferred(), Inferred::Int(Datatype::Int64));
-        assert_eq!((i.nulls, i.int_range), (1, Some((-7, 3))));
-        let i = batch(text(&[("3", false), ("2.5", false), ("1e3", false)]), 3);
-        assert_eq!(i.inferred(), Inferred::Float);
-        assert_eq!(i.float_range, Some((2.5, 1000.0)));
-        let i = batch(text(&[("3", false), ("x", false), ("", true)]), 3);
-        assert_eq!(i.inferred(), Inferred::Str);
-        assert_eq!(i.first_text, Some(("x".into(), "row 2 (line 3)".into())));
-        let i = batch(text(&[("", false)]), 1);
-        assert_eq!(i.inferred(), Inferred::Str);
-        let i = batch(Values::UInt { vals: vec![u64::MAX], valid: None }, 1);
+        let i = infer(text(&[("3", false), ("", false), ("-7", false)]), 3);
+        assert_eq!((i.inferred(), i.nulls, i.int_range), (Inferred::Int(Datatype::Int64), 1, Some((-7, 3))));
+        let i = infer(text(&[("3", false), ("2.5", false), ("1e3", false)]), 3);
+        assert_eq!((i.inferred(), i.float_range), (Inferred::Float, Some((2.5, 1000.0))));
+        let i = infer(text(&[("3", false), ("x", false), ("", true)]), 3);
+        assert_eq!((i.inferred(), i.first_text), (Inferred::Str, Some(("x".into(), "row 2 (line 3)".into()))));
+        assert_eq!(infer(text(&[("", false)]), 1).inferred(), Inferred::Str);
+        let i = infer(Values::Int { vals: vec![i128::from(u64::MAX)], valid: None }, 1);
         assert_eq!(i.inferred(), Inferred::Int(Datatype::UInt64));
     }
 }

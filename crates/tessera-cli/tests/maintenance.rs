@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use clap::Parser;
-use tessera_cli::npy::{self, Dtype, Header};
+use npyz::WriterBuilder;
 use tessera_cli::{run, Cli};
 
 fn tessera(args: &[&str]) -> Result<String, String> {
@@ -17,17 +17,17 @@ fn ok(args: &[&str]) -> String {
 }
 
 fn write_npy(path: &std::path::Path, rows: u64, cols: u64, value: i32) {
-    let h = Header { dtype: Dtype::parse("<i4").unwrap(), fortran_order: false, shape: vec![rows, cols] };
-    let data: Vec<u8> = (0..rows * cols).flat_map(|_| value.to_le_bytes()).collect();
-    npy::write(&mut std::fs::File::create(path).unwrap(), &h, &data).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = npyz::WriteOptions::new().default_dtype().shape(&[rows, cols]).writer(file).begin_nd().unwrap();
+    w.extend((0..rows * cols).map(|_| value)).unwrap();
+    w.finish().unwrap();
 }
 
 fn read_values(dir: &std::path::Path, uri: &str) -> Vec<i32> {
     let out = dir.join("out.npy");
     let _ = std::fs::remove_file(&out);
     ok(&["read", uri, "--subarray", "1:4,1:6", "--output", out.to_str().unwrap()]);
-    let a = npy::read(&mut std::fs::File::open(&out).unwrap()).unwrap();
-    a.data.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect()
+    npyz::NpyFile::new(std::fs::File::open(&out).unwrap()).unwrap().into_vec().unwrap()
 }
 
 #[test]

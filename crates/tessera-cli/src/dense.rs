@@ -1,0 +1,592 @@
+//! Dense arrays from and to NumPy `.npy` files: `tessera write` and `tessera read` (sparse arrays
+//! are handed to `sparse`).
+//!
+//! `npyz` reads and writes the headers; the data sections are streamed as raw bytes, since C
+//! order is the engine's row-major layout and Fortran order its column-major one. A fixed-size,
+//! non-nullable attribute of `cell_val_num` n over a subarray of shape `S` is:
+//! - n = 1: the dtype of the attribute's type (`int32` → `<i4`), shape `S`; `uint8` also takes
+//!   `bool` (`|b1`) input, written as its 0/1 bytes;
+//! - `float32`/`float64` with n = 2: `complex64`/`complex128` of shape `S` (what a read gives), or
+//!   the float type with shape `S + (2,)`;
+//! - other n > 1: the value type with shape `S + (n,)`, C order only (a cell's values adjacent);
+//! - `utf8` with n values: byte strings `|S<n>` of shape `S`.
+//!
+//! Variable-length and nullable attributes have no `.npy` form and are refused.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use npyz::{DType, NpyHeader, Order, TypeChar, TypeStr, WriteOptions, WriterBuilder};
+use tessera::{ArraySchema, AttrInput, Attribute, CellValNum, Config, Datatype, Layout, Mode, Subarray};
+
+use crate::info::human;
+use crate::spec::{spec_str, Spec};
+use crate::{bytes_bar, open, LayoutArg, ReadArgs, TempFiles, WriteArgs};
+
+/// Bytes of input cells handed to the engine per submit when writing.
+const SLAB_BYTES: u64 = 64 << 20;
+/// Bytes of result cells asked of the engine per batch when reading.
+const BATCH_BYTES: u64 = 64 << 20;
+
+/// What to tell users about attributes `.npy` cannot hold.
+const PYTHON_HINT: &str = "use the Python API (`import tessera`), which returns offsets and validity as \
+     separate arrays";
+
+/// The `.npy` form of an attribute's cells: the element type and, if any, a trailing axis of
+/// `values_axis` values per cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Form {
+    kind: TypeChar,
+    size: u64,
+    values_axis: Option<u64>,
+}
+
+impl Form {
+    /// The shape of `cells` cells in this form.
+    fn shape(self, cells: &[u64]) -> Vec<u64> {
+        cells.iter().copied().chain(self.values_axis).collect()
+    }
+
+    /// The NumPy type string, e.g. `<f8`, `|u1`, `|S5`.
+    fn type_str(self) -> Result<TypeStr> {
+        let order = if self.size == 1 || self.kind == TypeChar::ByteStr { '|' } else { '<' };
+        format!("{order}{}{}", self.kind.to_str(), self.size).parse().map_err(|e| anyhow!("dtype: {e}"))
+    }
+}
+
+/// A dtype for people: `float64 (<f8)`, `bool (|b1)`, `S4 (|S4)`.
+fn dtype_str(kind: TypeChar, size: u64, ts: &dyn std::fmt::Display) -> String {
+    let bits = size * 8;
+    let name = match kind {
+        TypeChar::Int => format!("int{bits}"),
+        TypeChar::Uint => format!("uint{bits}"),
+        TypeChar::Float => format!("float{bits}"),
+        TypeChar::Complex => format!("complex{bits}"),
+        TypeChar::Bool => "bool".into(),
+        TypeChar::ByteStr => format!("S{size}"),
+        k => format!("{}{size}", k.to_str()),
+    };
+    format!("{name} ({ts})")
+}
+
+/// The forms attribute `a` takes, the one a read produces first; refuses attributes without one
+/// (`verb`: "read" or "written").
+fn forms(a: &Attribute, verb: &str) -> Result<Vec<Form>> {
+    let n = match a.cell_val_num {
+        CellValNum::Var => bail!(
+            "attribute {} is variable-length ({}, cell_val_num \"var\"): .npy cannot represent it, so it cannot be \
+             {verb} here; {PYTHON_HINT}",
+            a.name,
+            a.datatype
+        ),
+        CellValNum::Fixed(n) => u64::from(n),
+    };
+    if a.nullable {
+        bail!(
+            "attribute {} is nullable: .npy cannot represent null cells, so it cannot be {verb} here; {PYTHON_HINT}",
+            a.name
+        );
+    }
+    let size = a.datatype.size() as u64;
+    let kind = match a.datatype {
+        Datatype::Utf8 => return Ok(vec![Form { kind: TypeChar::ByteStr, size: n, values_axis: None }]),
+        Datatype::Float32 | Datatype::Float64 => TypeChar::Float,
+        t if t.integer_bounds().is_some_and(|(lo, _)| lo < 0) => TypeChar::Int,
+        t if t.is_integer() => TypeChar::Uint,
+        t => bail!("attribute {}: type {t} has no .npy equivalent", a.name),
+    };
+    let values_axis = (n > 1).then_some(n);
+    let mut out = vec![Form { kind, size, values_axis }];
+    if kind == TypeChar::Float && n == 2 {
+        out.insert(0, Form { kind: TypeChar::Complex, size: 2 * size, values_axis: None });
+    }
+    if a.datatype == Datatype::UInt8 {
+        out.push(Form { kind: TypeChar::Bool, size: 1, values_axis });
+    }
+    Ok(out)
+}
+
+/// One `--input` file, checked and positioned at its data.
+struct Input {
+    attr: usize,
+    path: PathBuf,
+    file: File,
+    fortran: bool,
+    cell_size: u64,
+}
+
+/// Reads the header of `.npy` file `file` (shown as `shown`), leaving it at the data; returns
+/// the header and the offset of the data.
+fn read_header(file: &mut File, shown: &str) -> Result<(NpyHeader, u64)> {
+    let invalid = |e: &dyn std::fmt::Display| anyhow!("cannot read {shown}: not a valid .npy file: {e}");
+    // npyz allocates the header length it reads: refuse implausible ones first.
+    let mut pre = Vec::with_capacity(12);
+    Read::by_ref(file).take(12).read_to_end(&mut pre).with_context(|| format!("cannot read {shown}"))?;
+    let hlen = match (pre.get(6), pre.get(8..10), pre.get(8..12)) {
+        (Some(1), Some(b), _) => u64::from(u16::from_le_bytes([b[0], b[1]])),
+        (Some(2 | 3), _, Some(b)) => u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        _ => 0,
+    };
+    if hlen > 1 << 24 {
+        return Err(invalid(&format!("header length {hlen} is implausibly large")));
+    }
+    let header = NpyHeader::from_reader(pre.as_slice().chain(&mut *file)).map_err(|e| invalid(&e))?;
+    Ok((header, file.stream_position().with_context(|| format!("cannot read {shown}"))?))
+}
+
+/// Checks that `header` (of file `shown`) holds cells of `a` over a subarray of shape `cells`
+/// (`spec` names it), and says whether its data is in Fortran order.
+fn check_input(a: &Attribute, header: &NpyHeader, cells: &[u64], spec: &str, shown: &str) -> Result<bool> {
+    let ts = match header.dtype() {
+        DType::Plain(ts) => ts,
+        DType::Record(_) => bail!("{shown}: structured (record) dtypes are not supported; save one array per field"),
+        DType::Array(..) => bail!("{shown}: array dtypes are not supported"),
+    };
+    let unsupported = |why: &str| anyhow!("{shown}: dtype {:?} is not supported: {why}", ts.to_string());
+    match ts.type_char() {
+        TypeChar::UnicodeStr => {
+            return Err(unsupported("unicode strings; store bytes (astype('S')) or use the Python API"))
+        }
+        TypeChar::Object => return Err(unsupported("Python objects cannot be stored")),
+        _ => {}
+    }
+    let (kind, size) = (ts.type_char(), ts.size_field());
+    if ts.endianness() == npyz::Endianness::Big && size > 1 && kind != TypeChar::ByteStr {
+        bail!(
+            "{shown}: dtype {:?} is big-endian; only little-endian data is supported (convert with arr.astype('<{}{size}'))",
+            ts.to_string(),
+            kind.to_str()
+        );
+    }
+    let forms = forms(a, "written")?;
+    let Some(form) = forms.iter().find(|f| f.kind == kind && f.size == size) else {
+        let want: Vec<String> =
+            forms.iter().map(|f| f.type_str().map(|t| dtype_str(f.kind, f.size, &t))).collect::<Result<_>>()?;
+        let n = match a.cell_val_num {
+            CellValNum::Fixed(n) if n > 1 => format!(" x {n}"),
+            _ => String::new(),
+        };
+        bail!(
+            "{shown}: dtype {} does not match attribute {} ({}{n}), which needs {}; no implicit casting is done \
+             (convert with arr.astype('{}'))",
+            dtype_str(kind, size, &ts),
+            a.name,
+            a.datatype,
+            want.join(" or "),
+            forms[0].type_str()?
+        );
+    };
+    let want = form.shape(cells);
+    if header.shape() != want.as_slice() {
+        bail!(
+            "{shown}: shape {} does not match the subarray {spec}, which needs shape {} for attribute {}",
+            shape_str(header.shape()),
+            shape_str(&want),
+            a.name
+        );
+    }
+    let fortran = header.order() == Order::Fortran;
+    if fortran && form.values_axis.is_some() {
+        bail!(
+            "{shown}: Fortran-order data with {} values per cell on the last axis keeps a cell's values apart; save \
+             it in C order (np.ascontiguousarray)",
+            form.values_axis.unwrap_or(0)
+        );
+    }
+    Ok(fortran)
+}
+
+/// A shape as Python prints it: `(3, 4)`, `(5,)`, `()`.
+fn shape_str(shape: &[u64]) -> String {
+    match shape {
+        [n] => format!("({n},)"),
+        _ => format!("({})", shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// Splits `--input`/`--output` items into (attribute index, file), checking that no attribute
+/// is named twice. `existing`: a FILE containing `=` is accepted if it exists.
+fn assign_files(schema: &ArraySchema, items: &[String], flag: &str, existing: bool) -> Result<Vec<(usize, PathBuf)>> {
+    let names = || schema.attrs.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ");
+    let mut out: Vec<(usize, PathBuf)> = Vec::new();
+    for item in items {
+        let (attr, file) = match item.split_once('=') {
+            Some((name, file)) if schema.attr_index(name).is_some() => (schema.attr_index(name), file),
+            Some((name, _)) if !(existing && Path::new(item).is_file()) => {
+                bail!("{flag} {item}: the array has no attribute {name:?} (it has: {})", names())
+            }
+            _ => (None, item.as_str()),
+        };
+        let attr = match attr {
+            Some(i) => i,
+            None if schema.attrs.len() == 1 => 0,
+            None => bail!("{flag} {item}: the array has several attributes ({}); name one as ATTR=FILE", names()),
+        };
+        if file.is_empty() {
+            bail!("{flag} {item}: no file name after '='");
+        }
+        if out.iter().any(|(a, _)| *a == attr) {
+            bail!("{flag}: attribute {} is given more than once", schema.attrs[attr].name);
+        }
+        out.push((attr, PathBuf::from(file)));
+    }
+    Ok(out)
+}
+
+/// Refuses flags of sparse arrays and CSV or Parquet files on a dense array.
+fn refuse_sparse_options(uri: &Path, flags: &[(bool, &str)], files: &[String], flag: &str) -> Result<()> {
+    let what = if flag == "--input" { "written from .npy files" } else { "read into .npy files named as ATTR=FILE" };
+    if let Some((_, f)) = flags.iter().find(|(set, _)| *set) {
+        bail!("{f} applies to sparse arrays; array {} is dense ({what})", uri.display());
+    }
+    for item in files {
+        let file = item.split_once('=').map_or(item.as_str(), |(_, f)| f);
+        let ext = Path::new(file).extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if matches!(ext.as_deref(), Some("csv" | "tsv" | "parquet" | "pq")) {
+            bail!(
+                "{flag} {item}: array {} is dense and exchanges .npy files (one per attribute); CSV and Parquet files \
+                 are for sparse arrays",
+                uri.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Cells per dimension of inclusive ranges.
+fn extents(ranges: &[(i128, i128)]) -> Result<Vec<u64>> {
+    ranges.iter().map(|&(lo, hi)| u64::try_from(hi - lo + 1).context("range too large")).collect()
+}
+
+/// `tessera write URI --subarray SPEC --input [ATTR=]FILE.npy ...`: validates every input
+/// (attributes, dtypes, shapes, file sizes) before writing anything, then submits slabs along the
+/// slowest dimension and commits one fragment. Nothing is committed on error.
+pub(crate) fn write(args: &WriteArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    write_in_slabs(args, config, out, SLAB_BYTES)
+}
+
+fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_bytes: u64) -> Result<()> {
+    let uri = &args.uri;
+    let array = open(config, uri, Mode::Write)?;
+    if array.schema().is_sparse() {
+        return crate::sparse::write(&array, args, out);
+    }
+    let flags =
+        [(args.ignore_extra, "--ignore-extra"), (args.sorted, "--sorted"), (args.delimiter.is_some(), "--delimiter")];
+    refuse_sparse_options(uri, &flags, &args.input, "--input")?;
+    let spec = args.subarray.as_deref().map(|s| Spec::parse(s, true)).transpose()?;
+    let schema = array.schema().clone();
+    let in_array = || format!("array {}", uri.display());
+    for a in &schema.attrs {
+        forms(a, "written").with_context(|| format!("{}: a write needs every attribute", in_array()))?;
+    }
+    let ranges = match &spec {
+        Some(s) => s.resolve_dense(&schema).with_context(in_array)?,
+        None => schema.dims.iter().map(tessera::Dimension::int_domain).collect(),
+    };
+    let spec_text = spec_str(&ranges);
+    let shape = extents(&ranges)?;
+    let assigned = assign_files(&schema, &args.input, "--input", true)?;
+    let missing: Vec<&str> = (0..schema.attrs.len())
+        .filter(|i| !assigned.iter().any(|(a, _)| a == i))
+        .map(|i| schema.attrs[i].name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        bail!("{}: a write needs every attribute; missing --input for: {}", in_array(), missing.join(", "));
+    }
+    let mut inputs = Vec::new();
+    for (attr, path) in assigned {
+        let shown = path.display().to_string();
+        let mut file = File::open(&path).with_context(|| format!("cannot open input {shown}"))?;
+        let (header, data_at) = read_header(&mut file, &shown)?;
+        let a = &schema.attrs[attr];
+        let fortran = check_input(a, &header, &shape, &spec_text, &shown).with_context(in_array)?;
+        let (elements, size) =
+            (header.shape().iter().try_fold(1u64, |n, &d| n.checked_mul(d)), header.dtype().num_bytes());
+        let data_len = elements.zip(size).and_then(|(n, s)| n.checked_mul(s as u64));
+        let data_len = data_len.ok_or_else(|| anyhow!("{shown}: the shape is too large"))?;
+        let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
+        if file_len != data_at + data_len {
+            bail!(
+                "{shown}: the data section has {} bytes but shape {} needs {data_len}",
+                file_len.saturating_sub(data_at),
+                shape_str(header.shape()),
+            );
+        }
+        inputs.push(Input { attr, path, file, fortran, cell_size: a.cell_size() as u64 });
+    }
+    // Inputs whose cells form at most one line are the same bytes in C and Fortran order.
+    let line = shape.iter().filter(|&&n| n > 1).count() <= 1;
+    let mut ordered = inputs.iter().filter(|_| !line);
+    let layout = match ordered.next() {
+        Some(first) => {
+            if let Some(other) = ordered.find(|i| i.fortran != first.fortran) {
+                let name = |f: bool| if f { "Fortran" } else { "C" };
+                bail!(
+                    "inputs mix C and Fortran order ({} is {} order, {} is {} order); convert one with \
+                     np.ascontiguousarray or np.asfortranarray",
+                    first.path.display(),
+                    name(first.fortran),
+                    other.path.display(),
+                    name(other.fortran)
+                );
+            }
+            if first.fortran {
+                Layout::ColMajor
+            } else {
+                Layout::RowMajor
+            }
+        }
+        None => Layout::RowMajor,
+    };
+
+    let mut writer = array
+        .writer(&Subarray::from_ranges(&ranges), layout)
+        .with_context(|| format!("cannot write to {}", in_array()))?;
+    let slow = if layout == Layout::ColMajor { shape.len() - 1 } else { 0 };
+    let unit_cells: u64 = shape.iter().enumerate().filter(|&(i, _)| i != slow).map(|(_, n)| n).product();
+    let unit_bytes: u64 = inputs.iter().map(|i| i.cell_size * unit_cells).sum();
+    let total_bytes = unit_bytes * shape[slow];
+    let rows_target = (slab_bytes / unit_bytes.max(1)).max(1);
+    let dim = &schema.dims[slow];
+    let bar = bytes_bar(total_bytes, "writing");
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); inputs.len()];
+    let (mut start, hi) = ranges[slow];
+    while start <= hi {
+        let end = slab_end(start, hi, rows_target, dim.int_domain().0, dim.tile_extent());
+        let rows = u64::try_from(end - start + 1)?;
+        for (inp, buf) in inputs.iter_mut().zip(bufs.iter_mut()) {
+            buf.resize(usize::try_from(rows * unit_cells * inp.cell_size)?, 0);
+            inp.file.read_exact(buf).with_context(|| format!("cannot read {}", inp.path.display()))?;
+        }
+        let mut part = ranges.clone();
+        part[slow] = (start, end);
+        let attr_inputs: Vec<AttrInput<'_>> =
+            inputs.iter().zip(&bufs).map(|(inp, b)| AttrInput::fixed(&schema.attrs[inp.attr].name, b)).collect();
+        writer
+            .submit_part(&Subarray::from_ranges(&part), &attr_inputs)
+            .with_context(|| format!("cannot write cells {} to {}", spec_str(&part), in_array()))?;
+        bar.inc(rows * unit_bytes);
+        start = end + 1;
+    }
+    bar.finish_and_clear();
+    let meta = writer.finish().with_context(|| format!("cannot commit the write to {}", in_array()))?;
+    let (cells, bytes, name) = (meta.cell_count, human(total_bytes), &meta.name);
+    writeln!(out, "wrote {cells} cells, {bytes}, of {spec_text} to {} as fragment {name}", uri.display())?;
+    Ok(())
+}
+
+/// The last coordinate of the slab starting at `start`: at least `rows` coordinates, extended to
+/// the end of a space tile (so every tile the slab touches is complete and the engine can
+/// filter and write it at once), and at most `hi`.
+fn slab_end(start: i128, hi: i128, rows: u64, dom_lo: i128, tile: u64) -> i128 {
+    let tile = i128::from(tile.max(1));
+    let target = start - dom_lo + i128::from(rows);
+    let aligned = (target + tile - 1) / tile * tile;
+    (aligned - 1 + dom_lo).min(hi)
+}
+
+/// `tessera read URI [--subarray SPEC] --output [ATTR=]FILE.npy ... [--layout ...]`: streams the
+/// result in batches into temporary files, renamed to the outputs once complete. No output file
+/// is created or replaced on error.
+pub(crate) fn read(args: &ReadArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+    read_in_batches(args, config, out, BATCH_BYTES)
+}
+
+fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch_bytes: u64) -> Result<()> {
+    let uri = &args.uri;
+    let array = open(config, uri, Mode::Read)?;
+    if array.schema().is_sparse() {
+        return crate::sparse::read(&array, args, batch_bytes, out);
+    }
+    refuse_sparse_options(
+        uri,
+        &[(!args.attrs.is_empty(), "--attrs"), (args.delimiter.is_some(), "--delimiter")],
+        &[],
+        "",
+    )?;
+    if args.layout == LayoutArg::Unordered {
+        bail!("--layout unordered applies to sparse arrays; array {} is dense", uri.display());
+    }
+    refuse_sparse_options(uri, &[], &args.output, "--output")?;
+    let spec = args.subarray.as_deref().map(|s| Spec::parse(s, true)).transpose()?;
+    let schema = array.schema();
+    let in_array = || format!("array {}", uri.display());
+    let layout = Layout::from(args.layout);
+    let assigned = assign_files(schema, &args.output, "--output", false)?;
+    let mut outputs = Vec::new();
+    for (k, (attr, path)) in assigned.iter().enumerate() {
+        if assigned[..k].iter().any(|(_, p)| p == path) {
+            bail!("--output: file {} is given more than once", path.display());
+        }
+        let a = &schema.attrs[*attr];
+        let form = forms(a, "read").with_context(|| format!("--output {}", path.display()))?[0];
+        if layout == Layout::ColMajor && form.values_axis.is_some() {
+            bail!(
+                "--output {}: attribute {} has {} values per cell, which a Fortran-order file would separate; use \
+                 --layout row-major",
+                path.display(),
+                a.name,
+                form.values_axis.unwrap_or(0)
+            );
+        }
+        outputs.push((path, a, form));
+    }
+    let ranges = match &spec {
+        Some(s) => s.resolve_dense(schema).with_context(in_array)?,
+        None => array.nonempty_domain().ok_or_else(|| {
+            anyhow!("{} is empty (nothing written yet); give --subarray to read fill values", in_array())
+        })?,
+    };
+    let spec_text = spec_str(&ranges);
+    let names: Vec<&str> = outputs.iter().map(|(_, a, _)| a.name.as_str()).collect();
+    let mut query = array
+        .read_query(&Subarray::from_ranges(&ranges), &names, layout)
+        .with_context(|| format!("cannot read {spec_text} of {}", in_array()))?;
+    let total_cells = query.total_cells();
+    let cells_shape = if layout == Layout::Global { vec![total_cells] } else { extents(&ranges)? };
+    let order = if layout == Layout::ColMajor { Order::Fortran } else { Order::C };
+
+    let mut temps = TempFiles::default();
+    let mut writers = Vec::new();
+    let mut done = Vec::new();
+    for (path, _, form) in &outputs {
+        let w = BufWriter::with_capacity(1 << 20, temps.create(path)?);
+        let shape = form.shape(&cells_shape);
+        let ts = form.type_str()?;
+        done.push((dtype_str(form.kind, form.size, &ts), shape_str(&shape)));
+        let options = WriteOptions::new_header_only().dtype(DType::Plain(ts)).shape(&shape).order(order);
+        writers
+            .push(options.writer(w).write_header_only().with_context(|| format!("cannot write {}", path.display()))?);
+    }
+    let cell_bytes: u64 = outputs.iter().map(|(_, a, _)| a.cell_size() as u64).sum();
+    let bar = bytes_bar(total_cells * cell_bytes, "reading");
+    while let Some(batch) =
+        query.next_batch(batch_bytes).with_context(|| format!("cannot read {spec_text} of {}", in_array()))?
+    {
+        for ((w, data), (path, ..)) in writers.iter_mut().zip(&batch.attrs).zip(&outputs) {
+            w.write_all(&data.data).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        bar.inc(batch.cells * cell_bytes);
+    }
+    bar.finish_and_clear();
+    for (w, (path, ..)) in writers.into_iter().zip(&outputs) {
+        let file =
+            w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("cannot write {}", path.display()))?;
+        file.sync_all().with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    temps.commit()?;
+    for ((path, a, _), (dtype, shape)) in outputs.iter().zip(&done) {
+        let order = if order == Order::Fortran { "Fortran" } else { "C" };
+        writeln!(out, "wrote {}: {} of {spec_text} as {dtype}, shape {shape}, {order} order", path.display(), a.name)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::CreateArgs;
+
+    #[test]
+    fn slabs_end_on_tile_boundaries() {
+        // Domain starts at 1, tiles of 10: tiles are 1..10, 11..20, ...
+        assert_eq!(slab_end(1, 100, 1, 1, 10), 10);
+        assert_eq!(slab_end(5, 100, 1, 1, 10), 10);
+        assert_eq!(slab_end(5, 100, 6, 1, 10), 10);
+        assert_eq!(slab_end(5, 100, 7, 1, 10), 20);
+        assert_eq!(slab_end(91, 95, 30, 1, 10), 95);
+        assert_eq!(slab_end(-5, 5, 1, -10, 4), -3);
+    }
+
+    #[test]
+    fn attribute_forms() {
+        let attr = |t, n| {
+            let mut a = Attribute::new("v", t);
+            a.cell_val_num = CellValNum::Fixed(n);
+            a
+        };
+        let first = |t, n| {
+            let f = forms(&attr(t, n), "read").unwrap()[0];
+            (f.type_str().unwrap().to_string(), f.values_axis)
+        };
+        assert_eq!(first(Datatype::Int16, 1), ("<i2".into(), None));
+        assert_eq!(first(Datatype::Float32, 2), ("<c8".into(), None));
+        assert_eq!(first(Datatype::Float64, 2), ("<c16".into(), None));
+        assert_eq!(first(Datatype::UInt32, 3), ("<u4".into(), Some(3)));
+        assert_eq!(first(Datatype::Utf8, 4), ("|S4".into(), None));
+        assert_eq!(forms(&attr(Datatype::UInt8, 1), "read").unwrap()[1].kind, TypeChar::Bool);
+        let mut v = attr(Datatype::Utf8, 1);
+        v.cell_val_num = CellValNum::Var;
+        assert!(forms(&v, "read").unwrap_err().to_string().contains("variable-length"));
+        let mut n = attr(Datatype::Int32, 1);
+        n.nullable = true;
+        assert!(forms(&n, "read").unwrap_err().to_string().contains("Python API"));
+    }
+
+    /// Writes in many slabs (C and Fortran order) and reads in many batches.
+    #[test]
+    fn many_slabs_and_batches_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("arr");
+        let schema = r#"{"version": 1, "array_type": "dense",
+            "dims": [{"name": "r", "type": "int32", "domain": [-7, 12], "tile": 3},
+                     {"name": "c", "type": "int32", "domain": [0, 10], "tile": 4}],
+            "attrs": [{"name": "v", "type": "int64", "filters": [{"name": "lz4"}]}],
+            "cell_order": "row-major", "tile_order": "col-major"}"#;
+        let schema_path = dir.path().join("s.json");
+        std::fs::write(&schema_path, schema).unwrap();
+        let config = Config::new();
+        let mut out = Vec::new();
+        crate::create(&CreateArgs { uri: uri.clone(), schema: schema_path }, &config, &mut out).unwrap();
+        // Rows -6..=10 (17), columns 1..=9 (9); value = 100 * r + c.
+        let (rows, cols) = ((-6i64..=10).collect::<Vec<_>>(), (1i64..=9).collect::<Vec<_>>());
+        let cells = |fortran: bool| -> Vec<i64> {
+            if fortran {
+                cols.iter().flat_map(|&c| rows.iter().map(move |&r| 100 * r + c)).collect()
+            } else {
+                rows.iter().flat_map(|&r| cols.iter().map(move |&c| 100 * r + c)).collect()
+            }
+        };
+        for fortran in [false, true] {
+            let input = dir.path().join("in.npy");
+            let order = if fortran { Order::Fortran } else { Order::C };
+            let w = WriteOptions::new().default_dtype().shape(&[17, 9]).order(order);
+            let mut w = w.writer(File::create(&input).unwrap()).begin_nd().unwrap();
+            w.extend(cells(fortran)).unwrap();
+            w.finish().unwrap();
+            let args = WriteArgs {
+                uri: uri.clone(),
+                subarray: Some("-6:10,1:9".into()),
+                input: vec![input.display().to_string()],
+                ignore_extra: false,
+                sorted: false,
+                delimiter: None,
+            };
+            write_in_slabs(&args, &config, &mut out, 1).unwrap();
+            for layout in [LayoutArg::RowMajor, LayoutArg::ColMajor] {
+                let output = dir.path().join("out.npy");
+                let args = ReadArgs {
+                    uri: uri.clone(),
+                    subarray: None,
+                    output: vec![format!("v={}", output.display())],
+                    layout,
+                    attrs: Vec::new(),
+                    delimiter: None,
+                };
+                read_in_batches(&args, &config, &mut out, 50).unwrap();
+                let back = npyz::NpyFile::new(File::open(&output).unwrap()).unwrap();
+                assert_eq!(back.shape(), &[17, 9]);
+                assert_eq!(back.order() == Order::Fortran, layout == LayoutArg::ColMajor);
+                assert_eq!(
+                    back.into_vec::<i64>().unwrap(),
+                    cells(layout == LayoutArg::ColMajor),
+                    "{fortran} {layout:?}"
+                );
+            }
+        }
+    }
+}
