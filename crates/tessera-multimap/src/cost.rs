@@ -3,7 +3,8 @@
 //! (a) MultiMap moves inside a cube cost `α · (q_i - 1 - Njmp_i)`;
 //! (b) a Naive jump shorter than a track (`Δ < T` sectors) costs `(Δ/T)·rev` plus, with
 //!     probability `Δ/T`, one head switch, instead of `Seek + RotLat`;
-//! (c) when `q` is a multiple of `K`, the aligned starts number `floor(S/K) - q/K + 1`.
+//! (c) when `q` is a multiple of `K`, the aligned starts number `floor(S/K) - q/K + 1`;
+//! and `Njmp` computed exactly as the expectation the text defines it to be ([`njmp`]).
 //!
 //! Jump distances are computed in tracks as the formulas give them and converted to cylinders
 //! (`ceil(d / R)`) for the seek curve, which is defined on cylinders **[choice]**: this is what
@@ -119,10 +120,26 @@ impl CostParams {
     }
 }
 
-/// `Njmp(q, K, S)` (Eqs. 13-15): the expected number of basic-cube boundaries a `q`-long run
-/// crosses over all `S - q + 1` start positions, with note (c) for `q` a multiple of `K`.
-/// Requires `1 <= q <= S` and `K >= 1`.
+/// `Njmp(q, K, S)` as MULTIMAP.md §4 defines it: the expected number of basic-cube boundaries a
+/// `q`-long run crosses over all `S - q + 1` start positions, computed exactly. It equals the
+/// published Eqs. 13-15 with note (c) ([`njmp_published`]) except where those miscount the
+/// partial last cube (`S mod K != 0`): there they give a single cell (`q = 1`) a positive chance
+/// of a jump, and a run of `q > K` one jump too many (e.g. `Njmp(259, 128, 259)` is 3 instead
+/// of 2). Requires `1 <= q <= S` and `K >= 1`.
 pub fn njmp(q: u64, k: u64, s: u64) -> f64 {
+    // G(n) = Σ_{x<n} floor(x/K)
+    let g = |n: u64| -> u128 {
+        let (t, r) = ((n / k) as u128, (n % k) as u128);
+        k as u128 * t * t.saturating_sub(1) / 2 + t * r
+    };
+    // Σ_a floor((a+q-1)/K) - floor(a/K) over a in 0..=S-q
+    let total = g(s) - g(q - 1) - g(s - q + 1);
+    total as f64 / (s - q + 1) as f64
+}
+
+/// `Njmp(q, K, S)` exactly as published (Eqs. 13-15), with note (c) (aligned starts counted as
+/// `floor(S/K) - q/K + 1` when `q` is a multiple of `K`). Kept for comparison; see [`njmp`].
+pub fn njmp_published(q: u64, k: u64, s: u64) -> f64 {
     let starts = (s - q + 1) as f64;
     let loc_s = if q.is_multiple_of(k) {
         (s / k + 1 - q / k) as f64
@@ -150,16 +167,37 @@ mod tests {
         assert!((njmp(10, 128, 259) - 12.0 / 250.0).abs() < 1e-12);
     }
 
+    fn brute_njmp(q: u64, k: u64, s: u64) -> f64 {
+        let total: u64 = (0..=s - q).map(|a| (a + q - 1) / k - a / k).sum();
+        total as f64 / (s - q + 1) as f64
+    }
+
     #[test]
-    fn njmp_matches_enumeration_when_s_is_a_multiple_of_k() {
-        // With S a multiple of K and q < K the formula is exact: count boundary crossings.
-        for &(k, s) in &[(8u64, 32u64), (16, 64), (5, 25)] {
-            for q in 1..k {
-                let total: u64 = (0..=s - q).map(|a| (a + q - 1) / k - a / k).sum();
-                let exact = total as f64 / (s - q + 1) as f64;
-                assert!((njmp(q, k, s) - exact).abs() < 1e-9, "q={q} k={k} s={s}");
+    fn njmp_is_the_exact_expectation() {
+        for k in 1..=9u64 {
+            for s in 1..=40u64 {
+                for q in 1..=s {
+                    assert!((njmp(q, k, s) - brute_njmp(q, k, s)).abs() < 1e-9, "q={q} k={k} s={s}");
+                }
             }
         }
+        assert!((njmp(259, 128, 259) - 2.0).abs() < 1e-12);
+        assert_eq!(njmp(1, 128, 259), 0.0);
+    }
+
+    #[test]
+    fn published_njmp_agrees_when_s_is_a_multiple_of_k() {
+        // With S a multiple of K and q < K, or q a multiple of K (note (c)), Eqs. 13-15 are exact.
+        for &(k, s) in &[(8u64, 32u64), (16, 64), (5, 25), (128, 256), (16, 32)] {
+            for q in (1..k).chain([k, 2 * k]) {
+                if q <= s {
+                    assert!((njmp_published(q, k, s) - brute_njmp(q, k, s)).abs() < 1e-9, "q={q} k={k} s={s}");
+                }
+            }
+        }
+        // ... and miscount the partial last cube
+        assert_eq!(njmp_published(259, 128, 259), 3.0);
+        assert!(njmp_published(1, 128, 259) > 0.0);
     }
 
     #[test]

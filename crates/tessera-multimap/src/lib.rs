@@ -11,7 +11,7 @@ mod mapping;
 mod sim;
 mod table3;
 
-pub use cost::{njmp, CostParams};
+pub use cost::{njmp, njmp_published, CostParams};
 pub use disk::DiskModel;
 pub use mapping::{box_cells, Mapping, MultiMapMapping, NaiveMapping};
 pub use sim::Simulator;
