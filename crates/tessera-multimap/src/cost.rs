@@ -47,12 +47,16 @@ impl Default for CostParams {
     }
 }
 
+/// Checks the query against the dataset; afterwards every product of extents fits in u64.
 fn check(s: &[u64], q: &[u64]) -> Result<()> {
     ensure!(!s.is_empty(), "query: no dimensions");
     ensure!(s.len() == q.len(), "query: {} extents for a {}-D dataset", q.len(), s.len());
     for i in 0..s.len() {
         ensure!(q[i] >= 1 && q[i] <= s[i], "query: q_{i} = {} outside 1..={}", q[i], s[i]);
     }
+    s.iter()
+        .try_fold(1u64, |a, &b| a.checked_mul(b))
+        .ok_or_else(|| anyhow::anyhow!("shape: the number of cells overflows u64"))?;
     Ok(())
 }
 
@@ -106,9 +110,14 @@ impl CostParams {
         ensure!(k.len() == s.len() && k.iter().all(|&x| x > 0), "cube: need {} positive extents", s.len());
         let n = s.len();
         let t = self.sectors_per_track;
-        let cube_tracks = k.iter().product::<u64>().div_ceil(t);
-        // d_i = ceil(Π K / T) · Π_{j<i} ceil(S_j / K_j) tracks (Eq. 12)
-        let dist = |i: usize| -> u64 { cube_tracks * (0..i).map(|j| s[j].div_ceil(k[j])).product::<u64>() };
+        let volume = k
+            .iter()
+            .try_fold(1u64, |a, &b| a.checked_mul(b))
+            .ok_or_else(|| anyhow::anyhow!("cube: the basic cube's volume overflows u64"))?;
+        let cube_tracks = volume.div_ceil(t);
+        // d_i = ceil(Π K / T) · Π_{j<i} ceil(S_j / K_j) tracks (Eq. 12); saturating: a distance
+        // past u64 is far beyond any disk and prices as the longest seek the curve gives
+        let dist = |i: usize| -> u64 { (0..i).fold(cube_tracks, |a, j| a.saturating_mul(s[j].div_ceil(k[j]))) };
         let jump = |i: usize| self.seek_tracks_ms(dist(i)) + self.rot_lat_ms;
         let mut cost = self.c_init_ms + jump(0) * njmp(q[0], k[0], s[0]);
         for i in 1..n {
@@ -125,8 +134,11 @@ impl CostParams {
 /// published Eqs. 13-15 with note (c) ([`njmp_published`]) except where those miscount the
 /// partial last cube (`S mod K != 0`): there they give a single cell (`q = 1`) a positive chance
 /// of a jump, and a run of `q > K` one jump too many (e.g. `Njmp(259, 128, 259)` is 3 instead
-/// of 2). Requires `1 <= q <= S` and `K >= 1`.
+/// of 2). Requires `1 <= q <= S` and `K >= 1`; returns NaN otherwise.
 pub fn njmp(q: u64, k: u64, s: u64) -> f64 {
+    if q == 0 || q > s || k == 0 {
+        return f64::NAN;
+    }
     // G(n) = Σ_{x<n} floor(x/K)
     let g = |n: u64| -> u128 {
         let (t, r) = ((n / k) as u128, (n % k) as u128);
@@ -139,7 +151,11 @@ pub fn njmp(q: u64, k: u64, s: u64) -> f64 {
 
 /// `Njmp(q, K, S)` exactly as published (Eqs. 13-15), with note (c) (aligned starts counted as
 /// `floor(S/K) - q/K + 1` when `q` is a multiple of `K`). Kept for comparison; see [`njmp`].
+/// Requires `1 <= q <= S` and `K >= 1`; returns NaN otherwise.
 pub fn njmp_published(q: u64, k: u64, s: u64) -> f64 {
+    if q == 0 || q > s || k == 0 {
+        return f64::NAN;
+    }
     let starts = (s - q + 1) as f64;
     let loc_s = if q.is_multiple_of(k) {
         (s / k + 1 - q / k) as f64
@@ -183,6 +199,8 @@ mod tests {
         }
         assert!((njmp(259, 128, 259) - 2.0).abs() < 1e-12);
         assert_eq!(njmp(1, 128, 259), 0.0);
+        assert!(njmp(0, 4, 8).is_nan() && njmp(9, 4, 8).is_nan() && njmp(2, 0, 8).is_nan());
+        assert!(njmp_published(9, 4, 8).is_nan());
     }
 
     #[test]
@@ -225,5 +243,9 @@ mod tests {
             assert!((got - want).abs() / want < 0.01, "q={q}: {got} vs {want}");
         }
         assert!(p.naive_cost(&s, &[260, 1, 1]).is_err());
+        assert!(p.naive_cost(&s, &[1, 1]).is_err());
+        assert!(p.naive_cost(&[u64::MAX, 3], &[1, 1]).is_err());
+        assert!(p.multimap_cost(&s, &[0, 1, 1], &[1, 1, 1]).is_err());
+        assert!(p.multimap_cost(&s, &[u64::MAX, u64::MAX, 2], &[1, 1, 1]).is_err());
     }
 }

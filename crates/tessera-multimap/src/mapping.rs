@@ -109,7 +109,12 @@ impl MultiMapMapping {
             n - 1,
             shape[n - 1]
         );
-        let middle: u64 = cube[1..n - 1].iter().product();
+        let prod = |xs: &[u64], what: &str| {
+            xs.iter()
+                .try_fold(1u64, |a, &b| a.checked_mul(b))
+                .ok_or_else(|| anyhow::anyhow!("cube: {what} overflows u64"))
+        };
+        let middle = prod(&cube[1..n - 1], "K_1···K_{N-2}")?;
         ensure!(middle <= depth, "cube: K_1···K_{} = {middle} exceeds the adjacency depth D = {depth}", n - 2);
         // D tracks must be reachable within the adjacency angle W, else "adjacent" blocks would
         // cost missed revolutions.
@@ -119,8 +124,9 @@ impl MultiMapMapping {
             bail!("depth: D = {depth} tracks need a {far:.3} ms seek, more than the adjacency time {reach_ms:.3} ms");
         }
         let grid: Vec<u64> = shape.iter().zip(cube).map(|(s, k)| s.div_ceil(*k)).collect();
-        let tracks_per_cube: u64 = cube[1..].iter().product();
+        let tracks_per_cube = prod(&cube[1..], "K_1···K_{N-1}")?;
         let cubes_per_group = t / cube[0];
+        // grid_i <= S_i and check_shape bounded Π S_i
         let cubes: u64 = grid.iter().product();
         let groups = cubes.div_ceil(cubes_per_group);
         let end = groups
@@ -243,6 +249,9 @@ mod tests {
         assert!(MultiMapMapping::new(&d, &[10, 10], &[2, 11], 128, 0).is_err());
         assert!(MultiMapMapping::new(&d, &[10, 200, 10], &[2, 129, 2], 128, 0).is_err());
         assert!(MultiMapMapping::new(&d, &[10, 200, 10], &[2, 128, 2], 128, 0).is_ok());
+        // extents whose products overflow are refused, not wrapped
+        let err = MultiMapMapping::new(&d, &[10, 4, 4, 4], &[2, 1 << 40, 1 << 40, 2], 128, 0).expect_err("overflow");
+        assert!(err.to_string().contains("overflows"), "{err}");
         // a dataset larger than the disk
         assert!(MultiMapMapping::new(&d, &[686, 100_000, 10], &[686, 128, 10], 128, 0).is_err());
     }

@@ -7,7 +7,7 @@ use crate::cost::CostParams;
 use crate::disk::DiskModel;
 use crate::mapping::{Mapping, MultiMapMapping, NaiveMapping};
 use crate::sim::Simulator;
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -238,8 +238,21 @@ impl SplitMix {
 /// Mean simulated time of `query` over [`RUNS`] random placements (same placements for every
 /// mapping); ms per cell for beams, total ms for cubes. Each run starts with the head parked on
 /// track 0, so the first access pays a long seek like the model's `C_init`.
-pub fn simulate(disk: &DiskModel, mapping: &dyn Mapping, query: &QuerySpec, seed: u64) -> f64 {
+///
+/// # Errors
+/// A query whose rank differs from the mapping's or with an extent outside `1..=S_i`.
+pub fn simulate(disk: &DiskModel, mapping: &dyn Mapping, query: &QuerySpec, seed: u64) -> Result<f64> {
     let shape = mapping.shape();
+    ensure!(
+        query.extent.len() == shape.len(),
+        "{}: {} extents for a {}-D dataset",
+        query.name,
+        query.extent.len(),
+        shape.len()
+    );
+    for (i, (&q, &s)) in query.extent.iter().zip(shape).enumerate() {
+        ensure!(q >= 1 && q <= s, "{}: q_{i} = {q} outside 1..={s}", query.name);
+    }
     let mut rng = SplitMix(seed);
     let cells: u64 = query.extent.iter().product();
     let mut total = 0.0;
@@ -249,11 +262,7 @@ pub fn simulate(disk: &DiskModel, mapping: &dyn Mapping, query: &QuerySpec, seed
         total += sim.replay(mapping.fetch_order(&lo, &query.extent).iter().map(|c| mapping.lbn(c)));
     }
     let mean = total / RUNS as f64;
-    if query.per_cell {
-        mean / cells as f64
-    } else {
-        mean
-    }
+    Ok(if query.per_cell { mean / cells as f64 } else { mean })
 }
 
 /// Compute the rows of one experiment.
@@ -276,8 +285,8 @@ pub fn run_experiment(disk: &DiskModel, params: &CostParams, exp: &Experiment) -
             query: q.name.clone(),
             naive_calc: params.naive_cost(&exp.shape, &q.extent)? / unit,
             multimap_calc: params.multimap_cost(&exp.shape, &exp.cube, &q.extent)? / unit,
-            naive_sim: simulate(disk, &naive, q, seed),
-            multimap_sim: simulate(disk, &mm, q, seed),
+            naive_sim: simulate(disk, &naive, q, seed)?,
+            multimap_sim: simulate(disk, &mm, q, seed)?,
             paper,
         });
     }
@@ -316,4 +325,31 @@ pub fn run_reproduce_command(out: Option<PathBuf>) -> Result<()> {
         println!("\nwrote {}", dir.join("table3.json").display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulate_rejects_queries_outside_the_dataset() {
+        let disk = DiskModel::default();
+        let m = NaiveMapping::new(&[8, 8], 0).expect("valid");
+        let q = |extent: Vec<u64>| QuerySpec { name: "q".into(), extent, per_cell: false };
+        assert!(simulate(&disk, &m, &q(vec![9, 1]), 1).is_err());
+        assert!(simulate(&disk, &m, &q(vec![0, 1]), 1).is_err());
+        assert!(simulate(&disk, &m, &q(vec![2, 2, 2]), 1).is_err());
+        // a 2 x 2 box of sequential and one-track-apart blocks costs a few ms
+        let t = simulate(&disk, &m, &q(vec![2, 2]), 1).expect("valid");
+        assert!(t > 0.0 && t < 20.0);
+    }
+
+    #[test]
+    fn every_experiment_row_has_paper_figures() {
+        for e in [experiment_3d(), experiment_4d()] {
+            for q in &e.queries {
+                assert!(paper_row(e.dims, &q.name).is_some(), "{}", q.name);
+            }
+        }
+    }
 }
