@@ -294,7 +294,8 @@ pub fn run_experiment(disk: &DiskModel, params: &CostParams, exp: &Experiment) -
 }
 
 /// Reproduce Table 3 (3-D and 4-D) on the default disk and model parameters; with `out_dir`,
-/// also write `out_dir/table3.json`.
+/// also write `out_dir/table3.json` and the Markdown table `out_dir/table3.md` (the one in
+/// docs/multimap.md).
 ///
 /// # Errors
 /// Failing to create `out_dir` or write the JSON file.
@@ -308,6 +309,8 @@ pub fn reproduce(out_dir: Option<&Path>) -> Result<Table3> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("table3.json");
         std::fs::write(&path, table.to_json()?).with_context(|| format!("writing {}", path.display()))?;
+        let path = dir.join("table3.md");
+        std::fs::write(&path, table.to_markdown()).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(table)
 }

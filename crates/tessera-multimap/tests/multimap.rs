@@ -140,6 +140,11 @@ fn table3_rows_within_the_bars() {
         }
     }
     assert!(report.is_empty(), "rows outside the bars: {report:#?}");
+    // docs/multimap.md shows this very table (regenerate it from DIR/table3.md)
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/multimap.md"))
+        .expect("docs/multimap.md");
+    assert!(docs.contains(&table.to_markdown()), "docs/multimap.md's Table 3 is stale: paste DIR/table3.md into it");
+    assert_eq!(std::fs::read_to_string(dir.path().join("table3.md")).expect("table3.md written"), table.to_markdown());
     // table3.json: a list of rows with the six fields
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("table3.json")).expect("json written"))
