@@ -87,6 +87,22 @@ mod tests {
     }
 
     #[test]
+    fn mean_rotational_latency_is_half_a_revolution() {
+        // From the end of block 0, every block of the same track once: the waits average
+        // (T - 1)/2 sectors, i.e. RotLat ≈ rev/2 = 3 ms.
+        let d = DiskModel::default();
+        let t = d.sectors_per_track;
+        let mut total = 0.0;
+        for target in 0..t {
+            let mut s = Simulator::new(&d);
+            s.access(0);
+            total += s.access(target) - d.rev_ms / t as f64; // minus the transfer
+        }
+        let mean = total / t as f64;
+        assert!((mean - d.rev_ms / 2.0).abs() < d.rev_ms / t as f64, "{mean}");
+    }
+
+    #[test]
     fn adjacent_block_costs_about_alpha() {
         let d = DiskModel::default();
         for step in [1u64, 4, 64, 128] {
