@@ -165,6 +165,21 @@ pub enum Command {
     Vacuum(maintenance::VacuumArgs),
     /// Delete every cell of a subarray (a delete fragment: older values stop being read).
     Delete(maintenance::DeleteArgs),
+    /// The MultiMap layout research (docs/multimap.md).
+    #[command(subcommand)]
+    Multimap(MultimapCommand),
+}
+
+/// `tessera multimap` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum MultimapCommand {
+    /// Rerun the paper's Table 3 on the modelled disks (analytic model and simulator) beside the
+    /// paper's figures; with --out DIR also write DIR/table3.json and DIR/table3.md.
+    Reproduce {
+        /// Folder for table3.json and table3.md.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 const WRITE_HELP: &str = "Each .npy file must have exactly the attribute's dtype (no casting: \
@@ -387,6 +402,9 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
         Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
         Command::Delete(a) => maintenance::delete(a, &config, out),
+        Command::Multimap(MultimapCommand::Reproduce { out: dir }) => {
+            tessera_multimap::run_reproduce_command(dir.clone())
+        }
     };
     if stats {
         tessera::stats::disable();
