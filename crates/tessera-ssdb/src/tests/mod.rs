@@ -1,0 +1,6 @@
+//! Tests of cooking, grouping and storage against independent, plain reference code
+//! (`reference`): BFS labelling, a Moore trace over a set of cells, O(n²) grouping.
+
+mod cook;
+mod group;
+mod reference;
