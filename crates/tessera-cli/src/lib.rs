@@ -177,6 +177,8 @@ pub enum Command {
     Vacuum(maintenance::VacuumArgs),
     /// Delete every cell of a subarray (a delete fragment: older values stop being read).
     Delete(maintenance::DeleteArgs),
+    /// The SS-DB benchmark (SSDB.md): generate, load, cook and group a configuration.
+    Ssdb(tessera_ssdb::SsdbArgs),
 }
 
 const WRITE_HELP: &str = "Each .npy file must have exactly the attribute's dtype (no casting: \
@@ -380,7 +382,9 @@ fn config_help() -> String {
 /// # Errors
 /// Whatever the command reports; the message names the array or file concerned.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
-    let config = parse_config(&cli.config)?;
+    // `ssdb run --config micro`: the ssdb command reads the SS-DB configuration from --config.
+    let ssdb = matches!(cli.command, Command::Ssdb(_));
+    let config = if ssdb { tessera::Config::new() } else { parse_config(&cli.config)? };
     let stats = cli.stats || cli.stats_json.is_some();
     if stats {
         tessera::stats::reset();
@@ -397,6 +401,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
         Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
         Command::Delete(a) => maintenance::delete(a, &config, out),
+        Command::Ssdb(a) => tessera_ssdb::run_command(a, &cli.config, out),
     };
     if stats {
         tessera::stats::disable();

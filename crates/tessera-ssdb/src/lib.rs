@@ -23,5 +23,9 @@ pub use keys::{
 };
 pub use observation::{assign_ids, cycle_of, Observation, IMAGES_PER_CYCLE};
 
+pub mod cli;
+pub mod pipeline;
 #[cfg(test)]
 mod tests;
+
+pub use cli::{run_command, SsdbArgs};

@@ -12,6 +12,7 @@
 //! of `tile_y` rows at a time, so memory is bounded by a band whatever the configuration.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use tessera::{
@@ -169,13 +170,14 @@ impl RawStore {
 
     /// Generates images `ts` (consecutive, one cycle) and writes them as one fragment, a band
     /// of rows at a time; records their nominal corners. `progress` is called after each band
-    /// with the cells written.
+    /// with the cells written. Returns the time spent generating (the rest is storing).
     ///
     /// # Errors
     /// Storage failures.
-    pub fn load(&self, generator: &Generator, ts: std::ops::Range<u32>, progress: &dyn Fn(u64)) -> Result<()> {
+    pub fn load(&self, generator: &Generator, ts: std::ops::Range<u32>, progress: &dyn Fn(u64)) -> Result<Duration> {
+        let mut generating = Duration::ZERO;
         if ts.is_empty() {
-            return Ok(());
+            return Ok(generating);
         }
         let s = self.config.side();
         let images = Array::open(&self.ctx, self.dir.join(IMAGES), Mode::Write)?;
@@ -192,7 +194,9 @@ impl RawStore {
             let mut y0 = 0;
             while y0 < s {
                 let rows = band_rows.min(s - y0);
+                let start = Instant::now();
                 generator.fill(t, y0, usize::try_from(rows)?, &mut band);
+                generating += start.elapsed();
                 let part = Subarray::from_ranges(&[
                     (i128::from(t), i128::from(t)),
                     (i128::from(y0), i128::from(y0 + rows) - 1),
@@ -219,7 +223,7 @@ impl RawStore {
                 AttrInput::fixed("llc_y", bytemuck::cast_slice(&ys)),
             ],
         )?;
-        Ok(())
+        Ok(generating)
     }
 
     /// The `pix` values of the local rectangle `[y0, y1] x [x0, x1]` of image `t`, row-major.

@@ -1,0 +1,276 @@
+//! The run procedure of SSDB.md section 5: per cycle, load 20 generated images, cook them (F1)
+//! and group the new observations (F2); then F1' over all images for verification; the timings
+//! and summaries go to `DIR/report.json`.
+//!
+//! Steps can be run separately (`load`, then `cook,group` on the same folder); the report of an
+//! earlier run in the folder is kept and the sections of this run replace its own. The queries
+//! (part 2, issue 14) are not implemented yet.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use serde_json::{json, Map, Value};
+use tessera::{Config as EngineConfig, Context};
+
+use crate::generator::Generator;
+use crate::params::{Config, StartSet, CYCLE};
+use crate::progress::Progress;
+use crate::raw::{RawLayout, RawStore, IMAGES};
+use crate::tiles::{SkyTiles, FILE_SHA256};
+use crate::{assign_ids, cook_image_parallel, CookParams, F1Accumulator, F2Summary, Grouper, Observation, D3};
+
+/// One step of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Step {
+    /// Generate and store the raw images.
+    Load,
+    /// Cook them (F1; F1' for verification).
+    Cook,
+    /// Group the observations (F2).
+    Group,
+    /// Q1-Q9 (part 2, issue 14).
+    Queries,
+}
+
+impl Step {
+    /// Every step, in run order.
+    pub const ALL: [Step; 4] = [Step::Load, Step::Cook, Step::Group, Step::Queries];
+
+    /// The step's name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Load => "load",
+            Step::Cook => "cook",
+            Step::Group => "group",
+            Step::Queries => "queries",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Step {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Step::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown step {s:?}: expected load, cook, group or queries"))
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The configuration.
+    pub config: Config,
+    /// The store's folder (created if missing); the report goes to `dir/report.json`.
+    pub dir: PathBuf,
+    /// The steps.
+    pub steps: Vec<Step>,
+    /// The query start sets.
+    pub starts: Vec<StartSet>,
+    /// The engine's configuration.
+    pub engine: EngineConfig,
+    /// The sky tiles file; `None` for the cache (made there when missing).
+    pub tiles: Option<PathBuf>,
+}
+
+/// Runs `spec`; returns the report written to `dir/report.json`.
+///
+/// # Errors
+/// The queries step (not implemented yet), a load into a folder that holds images already, a
+/// cook or group step without images, sky tiles that are not the canonical ones, storage
+/// failures. A refused run changes nothing on disk.
+pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
+    if spec.steps.contains(&Step::Queries) {
+        bail!("step queries: not implemented yet (issue 14); run --steps load,cook,group");
+    }
+    let has = |s| spec.steps.contains(&s);
+    if has(Step::Group) && !has(Step::Cook) {
+        bail!("step group needs step cook in the same run (it groups the observations cooking produces)");
+    }
+    let config = spec.config;
+    let dir = &spec.dir;
+    if has(Step::Load) && dir.join(IMAGES).exists() {
+        bail!("{} holds images already: load into a new folder, or leave out step load", dir.display());
+    }
+    if !has(Step::Load) && !dir.join(IMAGES).exists() {
+        bail!("{} holds no images: run step load first", dir.display());
+    }
+    let tiles = SkyTiles::open(spec.tiles.as_deref())?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let ctx = Context::new(spec.engine.clone())?;
+    let store = if has(Step::Load) {
+        RawStore::create(&ctx, dir, config, &RawLayout::chosen())?
+    } else {
+        RawStore::open(&ctx, dir, config)?
+    };
+    let generator = has(Step::Load).then(|| Generator::new(config, tiles));
+
+    let mut t_load = Duration::ZERO;
+    let mut t_generate = Duration::ZERO;
+    let mut t_cook = Duration::ZERO;
+    let mut t_group = Duration::ZERO;
+    let mut t_prime = Duration::ZERO;
+    let mut cycles = Vec::new();
+    let mut f1 = F1Accumulator::default();
+    let mut f1p = F1Accumulator::default();
+    let mut grouper = Grouper::new(d3(config)?);
+    let mut next_id = 1;
+    let objects = config.objects();
+    let (d1, d2) = (u32::try_from(objects.d1)?, u32::try_from(objects.d2)?);
+    let s = usize::try_from(config.side())?;
+
+    for c in 0..config.cycles() {
+        let ts = c * CYCLE..(c + 1) * CYCLE;
+        let mut cycle = Map::new();
+        cycle.insert("cycle".into(), json!(c));
+        if let Some(g) = &generator {
+            progress.begin(&format!("load {c}"), u64::from(CYCLE) * (s * s) as u64);
+            let start = Instant::now();
+            let generating = store.load(g, ts.clone(), &|n| progress.advance(n))?;
+            progress.end();
+            let load = start.elapsed().saturating_sub(generating);
+            t_load += load;
+            t_generate += generating;
+            cycle.insert("load".into(), json!(load.as_secs_f64()));
+            cycle.insert("generate".into(), json!(generating.as_secs_f64()));
+        }
+        if has(Step::Cook) {
+            progress.begin(&format!("cook {c}"), u64::from(CYCLE));
+            let images = store.images()?;
+            let llcs = store.llcs(ts.clone())?;
+            let mut cooked: Vec<Vec<Observation>> = Vec::with_capacity(CYCLE as usize);
+            let mut cook = Duration::ZERO;
+            for (t, &llc) in ts.clone().zip(&llcs) {
+                let start = Instant::now();
+                let pix = store.read_pix(&images, t, (0, config.side() - 1), (0, config.side() - 1))?;
+                let mut obs = cook_image_parallel(&pix, s, s, llc, i64::from(t), CookParams::f1(d1, d2))?;
+                next_id = assign_ids(&mut obs, next_id);
+                cook += start.elapsed();
+                f1.add(&obs);
+                let start = Instant::now();
+                let prime = cook_image_parallel(&pix, s, s, llc, i64::from(t), CookParams::f1_prime(d1, d2))?;
+                t_prime += start.elapsed();
+                f1p.add(&prime);
+                cooked.push(obs);
+                progress.advance(1);
+            }
+            progress.end();
+            t_cook += cook;
+            cycle.insert("cook".into(), json!(cook.as_secs_f64()));
+            if has(Step::Group) {
+                let start = Instant::now();
+                for (t, obs) in ts.clone().zip(&cooked) {
+                    grouper.push_image(i64::from(t), obs)?;
+                }
+                let group = start.elapsed();
+                t_group += group;
+                cycle.insert("group".into(), json!(group.as_secs_f64()));
+            }
+        }
+        cycles.push(Value::Object(cycle));
+    }
+
+    let mut report = read_report(dir)?;
+    report.insert("config".into(), json!(config.name()));
+    report.insert("data".into(), json!({ "tileData_sha256": FILE_SHA256 }));
+    let mut seconds = match report.remove("seconds") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    if has(Step::Load) {
+        seconds.insert("load".into(), json!(t_load.as_secs_f64()));
+        seconds.insert("generate".into(), json!(t_generate.as_secs_f64()));
+    }
+    if has(Step::Cook) {
+        seconds.insert("cook".into(), json!(t_cook.as_secs_f64()));
+        seconds.insert("F1prime".into(), json!(t_prime.as_secs_f64()));
+        report.insert("F1".into(), serde_json::to_value(f1.finish())?);
+        report.insert("F1prime".into(), serde_json::to_value(f1p.finish())?);
+    }
+    if has(Step::Group) {
+        let start = Instant::now();
+        let groups = grouper.finish();
+        t_group += start.elapsed();
+        seconds.insert("group".into(), json!(t_group.as_secs_f64()));
+        report.insert("F2".into(), serde_json::to_value(F2Summary::of(&groups))?);
+    }
+    let total: f64 = ["load", "cook", "group"].iter().filter_map(|k| seconds.get(*k).and_then(Value::as_f64)).sum();
+    seconds.insert("total".into(), json!(total));
+    seconds.insert("cycles".into(), Value::Array(cycles));
+    report.insert("seconds".into(), Value::Object(seconds));
+    report.insert("storage".into(), storage_stats(config, dir));
+    report.insert("memory".into(), json!({ "peak_rss_bytes": peak_rss() }));
+    let report = Value::Object(report);
+    let path = dir.join("report.json");
+    let text = serde_json::to_string_pretty(&report)?;
+    let tmp = dir.join("report.json.tmp");
+    std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(report)
+}
+
+/// D3 of `config`'s object parameters, as the grouper takes it.
+fn d3(config: Config) -> Result<D3> {
+    let r = config.objects().d3;
+    Ok(D3::new(u64::try_from(r.p)?, u64::try_from(r.q)?)?)
+}
+
+/// The report of an earlier run in `dir`, or an empty one.
+fn read_report(dir: &Path) -> Result<Map<String, Value>> {
+    let path = dir.join("report.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => bail!("{}: not a JSON object", path.display()),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Bytes of the images array on disk against its raw size.
+fn storage_stats(config: Config, dir: &Path) -> Value {
+    let bytes = dir_bytes(&dir.join(IMAGES));
+    let raw = config.raw_bytes();
+    json!({
+        "images_bytes": bytes,
+        "images_raw_bytes": raw,
+        "images_compression_ratio": if bytes > 0 { raw as f64 / bytes as f64 } else { 0.0 },
+        "store_bytes": dir_bytes(dir),
+    })
+}
+
+/// Bytes of the files under `p`.
+pub fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The process's peak resident memory (VmHWM of /proc/self/status), 0 where unknown.
+pub fn peak_rss() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return 0 };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
