@@ -274,3 +274,105 @@ pub fn peak_rss() -> u64 {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Silent;
+
+    fn spec(dir: &Path, steps: &[Step]) -> RunSpec {
+        let tiles = Some(
+            crate::tiles::ensure_cached_with(&[
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
+            ])
+            .expect("sky tiles"),
+        );
+        RunSpec {
+            config: Config::Micro,
+            dir: dir.to_path_buf(),
+            steps: steps.to_vec(),
+            starts: StartSet::ALL.to_vec(),
+            engine: EngineConfig::new(),
+            tiles,
+        }
+    }
+
+    /// Micro end to end: the report's structure and internal consistency, the steps run
+    /// separately giving the same summaries, and the refusals that leave the folder unchanged.
+    #[test]
+    fn micro_end_to_end() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("store");
+        let all = [Step::Load, Step::Cook, Step::Group];
+        let r = run(&spec(&dir, &all), &Silent).expect("micro run");
+        assert_eq!(r["config"], "micro");
+        assert_eq!(r["data"]["tileData_sha256"], FILE_SHA256);
+        for k in ["load", "generate", "cook", "group", "F1prime", "total"] {
+            assert!(r["seconds"][k].as_f64().is_some_and(|v| v >= 0.0), "seconds.{k}");
+        }
+        assert_eq!(r["seconds"]["cycles"].as_array().map(Vec::len), Some(2));
+        for f in ["F1", "F1prime"] {
+            let s = &r[f];
+            let count = s["count"].as_u64().expect("count");
+            assert!(count > 100, "{f} count {count}");
+            // Each observation has a polygon of 1..=D2 vertices and pixelSum >= threshold.
+            let vertices = s["vertices"].as_u64().expect("vertices");
+            assert!(vertices >= count && vertices <= count * 50, "{f} vertices {vertices}");
+            assert!(s["pixelSum"].as_u64().expect("pixelSum") >= count * 900);
+            assert_eq!(s["observation_keys_sha256"].as_str().map(str::len), Some(64));
+        }
+        // F1' (threshold 900) finds at least as many cells above threshold; on micro more objects.
+        assert!(r["F1prime"]["count"].as_u64() > r["F1"]["count"].as_u64());
+        let f2 = &r["F2"];
+        let groups = f2["groups"].as_u64().expect("groups");
+        assert_eq!(groups, f2["multi_member_groups"].as_u64().expect("multi") + f2["singletons"].as_u64().expect("s"));
+        // Micro's second half re-observes the first half's positions: many multi-member groups.
+        assert!(f2["multi_member_groups"].as_u64().expect("multi") * 2 > groups / 2);
+        assert!(groups <= r["F1"]["count"].as_u64().expect("count"));
+        let written: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report")).expect("json");
+        for k in ["config", "data", "F1", "F1prime", "F2"] {
+            assert_eq!(written[k], r[k], "report.json {k}");
+        }
+        let ratio = r["storage"]["images_compression_ratio"].as_f64().expect("ratio");
+        assert!(ratio > 2.0, "compression ratio {ratio}");
+
+        // Cooking and grouping again from the stored images give the same summaries.
+        let again = run(&spec(&dir, &[Step::Cook, Step::Group]), &Silent).expect("cook, group");
+        for f in ["F1", "F1prime", "F2"] {
+            assert_eq!(again[f], r[f], "{f}");
+        }
+        // The load's seconds are kept from the first run.
+        assert_eq!(again["seconds"]["load"], r["seconds"]["load"]);
+
+        // Refusals leave the folder as it was.
+        let before = dir_listing(&dir);
+        let e = run(&spec(&dir, &all), &Silent).expect_err("second load");
+        assert!(e.to_string().contains("holds images already"), "{e}");
+        let e = run(&spec(&dir, &[Step::Queries]), &Silent).expect_err("queries");
+        assert!(e.to_string().contains("not implemented yet (issue 14)"), "{e}");
+        let e = run(&spec(&dir, &[Step::Group]), &Silent).expect_err("group alone");
+        assert!(e.to_string().contains("needs step cook"), "{e}");
+        assert_eq!(dir_listing(&dir), before);
+        let e = run(&spec(&tmp.path().join("empty"), &[Step::Cook]), &Silent).expect_err("no images");
+        assert!(e.to_string().contains("run step load first"), "{e}");
+        assert!(!tmp.path().join("empty").exists());
+    }
+
+    fn dir_listing(p: &Path) -> Vec<(PathBuf, u64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![p.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+                let m = e.metadata().expect("metadata");
+                if m.is_dir() {
+                    stack.push(e.path());
+                } else {
+                    out.push((e.path(), m.len()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
