@@ -132,7 +132,7 @@ pub fn cook_image_parallel(
     let threads = rayon::current_num_threads().max(1);
     // Cores of at least 8 D1 rows keep the re-scanned overlap under a quarter; about four
     // chunks per thread balance the load.
-    let core = (8 * params.d1 as usize).max(height.div_ceil(4 * threads)).max(64);
+    let core = (params.d1 as usize).saturating_mul(8).max(height.div_ceil(4 * threads)).max(64);
     cook_image_chunked(pix, width, height, origin, t, params, core)
 }
 
@@ -481,7 +481,10 @@ fn moore_trace(region: &Region<'_>, start: (u32, u32), cap: usize) -> Option<Vec
         return Some(b); // a 1-cell object
     };
     let (mut d, mut c) = (first_dir, c1);
-    loop {
+    // A trace of an object visits each (cell, direction) state at most once before it stops;
+    // the bound only guards callers that pass a start cell that is not an object's leftmost.
+    let limit = 8 * region.width * (region.y1 - region.y0) + 16;
+    for _ in 0..limit {
         if c == s0 && step(s0, d).is_some_and(|(nd, _)| nd == first_dir) {
             return Some(b);
         }
@@ -494,13 +497,18 @@ fn moore_trace(region: &Region<'_>, start: (u32, u32), cap: usize) -> Option<Vec
         d = nd;
         c = n;
     }
+    None
 }
 
 /// The Moore-neighbour trace (SSDB.md §2) of the 8-connected object of the `width`-wide image
 /// `pix` (cells with `pix >= th`) whose leftmost-then-topmost cell is `start = (x, y)` (local);
-/// `None` once the trace has more than `cap` vertices. For tests and calibration.
+/// `None` once the trace has more than `cap` vertices, or when `start` is not a qualifying cell
+/// of the image. For tests and calibration (vertex counts before the drop rule).
 pub fn trace_object(pix: &[i32], width: usize, th: i32, start: (u32, u32), cap: usize) -> Option<Vec<(u32, u32)>> {
     let height = pix.len().checked_div(width).unwrap_or(0);
     let region = Region { pix, width, y0: 0, y1: height, th };
+    if !region.inside(i64::from(start.0), i64::from(start.1)) {
+        return None;
+    }
     moore_trace(&region, start, cap)
 }

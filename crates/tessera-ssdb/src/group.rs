@@ -8,11 +8,13 @@
 //! later observations of the same image see them. At the end every observation in no group is
 //! a singleton group; group ids are creation order, then singletons in id order.
 //!
-//! The last 20 images' centres are kept in per-image grids (sorted by grid cell, side
-//! `max(1, floor(sqrt(20·p/q)))`), so a match costs a few binary searches, not a scan of the
-//! window.
+//! The last 20 images' observations are kept in a hashed grid of side
+//! `g = max(1, floor(sqrt(20·p/q)))` (the largest match distance): a new observation looks at
+//! the at most 3 x 3 cells its match disc meets, not at all pairs. Each cell lists its
+//! observations in id order; an image leaving the window is removed from the cells it is in.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 
 use serde::{Deserialize, Serialize};
 
@@ -217,21 +219,47 @@ impl GroupSet {
     }
 }
 
-/// One image of the matching window: its observations (indices into `Grouper::obs`) sorted by
-/// grid cell `(gy, gx)`.
-struct WindowImage {
-    t: i64,
-    cells: Vec<(i64, i64, u32)>,
+/// A fast hasher for grid cells (the keys are not chosen by an adversary: they are centres).
+#[derive(Default)]
+struct CellHasher(u64);
+
+impl std::hash::Hasher for CellHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
+
+type CellMap = HashMap<(i64, i64), Vec<u32>, BuildHasherDefault<CellHasher>>;
 
 /// Incremental F2: feed images in time order with [`Grouper::push_image`], then
 /// [`Grouper::finish`].
 pub struct Grouper {
     d3: D3,
     grid: i64,
-    window: VecDeque<WindowImage>,
+    /// The images in the window: `(t, index of its first observation)`.
+    window: VecDeque<(i64, u32)>,
+    /// Grid cell -> the window's observations in it, by index.
+    cells: CellMap,
+    /// Index of the first observation still in `cells`.
+    window_start: u32,
+    /// The largest match distance, `floor(sqrt(20·p/q))`.
+    radius: i64,
     obs: Vec<Member>,
-    /// Groups of each observation (indices into `groups`), in join order.
+    /// Groups of each observation (indices into `groups`).
     obs_groups: Vec<Vec<u32>>,
     /// Members of each group (indices into `obs`), in join order = id order.
     groups: Vec<Vec<u32>>,
@@ -246,6 +274,9 @@ impl Grouper {
             d3,
             grid,
             window: VecDeque::new(),
+            cells: CellMap::default(),
+            window_start: 0,
+            radius: d3.radius(T_MATCH),
             obs: Vec::new(),
             obs_groups: Vec::new(),
             groups: Vec::new(),
@@ -294,8 +325,10 @@ impl Grouper {
             });
         }
         self.last_t = Some(t);
-        while self.window.front().is_some_and(|w| t - w.t > T_MATCH) {
+        while self.window.front().is_some_and(|w| t - w.0 > T_MATCH) {
             self.window.pop_front();
+            let end = self.window.front().map_or(self.obs.len() as u32, |w| w.1);
+            self.forget_before(end);
         }
         let first = self.obs.len() as u32;
         let mut matches: Vec<u32> = Vec::new();
@@ -316,48 +349,72 @@ impl Grouper {
                     collected.extend_from_slice(&self.obs_groups[e as usize]);
                 }
             }
-            // Join each collected group once, in the order collected.
-            for i in 0..collected.len() {
-                let g = collected[i];
-                if collected[..i].contains(&g) {
-                    continue;
-                }
+            // Join each collected group once (the order of joining changes no group: n is
+            // appended to each).
+            collected.sort_unstable();
+            collected.dedup();
+            for &g in &collected {
                 self.groups[g as usize].push(n);
-                self.obs_groups[n as usize].push(g);
+            }
+            self.obs_groups[n as usize].extend_from_slice(&collected);
+        }
+        for i in first..self.obs.len() as u32 {
+            let cell = self.cell_of(&self.obs[i as usize]);
+            self.cells.entry(cell).or_default().push(i);
+        }
+        self.window.push_back((t, first));
+        Ok(())
+    }
+
+    fn cell_of(&self, m: &Member) -> (i64, i64) {
+        (i64::from(m.cy).div_euclid(self.grid), i64::from(m.cx).div_euclid(self.grid))
+    }
+
+    /// Removes the observations with index below `end` from the cells (they left the window).
+    fn forget_before(&mut self, end: u32) {
+        let start = self.window_start;
+        for i in start..end {
+            let cell = self.cell_of(&self.obs[i as usize]);
+            if let Some(list) = self.cells.get_mut(&cell) {
+                let k = list.partition_point(|&j| j < end);
+                list.drain(..k);
+                if list.is_empty() {
+                    self.cells.remove(&cell);
+                }
             }
         }
-        let grid = self.grid;
-        let mut cells: Vec<(i64, i64, u32)> = (first..self.obs.len() as u32)
-            .map(|i| {
-                let m = &self.obs[i as usize];
-                (i64::from(m.cy).div_euclid(grid), i64::from(m.cx).div_euclid(grid), i)
-            })
-            .collect();
-        cells.sort_unstable();
-        self.window.push_back(WindowImage { t, cells });
+        self.window_start = end;
+    }
+
+    /// Groups observations of one or more images (as [`Grouper::push_image`] each image): `obs`
+    /// sorted by time, then id, e.g. one cycle's.
+    ///
+    /// # Errors
+    /// As [`Grouper::push_image`]; the images before the bad one are grouped.
+    pub fn push_images(&mut self, obs: &[Observation]) -> Result<(), GroupError> {
+        let mut i = 0;
+        while i < obs.len() {
+            let t = obs[i].t;
+            let j = i + obs[i..].iter().take_while(|o| o.t == t).count();
+            self.push_image(t, &obs[i..j])?;
+            i = j;
+        }
         Ok(())
     }
 
     /// The observations of the window matching `o`, in id order (= index order).
     fn find_matches(&self, o: &Observation, out: &mut Vec<u32>) {
         out.clear();
-        let g = self.grid;
-        for img in &self.window {
-            let dt = o.t - img.t;
-            if !(1..=T_MATCH).contains(&dt) {
-                continue;
-            }
-            let r = self.d3.radius(dt);
-            let (cx, cy) = (i64::from(o.cx), i64::from(o.cy));
-            let (gx0, gx1) = ((cx - r).div_euclid(g), (cx + r).div_euclid(g));
-            for gy in (cy - r).div_euclid(g)..=(cy + r).div_euclid(g) {
-                let lo = img.cells.partition_point(|&(y, x, _)| (y, x) < (gy, gx0));
-                for &(y, x, i) in &img.cells[lo..] {
-                    if (y, x) > (gy, gx1) {
-                        break;
-                    }
+        let (g, r) = (self.grid, self.radius);
+        let (cx, cy) = (i64::from(o.cx), i64::from(o.cy));
+        let (gx0, gx1) = ((cx - r).div_euclid(g), (cx + r).div_euclid(g));
+        for gy in (cy - r).div_euclid(g)..=(cy + r).div_euclid(g) {
+            for gx in gx0..=gx1 {
+                let Some(list) = self.cells.get(&(gy, gx)) else { continue };
+                for &i in list {
                     let m = &self.obs[i as usize];
-                    if self.d3.matches(i64::from(m.cx) - cx, i64::from(m.cy) - cy, dt) {
+                    let dt = o.t - m.t;
+                    if (1..=T_MATCH).contains(&dt) && self.d3.matches(i64::from(m.cx) - cx, i64::from(m.cy) - cy, dt) {
                         out.push(i);
                     }
                 }
@@ -392,12 +449,6 @@ impl Grouper {
 /// As [`Grouper::push_image`].
 pub fn group_all(obs: &[Observation], d3: D3) -> Result<GroupSet, GroupError> {
     let mut g = Grouper::new(d3);
-    let mut i = 0;
-    while i < obs.len() {
-        let t = obs[i].t;
-        let j = i + obs[i..].iter().take_while(|o| o.t == t).count();
-        g.push_image(t, &obs[i..j])?;
-        i = j;
-    }
+    g.push_images(obs)?;
     Ok(g.finish())
 }

@@ -5,6 +5,7 @@ mod cook;
 mod group;
 mod keys;
 mod observation;
+mod store;
 
 pub mod generator;
 pub mod params;
@@ -22,6 +23,11 @@ pub use keys::{
     F1Accumulator, F1Summary, F2Summary,
 };
 pub use observation::{assign_ids, cycle_of, Observation, IMAGES_PER_CYCLE};
+pub use store::{
+    create_groups, create_observations, observations_schema, read_all_groups, read_groups_meeting, read_groups_meta,
+    read_memberships, read_observations, write_groups, write_observations, GroupsMeta, ObsBox, StoreError, CAPACITY,
+    GROUPS, GROUPS_META, ID_MAX, MEMBERSHIPS, MEMBER_VALUES, OBSERVATIONS, TIME_MAX, WORLD_MAX, WORLD_TILE,
+};
 
 pub mod cli;
 pub mod pipeline;

@@ -37,6 +37,9 @@ fn moore_trace_hand_worked_shapes() {
         (vec![(1, 1), (2, 1), (1, 2)], vec![(1, 1), (2, 1), (1, 2)]),
         (vec![(1, 1), (2, 1), (1, 2), (2, 2)], vec![(1, 1), (2, 1), (2, 2), (1, 2)]),
         (vec![(1, 1), (2, 1), (3, 1), (1, 2)], vec![(1, 1), (2, 1), (3, 1), (2, 1), (1, 2)]),
+        // s0 joins two lobes: the trace passes s0 once with another next step (listed again),
+        // and stops when it reaches s0 to repeat the first step.
+        (vec![(1, 1), (2, 0), (2, 2)], vec![(1, 1), (2, 0), (1, 1), (2, 2)]),
         // A diagonal: the start is the leftmost cell, the trace goes down and comes back.
         (vec![(3, 1), (2, 2), (1, 3)], vec![(1, 3), (2, 2), (3, 1), (2, 2)]),
     ];
@@ -215,6 +218,59 @@ fn chunk_edges_with_tall_and_wide_objects() {
         let seq = cook_image(&pix, w, h, (0, 0), 0, p).unwrap();
         for core in 1..=h {
             assert_eq!(cook_image_chunked(&pix, w, h, (0, 0), 0, p, core).unwrap(), seq, "d1 {d1} core {core}");
+        }
+    }
+}
+
+#[test]
+fn trace_object_refuses_a_start_outside_any_object() {
+    let pix = image(4, 4, &[(1, 1), (2, 1)], 2000);
+    assert_eq!(trace_object(&pix, 4, TH, (0, 0), usize::MAX), None);
+    assert_eq!(trace_object(&pix, 4, TH, (9, 9), usize::MAX), None);
+    assert_eq!(trace_object(&pix, 4, TH, (1, 1), usize::MAX), Some(vec![(1, 1), (2, 1)]));
+    // Not the leftmost cell: the trace stops (at the latest when the states run out) instead of
+    // looping.
+    let ring: Vec<(usize, usize)> = (0..5).flat_map(|i| [(i, 0), (i, 4), (0, i), (4, i)]).collect();
+    let pix = image(5, 5, &ring, 2000);
+    assert!(trace_object(&pix, 5, TH, (4, 2), usize::MAX).is_some());
+}
+
+/// The canonical sky tiles (SSDB.md §1) cooked against the BFS reference, with F1 and F1' and
+/// the medium drop rule, at 3 origins and chunk sizes. Needs the `tileData` file: run with
+/// `SSDB_TILEDATA=path/to/tileData cargo test --release -p tessera-ssdb -- --ignored sky`.
+#[test]
+#[ignore = "needs the 20 MB tileData file (SSDB_TILEDATA)"]
+fn sky_tiles_equal_the_reference() {
+    let path = std::env::var("SSDB_TILEDATA").expect("set SSDB_TILEDATA to the tileData file");
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(sha256_hex(&bytes), "d08dc7e4ba3b54db649bd97476ad4509ee36d6de212e757fede37ce2ece67090");
+    let side = 1000;
+    for k in 0..10 {
+        let at = 16 + 2 * side * side * k;
+        let pix: Vec<i32> = bytes[at..at + 2 * side * side]
+            .chunks_exact(2)
+            .map(|b| i32::from(u16::from_le_bytes([b[0], b[1]])))
+            .collect();
+        for th in [TH_F1, TH_F1_PRIME] {
+            let want = reference::cook(&pix, side, side, th, 50, 50);
+            assert!(want.len() > 300, "tile {k}: {} objects, the calibration says ~410", want.len());
+            let p = CookParams { th, d1: 50, d2: 50 };
+            let origin = (500_000 + 37 * k as i64, 499_000);
+            for got in [
+                cook_image(&pix, side, side, origin, 3, p).unwrap(),
+                cook_image_chunked(&pix, side, side, origin, 3, p, 1 + 97 * k).unwrap(),
+                cook_image_parallel(&pix, side, side, origin, 3, p).unwrap(),
+            ] {
+                assert_eq!(got.len(), want.len(), "tile {k} th {th}");
+                for (o, r) in got.iter().zip(&want) {
+                    assert_eq!((i64::from(o.cx), i64::from(o.cy)), (r.cx + origin.0, r.cy + origin.1));
+                    assert_eq!(o.pixel_sum, r.pixel_sum);
+                    let poly: Vec<(i64, i64)> =
+                        o.polygon.iter().map(|p| (i64::from(p[0]) - origin.0, i64::from(p[1]) - origin.1)).collect();
+                    assert_eq!(poly, r.polygon);
+                    assert!((o.avg_dist - r.avg_dist).abs() <= 1e-12 * r.avg_dist);
+                }
+            }
         }
     }
 }

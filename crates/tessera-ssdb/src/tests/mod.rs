@@ -4,3 +4,4 @@
 mod cook;
 mod group;
 mod reference;
+mod store;
