@@ -147,6 +147,12 @@ def test_report_structure(micro: pathlib.Path) -> None:
     f2 = r["F2"]
     assert f2["groups"] == f2["multi_member_groups"] + f2["singletons"]
     assert "queries" not in r
+    # F1 summarises the stored observations.
+    with ts.open(str(micro / "observations")) as a:
+        obs = a.read(attrs=["id", "pixelSum"])
+    ids = np.sort(obs["id"])
+    np.testing.assert_array_equal(ids, np.arange(1, r["F1"]["count"] + 1))
+    assert int(obs["pixelSum"].sum()) == r["F1"]["pixelSum"]
 
 
 def test_queries_step_is_refused(micro: pathlib.Path) -> None:

@@ -20,7 +20,10 @@ use crate::params::{Config, StartSet, CYCLE};
 use crate::progress::Progress;
 use crate::raw::{RawLayout, RawStore, IMAGES};
 use crate::tiles::{SkyTiles, FILE_SHA256};
-use crate::{assign_ids, cook_image_parallel, CookParams, F1Accumulator, F2Summary, Grouper, Observation, D3};
+use crate::{
+    assign_ids, cook_image_parallel, create_groups, create_observations, write_groups, write_observations, CookParams,
+    F1Accumulator, F2Summary, Grouper, Observation, D3, GROUPS, OBSERVATIONS,
+};
 
 /// One step of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,6 +109,12 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     if !has(Step::Load) && !dir.join(IMAGES).exists() {
         bail!("{} holds no images: run step load first", dir.display());
     }
+    if has(Step::Cook) && dir.join(OBSERVATIONS).exists() {
+        bail!("{} holds observations already: cook into a new folder (load there first)", dir.display());
+    }
+    if has(Step::Group) && dir.join(GROUPS).exists() {
+        bail!("{} holds groups already: group into a new folder", dir.display());
+    }
     let tiles = SkyTiles::open(spec.tiles.as_deref())?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let ctx = Context::new(spec.engine.clone())?;
@@ -115,6 +124,10 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
         RawStore::open(&ctx, dir, config)?
     };
     let generator = has(Step::Load).then(|| Generator::new(config, tiles));
+    let observations = dir.join(OBSERVATIONS);
+    if has(Step::Cook) {
+        create_observations(&ctx, &observations)?;
+    }
 
     let mut t_load = Duration::ZERO;
     let mut t_generate = Duration::ZERO;
@@ -149,29 +162,36 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
             progress.begin(&format!("cook {c}"), u64::from(CYCLE));
             let images = store.images()?;
             let llcs = store.llcs(ts.clone())?;
-            let mut cooked: Vec<Vec<Observation>> = Vec::with_capacity(CYCLE as usize);
+            // The cycle's observations in id order, and where each image's start.
+            let mut cooked: Vec<Observation> = Vec::new();
+            let mut starts = Vec::with_capacity(CYCLE as usize + 1);
             let mut cook = Duration::ZERO;
             for (t, &llc) in ts.clone().zip(&llcs) {
                 let start = Instant::now();
                 let pix = store.read_pix(&images, t, (0, config.side() - 1), (0, config.side() - 1))?;
                 let mut obs = cook_image_parallel(&pix, s, s, llc, i64::from(t), CookParams::f1(d1, d2))?;
                 next_id = assign_ids(&mut obs, next_id);
+                starts.push(cooked.len());
+                cooked.append(&mut obs);
                 cook += start.elapsed();
-                f1.add(&obs);
                 let start = Instant::now();
                 let prime = cook_image_parallel(&pix, s, s, llc, i64::from(t), CookParams::f1_prime(d1, d2))?;
                 t_prime += start.elapsed();
                 f1p.add(&prime);
-                cooked.push(obs);
                 progress.advance(1);
             }
+            starts.push(cooked.len());
+            let start = Instant::now();
+            write_observations(&ctx, &observations, &cooked)?;
+            cook += start.elapsed();
+            f1.add(&cooked);
             progress.end();
             t_cook += cook;
             cycle.insert("cook".into(), json!(cook.as_secs_f64()));
             if has(Step::Group) {
                 let start = Instant::now();
-                for (t, obs) in ts.clone().zip(&cooked) {
-                    grouper.push_image(i64::from(t), obs)?;
+                for (t, w) in ts.clone().zip(starts.windows(2)) {
+                    grouper.push_image(i64::from(t), &cooked[w[0]..w[1]])?;
                 }
                 let group = start.elapsed();
                 t_group += group;
@@ -201,6 +221,8 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     if has(Step::Group) {
         let start = Instant::now();
         let groups = grouper.finish();
+        create_groups(&ctx, dir)?;
+        write_groups(&ctx, dir, &groups)?;
         t_group += start.elapsed();
         seconds.insert("group".into(), json!(t_group.as_secs_f64()));
         report.insert("F2".into(), serde_json::to_value(F2Summary::of(&groups))?);
@@ -337,18 +359,25 @@ mod tests {
         let ratio = r["storage"]["images_compression_ratio"].as_f64().expect("ratio");
         assert!(ratio > 2.0, "compression ratio {ratio}");
 
-        // Cooking and grouping again from the stored images give the same summaries.
-        let again = run(&spec(&dir, &[Step::Cook, Step::Group]), &Silent).expect("cook, group");
+        check_stored(&dir, &r);
+
+        // Loading, then cooking and grouping in a second run give the same summaries.
+        let apart = tmp.path().join("apart");
+        let loaded = run(&spec(&apart, &[Step::Load]), &Silent).expect("load");
+        assert!(loaded.get("F1").is_none() && loaded["seconds"].get("cook").is_none());
+        let again = run(&spec(&apart, &[Step::Cook, Step::Group]), &Silent).expect("cook, group");
         for f in ["F1", "F1prime", "F2"] {
             assert_eq!(again[f], r[f], "{f}");
         }
         // The load's seconds are kept from the first run.
-        assert_eq!(again["seconds"]["load"], r["seconds"]["load"]);
+        assert_eq!(again["seconds"]["load"], loaded["seconds"]["load"]);
 
         // Refusals leave the folder as it was.
         let before = dir_listing(&dir);
         let e = run(&spec(&dir, &all), &Silent).expect_err("second load");
         assert!(e.to_string().contains("holds images already"), "{e}");
+        let e = run(&spec(&dir, &[Step::Cook]), &Silent).expect_err("second cook");
+        assert!(e.to_string().contains("holds observations already"), "{e}");
         let e = run(&spec(&dir, &[Step::Queries]), &Silent).expect_err("queries");
         assert!(e.to_string().contains("not implemented yet (issue 14)"), "{e}");
         let e = run(&spec(&dir, &[Step::Group]), &Silent).expect_err("group alone");
@@ -357,6 +386,37 @@ mod tests {
         let e = run(&spec(&tmp.path().join("empty"), &[Step::Cook]), &Silent).expect_err("no images");
         assert!(e.to_string().contains("run step load first"), "{e}");
         assert!(!tmp.path().join("empty").exists());
+    }
+
+    /// The stored observations and groups are those the report summarises: F1 counts the stored
+    /// observations, F2 the stored groups, every observation is in a group, every member is an
+    /// observation, and the memberships array agrees with the groups.
+    fn check_stored(dir: &Path, r: &Value) {
+        let ctx = Context::new(EngineConfig::new()).expect("context");
+        let obs = crate::read_observations(&ctx, dir.join(OBSERVATIONS), &crate::ObsBox::all()).expect("observations");
+        assert_eq!(serde_json::to_value(crate::F1Summary::of(&obs)).expect("json"), r["F1"]);
+        let ids: Vec<i64> = obs.iter().map(|o| o.id).collect();
+        assert_eq!(ids, (1..=obs.len() as i64).collect::<Vec<_>>(), "ids 1, 2, ... in time order");
+        assert!(obs.windows(2).all(|w| w[0].t <= w[1].t));
+        let groups = crate::read_all_groups(&ctx, dir).expect("groups");
+        assert_eq!(serde_json::to_value(F2Summary::of(&groups)).expect("json"), r["F2"]);
+        let mut in_groups = vec![Vec::new(); obs.len() + 1];
+        for g in &groups.groups {
+            for m in &g.members {
+                let o = &obs[usize::try_from(m.id - 1).expect("id")];
+                assert_eq!(m.key(), o.key(), "member {} of group {}", m.id, g.id);
+                in_groups[usize::try_from(m.id).expect("id")].push(g.id);
+            }
+        }
+        assert!(in_groups[1..].iter().all(|g| !g.is_empty()), "an observation in no group");
+        let stored = crate::read_memberships(&ctx, dir, &ids).expect("memberships");
+        assert_eq!(stored.len(), obs.len());
+        for (id, mut gs) in stored {
+            gs.sort_unstable();
+            let mut want = in_groups[usize::try_from(id).expect("id")].clone();
+            want.sort_unstable();
+            assert_eq!(gs, want, "memberships of {id}");
+        }
     }
 
     fn dir_listing(p: &Path) -> Vec<(PathBuf, u64)> {
