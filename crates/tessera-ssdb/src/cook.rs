@@ -111,7 +111,7 @@ pub fn cook_image(
 ) -> Result<Vec<Observation>, CookError> {
     check(pix, width, height, origin, params)?;
     let region = Region { pix, width, y0: 0, y1: height, th: params.th };
-    let found = cook_region(&region, 0, height, origin, t, params);
+    let found = cook_region(&region, &Target { core: 0..height, origin, t, params });
     Ok(found.into_iter().map(|f| f.obs).collect())
 }
 
@@ -162,7 +162,7 @@ pub fn cook_image_chunked(
             let c1 = (c0 + core_rows).min(height);
             let region =
                 Region { pix, width, y0: c0.saturating_sub(d1), y1: c1.saturating_add(d1).min(height), th: params.th };
-            cook_region(&region, c0, c1, origin, t, params)
+            cook_region(&region, &Target { core: c0..c1, origin, t, params })
         })
         .collect();
     found.sort_unstable_by_key(|f| f.first);
@@ -285,6 +285,15 @@ impl Labels {
     }
 }
 
+/// What one cooking of a region produces: the kept objects' centre rows `core` (local), the
+/// image's nominal corner and time, the parameters.
+struct Target {
+    core: std::ops::Range<usize>,
+    origin: (i64, i64),
+    t: i64,
+    params: CookParams,
+}
+
 /// An observation with its first cell `(y, x)` (local), the order of ids.
 struct Found {
     first: (u32, u32),
@@ -310,8 +319,8 @@ fn next_qualifying(row: &[i32], from: usize, th: i32) -> usize {
     x
 }
 
-/// Cooks the rows of `region`, keeping the objects whose local centre row is in `[c0, c1)`.
-fn cook_region(region: &Region<'_>, c0: usize, c1: usize, origin: (i64, i64), t: i64, p: CookParams) -> Vec<Found> {
+/// Cooks the rows of `region`, keeping the objects whose local centre row is in `target.core`.
+fn cook_region(region: &Region<'_>, target: &Target) -> Vec<Found> {
     let th = region.th;
     let mut runs: Vec<Run> = Vec::new();
     let mut labels = Labels { parent: Vec::new(), acc: Vec::new() };
@@ -374,21 +383,13 @@ fn cook_region(region: &Region<'_>, c0: usize, c1: usize, origin: (i64, i64), t:
         }
         prev = start..runs.len();
     }
-    finish(region, &runs, &mut labels, c0, c1, origin, t, p)
+    finish(region, &runs, &mut labels, target)
 }
 
 /// Applies the drop rule to every component, traces and measures the kept ones.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    region: &Region<'_>,
-    runs: &[Run],
-    labels: &mut Labels,
-    c0: usize,
-    c1: usize,
-    origin: (i64, i64),
-    t: i64,
-    p: CookParams,
-) -> Vec<Found> {
+fn finish(region: &Region<'_>, runs: &[Run], labels: &mut Labels, target: &Target) -> Vec<Found> {
+    let Target { core, origin, t, params: p } = target;
+    let (origin, t) = (*origin, *t);
     let d1 = u64::from(p.d1);
     let mut found: Vec<Found> = Vec::new();
     // Output index + 1 of each kept root label; 0: not kept.
@@ -405,7 +406,7 @@ fn finish(
         // Σ v > 0 (th >= 1) and coordinates >= 0: integer division is the floor.
         let cx = a.sum_vx / a.sum_v;
         let cy = a.sum_vy / a.sum_v;
-        if (cy as usize) < c0 || (cy as usize) >= c1 {
+        if !core.contains(&(cy as usize)) {
             continue;
         }
         let Some(polygon) = moore_trace(region, a.left, p.d2 as usize) else {

@@ -267,6 +267,35 @@ pub fn read_observations(ctx: &Context, uri: impl AsRef<Path>, b: &ObsBox) -> Re
     decode_observations(uri, &r)
 }
 
+/// The stored observations of `members` (e.g. a group's, for their polygons: Q9), in the order
+/// given: one point read of (t, cy, cx) each on one open array, matched by id. A member not
+/// stored is an error.
+///
+/// # Errors
+/// Storage failures, corrupt tiles, a member that is not in the array.
+pub fn read_member_observations(ctx: &Context, uri: impl AsRef<Path>, members: &[Member]) -> Result<Vec<Observation>> {
+    let uri = uri.as_ref();
+    let a = Array::open(ctx, uri, Mode::Read)?;
+    let mut out = Vec::with_capacity(members.len());
+    for m in members {
+        let point = |v: i64| vec![DimRange::Int(v.into(), v.into())];
+        let found = if (0..=TIME_MAX).contains(&m.t) && m.cx >= 0 && m.cy >= 0 && m.cx <= WORLD_MAX && m.cy <= WORLD_MAX
+        {
+            let r = a
+                .sparse_query(&[point(m.t), point(m.cy.into()), point(m.cx.into())], &[], Layout::Unordered)?
+                .read_all()?;
+            decode_observations(uri, &r)?.into_iter().find(|o| o.id == m.id)
+        } else {
+            None
+        };
+        let Some(o) = found else {
+            return Err(corrupt(uri, format!("observation {} ({}) is not stored", m.id, m.key())));
+        };
+        out.push(o);
+    }
+    Ok(out)
+}
+
 fn column<'a>(uri: &Path, r: &'a ReadResult, name: &str) -> Result<&'a tessera::AttrData> {
     r.attr(name).ok_or_else(|| corrupt(uri, format!("the result has no column {name}")))
 }

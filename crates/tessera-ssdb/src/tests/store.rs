@@ -24,14 +24,14 @@ fn obs(id: i64, t: i64, cx: i32, cy: i32, n: usize) -> Observation {
     }
 }
 
-/// Random observations in time order with ids 1, 2, ...; centres in a small world window so
-/// that groups form and some centres collide.
+/// Random observations in time order with ids 1, 2, ...; centres in a small world window (across
+/// a corner of four space tiles) so that groups form and some centres collide.
 fn observations() -> impl Strategy<Value = Vec<Observation>> {
     prop::collection::vec((0i64..70, 0i32..3000, 0i32..3000, 1usize..6), 0..120).prop_map(|mut v| {
         v.sort_by_key(|p| p.0);
         v.iter()
             .enumerate()
-            .map(|(i, &(t, x, y, n))| obs(i as i64 + 1, t, 500_000 + x / 100, 499_000 + y / 100, n))
+            .map(|(i, &(t, x, y, n))| obs(i as i64 + 1, t, 499_985 + x / 100, 498_985 + y / 100, n))
             .collect()
     })
 }
@@ -51,6 +51,14 @@ fn observations_round_trip_with_shared_centres() {
     assert_eq!(read_observations(&ctx, &uri, &ObsBox::cycle(1, (0, 1 << 30), (-5, 1 << 30))).unwrap(), second);
     assert_eq!(read_observations(&ctx, &uri, &ObsBox::cycle(0, (10, 10), (20, 20))).unwrap(), first[..2].to_vec());
     assert!(read_observations(&ctx, &uri, &ObsBox::cycle(7, (0, 100), (0, 100))).unwrap().is_empty());
+    // Point reads by member: the ring and the cell in its hole share (t, cy, cx); the id tells.
+    let members: Vec<Member> = [&first[1], &first[0], &second[0]].iter().map(|o| Member::of(o)).collect();
+    assert_eq!(
+        read_member_observations(&ctx, &uri, &members).unwrap(),
+        vec![first[1].clone(), first[0].clone(), second[0].clone()]
+    );
+    let missing = Member { id: 99, ..members[0] };
+    assert!(matches!(read_member_observations(&ctx, &uri, &[missing]), Err(StoreError::Corrupt { .. })));
     // Out of the domain: refused, nothing written.
     let bad = vec![obs(6, 40, 1, 1, 1), obs(7, 40, -1, 1, 1)];
     assert!(matches!(write_observations(&ctx, &uri, &bad), Err(StoreError::OutOfDomain { what: "cx", .. })));
@@ -63,7 +71,7 @@ proptest! {
     #[test]
     fn stored_observations_and_groups_answer_boxes_like_a_scan(
         all in observations(),
-        boxes in prop::collection::vec((0i64..4, 499_990i64..500_040, 0i64..40, 498_990i64..499_040, 0i64..40), 1..6),
+        boxes in prop::collection::vec((0i64..4, 499_975i64..500_025, 0i64..40, 498_975i64..499_025, 0i64..40), 1..6),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx();
@@ -93,16 +101,35 @@ proptest! {
                 .cloned()
                 .collect();
             prop_assert_eq!(read_observations(&ctx, &uri, &ObsBox::cycle(c, x, y)).unwrap(), want);
+            // The groups whose members' boxes' union meets the box (a group can meet it between
+            // its members: its centre, or a trajectory segment).
             let want: Vec<Group> = set
                 .groups
                 .iter()
-                .filter(|g| g.members.iter().any(|m| {
-                    let b = m.bbox.map(i64::from);
-                    b[0] <= x.1 && b[2] >= x.0 && b[1] <= y.1 && b[3] >= y.0
-                }))
+                .filter(|g| {
+                    let xs0 = g.members.iter().map(|m| i64::from(m.bbox[0])).min().unwrap();
+                    let ys0 = g.members.iter().map(|m| i64::from(m.bbox[1])).min().unwrap();
+                    let xs1 = g.members.iter().map(|m| i64::from(m.bbox[2])).max().unwrap();
+                    let ys1 = g.members.iter().map(|m| i64::from(m.bbox[3])).max().unwrap();
+                    xs0 <= x.1 && xs1 >= x.0 && ys0 <= y.1 && ys1 >= y.0
+                })
                 .cloned()
                 .collect();
-            prop_assert_eq!(read_groups_meeting(&ctx, dir.path(), x, y).unwrap(), want);
+            let got = read_groups_meeting(&ctx, dir.path(), x, y).unwrap();
+            // Their members' observations (polygons for Q9) by point reads.
+            for g in got.iter().take(3) {
+                let want: Vec<&Observation> = g.members.iter().map(|m| all.iter().find(|o| o.id == m.id).unwrap()).collect();
+                let obs = read_member_observations(&ctx, &uri, &g.members).unwrap();
+                prop_assert_eq!(obs.iter().collect::<Vec<_>>(), want);
+            }
+            prop_assert_eq!(&got, &want);
+            // Every group whose exact centre (Q7's test) is in the box is among them.
+            for g in &set.groups {
+                let (n, (sx, sy)) = (g.members.len() as i64, g.center_sums());
+                if x.0 * n <= sx && sx < (x.1 + 1) * n && y.0 * n <= sy && sy < (y.1 + 1) * n {
+                    prop_assert!(got.contains(g));
+                }
+            }
         }
     }
 }
