@@ -47,6 +47,59 @@ pub fn sorted_keys_sha256(mut keys: Vec<String>) -> String {
     hex(&h.finalize())
 }
 
+/// A list of keys stored back to back in one buffer (~33 bytes a key instead of a `String`'s
+/// ~60), for summaries over many observations.
+#[derive(Debug, Clone, Default)]
+pub struct KeyList {
+    buf: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl KeyList {
+    /// Appends a key.
+    pub fn push(&mut self, key: &str) {
+        self.buf.extend_from_slice(key.as_bytes());
+        self.ends.push(self.buf.len());
+    }
+
+    /// Appends an observation's key `"t,cx,cy,pixelSum"` without a temporary string.
+    pub fn push_observation(&mut self, t: i64, cx: i32, cy: i32, pixel_sum: i64) {
+        use std::io::Write;
+        // Writing into a Vec cannot fail.
+        let _ = write!(self.buf, "{t},{cx},{cy},{pixel_sum}");
+        self.ends.push(self.buf.len());
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.buf[start..self.ends[i]]
+    }
+
+    /// [`sorted_keys_sha256`] of the keys held.
+    pub fn sorted_sha256(&self) -> String {
+        let mut order: Vec<usize> = (0..self.ends.len()).collect();
+        order.sort_unstable_by(|&a, &b| self.get(a).cmp(self.get(b)));
+        let mut h = Sha256::new();
+        for (n, &i) in order.iter().enumerate() {
+            if n > 0 {
+                h.update(b"\n");
+            }
+            h.update(self.get(i));
+        }
+        hex(&h.finalize())
+    }
+}
+
 /// The summary hash of a set of observations.
 pub fn observation_keys_sha256(obs: &[Observation]) -> String {
     sorted_keys_sha256(obs.iter().map(observation_key).collect())
@@ -92,7 +145,7 @@ pub struct F1Accumulator {
     count: u64,
     pixel_sum: i128,
     vertices: u64,
-    keys: Vec<String>,
+    keys: KeyList,
 }
 
 impl F1Accumulator {
@@ -102,7 +155,7 @@ impl F1Accumulator {
             self.count += 1;
             self.pixel_sum += i128::from(o.pixel_sum);
             self.vertices += o.polygon.len() as u64;
-            self.keys.push(observation_key(o));
+            self.keys.push_observation(o.t, o.cx, o.cy, o.pixel_sum);
         }
     }
 
@@ -112,7 +165,7 @@ impl F1Accumulator {
             count: self.count,
             pixel_sum: self.pixel_sum,
             vertices: self.vertices,
-            observation_keys_sha256: sorted_keys_sha256(self.keys),
+            observation_keys_sha256: self.keys.sorted_sha256(),
         }
     }
 }
@@ -176,6 +229,17 @@ mod tests {
         let b = obs(10, 1, 2, 3);
         assert_eq!(observation_keys_sha256(&[a, b]), sha256_hex(b"10,1,2,3\n9,1,2,3"));
         assert_eq!(group_key(vec!["9,1,2,3".into(), "10,1,2,3".into()]), "10,1,2,3;9,1,2,3");
+        // The compact list hashes as the strings do (a key that is a prefix of another sorts
+        // first), and empty as sha256("").
+        let mut list = KeyList::default();
+        assert_eq!(list.sorted_sha256(), sorted_keys_sha256(vec![]));
+        for k in ["9,1,2,3", "10,1,2,3", "10,1,2,30", "10,1,2,3"] {
+            list.push(k);
+        }
+        list.push_observation(-1, 0, 7, 65535);
+        let strings = vec!["9,1,2,3", "10,1,2,3", "10,1,2,30", "10,1,2,3", "-1,0,7,65535"];
+        assert_eq!(list.sorted_sha256(), sorted_keys_sha256(strings.into_iter().map(String::from).collect()));
+        assert_eq!(list.len(), 5);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub use cook::{
 pub use group::{group_all, Group, GroupError, GroupSet, Grouper, Member, D3, T_MATCH};
 pub use keys::{
     group_key, groups_sha256, hex, key_of, observation_key, observation_keys_sha256, sha256_hex, sorted_keys_sha256,
-    F1Accumulator, F1Summary, F2Summary,
+    F1Accumulator, F1Summary, F2Summary, KeyList,
 };
 pub use observation::{assign_ids, cycle_of, Observation, IMAGES_PER_CYCLE};
 pub use store::{
