@@ -94,14 +94,14 @@ impl Config {
         ObjectParams::MEDIUM
     }
 
-    /// The query slab sides (U1, U2, U3) of section 6: the published ones for small and up,
-    /// scaled for tiny and micro; very-small **[choice]** scales like tiny (U1 = S, U2 and U3
-    /// by S/3750, rounded).
+    /// The query slab sides (U1, U2, U3) of section 6: the published ones for small and up;
+    /// below, U1 = S and U2, U3 scaled by S/3750 and rounded (section 6's rule, which gives its
+    /// tiny and micro values; very-small: 4267 and 427).
     pub fn slabs(self) -> (i64, i64, i64) {
         match self {
             Config::Micro => (200, 533, 53),
             Config::Tiny => (500, 1333, 133),
-            Config::VerySmall => (1600, 4267, 427),
+            Config::VerySmall => (1600, 4267, 427), // 10000 * 1600 / 3750 = 4266.7, 426.7
             Config::Small | Config::Normal | Config::Large => (7500, 10_000, 1000),
         }
     }
