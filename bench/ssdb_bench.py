@@ -65,6 +65,8 @@ def table(config: str, r: Dict[str, Any]) -> str:
     lines += [
         "",
         f"- load + cook + group: **{s['total']:.2f} s**; F1' for verification {s['F1prime']:.2f} s",
+        f"- generator: {st['images_raw_bytes'] / 44 / max(s['generate'], 1e-9) / 1e6:.0f} million cells/s "
+        f"(inside the load, both threads)",
         f"- peak memory (max RSS of the process): {r['_peak_rss'] / mb:.0f} MB",
         f"- raw images {st['images_raw_bytes'] / mb:.0f} MB, on disk {st['images_bytes'] / mb:.1f} MB "
         f"(ratio {st['images_compression_ratio']:.2f}); whole store {st['store_bytes'] / mb:.1f} MB",

@@ -82,13 +82,15 @@ pub fn run_command(args: &SsdbArgs, config: &[String], out: &mut dyn Write) -> R
             };
             let report = run(&spec, &Bars::default())?;
             let seconds = &report["seconds"];
+            let times: Vec<String> = ["load", "cook", "group"]
+                .iter()
+                .filter_map(|k| seconds[*k].as_f64().map(|v| format!("{k} {v:.2} s")))
+                .collect();
             writeln!(
                 out,
-                "{}: load {:.2} s, cook {:.2} s, group {:.2} s; report in {}",
+                "{}: {}; report in {}",
                 spec.config,
-                seconds["load"].as_f64().unwrap_or(0.0),
-                seconds["cook"].as_f64().unwrap_or(0.0),
-                seconds["group"].as_f64().unwrap_or(0.0),
+                times.join(", "),
                 spec.dir.join("report.json").display()
             )?;
             Ok(())

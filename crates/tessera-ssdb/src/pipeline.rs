@@ -16,13 +16,13 @@ use serde_json::{json, Map, Value};
 use tessera::{Config as EngineConfig, Context};
 
 use crate::generator::Generator;
-use crate::params::{Config, StartSet, CYCLE};
+use crate::params::{Config, StartSet, CYCLE, W};
 use crate::progress::Progress;
 use crate::raw::{RawLayout, RawStore, IMAGES};
 use crate::tiles::{SkyTiles, FILE_SHA256};
 use crate::{
-    assign_ids, cook_image_parallel, create_groups, create_observations, write_groups, write_observations, CookParams,
-    F1Accumulator, F2Summary, Grouper, Observation, D3, GROUPS, OBSERVATIONS,
+    assign_ids, cook_image_parallel, create_groups, create_observations, read_observations, write_groups,
+    write_observations, CookParams, F1Accumulator, F2Summary, Grouper, ObsBox, Observation, D3, GROUPS, OBSERVATIONS,
 };
 
 /// One step of a run.
@@ -98,9 +98,6 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
         bail!("step queries: not implemented yet (issue 14); run --steps load,cook,group");
     }
     let has = |s| spec.steps.contains(&s);
-    if has(Step::Group) && !has(Step::Cook) {
-        bail!("step group needs step cook in the same run (it groups the observations cooking produces)");
-    }
     let config = spec.config;
     let dir = &spec.dir;
     if has(Step::Load) && dir.join(IMAGES).exists() {
@@ -108,6 +105,9 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     }
     if !has(Step::Load) && !dir.join(IMAGES).exists() {
         bail!("{} holds no images: run step load first", dir.display());
+    }
+    if has(Step::Group) && !has(Step::Cook) && !dir.join(OBSERVATIONS).exists() {
+        bail!("{} holds no observations: run step cook first (or with group)", dir.display());
     }
     if has(Step::Cook) && dir.join(OBSERVATIONS).exists() {
         bail!("{} holds observations already: cook into a new folder (load there first)", dir.display());
@@ -197,6 +197,20 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
                 t_group += group;
                 cycle.insert("group".into(), json!(group.as_secs_f64()));
             }
+        } else if has(Step::Group) {
+            // Grouping a store cooked by an earlier run: the cycle's stored observations, read
+            // back (the time includes the read).
+            let start = Instant::now();
+            let obs = read_observations(&ctx, &observations, &ObsBox::cycle(i64::from(c), (0, W - 1), (0, W - 1)))?;
+            for t in ts.clone() {
+                let t = i64::from(t);
+                let lo = obs.partition_point(|o| o.t < t);
+                let hi = obs.partition_point(|o| o.t <= t);
+                grouper.push_image(t, &obs[lo..hi])?;
+            }
+            let group = start.elapsed();
+            t_group += group;
+            cycle.insert("group".into(), json!(group.as_secs_f64()));
         }
         cycles.push(Value::Object(cycle));
     }
@@ -365,10 +379,13 @@ mod tests {
         let apart = tmp.path().join("apart");
         let loaded = run(&spec(&apart, &[Step::Load]), &Silent).expect("load");
         assert!(loaded.get("F1").is_none() && loaded["seconds"].get("cook").is_none());
-        let again = run(&spec(&apart, &[Step::Cook, Step::Group]), &Silent).expect("cook, group");
+        let cooked = run(&spec(&apart, &[Step::Cook]), &Silent).expect("cook");
+        assert!(cooked.get("F2").is_none());
+        let again = run(&spec(&apart, &[Step::Group]), &Silent).expect("group");
         for f in ["F1", "F1prime", "F2"] {
             assert_eq!(again[f], r[f], "{f}");
         }
+        check_stored(&apart, &again);
         // The load's seconds are kept from the first run.
         assert_eq!(again["seconds"]["load"], loaded["seconds"]["load"]);
 
@@ -380,11 +397,17 @@ mod tests {
         assert!(e.to_string().contains("holds observations already"), "{e}");
         let e = run(&spec(&dir, &[Step::Queries]), &Silent).expect_err("queries");
         assert!(e.to_string().contains("not implemented yet (issue 14)"), "{e}");
-        let e = run(&spec(&dir, &[Step::Group]), &Silent).expect_err("group alone");
-        assert!(e.to_string().contains("needs step cook"), "{e}");
+        let e = run(&spec(&dir, &[Step::Group]), &Silent).expect_err("second group");
+        assert!(e.to_string().contains("holds groups already"), "{e}");
         assert_eq!(dir_listing(&dir), before);
         let e = run(&spec(&tmp.path().join("empty"), &[Step::Cook]), &Silent).expect_err("no images");
         assert!(e.to_string().contains("run step load first"), "{e}");
+        let loaded_only = tmp.path().join("loaded");
+        run(&spec(&loaded_only, &[Step::Load]), &Silent).expect("load");
+        let before = dir_listing(&loaded_only);
+        let e = run(&spec(&loaded_only, &[Step::Group]), &Silent).expect_err("group before cook");
+        assert!(e.to_string().contains("run step cook first"), "{e}");
+        assert_eq!(dir_listing(&loaded_only), before);
         assert!(!tmp.path().join("empty").exists());
     }
 
