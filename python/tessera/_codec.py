@@ -9,7 +9,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import QueryError
+from .errors import QueryError, located
 from .schema import BYTES, COMPLEX, FIXED_BYTES, MULTI, RAGGED, STR, Attr
 
 Buffers = Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
@@ -84,7 +84,7 @@ def to_numpy(attr: Attr, bufs: Buffers, shape: Optional[Sequence[int]], order: s
 
 
 def _err(attr: Attr, msg: str) -> QueryError:
-    return QueryError(f"attribute {attr.name}: {msg}")
+    return located(QueryError(f"attribute {attr.name}: {msg}"), attribute=attr.name)
 
 
 def _split_validity(attr: Attr, value: Any) -> Tuple[Any, Optional[np.ndarray]]:

@@ -49,7 +49,16 @@ __version__: str
 FORMAT_VERSION: int
 SCHEMA_VERSION: int
 
-class TesseraError(Exception): ...
+class TesseraError(Exception):
+    # Where the error happened, as far as the engine knows it (None otherwise).
+    array: str | None
+    fragment: str | None
+    file: str | None
+    tile: int | None
+    attribute: str | None
+    dimension: str | None
+    cell: int | None
+
 class SchemaError(TesseraError): ...
 class DomainError(TesseraError): ...
 class QueryError(TesseraError): ...

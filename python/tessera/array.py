@@ -32,7 +32,7 @@ import numpy as np
 
 from . import _check, _codec, _core
 from .config import ConfigLike, as_items
-from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError
+from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError, located
 from .filters import Filter
 from .result import Result
 from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
@@ -477,7 +477,10 @@ class Array:
             lo_d, hi_d = dim.domain
             if isinstance(k, slice):
                 if k.step not in (None, 1):
-                    raise QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported")
+                    raise located(
+                        QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported"),
+                        dimension=dim.name,
+                    )
                 lo = lo_d if k.start is None else _index(dim, k.start, "slice start")
                 hi = hi_d if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
                 ranges.append([(lo, hi)])
@@ -514,13 +517,22 @@ class Array:
                 out.append([dim.domain])
                 continue
             if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
-                raise DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs")
+                raise located(
+                    DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs"),
+                    dimension=dim.name,
+                )
             pairs = [r] if _is_pair(r) else list(r)
             if not pairs:
-                raise DomainError(f"dimension {dim.name} has no range (give None for the whole domain)")
+                raise located(
+                    DomainError(f"dimension {dim.name} has no range (give None for the whole domain)"),
+                    dimension=dim.name,
+                )
             for p in pairs:
                 if not _is_pair(p):
-                    raise DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair")
+                    raise located(
+                        DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair"),
+                        dimension=dim.name,
+                    )
             out.append([(_bound(dim, lo), _bound(dim, hi)) for lo, hi in pairs])
         return out
 
@@ -537,14 +549,23 @@ class Array:
                 out.append([])  # the engine's "whole domain"
                 continue
             if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
-                raise DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs")
+                raise located(
+                    DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs"),
+                    dimension=dim.name,
+                )
             pairs = [r] if _is_pair(r) else list(r)
             if not pairs:
-                raise DomainError(f"dimension {dim.name} has no range (give None for the whole domain)")
+                raise located(
+                    DomainError(f"dimension {dim.name} has no range (give None for the whole domain)"),
+                    dimension=dim.name,
+                )
             norm = []
             for p in pairs:
                 if not _is_pair(p):
-                    raise DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair")
+                    raise located(
+                        DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair"),
+                        dimension=dim.name,
+                    )
                 lo, hi = (_bound(dim, x) for x in p)
                 norm.append((lo, hi))
             out.append(norm)
@@ -557,7 +578,10 @@ class Array:
         for k, dim in zip(self._expand_key(key), self._schema.dims):
             if isinstance(k, slice):
                 if k.step not in (None, 1):
-                    raise QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported")
+                    raise located(
+                        QueryError(f"dimension {dim.name}: slices with a step ({k.step}) are not supported"),
+                        dimension=dim.name,
+                    )
                 if k.start is None and k.stop is None:
                     out.append([])
                     continue
@@ -766,7 +790,10 @@ class Array:
         inputs = []
         for a, v in self._attr_values(values):
             if isinstance(v, (np.ndarray, list)) and len(v) != n and not (isinstance(v, np.ndarray) and v.ndim == 0):
-                raise QueryError(f"attribute {a.name}: {len(v)} values for {n} cells (one per coordinate)")
+                raise located(
+                    QueryError(f"attribute {a.name}: {len(v)} values for {n} cells (one per coordinate)"),
+                    attribute=a.name,
+                )
             arr, valid = _codec.prepare(a, v, (n,))
             inputs.append(_codec.encode(a, arr, valid, "C", 1))
         return self._c().write_sparse(cols, layout, inputs)
@@ -908,7 +935,7 @@ def _bound(dim: Dim, x: Any) -> Any:
     integer dimensions, otherwise a float (the engine takes the integers inside float bounds;
     NaN is refused there, naming the dimension)."""
     if not _is_number(x):
-        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
+        raise located(DomainError(f"dimension {dim.name}: range bound {x!r} is not a number"), dimension=dim.name)
     if not dim.is_float and isinstance(x, (numbers.Integral, np.integer)):
         return _in_i128(dim, int(x))
     try:
@@ -924,21 +951,30 @@ _I128 = 2**127
 def _in_i128(dim: Dim, v: int) -> int:
     if not -_I128 <= v < _I128:
         lo, hi = dim.domain
-        raise DomainError(f"dimension {dim.name}: coordinate {v} is outside the domain [{lo}, {hi}]")
+        raise located(
+            DomainError(f"dimension {dim.name}: coordinate {v} is outside the domain [{lo}, {hi}]"),
+            dimension=dim.name,
+        )
     return v
 
 
 def _int_bound(dim: Dim, x: Any) -> int:
     """An inclusive range bound of a dense read: an integer, or a float holding a whole number."""
     if not _is_number(x):
-        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a number")
+        raise located(DomainError(f"dimension {dim.name}: range bound {x!r} is not a number"), dimension=dim.name)
     if isinstance(x, (numbers.Integral, np.integer)):
         return _in_i128(dim, int(x))
     f = float(x)
     if not math.isfinite(f):
-        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not a finite number")
+        raise located(
+            DomainError(f"dimension {dim.name}: range bound {x!r} is not a finite number"),
+            dimension=dim.name,
+        )
     if f != math.floor(f):
-        raise DomainError(f"dimension {dim.name}: range bound {x!r} is not an integer (the dimension's are)")
+        raise located(
+            DomainError(f"dimension {dim.name}: range bound {x!r} is not an integer (the dimension's are)"),
+            dimension=dim.name,
+        )
     return _in_i128(dim, int(f))
 
 
@@ -979,7 +1015,10 @@ def _coord_column(dim: Dim, value: Any) -> np.ndarray:
             ) from None
         arr = _exact_coords(dim, items)
     if arr.ndim != 1:
-        raise QueryError(f"dimension {dim.name}: coordinates must be 1-D, not of shape {arr.shape}")
+        raise located(
+            QueryError(f"dimension {dim.name}: coordinates must be 1-D, not of shape {arr.shape}"),
+            dimension=dim.name,
+        )
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
 
 

@@ -22,9 +22,20 @@
 * ``ConfigError``: an unknown configuration key or a bad value.
 * ``CorruptionError``: bytes on disk are wrong; the message names the file and the tile.
 * ``StorageError``: an I/O failure.
+
+Every one of them also says where it happened, as far as the engine knows, in the attributes
+``array``, ``fragment``, ``file`` (paths as ``str``), ``tile``, ``cell`` (``int``), ``attribute``
+and ``dimension`` (``str``), each ``None`` when unknown::
+
+    try:
+        A[0:10]
+    except ts.CorruptionError as e:
+        print(e.fragment, e.file, e.tile)
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 from ._core import (
     ArrayBusyError,
@@ -38,6 +49,17 @@ from ._core import (
     StorageError,
     TesseraError,
 )
+
+_E = TypeVar("_E", bound=TesseraError)
+
+
+def located(err: _E, *, attribute: str | None = None, dimension: str | None = None) -> _E:
+    """``err`` with the attribute or dimension it concerns set (errors raised by the package)."""
+    if attribute is not None:
+        err.attribute = attribute
+    if dimension is not None:
+        err.dimension = dimension
+    return err
 
 
 class ArgumentError(QueryError, ValueError):

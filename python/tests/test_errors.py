@@ -23,6 +23,23 @@ def test_hierarchy() -> None:
     assert ts.ArgumentError.__module__ == ts.ArgumentTypeError.__module__ == "tessera"
 
 
+def test_errors_carry_their_context_as_fields(uri: str) -> None:
+    make_2d(uri, rows=12, cols=10, attrs=[ts.Attr("a", "int32")])
+    with pytest.raises(ts.DomainError) as e, ts.open(uri) as A:
+        A[0:20, 0:3]
+    assert e.value.dimension == "r" and e.value.attribute is None, vars(e.value)
+    with pytest.raises(ts.QueryError) as e, ts.open(uri, "w") as A:
+        A[1:3, 1:3] = {"a": np.zeros(3, np.int32)}
+    assert e.value.attribute == "a" and e.value.dimension is None, vars(e.value)
+    with pytest.raises(ts.ArrayError) as e:
+        ts.open(os.path.join(uri, "nothing-here"))
+    assert e.value.array == os.path.join(uri, "nothing-here") and e.value.fragment is None
+    # Errors the package raises itself have the fields too, unset.
+    with pytest.raises(ts.ArgumentError) as e:
+        ts.open(uri, "q")
+    assert (e.value.array, e.value.tile) == (None, None)
+
+
 @pytest.fixture
 def filled(uri: str) -> str:
     make_2d(uri, attrs=[ts.Attr("a", "int32"), ts.Attr("b", "float32")])

@@ -39,6 +39,10 @@ def test_flipped_byte_in_a_tile_is_corruption_naming_file_and_tile(uri: str) -> 
             list(A.iter_batches(budget_bytes=80))
     msg = str(e.value)
     assert "a0.data" in msg and "tile 2" in msg and "checksum" in msg, msg
+    # The same facts as fields.
+    assert (e.value.tile, e.value.fragment, e.value.file) == (2, info.name, str(f)), vars(e.value)
+    assert e.value.array is not None and pathlib.Path(e.value.array).resolve() == pathlib.Path(uri).resolve()
+    assert e.value.attribute is None and e.value.cell is None
 
 
 def test_flipped_byte_in_fragment_metadata_is_corruption(uri: str) -> None:

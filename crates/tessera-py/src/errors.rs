@@ -1,5 +1,6 @@
 //! The exception hierarchy: `TesseraError` and one subclass per kind of engine failure. Every
-//! engine `Error` variant maps to exactly one class; the message is the engine's own text.
+//! engine `Error` variant maps to exactly one class; the message is the engine's own text and
+//! the error's context (`Error::context`) becomes the exception's attributes.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -43,9 +44,18 @@ create_exception!(tessera, ConfigError, TesseraError, "An unknown configuration 
 create_exception!(tessera, CorruptionError, TesseraError, "Bytes on disk are wrong (the message names file and tile).");
 create_exception!(tessera, StorageError, TesseraError, "An I/O failure of the storage layer.");
 
+/// The attributes of every Tessera exception that say where the error happened.
+const CONTEXT_FIELDS: [&str; 7] = ["array", "fragment", "file", "tile", "attribute", "dimension", "cell"];
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("TesseraError", py.get_type::<TesseraError>())?;
+    // Every Tessera exception has the context attributes, `None` unless the error sets them
+    // (exceptions raised by the Python package itself, such as ArgumentError, included).
+    let base = py.get_type::<TesseraError>();
+    for field in CONTEXT_FIELDS {
+        base.setattr(field, py.None())?;
+    }
+    m.add("TesseraError", base)?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("DomainError", py.get_type::<DomainError>())?;
     m.add("QueryError", py.get_type::<QueryError>())?;
@@ -58,8 +68,30 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The Python exception of an engine error.
+/// The Python exception of an engine error, with the error's context as attributes: `array`,
+/// `fragment`, `file` (paths as `str`), `tile`, `cell` (`int`), `attribute`, `dimension` (`str`),
+/// each `None` when the error does not know it.
 pub(crate) fn to_py(e: Error) -> PyErr {
+    let context = e.context();
+    let err = exception_of(e);
+    Python::attach(|py| {
+        let value = err.value(py);
+        let path = |p: Option<std::path::PathBuf>| p.map(|p| p.display().to_string());
+        // Setting attributes on a fresh exception object cannot fail short of memory
+        // exhaustion; the exception is returned either way.
+        let _ = value.setattr("array", path(context.array));
+        let _ = value.setattr("fragment", context.fragment);
+        let _ = value.setattr("file", path(context.file));
+        let _ = value.setattr("tile", context.tile);
+        let _ = value.setattr("attribute", context.attribute);
+        let _ = value.setattr("dimension", context.dimension);
+        let _ = value.setattr("cell", context.cell);
+    });
+    err
+}
+
+/// The exception class of an engine error, with the engine's message.
+fn exception_of(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
         Error::Schema(_) => SchemaError::new_err(msg),

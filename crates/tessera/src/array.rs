@@ -1,33 +1,27 @@
-//! Arrays: creating one on storage, opening it for reading (schema plus the metadata of every
-//! committed fragment, loaded once and shared by all queries) or for writing, and the entry
-//! points of queries.
+//! Arrays: the public facade. Creating one on storage, opening it (a snapshot of its committed
+//! state for reading, loaded once and shared by all queries; its schema for writing), and the
+//! entry points of reads, writes and deletes, which check the open mode and hand the snapshot
+//! to `read` and `write`.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
 
-use rayon::prelude::*;
-
-use crate::commit::{read_log, resolve, Placed, Position, COMMITS_DIR, GATE_FILE, LOCK_FILE};
+use crate::commit::{COMMITS_DIR, GATE_FILE, LOCK_FILE};
 use crate::context::Context;
-use crate::error::{ArrayError, Error, QueryError, Result};
+use crate::error::{ArrayError, QueryError, Result};
 use crate::footer::seal;
-use crate::fragment::{now_ms, FragmentMetadata, FragmentName, FRAGMENTS_DIR, METADATA_FILE};
-use crate::geometry::{bounding_box, DimRange};
-use crate::geometry::{Subarray, TileGrid};
-use crate::read::{Layout, ReadQuery, ReadResult, SparseReadQuery};
-use crate::schema::ArraySchema;
-use crate::schema::SCHEMA_MAGIC;
+use crate::fragment::{next_timestamp, now_ms, FragmentMetadata, FragmentName, FRAGMENTS_DIR};
+use crate::geometry::{bounding_box, DimRange, Layout, Subarray, TileGrid};
+use crate::input::{AttrInput, CoordInput};
+use crate::read::{ReadQuery, ReadResult, SparseReadQuery};
+use crate::schema::{ArraySchema, SCHEMA_DIR, SCHEMA_MAGIC};
+use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{LockGuard, StorageError};
-use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
+use crate::write::{DenseWriter, SparseWriter};
 
 /// The most rectangles one `delete_ranges` call may delete (the cross product of its ranges).
 pub const MAX_DELETE_RECTS: u64 = 1 << 20;
 
-/// Folder holding the schema files.
-pub const SCHEMA_DIR: &str = "__schema";
-/// Folder reserved for array metadata (key-value).
-pub const META_DIR: &str = "__meta";
+pub use crate::paths::META_DIR;
 
 /// How an array is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,29 +41,15 @@ impl Mode {
     }
 }
 
-/// An open array.
+/// An open array: a facade over the snapshot it reads (or, open for writing, the schema its
+/// writes follow), its open mode and the lock it holds.
 #[derive(Debug, Clone)]
 pub struct Array {
-    pub(crate) ctx: Context,
-    pub(crate) uri: PathBuf,
+    pub(crate) snap: Snapshot,
     pub(crate) mode: Mode,
-    pub(crate) schema: Arc<ArraySchema>,
-    pub(crate) grid: Arc<TileGrid>,
-    pub(crate) fragments: Arc<Vec<FragmentMetadata>>,
-    /// The fragments' positions in fragment order (as the commit log gives them), one per
-    /// fragment: consolidation records them.
-    pub(crate) positions: Arc<Vec<Position>>,
-    /// The fragments' folders (`uri/__fragments/name`) and names, built once per open: reads
-    /// use them for every tile.
-    pub(crate) fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
-    /// The index of the small fragments' cells, built by the first read that needs it
-    /// (`read/update_index.rs`).
-    pub(crate) update_index: Arc<OnceLock<Option<Arc<crate::read::UpdateIndex>>>>,
-    /// Shared lock on `__lock` held while this array (or a clone) is open for reading.
-    pub(crate) _lock: Option<Arc<LockGuard>>,
     /// Write mode opened with a timestamp ([`Array::open_at`]): the timestamp every fragment
     /// this array writes is named with (`t0 = t1`), instead of a fresh one.
-    pub(crate) write_timestamp: Option<u64>,
+    write_timestamp: Option<u64>,
 }
 
 /// The largest timestamp an array can be opened for writing at: fragments must stay orderable
@@ -163,42 +143,15 @@ impl Array {
         let uri = ctx.resolve_uri(uri.as_ref())?;
         let _t =
             stats::timer(if mode == Mode::Read { Timer::SmArrayOpenForReads } else { Timer::SmArrayOpenForWrites });
-        let storage = ctx.storage().clone();
-        if !storage.is_dir(&uri) {
-            if storage.is_file(&uri) {
-                return Err(ArrayError::NotAnArray { path: uri }.into());
-            }
-            return Err(ArrayError::NotFound { path: uri }.into());
-        }
-        let schema = Arc::new(load_schema(ctx, &uri)?);
-        // Readers hold the lock shared so vacuum never deletes what they read.
-        let lock = Self::shared_lock(ctx, &uri, mode == Mode::Read)?;
-        let grid = Arc::new(TileGrid::new(&schema));
+        // Readers' snapshots hold the lock shared, so vacuum never deletes what they read.
         // Writers need no fragments: their commits are ordered after everything committed.
-        let placed = if mode == Mode::Read { visible(ctx, &uri, start, end)? } else { Vec::new() };
-        let positions = placed.iter().map(|p| p.position.clone()).collect();
-        let fragments = ctx.install(|| {
-            placed.into_par_iter().map(|p| load_fragment(ctx, &uri, p.name, &schema)).collect::<Result<Vec<_>>>()
-        })?;
-        let fragment_dirs = fragment_dirs(&uri, &fragments);
-        Ok(Self {
-            ctx: ctx.clone(),
-            uri,
-            mode,
-            schema,
-            grid,
-            fragments: Arc::new(fragments),
-            positions: Arc::new(positions),
-            fragment_dirs,
-            update_index: Arc::default(),
-            _lock: lock,
-            write_timestamp: None,
-        })
+        let snap = Snapshot::load(ctx, uri, start, end, mode == Mode::Read)?;
+        Ok(Self { snap, mode, write_timestamp: None })
     }
 
     /// The array's location.
     pub fn uri(&self) -> &Path {
-        &self.uri
+        &self.snap.uri
     }
 
     /// The mode it was opened in.
@@ -208,83 +161,58 @@ impl Array {
 
     /// The schema.
     pub fn schema(&self) -> &ArraySchema {
-        &self.schema
+        &self.snap.schema
     }
 
     /// The context.
     pub fn context(&self) -> &Context {
-        &self.ctx
+        &self.snap.ctx
     }
 
     /// The fragments this array sees, oldest first (empty in write mode).
     pub fn fragments(&self) -> &[FragmentMetadata] {
-        &self.fragments
+        &self.snap.fragments
     }
 
     /// The bounding box of all written cells in domain coordinates of integer dimensions, or
     /// `None` if nothing was written (see [`Array::nonempty_domain_ranges`] for float dimensions).
     pub fn nonempty_domain(&self) -> Option<Vec<(i128, i128)>> {
-        let acc = bounding_box(self.fragments.iter().filter(|f| !f.is_delete()).map(|f| &f.domain))?;
-        Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| (d.denormalize(*lo), d.denormalize(*hi))).collect())
+        let acc = bounding_box(self.snap.fragments.iter().filter(|f| !f.is_delete()).map(|f| &f.domain))?;
+        Some(
+            acc.iter()
+                .zip(&self.snap.schema.dims)
+                .map(|([lo, hi], d)| (d.denormalize(*lo), d.denormalize(*hi)))
+                .collect(),
+        )
     }
 
     /// The bounding box of all written cells, per dimension in the dimension's own numbers
     /// (floats for float dimensions), or `None` if nothing was written.
     pub fn nonempty_domain_ranges(&self) -> Option<Vec<DimRange>> {
-        let acc = bounding_box(self.fragments.iter().filter(|f| !f.is_delete()).map(|f| &f.domain))?;
-        Some(acc.iter().zip(&self.schema.dims).map(|([lo, hi], d)| DimRange::from_ordinals(d, *lo, *hi)).collect())
-    }
-
-    /// A shared lock on the array's lock file, if it has one (arrays created by this version do)
-    /// and `want`.
-    pub(crate) fn shared_lock(ctx: &Context, uri: &Path, want: bool) -> Result<Option<Arc<LockGuard>>> {
-        let path = uri.join(LOCK_FILE);
-        if !want || !ctx.storage().is_file(&path) {
-            return Ok(None);
-        }
-        let timeout = std::time::Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
-        Ok(Some(Arc::new(crate::commit::lock_shared(ctx.storage().as_ref(), uri, timeout)?)))
+        let acc = bounding_box(self.snap.fragments.iter().filter(|f| !f.is_delete()).map(|f| &f.domain))?;
+        Some(acc.iter().zip(&self.snap.schema.dims).map(|([lo, hi], d)| DimRange::from_ordinals(d, *lo, *hi)).collect())
     }
 
     /// This array seeing only the fragments `keep` (indices into [`Array::fragments`], in
-    /// order), in read mode: the snapshot consolidation reads.
+    /// order), in read mode.
+    #[cfg(test)]
     pub(crate) fn with_fragments(&self, keep: &[usize]) -> Array {
         let mut a = self.clone();
         a.mode = Mode::Read;
-        a.fragments = Arc::new(keep.iter().map(|&i| self.fragments[i].clone()).collect());
-        a.positions = Arc::new(keep.iter().map(|&i| self.positions[i].clone()).collect());
-        a.fragment_dirs = Arc::new(keep.iter().map(|&i| self.fragment_dirs[i].clone()).collect());
-        // The update index numbers fragments: the view builds its own.
-        a.update_index = Arc::default();
+        a.snap = self.snap.with_fragments(keep);
         a
     }
 
-    /// This array without an update index: for a few large reads (consolidation), which would
-    /// spend more on building the index than it saves them.
-    pub(crate) fn without_update_index(mut self) -> Array {
-        self.update_index = Arc::new(OnceLock::from(None));
-        self
-    }
-
-    /// Fragment `frag` (an index into [`Array::fragments`]) and its position in fragment order.
-    pub(crate) fn placed(&self, frag: usize) -> Placed {
-        Placed { name: self.fragments[frag].name.clone(), position: self.positions[frag].clone() }
-    }
-
-    /// The folder of fragment `frag` (an index into [`Array::fragments`]).
-    pub(crate) fn fragment_dir(&self, frag: usize) -> &Path {
-        &self.fragment_dirs[frag].0
-    }
-
-    /// The name of fragment `frag` as shared text (tile-cache keys).
-    pub(crate) fn fragment_key(&self, frag: usize) -> Arc<str> {
-        Arc::clone(&self.fragment_dirs[frag].1)
+    /// The name of the next fragment this array writes: the timestamp it was opened at, or a
+    /// fresh one.
+    fn new_fragment_name(&self) -> FragmentName {
+        FragmentName::new(self.write_timestamp.unwrap_or_else(|| next_timestamp(&self.snap.uri)))
     }
 
     pub(crate) fn require(&self, mode: Mode, op: &'static str) -> Result<()> {
         if self.mode != mode {
             return Err(QueryError::WrongMode {
-                uri: self.uri.display().to_string(),
+                uri: self.snap.uri.display().to_string(),
                 mode: self.mode.name(),
                 op,
                 needed: mode.name(),
@@ -301,10 +229,10 @@ impl Array {
     /// Wrong mode, or a subarray outside the domain.
     pub fn writer(&self, subarray: &Subarray, layout: Layout) -> Result<DenseWriter> {
         self.require(Mode::Write, "write")?;
-        if self.schema.is_sparse() {
+        if self.snap.schema.is_sparse() {
             return Err(QueryError::Layout("a sparse array takes sparse writes (sparse_writer)".into()).into());
         }
-        DenseWriter::new(self, subarray, layout)
+        DenseWriter::named(&self.snap, subarray, layout, self.new_fragment_name())
     }
 
     /// Writes `subarray` in one submit and commits it as a new fragment.
@@ -325,7 +253,7 @@ impl Array {
     /// Wrong mode, or a layout other than unordered or global.
     pub fn sparse_writer(&self, layout: Layout) -> Result<SparseWriter> {
         self.require(Mode::Write, "write")?;
-        SparseWriter::new(self, layout)
+        SparseWriter::named(&self.snap, layout, self.new_fragment_name())
     }
 
     /// Writes cells given in any order as one new sparse fragment.
@@ -346,13 +274,13 @@ impl Array {
     /// unknown attributes, storage failures, corrupt tiles.
     pub fn read_points(&self, coords: &[CoordInput<'_>], attrs: &[&str]) -> Result<ReadResult> {
         self.require(Mode::Read, "read")?;
-        if self.schema.is_sparse() {
+        if self.snap.schema.is_sparse() {
             return Err(QueryError::Layout("read_points reads dense arrays; use sparse_query".into()).into());
         }
-        let cols = self.ctx.install(|| crate::write::coord_ordinals(&self.schema, coords))?;
+        let cols = self.snap.ctx.install(|| crate::write::coord_ordinals(&self.snap.schema, coords))?;
         let n = cols.first().map_or(0, Vec::len);
         let points: Vec<Vec<u64>> = (0..n).map(|i| cols.iter().map(|c| c[i]).collect()).collect();
-        ReadQuery::points(self, points, attrs)?.read_all()
+        ReadQuery::points(&self.snap, points, attrs)?.read_all()
     }
 
     /// Deletes the cells at the given coordinates (one column per dimension): writes a delete
@@ -363,7 +291,7 @@ impl Array {
     /// Wrong mode, coordinates outside the domain or not finite, columns of different lengths.
     pub fn delete_cells(&self, coords: &[CoordInput<'_>]) -> Result<FragmentName> {
         self.require(Mode::Write, "delete")?;
-        let mut w = SparseWriter::for_deletes(self, Vec::new())?;
+        let mut w = SparseWriter::for_deletes(&self.snap, Vec::new(), self.new_fragment_name())?;
         w.submit(coords, &[])?;
         Ok(w.finish()?.name)
     }
@@ -376,7 +304,7 @@ impl Array {
     /// more than [`MAX_DELETE_RECTS`] rectangles.
     pub fn delete_ranges(&self, ranges: &[Vec<DimRange>]) -> Result<FragmentName> {
         self.require(Mode::Write, "delete")?;
-        let per_dim = crate::geometry::ordinal_ranges(&self.schema, ranges)?;
+        let per_dim = crate::geometry::ordinal_ranges(&self.snap.schema, ranges)?;
         // The rectangles are the cross product of the dimensions' ranges: bound it before
         // building it (each rectangle is kept in the delete fragment's metadata).
         let count = per_dim.iter().try_fold(1u64, |n, rs| n.checked_mul(rs.len() as u64));
@@ -396,7 +324,7 @@ impl Array {
         if rects.is_empty() {
             return Err(QueryError::BadSubarray("the ranges select no cell".into()).into());
         }
-        let w = SparseWriter::for_deletes(self, rects)?;
+        let w = SparseWriter::for_deletes(&self.snap, rects, self.new_fragment_name())?;
         Ok(w.finish()?.name)
     }
 
@@ -408,10 +336,10 @@ impl Array {
     /// Wrong mode, a dense array, unknown attributes, bad ranges, storage failures, corrupt tiles.
     pub fn sparse_query(&self, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<SparseReadQuery> {
         self.require(Mode::Read, "read")?;
-        if !self.schema.is_sparse() {
+        if !self.snap.schema.is_sparse() {
             return Err(QueryError::Layout("sparse_query reads sparse arrays; use read_query".into()).into());
         }
-        SparseReadQuery::new(self, ranges, attrs, layout)
+        SparseReadQuery::new(&self.snap, ranges, attrs, layout)
     }
 
     /// A read of `attrs` over `subarray` with results in `layout`; see [`ReadQuery`].
@@ -420,10 +348,10 @@ impl Array {
     /// Wrong mode, unknown attributes, a bad subarray.
     pub fn read_query(&self, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<ReadQuery> {
         self.require(Mode::Read, "read")?;
-        if self.schema.is_sparse() {
+        if self.snap.schema.is_sparse() {
             return Err(QueryError::Layout("read_query reads dense arrays; use sparse_query".into()).into());
         }
-        ReadQuery::new(self, subarray, attrs, layout)
+        ReadQuery::new(&self.snap, subarray, attrs, layout)
     }
 
     /// Reads `attrs` over `subarray` into new buffers.
@@ -434,107 +362,4 @@ impl Array {
         let mut q = self.read_query(subarray, attrs, layout)?;
         q.read_all()
     }
-}
-
-/// The fragments visible as of `end` that were written since `start` (`start <= t0`,
-/// `t1 <= end`), oldest first in fragment order, as the commit log says.
-fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Vec<Placed>> {
-    let storage = ctx.storage().as_ref();
-    let log = ctx.install(|| read_log(storage, uri))?;
-    let mut placed = resolve(&log, &uri.join(COMMITS_DIR), end)?.live;
-    placed.retain(|p| p.name.t0 >= start);
-    Ok(placed)
-}
-
-fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
-    let storage = ctx.storage();
-    let dir = uri.join(SCHEMA_DIR);
-    let names = match storage.list_dir(&dir) {
-        Ok(n) => n,
-        Err(StorageError::NotFound { .. }) => return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into()),
-        Err(e) => return Err(e.into()),
-    };
-    // The newest schema: names are __<ms>_<uuid>; order by the number, then the uuid.
-    let newest = names
-        .iter()
-        .filter_map(|n| {
-            let rest = n.strip_prefix("__")?;
-            let (t, id) = rest.split_once('_')?;
-            Some((t.parse::<u64>().ok()?, id.to_string(), n))
-        })
-        .max();
-    let Some((_, _, name)) = newest else {
-        return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into());
-    };
-    crate::schema::read_schema_file(storage.as_ref(), &dir.join(name), &ctx.config().limits())
-}
-
-fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySchema) -> Result<FragmentMetadata> {
-    let path = uri.join(FRAGMENTS_DIR).join(name.to_string()).join(METADATA_FILE);
-    let bytes = match ctx.storage().read_all(&path) {
-        Ok(b) => b,
-        Err(StorageError::NotFound { .. }) => {
-            return Err(Error::corrupt(&path, "fragment is committed but its metadata is missing"))
-        }
-        Err(e) => return Err(e.into()),
-    };
-    stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
-    let meta = FragmentMetadata::decode(&bytes, name, &path)?;
-    // Cross-check against the schema so later stages can index without fear.
-    let bad = |d: &str| Err(Error::corrupt(&path, d.to_string()));
-    if meta.domain.len() != schema.ndim() {
-        return bad("non-empty domain has the wrong number of dimensions");
-    }
-    let (specs, tiles) = match &meta.sparse {
-        None => {
-            if schema.is_sparse() {
-                return bad("a dense fragment in a sparse array");
-            }
-            if meta.domain.iter().zip(&schema.dims).any(|(r, d)| r[1] >= d.domain_size()) {
-                return bad("non-empty domain does not fit the array's domain");
-            }
-            let grid = TileGrid::new(schema);
-            let tiles = grid.tile_range(&meta.domain).iter().map(|[a, b]| b - a + 1).product::<u64>();
-            (crate::fragment::FileSpec::for_schema(schema), tiles)
-        }
-        Some(sp) => {
-            let k = sp.tile_cells.len();
-            if sp.mbrs.len() != k || sp.first.len() != k || sp.last.len() != k {
-                return bad("sparse tile index lists differ in length");
-            }
-            if sp.tile_cells.iter().sum::<u64>() != meta.cell_count || sp.tile_cells.contains(&0) {
-                return bad("tile cell counts do not add up to the cell count");
-            }
-            let nd = schema.ndim();
-            if sp.mbrs.iter().any(|m| m.len() != nd) || sp.first.iter().chain(&sp.last).any(|p| p.len() != nd) {
-                return bad("an MBR or bounding coordinate has the wrong number of dimensions");
-            }
-            let specs = if meta.is_delete() {
-                crate::fragment::FileSpec::for_deletes(schema)
-            } else {
-                crate::fragment::FileSpec::for_sparse(schema)
-            };
-            (specs, k as u64)
-        }
-    };
-    if meta.files.len() != specs.len()
-        || specs.iter().zip(&meta.files).any(|(s, f)| s.name != f.0 || f.1.len() as u64 != tiles)
-    {
-        return bad("file list or tile count does not match the schema");
-    }
-    Ok(meta)
-}
-
-/// The folder and name of every fragment.
-fn fragment_dirs(uri: &Path, fragments: &[FragmentMetadata]) -> Arc<Vec<(PathBuf, Arc<str>)>> {
-    let base = uri.join(FRAGMENTS_DIR);
-    Arc::new(
-        fragments
-            .iter()
-            .map(|f| {
-                let name = f.name.to_string();
-                (base.join(&name), Arc::from(name))
-            })
-            .collect(),
-    )
 }

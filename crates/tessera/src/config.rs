@@ -215,6 +215,26 @@ pub(crate) fn available_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// Results up to this size are allocated without asking the system for its free memory.
+const SMALL_RESULT: u128 = 64 << 20;
+
+/// Whether `needed` bytes exceed the limit `configured`, or by default the memory the system
+/// reports available (asked only for more than 64 MiB), or `isize::MAX` (no allocation may
+/// be larger): the limit and where it comes from, or `None` when the bytes fit.
+pub(crate) fn memory_limit(configured: Option<u64>, needed: u128) -> Option<(u64, &'static str)> {
+    let (limit, from) = match configured {
+        Some(l) => (l, "sm.read.max_result_bytes"),
+        None if needed <= SMALL_RESULT => return None,
+        None => match available_memory() {
+            Some(m) => (m, "the memory the system reports available"),
+            None => (isize::MAX as u64, "the address space"),
+        },
+    };
+    let (limit, from) =
+        if limit > isize::MAX as u64 { (isize::MAX as u64, "the address space") } else { (limit, from) };
+    (needed > u128::from(limit)).then_some((limit, from))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,43 @@
 //! The crate-wide `Error`: every module's error enum collected in one place, each variant saying
-//! what was wrong and where (array, fragment, attribute, tile, cell).
+//! what was wrong and carrying where as fields (array, fragment, file, tile, attribute, dimension,
+//! cell), which [`Error::context`] gathers for callers (the Python exceptions' attributes).
 
 use std::path::PathBuf;
 
 use crate::filter::FilterError;
-use crate::schema::SchemaError;
+use crate::paths::{COMMITS_DIR, FRAGMENTS_DIR, SCHEMA_DIR};
 use crate::storage::StorageError;
 
 /// Result alias for the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors of schema construction and validation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    /// A problem with one dimension.
+    #[error("dimension {dim}: {detail}")]
+    Dimension {
+        /// Dimension name.
+        dim: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A problem with one attribute.
+    #[error("attribute {attr}: {detail}")]
+    Attribute {
+        /// Attribute name.
+        attr: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A problem with the schema as a whole.
+    #[error("schema: {0}")]
+    Invalid(String),
+    /// The JSON text could not be parsed.
+    #[error("schema JSON: {0}")]
+    Json(String),
+}
 
 /// Errors of queries: the caller asked for something the array cannot do.
 #[derive(Debug, thiserror::Error)]
@@ -249,13 +278,59 @@ pub enum Error {
     #[error(transparent)]
     Filter(#[from] FilterError),
     /// Bytes on disk that are not what they must be: never returned as data.
-    #[error("corrupt data in {path}: {detail}")]
+    #[error("corrupt data in {}: {}{detail}", path.display(), tile.map(|t| format!("tile {t}: ")).unwrap_or_default())]
     Corrupt {
-        /// The damaged file.
+        /// The damaged file (or folder).
         path: PathBuf,
-        /// What is wrong, naming the tile or field.
+        /// The tile of the file, when the damage is in one.
+        tile: Option<u64>,
+        /// What is wrong, naming the field.
         detail: String,
     },
+}
+
+/// Where an error happened, as far as it is known: the fields of [`Error::context`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ErrorContext {
+    /// The array's location.
+    pub array: Option<PathBuf>,
+    /// The fragment's name.
+    pub fragment: Option<String>,
+    /// The file (or folder) involved.
+    pub file: Option<PathBuf>,
+    /// The tile of that file.
+    pub tile: Option<u64>,
+    /// The attribute.
+    pub attribute: Option<String>,
+    /// The dimension.
+    pub dimension: Option<String>,
+    /// The cell (its index in the caller's buffers).
+    pub cell: Option<u64>,
+}
+
+impl ErrorContext {
+    /// The context of a path inside an array: the array is the folder holding `__fragments`,
+    /// `__commits` or `__schema` (the path itself when it holds none), the fragment the folder
+    /// after `__fragments`.
+    fn of_path(path: &std::path::Path, is_array: bool) -> Self {
+        let parts: Vec<_> = path.components().collect();
+        let marker = parts.iter().position(|c| {
+            let c = c.as_os_str();
+            c == FRAGMENTS_DIR || c == COMMITS_DIR || c == SCHEMA_DIR
+        });
+        let array = match marker {
+            Some(i) => Some(parts[..i].iter().collect::<PathBuf>()),
+            None if is_array => Some(path.to_path_buf()),
+            None => None,
+        };
+        let fragment = marker
+            .filter(|&i| parts[i].as_os_str() == FRAGMENTS_DIR)
+            .and_then(|i| parts.get(i + 1))
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        let file = (!is_array).then(|| path.to_path_buf());
+        Self { array, fragment, file, ..Self::default() }
+    }
 }
 
 /// A byte count for messages: exact, with a binary-prefixed size for large ones.
@@ -278,6 +353,96 @@ fn human_bytes(b: u128) -> String {
 
 impl Error {
     pub(crate) fn corrupt(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
-        Error::Corrupt { path: path.into(), detail: detail.into() }
+        Error::Corrupt { path: path.into(), tile: None, detail: detail.into() }
+    }
+
+    /// Corrupt data in tile `tile` of the file at `path`.
+    pub(crate) fn corrupt_tile(path: impl Into<PathBuf>, tile: u64, detail: impl Into<String>) -> Self {
+        Error::Corrupt { path: path.into(), tile: Some(tile), detail: detail.into() }
+    }
+
+    /// Where the error happened: array, fragment, file, tile, attribute, dimension, cell, as far
+    /// as the error knows them.
+    pub fn context(&self) -> ErrorContext {
+        let named = |attribute: Option<&str>, dimension: Option<&str>| ErrorContext {
+            attribute: attribute.map(str::to_owned),
+            dimension: dimension.map(str::to_owned),
+            ..ErrorContext::default()
+        };
+        match self {
+            Error::Corrupt { path, tile, .. } => ErrorContext { tile: *tile, ..ErrorContext::of_path(path, false) },
+            Error::Storage(e) => e.path().map(|p| ErrorContext::of_path(p, false)).unwrap_or_default(),
+            Error::Array(e) => match e {
+                ArrayError::NotFound { path }
+                | ArrayError::NotAnArray { path }
+                | ArrayError::AlreadyExists { path }
+                | ArrayError::Busy { path, .. } => ErrorContext::of_path(path, true),
+                ArrayError::ConsolidationConflict { path, fragment, .. } => {
+                    ErrorContext { fragment: Some(fragment.clone()), ..ErrorContext::of_path(path, true) }
+                }
+                _ => ErrorContext::default(),
+            },
+            Error::Query(e) => match e {
+                QueryError::OutOfDomain { dim, .. }
+                | QueryError::Reversed { dim, .. }
+                | QueryError::CoordBuffer { dim, .. } => named(None, Some(dim)),
+                QueryError::Coordinate { dim, cell, .. } => {
+                    ErrorContext { cell: Some(*cell), ..named(None, Some(dim)) }
+                }
+                QueryError::UnknownAttribute { name, .. } => named(Some(name), None),
+                QueryError::BufferSize { attr, .. }
+                | QueryError::BadBuffer { attr, .. }
+                | QueryError::Datatype { attr, .. } => named(Some(attr), None),
+                QueryError::WrongMode { uri, .. } | QueryError::Timestamp { uri, .. } => {
+                    ErrorContext { array: Some(PathBuf::from(uri)), ..ErrorContext::default() }
+                }
+                QueryError::UnknownFragment(name) => {
+                    ErrorContext { fragment: Some(name.clone()), ..ErrorContext::default() }
+                }
+                _ => ErrorContext::default(),
+            },
+            Error::Schema(e) => match e {
+                SchemaError::Dimension { dim, .. } => named(None, Some(dim)),
+                SchemaError::Attribute { attr, .. } => named(Some(attr), None),
+                _ => ErrorContext::default(),
+            },
+            Error::Filter(_) => ErrorContext::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_tiles_name_array_fragment_file_and_tile() {
+        let e = Error::corrupt_tile("/data/img/__fragments/__1_2_abc/a0.tdb", 7, "checksum mismatch");
+        assert_eq!(e.to_string(), "corrupt data in /data/img/__fragments/__1_2_abc/a0.tdb: tile 7: checksum mismatch");
+        let c = e.context();
+        assert_eq!(c.array.as_deref(), Some(std::path::Path::new("/data/img")));
+        assert_eq!(c.fragment.as_deref(), Some("__1_2_abc"));
+        assert_eq!(c.file.as_deref(), Some(std::path::Path::new("/data/img/__fragments/__1_2_abc/a0.tdb")));
+        assert_eq!(c.tile, Some(7));
+        let log = Error::corrupt("/data/img/__commits/00000000000000000003.commit", "bad magic").context();
+        assert_eq!(
+            (log.array.as_deref(), log.fragment, log.tile),
+            (Some(std::path::Path::new("/data/img")), None, None)
+        );
+    }
+
+    #[test]
+    fn query_and_array_errors_carry_their_fields() {
+        let e: Error =
+            QueryError::Coordinate { dim: "x".into(), cell: 12, value: "5".into(), why: "is out".into() }.into();
+        assert_eq!((e.context().dimension.as_deref(), e.context().cell), (Some("x"), Some(12)));
+        let e: Error =
+            QueryError::BufferSize { attr: "a".into(), what: "data", got: 1, expected: 4, unit: "bytes" }.into();
+        assert_eq!(e.context().attribute.as_deref(), Some("a"));
+        let e: Error = ArrayError::NotAnArray { path: "/x/y".into() }.into();
+        assert_eq!(e.context().array.as_deref(), Some(std::path::Path::new("/x/y")));
+        assert_eq!(e.context().file, None);
+        let e: Error = StorageError::NotFound { path: "/x/y/__schema/__1_a".into() }.into();
+        assert_eq!(e.context().array.as_deref(), Some(std::path::Path::new("/x/y")));
     }
 }

@@ -41,32 +41,36 @@ mod fragment;
 #[doc(hidden)]
 pub mod fuzz;
 mod geometry;
+mod input;
+mod paths;
 mod read;
 mod schema;
+mod snapshot;
 pub mod stats;
 mod storage;
 mod write;
 
-pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR, SCHEMA_DIR};
+pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR};
 pub use commit::COMMITS_DIR;
 pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
 pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};
 pub use context::Context;
-pub use error::{ArrayError, Error, QueryError, Result};
+pub use error::{ArrayError, Error, ErrorContext, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
     BlockIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, FRAGMENTS_DIR,
     METADATA_FILE,
 };
-pub use geometry::{DimRange, Subarray};
-pub use read::{AttrBuffer, AttrData, Layout, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
+pub use geometry::{DimRange, Layout, Subarray};
+pub use input::{AttrInput, CoordInput};
+pub use read::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
 pub use schema::{
     default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, Attribute, CellOrder, CellValNum, Datatype,
-    Dimension, Domain, Extent, SchemaError, SCHEMA_VERSION,
+    Dimension, Domain, Extent, SchemaError, SCHEMA_DIR, SCHEMA_VERSION,
 };
 pub use storage::{
     Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, PowerLossStorage,
     ReadMode, Storage, StorageError, WriteHandle,
 };
-pub use write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
+pub use write::{DenseWriter, SparseWriter};

@@ -249,6 +249,26 @@ fn vacuum_waits_for_readers() {
     assert_eq!(report.removed.len(), 4);
 }
 
+/// A query keeps its array's snapshot, and with it the lock, after the array is dropped: vacuum
+/// waits for the query, which then reads the consolidated inputs to the end.
+#[test]
+fn vacuum_waits_for_a_query_that_outlives_its_array() {
+    let mut c = Config::new();
+    c.set("sm.vacuum.lock_timeout_ms", "50").unwrap();
+    let ctx = Context::with_storage(c, Arc::new(MemoryStorage::new())).unwrap();
+    let schema = layered(&ctx, "/a");
+    let expected = read_all_cells(&ctx, "/a", &schema);
+    let reader = Array::open(&ctx, "/a", Mode::Read).unwrap();
+    let mut q = reader.read_query(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+    drop(reader);
+    consolidate(&ctx, "/a", &Selection::Timestamps(0, u64::MAX)).unwrap();
+    let e = vacuum(&ctx, "/a").unwrap_err();
+    assert!(matches!(e, Error::Array(ArrayError::Busy { .. })), "{e}");
+    assert_eq!(as_i32(&q.read_all().unwrap().attrs[0].data), expected);
+    drop(q);
+    assert_eq!(vacuum(&ctx, "/a").unwrap().removed.len(), 4);
+}
+
 /// Readers that always overlap (one opens before the other closes) never leave the lock free;
 /// vacuum must still get it: it holds the gate so no new reader comes in, and the readers
 /// inside finish. The readers wait at the gate meanwhile and then carry on.

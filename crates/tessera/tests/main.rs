@@ -13,6 +13,7 @@ mod edges;
 mod faults;
 mod golden;
 mod hostile;
+mod module_graph;
 mod races;
 mod sparse_errors;
 mod sparse_model;

@@ -16,11 +16,7 @@ use std::time::{Duration, Instant};
 use crate::error::{ArrayError, Result};
 use crate::storage::{LockGuard, LockKind, Storage, StorageError};
 
-/// Name of the lock file in an array folder.
-pub(crate) const LOCK_FILE: &str = "__lock";
-
-/// Name of the gate in front of the lock (see the module doc).
-pub(crate) const GATE_FILE: &str = "__lock.gate";
+pub(crate) use crate::paths::{GATE_FILE, LOCK_FILE};
 
 /// How long vacuum holds the gate at a time while readers already in finish.
 const DRAIN: Duration = Duration::from_millis(1000);

@@ -18,8 +18,7 @@ use crate::fragment::FragmentName;
 use crate::stats::{self, Counter};
 use crate::storage::{Storage, StorageError};
 
-/// Folder holding the commit log.
-pub const COMMITS_DIR: &str = "__commits";
+pub use crate::paths::COMMITS_DIR;
 
 /// How many times a committer retries after losing the race for a sequence number before giving
 /// up (each loss means another commit succeeded, so the array is making progress).

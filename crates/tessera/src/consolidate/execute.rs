@@ -16,14 +16,16 @@
 use std::path::Path;
 
 use super::plan::{plan, Selection};
-use crate::array::{Array, Mode};
 use crate::context::Context;
 use crate::error::Result;
 use crate::fragment::{FragmentMetadata, FragmentName};
+use crate::geometry::Layout;
 use crate::geometry::{bounding_box, Subarray};
-use crate::read::{AttrData, Layout, ReadQuery, SparseReadQuery};
+use crate::input::{AttrInput, CoordInput};
+use crate::read::{AttrData, ReadQuery, SparseReadQuery};
+use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
-use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
+use crate::write::{DenseWriter, SparseWriter};
 
 /// Consolidates the fragments `sel` chooses of the array at `uri`; returns the new fragment's
 /// metadata, or `None` when fewer than two fragments were chosen.
@@ -34,26 +36,25 @@ use crate::write::{AttrInput, CoordInput, DenseWriter, SparseWriter};
 pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Result<Option<FragmentMetadata>> {
     let _t = stats::timer(Timer::ConsolidatorConsolidate);
     let uri = &ctx.resolve_uri(uri.as_ref())?;
-    let array = Array::open(ctx, uri, Mode::Read)?;
-    let schema = array.schema().clone();
-    let Some(p) = plan(array.fragments(), !schema.is_sparse(), sel)? else {
+    // The snapshot holds the lock while the inputs are read, so vacuum does not delete them.
+    let snap = Snapshot::load(ctx, uri.clone(), 0, u64::MAX, true)?;
+    let schema = snap.schema.clone();
+    let Some(p) = plan(&snap.fragments, !schema.is_sparse(), sel)? else {
         return Ok(None);
     };
     let name = FragmentName::covering(p.timestamps.0, p.timestamps.1);
-    let mut writable = array.clone();
-    writable.mode = Mode::Write;
     let budget = ctx.config().consolidation_buffer_size();
     let last = *p.inputs.last().unwrap_or(&0);
-    let replaces: Vec<_> = p.inputs.iter().map(|&i| array.placed(i)).collect();
+    let replaces: Vec<_> = p.inputs.iter().map(|&i| snap.placed(i)).collect();
     let meta = if p.dense_output {
         // Bounding box of the inputs (normalized coordinates and dense ordinals coincide).
-        let bbox = bounding_box(p.inputs.iter().map(|&i| &array.fragments()[i].domain)).unwrap_or_default();
+        let bbox = bounding_box(p.inputs.iter().map(|&i| &snap.fragments[i].domain)).unwrap_or_default();
         let sub = Subarray::from_ranges(
             &bbox.iter().zip(&schema.dims).map(|(r, d)| (d.denormalize(r[0]), d.denormalize(r[1]))).collect::<Vec<_>>(),
         );
-        let snapshot = array.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index();
-        let mut q = ReadQuery::new(&snapshot, &sub, &[], Layout::Global)?;
-        let mut w = DenseWriter::named(&writable, &sub, Layout::Global, Some(name.clone()))?;
+        let before = snap.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index();
+        let mut q = ReadQuery::new(&before, &sub, &[], Layout::Global)?;
+        let mut w = DenseWriter::named(&snap, &sub, Layout::Global, name.clone())?;
         w.set_replaces(replaces);
         pipelined(
             || q.next_batch(budget / 2),
@@ -64,13 +65,13 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         )?;
         w.finish()?
     } else {
-        let view = array.with_fragments(&p.inputs).without_update_index();
+        let view = snap.with_fragments(&p.inputs).without_update_index();
         let nd = schema.ndim();
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
-        let mut w = SparseWriter::named(&writable, Layout::Global, Some(name.clone()))?;
+        let mut w = SparseWriter::named(&snap, Layout::Global, name.clone())?;
         w.set_replaces(replaces);
-        w.allow_empty(bounding_box(view.fragments().iter().map(|f| &f.domain)).unwrap_or_default());
+        w.allow_empty(bounding_box(view.fragments.iter().map(|f| &f.domain)).unwrap_or_default());
         pipelined(
             || q.next_batch(budget / 2),
             |b| {

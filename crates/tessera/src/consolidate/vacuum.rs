@@ -75,7 +75,7 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     }
     storage.sync_dir(&frags)?;
     let grace = ctx.config().vacuum_temp_grace_ms();
-    for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::array::SCHEMA_DIR)] {
+    for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::schema::SCHEMA_DIR)] {
         report.temporary.extend(remove_old_temps(storage, &dir, grace)?);
     }
     Ok(report)

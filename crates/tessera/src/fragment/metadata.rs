@@ -11,8 +11,7 @@ use crate::fragment::rtree::RTree;
 use crate::fragment::FragmentName;
 use crate::geometry::Rect;
 
-/// Name of the metadata file inside a fragment folder.
-pub const METADATA_FILE: &str = "__fragment_metadata";
+pub use crate::paths::METADATA_FILE;
 const MAGIC: &[u8; 8] = b"TSRAFRAG";
 /// The footer magic of metadata files.
 pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"TSRAFMDF";

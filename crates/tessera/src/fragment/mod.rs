@@ -8,7 +8,6 @@ mod files;
 mod metadata;
 mod name;
 mod rtree;
-mod writer;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
@@ -19,7 +18,5 @@ pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
 pub use rtree::RTree;
 
-/// Folder holding one sub-folder per fragment.
-pub const FRAGMENTS_DIR: &str = "__fragments";
+pub use crate::paths::FRAGMENTS_DIR;
 pub(crate) use rtree::FANOUT;
-pub(crate) use writer::{FragmentWriter, UnfilteredTile};

@@ -6,6 +6,7 @@
 mod coords;
 mod copy;
 mod grid;
+mod layout;
 mod rect;
 mod subarray;
 
@@ -14,6 +15,8 @@ pub(crate) use coords::{
 };
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 pub(crate) use grid::TileGrid;
+pub(crate) use layout::layout_counter;
+pub use layout::Layout;
 pub(crate) use rect::{bounding_box, cells, checked_cells, intersect, split_interval, strides, subtract, Rect};
 pub(crate) use subarray::ordinal_ranges;
 pub use subarray::{DimRange, Subarray};

@@ -9,8 +9,8 @@
 //! over the result afterwards (`overlay.rs`).
 
 use crate::fragment::FragmentMetadata;
+use crate::geometry::Layout;
 use crate::geometry::{cells, intersect, split_interval, strides, subtract, Rect, Strided, TileGrid};
-use crate::read::Layout;
 use crate::schema::CellOrder;
 
 /// Copy a box from one tile of one fragment into the result.
@@ -159,81 +159,124 @@ pub(crate) fn plan(
     c0: u64,
     c1: u64,
 ) -> (Vec<CopyOp>, Vec<FillOp>) {
-    let mut copies = Vec::new();
-    let mut fills = Vec::new();
+    let mut ops = TilePlan { grid, fragments, copies: Vec::new(), fills: Vec::new() };
     let franges: Vec<Rect> = fragments.iter().map(|f| grid.tile_range(&f.domain)).collect();
     for (rect, dst) in space.pieces(grid, c0, c1) {
-        let at = |b: &Rect| Strided {
-            offset: dst.offset
-                + b.iter().zip(&rect).zip(&dst.strides).map(|((x, r), s)| (x[0] - r[0]) * s).sum::<u64>(),
-            strides: dst.strides.clone(),
-        };
-        let shape_of = |b: &Rect| b.iter().map(|[x, y]| y - x + 1).collect::<Vec<u64>>();
         for tc in grid.tiles_in(&grid.tile_range(&rect)) {
             let t = grid.tile_rect(&tc);
             let Some(q) = intersect(&rect, &t) else { continue };
-            let mut uncovered = vec![q];
-            for (fi, f) in fragments.iter().enumerate().rev() {
-                if uncovered.is_empty() {
-                    break;
-                }
-                if let Some(rects) = &f.deletes {
-                    // Deleted rectangles show the fill value (deleted points: see overlay).
-                    let mut next = Vec::with_capacity(uncovered.len());
-                    for u in uncovered {
-                        let mut parts = vec![u];
-                        for r in rects {
-                            let mut rest = Vec::with_capacity(parts.len());
-                            for p in parts {
-                                match intersect(&p, r) {
-                                    Some(i) => {
-                                        fills.push(FillOp { shape: shape_of(&i), dst: at(&i) });
-                                        rest.extend(subtract(&p, r));
-                                    }
-                                    None => rest.push(p),
-                                }
-                            }
-                            parts = rest;
-                        }
-                        next.extend(parts);
-                    }
-                    uncovered = next;
-                    continue;
-                }
-                if !f.is_dense() {
-                    // Sparse fragments (random updates) are laid over the result afterwards.
-                    continue;
-                }
-                let mut next = Vec::with_capacity(uncovered.len());
-                for u in uncovered {
-                    match intersect(&u, &f.domain) {
-                        Some(i) => {
-                            copies.push(CopyOp {
-                                frag: fi,
-                                tile: grid.tile_index(&franges[fi], &tc),
-                                shape: shape_of(&i),
-                                src: Strided {
-                                    offset: grid.cell_offset(
-                                        &t.iter().map(|r| r[0]).collect::<Vec<_>>(),
-                                        &i.iter().map(|r| r[0]).collect::<Vec<_>>(),
-                                    ),
-                                    strides: grid.cell_strides.clone(),
-                                },
-                                dst: at(&i),
-                            });
-                            next.extend(subtract(&u, &f.domain));
-                        }
-                        None => next.push(u),
-                    }
-                }
-                uncovered = next;
-            }
-            for u in uncovered {
-                fills.push(FillOp { shape: shape_of(&u), dst: at(&u) });
-            }
+            let piece = Piece { rect: &rect, dst: &dst, tile: &t, tc: &tc };
+            ops.plan_tile(&piece, q, &franges);
         }
     }
-    (copies, fills)
+    (ops.copies, ops.fills)
+}
+
+/// The part of one result piece inside one space tile.
+struct Piece<'a> {
+    /// The piece's box and its place in the result.
+    rect: &'a Rect,
+    dst: &'a Strided,
+    /// The space tile's box and coordinates.
+    tile: &'a Rect,
+    tc: &'a [u64],
+}
+
+impl Piece<'_> {
+    /// The result place of box `b` (inside the piece).
+    fn at(&self, b: &Rect) -> Strided {
+        Strided {
+            offset: self.dst.offset
+                + b.iter().zip(self.rect).zip(&self.dst.strides).map(|((x, r), s)| (x[0] - r[0]) * s).sum::<u64>(),
+            strides: self.dst.strides.clone(),
+        }
+    }
+}
+
+fn shape_of(b: &Rect) -> Vec<u64> {
+    b.iter().map(|[x, y]| y - x + 1).collect()
+}
+
+/// The copies and fills planned so far.
+struct TilePlan<'a> {
+    grid: &'a TileGrid,
+    fragments: &'a [FragmentMetadata],
+    copies: Vec<CopyOp>,
+    fills: Vec<FillOp>,
+}
+
+impl TilePlan<'_> {
+    /// Plans box `q` of a piece inside one space tile: fragments newest first each take what
+    /// is still uncovered of it (deleted rectangles fill), the rest takes the fill value.
+    fn plan_tile(&mut self, piece: &Piece<'_>, q: Rect, franges: &[Rect]) {
+        let mut uncovered = vec![q];
+        for (fi, f) in self.fragments.iter().enumerate().rev() {
+            if uncovered.is_empty() {
+                break;
+            }
+            if let Some(rects) = &f.deletes {
+                // Deleted rectangles show the fill value (deleted points: see overlay).
+                uncovered = self.fill_deleted(piece, uncovered, rects);
+            } else if f.is_dense() {
+                // Sparse fragments (random updates) are laid over the result afterwards.
+                uncovered = self.copy_from(piece, uncovered, fi, &franges[fi]);
+            }
+        }
+        for u in uncovered {
+            self.fills.push(FillOp { shape: shape_of(&u), dst: piece.at(&u) });
+        }
+    }
+
+    /// Fills the parts of `uncovered` inside the deleted rectangles `rects`; returns the rest.
+    fn fill_deleted(&mut self, piece: &Piece<'_>, uncovered: Vec<Rect>, rects: &[Rect]) -> Vec<Rect> {
+        let mut next = Vec::with_capacity(uncovered.len());
+        for u in uncovered {
+            let mut parts = vec![u];
+            for r in rects {
+                let mut rest = Vec::with_capacity(parts.len());
+                for p in parts {
+                    match intersect(&p, r) {
+                        Some(i) => {
+                            self.fills.push(FillOp { shape: shape_of(&i), dst: piece.at(&i) });
+                            rest.extend(subtract(&p, r));
+                        }
+                        None => rest.push(p),
+                    }
+                }
+                parts = rest;
+            }
+            next.extend(parts);
+        }
+        next
+    }
+
+    /// Copies the parts of `uncovered` that dense fragment `fi` (tile range `frange`) holds;
+    /// returns the rest.
+    fn copy_from(&mut self, piece: &Piece<'_>, uncovered: Vec<Rect>, fi: usize, frange: &Rect) -> Vec<Rect> {
+        let (grid, domain) = (self.grid, &self.fragments[fi].domain);
+        let mut next = Vec::with_capacity(uncovered.len());
+        for u in uncovered {
+            match intersect(&u, domain) {
+                Some(i) => {
+                    let first: Vec<u64> = i.iter().map(|r| r[0]).collect();
+                    let tile_first: Vec<u64> = piece.tile.iter().map(|r| r[0]).collect();
+                    self.copies.push(CopyOp {
+                        frag: fi,
+                        tile: grid.tile_index(frange, piece.tc),
+                        shape: shape_of(&i),
+                        src: Strided {
+                            offset: grid.cell_offset(&tile_first, &first),
+                            strides: grid.cell_strides.clone(),
+                        },
+                        dst: piece.at(&i),
+                    });
+                    next.extend(subtract(&u, domain));
+                }
+                None => next.push(u),
+            }
+        }
+        next
+    }
 }
 
 #[cfg(test)]

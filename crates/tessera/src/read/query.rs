@@ -5,14 +5,16 @@
 use super::execute::{execute, DataSink, Sink, FILL_BLOB};
 use super::overlay::overlay;
 use super::plan::{plan, ResultSpace};
-use crate::array::Array;
+use crate::config::{memory_limit, Config};
 use crate::error::{QueryError, Result};
+use crate::geometry::layout_counter;
+use crate::geometry::Layout;
 use crate::geometry::Subarray;
-use crate::read::Layout;
+use crate::input::AttrInput;
 use crate::schema::{ArraySchema, Attribute};
+use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::Bytes;
-use crate::write::AttrInput;
 
 /// One attribute's cells of a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,14 +84,14 @@ pub struct ReadStatus {
 /// A read of a subarray; see the module documentation.
 #[derive(Debug)]
 pub struct ReadQuery {
-    array: Array,
+    array: Snapshot,
     attrs: Vec<usize>,
     space: ResultSpace,
     cursor: u64,
 }
 
 impl ReadQuery {
-    pub(crate) fn new(array: &Array, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<Self> {
+    pub(crate) fn new(array: &Snapshot, subarray: &Subarray, attrs: &[&str], layout: Layout) -> Result<Self> {
         let schema = array.schema();
         let idx = resolve_attrs(schema, attrs)?;
         if layout == Layout::Unordered {
@@ -109,7 +111,7 @@ impl ReadQuery {
     }
 
     /// A read of the cells at `points` (normalized coordinates), in the order given.
-    pub(crate) fn points(array: &Array, points: Vec<Vec<u64>>, attrs: &[&str]) -> Result<Self> {
+    pub(crate) fn points(array: &Snapshot, points: Vec<Vec<u64>>, attrs: &[&str]) -> Result<Self> {
         let idx = resolve_attrs(array.schema(), attrs)?;
         let n = points.len() as u64;
         let space = ResultSpace { layout: Layout::RowMajor, ranges: Vec::new(), shape: vec![n], points: Some(points) };
@@ -327,16 +329,13 @@ impl ReadQuery {
     }
 }
 
-/// Results up to this size are allocated without asking the system for its free memory.
-const SMALL_RESULT: u128 = 64 << 20;
-
 /// Refuses, before anything is allocated, a read of `cells` cells of about `bytes_per_cell`
 /// bytes into new buffers that would take more than `sm.read.max_result_bytes` (by default the
 /// memory the system reports available); otherwise returns the cell count as a `usize`.
 ///
 /// # Errors
 /// `QueryError::ResultTooLarge`, saying the bytes needed and how to read in batches.
-pub(crate) fn check_result_size(config: &crate::Config, cells: u64, bytes_per_cell: u64) -> Result<usize> {
+pub(crate) fn check_result_size(config: &Config, cells: u64, bytes_per_cell: u64) -> Result<usize> {
     let bytes_per_cell = bytes_per_cell.max(1);
     let needed = u128::from(cells) * u128::from(bytes_per_cell);
     match (memory_limit(config.max_result_bytes(), needed), usize::try_from(cells)) {
@@ -346,23 +345,6 @@ pub(crate) fn check_result_size(config: &crate::Config, cells: u64, bytes_per_ce
             Err(QueryError::ResultTooLarge { cells, bytes_per_cell, limit, limit_from }.into())
         }
     }
-}
-
-/// Whether `needed` bytes exceed the limit `configured`, or by default the memory the system
-/// reports available (asked only for more than 64 MiB), or `isize::MAX` (no allocation may
-/// be larger): the limit and where it comes from, or `None` when the bytes fit.
-pub(crate) fn memory_limit(configured: Option<u64>, needed: u128) -> Option<(u64, &'static str)> {
-    let (limit, from) = match configured {
-        Some(l) => (l, "sm.read.max_result_bytes"),
-        None if needed <= SMALL_RESULT => return None,
-        None => match crate::config::available_memory() {
-            Some(m) => (m, "the memory the system reports available"),
-            None => (isize::MAX as u64, "the address space"),
-        },
-    };
-    let (limit, from) =
-        if limit > isize::MAX as u64 { (isize::MAX as u64, "the address space") } else { (limit, from) };
-    (needed > u128::from(limit)).then_some((limit, from))
 }
 
 /// Cells per dimension of a result (each dimension's ranges concatenated), refusing results
@@ -425,16 +407,6 @@ pub(crate) fn count_submit(layout: Layout) {
     let _t = stats::timer(Timer::SmQuerySubmit);
     stats::add(Counter::SmQuerySubmitRead, 1);
     stats::add(layout_counter(layout), 1);
-}
-
-/// The statistics counter of a query layout.
-pub(crate) fn layout_counter(layout: Layout) -> Counter {
-    match layout {
-        Layout::RowMajor => Counter::SmQuerySubmitLayoutRowMajor,
-        Layout::ColMajor => Counter::SmQuerySubmitLayoutColMajor,
-        Layout::Global => Counter::SmQuerySubmitLayoutGlobalOrder,
-        Layout::Unordered => Counter::SmQuerySubmitLayoutUnordered,
-    }
 }
 
 /// The indices of the attributes called `attrs` (all attributes when empty), in that order.

@@ -12,21 +12,20 @@ use crate::fast_hash::{FastMap, FastSet};
 
 use rayon::prelude::*;
 
-use super::execute::{count_copied, fetch_tiles, TileKey};
+use super::execute::count_copied;
 use super::query::{
     buffer_cells, check_result_size, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult,
     ReadStatus,
 };
-use super::update_index::{update_index, UpdateIndex};
-use crate::array::Array;
 use crate::error::{Error, QueryError, Result};
-use crate::fragment::{FileKind, FileSpec, FRAGMENTS_DIR};
+use crate::fragment::{FileKind, FileSpec};
+use crate::geometry::Layout;
 use crate::geometry::{
     cells_in_box, ordinal_ranges, ordinal_values, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys,
 };
-use crate::read::Layout;
+use crate::schema::Attribute;
+use crate::snapshot::{fetch_tiles, Snapshot, TileKey, UpdateIndex};
 use crate::stats::{self, Timer};
-use crate::storage::Bytes;
 
 /// One result cell: fragment, tile, cell within the tile; or [`FROM_INDEX`], 0, the cell's place
 /// in the update index (whose values the read copies).
@@ -41,7 +40,7 @@ type TileMatches = (TileKey, Vec<u32>, Vec<Vec<u64>>);
 /// A read of a sparse array; results come back whole or in batches.
 #[derive(Debug)]
 pub struct SparseReadQuery {
-    array: Array,
+    array: Snapshot,
     attrs: Vec<usize>,
     specs: Vec<FileSpec>,
     cells: Vec<CellRef>,
@@ -54,6 +53,71 @@ pub struct SparseReadQuery {
     index: Option<Arc<UpdateIndex>>,
 }
 
+/// The tiles of fragments the update index does not cover whose MBRs meet the query ranges
+/// (per dimension, ordinal ranges), with whether the tile lies inside them.
+fn candidate_tiles(
+    array: &Snapshot,
+    oranges: &[Vec<[u64; 2]>],
+    indexed: impl Fn(usize) -> bool,
+) -> Vec<(TileKey, bool)> {
+    let mut cand = Vec::new();
+    for (fi, f) in array.fragments.iter().enumerate() {
+        let Some(sp) = f.sparse.as_ref().filter(|_| !indexed(fi)) else { continue };
+        for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, oranges)) {
+            cand.push(((fi, t as u64), inside(&sp.mbrs[t], oranges)));
+        }
+    }
+    cand
+}
+
+/// The matching cells of every candidate tile, with their ordinals, in parallel. Cells are
+/// tested on the stored values against the query's bounding box `bbox`; only those inside
+/// become ordinals, then are tested against `ranges` (several per dimension) if given.
+fn match_tiles(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    cand: &[(TileKey, bool)],
+    bbox: &[[u64; 2]],
+    ranges: Option<&[Vec<[u64; 2]>]>,
+) -> Result<Vec<TileMatches>> {
+    let schema = array.schema();
+    let nd = schema.ndim();
+    let requests: Vec<(TileKey, usize)> = cand.iter().flat_map(|&(k, _)| (0..nd).map(move |d| (k, d))).collect();
+    let tiles = fetch_tiles(array, specs, &requests)?;
+    array.ctx.install(|| {
+        cand.par_iter()
+            .map(|&(k, full)| {
+                let raw: Vec<&[u8]> = (0..nd).map(|d| tiles.get(&(k, d)).map_or(&[][..], |b| &b[..])).collect();
+                let mut keep: Vec<u32> = if full {
+                    let n = raw.first().map_or(0, |c| c.len() / schema.dims[0].datatype.size());
+                    (0..n as u32).collect()
+                } else {
+                    cells_in_box(&schema.dims, &raw, bbox)
+                };
+                let mut ords: Vec<Vec<u64>> = schema
+                    .dims
+                    .iter()
+                    .zip(&raw)
+                    .map(|(d, c)| {
+                        let o = if full { ordinals(d, c) } else { ordinals_at(d, c, &keep) };
+                        o.map_err(|b| {
+                            Error::corrupt_tile(
+                                array.fragment_dir(k.0).join(&specs[0].name),
+                                k.1,
+                                format!("coordinate {} of cell {} {}", b.value, b.cell, b.why),
+                            )
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                if let Some(ranges) = ranges.filter(|_| !full) {
+                    retain_in_ranges(&mut keep, &mut ords, ranges);
+                }
+                Ok((k, keep, ords))
+            })
+            .collect::<Result<Vec<_>>>()
+    })
+}
+
 fn overlaps(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
     r.iter().zip(ranges).all(|(m, rs)| rs.iter().any(|q| m[0] <= q[1] && q[0] <= m[1]))
 }
@@ -63,7 +127,7 @@ fn inside(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
 }
 
 impl SparseReadQuery {
-    pub(crate) fn new(array: &Array, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<Self> {
+    pub(crate) fn new(array: &Snapshot, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<Self> {
         let _t = stats::timer(Timer::ReaderPlan);
         let schema = array.schema().clone();
         if ranges.len() != schema.ndim() {
@@ -78,20 +142,11 @@ impl SparseReadQuery {
         let oranges = ordinal_ranges(&schema, ranges)?;
         let specs = FileSpec::for_sparse(&schema);
         let nd = schema.ndim();
-        // Candidate tiles per fragment, with whether the tile lies inside the query.
-        let mut cand: Vec<(TileKey, bool)> = Vec::new();
         let any = oranges.iter().all(|v| !v.is_empty());
         // Small fragments' cells come from the update index, not their tiles.
-        let index = if any { update_index(array)? } else { None };
+        let index = if any { array.update_index()? } else { None };
         let indexed = |fi: usize| index.as_ref().is_some_and(|ix| ix.covers(fi));
-        if any {
-            for (fi, f) in array.fragments.iter().enumerate() {
-                let Some(sp) = f.sparse.as_ref().filter(|_| !indexed(fi)) else { continue };
-                for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, &oranges)) {
-                    cand.push(((fi, t as u64), inside(&sp.mbrs[t], &oranges)));
-                }
-            }
-        }
+        let cand = if any { candidate_tiles(array, &oranges, indexed) } else { Vec::new() };
         let bbox: Vec<[u64; 2]> = oranges
             .iter()
             .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
@@ -104,46 +159,7 @@ impl SparseReadQuery {
             Some(ix) => index_matches(ix, nd, &bbox, (!one_box).then_some(&oranges[..]), values_in_index),
             None => (Vec::new(), FastMap::default()),
         };
-        let requests: Vec<(TileKey, usize)> = cand.iter().flat_map(|&(k, _)| (0..nd).map(move |d| (k, d))).collect();
-        let mut tiles = fetch_tiles(array, &specs, &requests)?;
-        let mut coords: FastMap<TileKey, Vec<Bytes>> = FastMap::default();
-        for k in cand.iter().map(|c| c.0) {
-            let cols: Vec<Bytes> = (0..nd).map(|d| tiles.remove(&(k, d)).unwrap_or_default()).collect();
-            coords.insert(k, cols);
-        }
-        // Matching cells of every candidate tile, with their ordinals. Cells are tested on the
-        // stored values against the query's bounding box; only those inside become ordinals.
-        let per_tile: Vec<TileMatches> = array.ctx.install(|| {
-            cand.par_iter()
-                .map(|&(k, full)| {
-                    let raw: Vec<&[u8]> = coords[&k].iter().map(|b| &b[..]).collect();
-                    let mut keep: Vec<u32> = if full {
-                        let n = raw.first().map_or(0, |c| c.len() / schema.dims[0].datatype.size());
-                        (0..n as u32).collect()
-                    } else {
-                        cells_in_box(&schema.dims, &raw, &bbox)
-                    };
-                    let mut ords: Vec<Vec<u64>> = schema
-                        .dims
-                        .iter()
-                        .zip(&raw)
-                        .map(|(d, c)| {
-                            let o = if full { ordinals(d, c) } else { ordinals_at(d, c, &keep) };
-                            o.map_err(|b| {
-                                Error::corrupt(
-                                    array.fragment_dir(k.0).join(&specs[0].name),
-                                    format!("tile {}: coordinate {} of cell {} {}", k.1, b.value, b.cell, b.why),
-                                )
-                            })
-                        })
-                        .collect::<Result<_>>()?;
-                    if !full && !one_box {
-                        retain_in_ranges(&mut keep, &mut ords, &oranges);
-                    }
-                    Ok((k, keep, ords))
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let per_tile = match_tiles(array, &specs, &cand, &bbox, (!one_box).then_some(&oranges[..]))?;
         // One stream per fragment, oldest first, tiles in order.
         let mut per_tile = per_tile;
         if !from_index.is_empty() {
@@ -258,25 +274,7 @@ impl SparseReadQuery {
         let _t = stats::timer(Timer::ReaderRead);
         let schema = self.array.schema();
         let part = &self.cells[c0 as usize..c1 as usize];
-        // Runs of consecutive cells of one tile; tiles numbered by first appearance (`slot`), so
-        // the loops below index vectors instead of looking tiles up per run.
-        let mut keys: Vec<TileKey> = Vec::new();
-        let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
-        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
-        for &(f, t, c) in part {
-            let key = (f as usize, u64::from(t));
-            let slot = match runs.last() {
-                Some(&(sl, _, _)) if keys[sl as usize] == key => sl,
-                _ => *slot_of.entry(key).or_insert_with(|| {
-                    keys.push(key);
-                    (keys.len() - 1) as u32
-                }),
-            };
-            match runs.last_mut() {
-                Some((sl, _, end)) if *sl == slot && *end == c => *end += 1,
-                _ => runs.push((slot, c, c + 1)),
-            }
-        }
+        let (keys, runs) = tile_runs(part);
         let mut out = Vec::with_capacity(schema.ndim() + self.attrs.len());
         let nd = schema.ndim();
         let part_ords = &self.ords[c0 as usize * nd..c1 as usize * nd];
@@ -297,7 +295,6 @@ impl SparseReadQuery {
         }
         let tiles = fetch_tiles(&self.array, &self.specs, &requests)?;
         for &i in &self.attrs {
-            let a = &schema.attrs[i];
             let in_index = self.index.as_ref().and_then(|ix| ix.values_of(i));
             let per_slot = |kind| -> Vec<&[u8]> {
                 keys.iter()
@@ -311,51 +308,102 @@ impl SparseReadQuery {
                     })
                     .collect()
             };
-            let (datas, offss, valids) =
-                (per_slot(FileKind::Data), per_slot(FileKind::Offsets), per_slot(FileKind::Validity));
-            let cs = a.cell_size();
-            let mut data = Vec::with_capacity(if a.is_var() { 0 } else { part.len() * cs });
-            let mut offsets = a.is_var().then(|| Vec::with_capacity(part.len()));
-            let mut validity = a.nullable.then(|| Vec::with_capacity(part.len()));
-            if !a.is_var() {
-                gather_runs(&mut data, &datas, &runs, cs);
-                if let Some(v) = validity.as_mut() {
-                    gather_runs(v, &valids, &runs, 1);
-                }
-            }
-            for &(sl, s, e) in runs.iter().filter(|_| a.is_var()) {
-                let (sl, s, e) = (sl as usize, s as usize, e as usize);
-                let d = datas[sl];
-                if let Some(offs) = offsets.as_mut() {
-                    let o = offss[sl];
-                    let at = |c: usize| -> u64 {
-                        match o.get(c * 8..c * 8 + 8) {
-                            Some(b) => u64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
-                            None => d.len() as u64,
-                        }
-                    };
-                    let (start, end) = (at(s), at(e));
-                    if start > end || end > d.len() as u64 {
-                        let k = keys[sl];
-                        return Err(Error::corrupt(
-                            self.array.uri.join(FRAGMENTS_DIR).join(self.array.fragments[k.0].name.to_string()),
-                            format!("tile {}: offsets of attribute {} out of order or past the data", k.1, a.name),
-                        ));
-                    }
-                    let base = data.len() as u64;
-                    offs.extend((s..e).map(|c| at(c) - start + base));
-                    data.extend_from_slice(&d[start as usize..end as usize]);
-                }
-                if let Some(v) = validity.as_mut() {
-                    v.extend_from_slice(&valids[sl][s..e]);
-                }
-            }
-            count_copied(a.is_var(), data.len() as u64 + offsets.as_ref().map_or(0, |o| 8 * o.len() as u64));
-            count_copied(false, validity.as_ref().map_or(0, |v| v.len() as u64));
-            out.push(AttrData { name: a.name.clone(), data, offsets, validity });
+            let slots = Slots {
+                data: per_slot(FileKind::Data),
+                offsets: per_slot(FileKind::Offsets),
+                validity: per_slot(FileKind::Validity),
+            };
+            let a = &schema.attrs[i];
+            let column = gather_attr(a, &slots, &runs, part.len()).map_err(|sl| {
+                let k = keys[sl];
+                let fragments = &self.array.fragments;
+                Error::corrupt_tile(
+                    if k.0 < fragments.len() { self.array.fragment_dir(k.0) } else { &self.array.uri },
+                    k.1,
+                    format!("offsets of attribute {} out of order or past the data", a.name),
+                )
+            })?;
+            out.push(column);
         }
         Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
     }
+}
+
+/// Attribute `a`'s values of `cells` result cells, gathered from the runs of cells of the
+/// tiles (slots) they come from. On bad offsets, the slot whose offsets are wrong.
+fn gather_attr(
+    a: &Attribute,
+    slots: &Slots<'_>,
+    runs: &[(u32, u32, u32)],
+    cells: usize,
+) -> std::result::Result<AttrData, usize> {
+    let cs = a.cell_size();
+    let mut data = Vec::with_capacity(if a.is_var() { 0 } else { cells * cs });
+    let mut offsets = a.is_var().then(|| Vec::with_capacity(cells));
+    let mut validity = a.nullable.then(|| Vec::with_capacity(cells));
+    if !a.is_var() {
+        gather_runs(&mut data, &slots.data, runs, cs);
+        if let Some(v) = validity.as_mut() {
+            gather_runs(v, &slots.validity, runs, 1);
+        }
+    }
+    for &(sl, s, e) in runs.iter().filter(|_| a.is_var()) {
+        let (sl, s, e) = (sl as usize, s as usize, e as usize);
+        let d = slots.data[sl];
+        if let Some(offs) = offsets.as_mut() {
+            let o = slots.offsets[sl];
+            let at = |c: usize| -> u64 {
+                match o.get(c * 8..c * 8 + 8) {
+                    Some(b) => u64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+                    None => d.len() as u64,
+                }
+            };
+            let (start, end) = (at(s), at(e));
+            if start > end || end > d.len() as u64 {
+                return Err(sl);
+            }
+            let base = data.len() as u64;
+            offs.extend((s..e).map(|c| at(c) - start + base));
+            data.extend_from_slice(&d[start as usize..end as usize]);
+        }
+        if let Some(v) = validity.as_mut() {
+            v.extend_from_slice(&slots.validity[sl][s..e]);
+        }
+    }
+    count_copied(a.is_var(), data.len() as u64 + offsets.as_ref().map_or(0, |o| 8 * o.len() as u64));
+    count_copied(false, validity.as_ref().map_or(0, |v| v.len() as u64));
+    Ok(AttrData { name: a.name.clone(), data, offsets, validity })
+}
+
+/// One attribute's data, offsets and validity tiles per slot (tile of [`tile_runs`]).
+struct Slots<'a> {
+    data: Vec<&'a [u8]>,
+    offsets: Vec<&'a [u8]>,
+    validity: Vec<&'a [u8]>,
+}
+
+/// Runs `(slot, first cell, end cell)` of consecutive result cells of one tile, and the tiles
+/// numbered by first appearance (slots), so callers index vectors instead of looking tiles up
+/// per run.
+fn tile_runs(part: &[CellRef]) -> (Vec<TileKey>, Vec<(u32, u32, u32)>) {
+    let mut keys: Vec<TileKey> = Vec::new();
+    let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
+    let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+    for &(f, t, c) in part {
+        let key = (f as usize, u64::from(t));
+        let slot = match runs.last() {
+            Some(&(sl, _, _)) if keys[sl as usize] == key => sl,
+            _ => *slot_of.entry(key).or_insert_with(|| {
+                keys.push(key);
+                (keys.len() - 1) as u32
+            }),
+        };
+        match runs.last_mut() {
+            Some((sl, _, end)) if *sl == slot && *end == c => *end += 1,
+            _ => runs.push((slot, c, c + 1)),
+        }
+    }
+    (keys, runs)
 }
 
 /// The update index's cells inside `bbox` (and in `ranges`, when a dimension has several),
@@ -624,19 +672,66 @@ fn drop_older<K: std::hash::Hash + Eq>(groups: &[(usize, usize)], keep: &mut [bo
 
 /// Orders the matching cells of all fragments as `layout` asks, dropping older duplicates when
 /// the schema does not allow duplicates: the cells and their ordinals (`nd` per cell).
-fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Vec<CellRef>, Vec<u64>) {
+fn order_results(array: &Snapshot, per_tile: &[TileMatches], layout: Layout) -> (Vec<CellRef>, Vec<u64>) {
     let schema = array.schema();
     let nd = schema.ndim();
-    let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
     let mut frags = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0);
     let first = frags.next();
     let single = frags.all(|f| Some(f) == first);
-    // Per-fragment streams are already in global order (tiles and cells in order).
+    let (mut refs, mut ords) = concat_matches(per_tile, nd);
+    let fragments = &array.fragments;
+    let any_deletes = fragments.iter().any(|f| f.is_delete());
+    if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
+        return (refs, ords);
+    }
+    if !any_deletes && layout == Layout::Unordered {
+        if !schema.allows_duplicates {
+            let keep = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
+            retain_marked(&mut refs, &mut ords, nd, &keep);
+        }
+        return (refs, ords);
+    }
+    let keys = OrderKeys::new(schema);
+    let w = keys.width();
+    let mut kbuf = vec![0u64; refs.len() * w];
+    array.ctx.install(|| {
+        kbuf.par_chunks_mut(w).zip(ords.par_chunks(nd.max(1))).for_each(|(k, o)| keys.key(o, k));
+    });
+    let kat = |i: u32| &kbuf[i as usize * w..i as usize * w + w];
+    // Global order; among equal coordinates the newest fragment first.
+    let mut perm: Vec<u32> = array.ctx.install(|| match pack_keys(&kbuf, w) {
+        Some(packed) => merge_with_largest(&refs, &packed),
+        None => {
+            let mut p: Vec<u32> = (0..refs.len() as u32).collect();
+            p.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
+            p
+        }
+    });
+    if any_deletes {
+        perm = apply_deletes(array, &refs, &ords, &perm, kat);
+    } else if !schema.allows_duplicates && !single {
+        perm.dedup_by(|b, a| kat(*a) == kat(*b));
+    }
+    let oat = |i: u32| &ords[i as usize * nd..i as usize * nd + nd];
+    match layout {
+        Layout::RowMajor => array.ctx.install(|| perm.par_sort_by(|&a, &b| oat(a).cmp(oat(b)))),
+        Layout::ColMajor => array.ctx.install(|| {
+            perm.par_sort_by(|&a, &b| oat(a).iter().rev().cmp(oat(b).iter().rev()));
+        }),
+        _ => {}
+    }
+    pick(&refs, &ords, nd, &perm)
+}
+
+/// The matching cells of every tile in turn, and their ordinals interleaved (the ordinals of
+/// one cell together). Per-fragment streams are already in global order.
+fn concat_matches(per_tile: &[TileMatches], nd: usize) -> (Vec<CellRef>, Vec<u64>) {
+    let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
     let mut refs: Vec<CellRef> = Vec::with_capacity(total);
     let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
     for ((f, t), keep, kept) in per_tile.iter().filter(|m| !m.1.is_empty()) {
         refs.extend(keep.iter().map(|&c| (*f as u32, *t as u32, c)));
-        // Interleaved: the ordinals of one cell together (the space is reserved: no zeroing).
+        // The space is reserved: no zeroing.
         match kept.as_slice() {
             [x, y] => {
                 for (&a, &b) in x.iter().zip(y) {
@@ -651,91 +746,67 @@ fn order_results(array: &Array, per_tile: &[TileMatches], layout: Layout) -> (Ve
             }
         }
     }
-    let fragments = &array.fragments;
-    let any_deletes = fragments.iter().any(|f| f.is_delete());
-    if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
-        return (refs, ords);
-    }
-    if !any_deletes && layout == Layout::Unordered {
-        if schema.allows_duplicates {
-            return (refs, ords);
+    (refs, ords)
+}
+
+/// Keeps the cells marked in `keep`. In place, run by run: a fresh copy of a large result
+/// costs more in page faults than the dedup, and updates drop few cells, so the runs kept are
+/// long.
+fn retain_marked(refs: &mut Vec<CellRef>, ords: &mut Vec<u64>, nd: usize, keep: &[bool]) {
+    let n = refs.len();
+    let (mut w, mut i) = (0, 0);
+    while i < n {
+        let j = i + keep[i..].iter().position(|k| !k).unwrap_or(n - i);
+        if w != i {
+            refs.copy_within(i..j, w);
+            ords.copy_within(i * nd..j * nd, w * nd);
         }
-        let keep = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
-        // In place, run by run: a fresh copy of a large result costs more in page faults than
-        // the dedup, and updates drop few cells, so the runs kept are long.
-        let n = refs.len();
-        let (mut w, mut i) = (0, 0);
-        while i < n {
-            let j = i + keep[i..].iter().position(|k| !k).unwrap_or(n - i);
-            if w != i {
-                refs.copy_within(i..j, w);
-                ords.copy_within(i * nd..j * nd, w * nd);
+        w += j - i;
+        i = j + keep[j..].iter().position(|k| *k).unwrap_or(n - j);
+    }
+    refs.truncate(w);
+    ords.truncate(w * nd);
+}
+
+/// The cells of `perm` (global order, newest first among equal coordinates) that deletes leave.
+/// Per coordinates, newest first: a deleted point removes itself and every older cell; without
+/// duplicates only the newest cell stays. Then deleted rectangles of fragments newer than a
+/// cell remove it.
+fn apply_deletes<'k>(
+    array: &Snapshot,
+    refs: &[CellRef],
+    ords: &[u64],
+    perm: &[u32],
+    kat: impl Fn(u32) -> &'k [u64],
+) -> Vec<u32> {
+    let (fragments, schema) = (&array.fragments, array.schema());
+    let nd = schema.ndim();
+    let mut kept = Vec::with_capacity(perm.len());
+    let mut i = 0;
+    while i < perm.len() {
+        let mut j = i + 1;
+        while j < perm.len() && kat(perm[j]) == kat(perm[i]) {
+            j += 1;
+        }
+        for &c in &perm[i..j] {
+            if fragments[refs[c as usize].0 as usize].is_delete() {
+                break;
             }
-            w += j - i;
-            i = j + keep[j..].iter().position(|k| *k).unwrap_or(n - j);
+            kept.push(c);
+            if !schema.allows_duplicates {
+                break;
+            }
         }
-        refs.truncate(w);
-        ords.truncate(w * nd);
-        return (refs, ords);
+        i = j;
     }
-    let keys = OrderKeys::new(schema);
-    let w = keys.width();
-    let mut kbuf = vec![0u64; total * w];
-    array.ctx.install(|| {
-        kbuf.par_chunks_mut(w).zip(ords.par_chunks(nd.max(1))).for_each(|(k, o)| keys.key(o, k));
+    let ord = |c: u32| &ords[c as usize * nd..c as usize * nd + nd];
+    let rect_deleters: Vec<usize> =
+        (0..fragments.len()).filter(|&i| fragments[i].deletes.as_ref().is_some_and(|r| !r.is_empty())).collect();
+    kept.retain(|&c| {
+        let f = refs[c as usize].0 as usize;
+        !rect_deleters.iter().any(|&d| d > f && fragments[d].rect_deletes(ord(c)))
     });
-    let kat = |i: u32| &kbuf[i as usize * w..i as usize * w + w];
-    // Global order; among equal coordinates the newest fragment first.
-    let mut perm: Vec<u32> = array.ctx.install(|| match pack_keys(&kbuf, w) {
-        Some(packed) => merge_with_largest(&refs, &packed),
-        None => {
-            let mut p: Vec<u32> = (0..total as u32).collect();
-            p.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
-            p
-        }
-    });
-    if any_deletes {
-        // Per coordinates, newest first: a deleted point removes itself and every older cell;
-        // without duplicates only the newest cell stays. Then deleted rectangles of fragments
-        // newer than a cell remove it.
-        let mut kept = Vec::with_capacity(perm.len());
-        let mut i = 0;
-        while i < perm.len() {
-            let mut j = i + 1;
-            while j < perm.len() && kat(perm[j]) == kat(perm[i]) {
-                j += 1;
-            }
-            for &c in &perm[i..j] {
-                if fragments[refs[c as usize].0 as usize].is_delete() {
-                    break;
-                }
-                kept.push(c);
-                if !schema.allows_duplicates {
-                    break;
-                }
-            }
-            i = j;
-        }
-        let ord = |c: u32| &ords[c as usize * nd..c as usize * nd + nd];
-        let rect_deleters: Vec<usize> =
-            (0..fragments.len()).filter(|&i| fragments[i].deletes.as_ref().is_some_and(|r| !r.is_empty())).collect();
-        kept.retain(|&c| {
-            let f = refs[c as usize].0 as usize;
-            !rect_deleters.iter().any(|&d| d > f && fragments[d].rect_deletes(ord(c)))
-        });
-        perm = kept;
-    } else if !schema.allows_duplicates && !single {
-        perm.dedup_by(|b, a| kat(*a) == kat(*b));
-    }
-    let oat = |i: u32| &ords[i as usize * nd..i as usize * nd + nd];
-    match layout {
-        Layout::RowMajor => array.ctx.install(|| perm.par_sort_by(|&a, &b| oat(a).cmp(oat(b)))),
-        Layout::ColMajor => array.ctx.install(|| {
-            perm.par_sort_by(|&a, &b| oat(a).iter().rev().cmp(oat(b).iter().rev()));
-        }),
-        _ => {}
-    }
-    pick(&refs, &ords, nd, &perm)
+    kept
 }
 
 /// The cells `which` of `refs` (with ordinals `ords`, `nd` per cell), in that order.

@@ -11,6 +11,8 @@ use crate::footer::unseal;
 use crate::stats::{self, Counter};
 use crate::storage::Storage;
 
+pub use crate::paths::SCHEMA_DIR;
+
 /// The footer magic of schema files.
 pub(crate) const SCHEMA_MAGIC: &[u8; 8] = b"TSRASCHM";
 

@@ -78,6 +78,17 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// The path the failed operation was on.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            StorageError::Io { path, .. }
+            | StorageError::NotFound { path }
+            | StorageError::OutOfBounds { path, .. }
+            | StorageError::WouldBlock { path }
+            | StorageError::Injected { path, .. } => Some(path),
+        }
+    }
+
     /// Maps an OS error of `op` on `path`: a "not found" error becomes [`StorageError::NotFound`],
     /// anything else [`StorageError::Io`].
     pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {

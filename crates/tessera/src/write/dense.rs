@@ -10,20 +10,18 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::input::{validate, AttrInput};
-use crate::array::Array;
-use crate::config::check_limit;
+use super::{FragmentWriter, UnfilteredTile};
+use crate::config::{check_limit, memory_limit};
 use crate::error::{QueryError, Result};
-use crate::fragment::{
-    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, TileEntry, UnfilteredTile,
-};
+use crate::fragment::{FileKind, FileSpec, FragmentMetadata, FragmentName, TileEntry};
+use crate::geometry::Layout;
 use crate::geometry::{
     cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
     Strided, Subarray,
 };
-use crate::read::memory_limit;
-use crate::read::Layout;
+use crate::input::{validate, AttrInput};
 use crate::schema::{ArraySchema, CellOrder};
+use crate::snapshot::{shared_lock, Snapshot};
 use crate::stats::{self, Counter, Timer};
 
 /// One box of cells moving from a submit's buffers into one tile.
@@ -66,7 +64,7 @@ struct VarChunk {
 /// Writes one dense fragment; see the module documentation.
 #[derive(Debug)]
 pub struct DenseWriter {
-    array: Array,
+    snap: Snapshot,
     rect: Rect,
     layout: Layout,
     specs: Vec<FileSpec>,
@@ -89,10 +87,6 @@ pub struct DenseWriter {
 }
 
 impl DenseWriter {
-    pub(crate) fn new(array: &Array, subarray: &Subarray, layout: Layout) -> Result<Self> {
-        Self::named(array, subarray, layout, None)
-    }
-
     /// Makes the fragment a consolidation's output replacing `inputs` (see
     /// `FragmentWriter::set_replaces`).
     pub(crate) fn set_replaces(&mut self, inputs: Vec<crate::commit::Placed>) {
@@ -101,14 +95,9 @@ impl DenseWriter {
         }
     }
 
-    /// A writer whose fragment gets `name` (consolidation), or a fresh timestamp when `None`.
-    pub(crate) fn named(
-        array: &Array,
-        subarray: &Subarray,
-        layout: Layout,
-        name: Option<FragmentName>,
-    ) -> Result<Self> {
-        let schema = array.schema();
+    /// A writer of `subarray` (cells arriving in `layout`) into a new fragment called `name`.
+    pub(crate) fn named(snap: &Snapshot, subarray: &Subarray, layout: Layout, name: FragmentName) -> Result<Self> {
+        let schema = snap.schema();
         if layout == Layout::Unordered {
             return Err(QueryError::Layout("dense writes take layout row-major, col-major or global".into()).into());
         }
@@ -120,7 +109,7 @@ impl DenseWriter {
         let total = checked_cells(&rect).ok_or_else(|| {
             QueryError::BadSubarray("the subarray holds 2^64 cells or more, more than a write can count".into())
         })?;
-        let grid = &array.grid;
+        let grid = &snap.grid;
         let trange = grid.tile_range(&rect);
         // Tile count < 2^64 (a schema rule). The fragment keeps an entry per tile and file from
         // the start: refuse a subarray whose entries alone would not fit in memory.
@@ -135,19 +124,15 @@ impl DenseWriter {
             ))
             .into());
         }
-        let storage = array.ctx.storage().clone();
-        // An array opened for writing at a timestamp names its fragments with it.
-        let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
-        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
-        let tile_limit = array.ctx.config().limits().tile_bytes;
-        check_tile_sizes(schema, array.grid.cells_per_tile(), tile_limit)?;
-        let frag =
-            FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), rect.clone(), tiles, tile_limit);
+        let storage = snap.ctx.storage().clone();
+        let tile_limit = snap.ctx.config().limits().tile_bytes;
+        check_tile_sizes(schema, snap.grid.cells_per_tile(), tile_limit)?;
+        let frag = FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), rect.clone(), tiles, tile_limit);
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
-        let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
+        let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {
             _lock: lock,
-            array: array.clone(),
+            snap: snap.clone(),
             total,
             rect,
             layout,
@@ -185,7 +170,7 @@ impl DenseWriter {
                     ranges: self
                         .rect
                         .iter()
-                        .zip(&self.array.schema.dims)
+                        .zip(&self.snap.schema.dims)
                         .map(|(r, d)| vec![(d.denormalize(r[0]), d.denormalize(r[1]))])
                         .collect(),
                 };
@@ -214,7 +199,7 @@ impl DenseWriter {
                 return Err(QueryError::Layout("submit_part needs row-major or col-major layout".into()).into())
             }
         };
-        let schema = self.array.schema.clone();
+        let schema = self.snap.schema.clone();
         let norm = part.normalize(&schema)?;
         if norm.iter().any(|r| r.len() != 1) {
             return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
@@ -229,7 +214,7 @@ impl DenseWriter {
         let (inputs, n) = validate(&schema, inputs, Some(cells(&r)))?;
         let shape: Vec<u64> = r.iter().map(|[a, b]| b - a + 1).collect();
         let st = strides(&shape, order);
-        let grid = self.array.grid.clone();
+        let grid = self.snap.grid.clone();
         let mut work: Vec<(u64, Vec<Placement>)> = Vec::new();
         for tc in grid.tiles_in(&grid.tile_range(&r)) {
             let t = grid.tile_rect(&tc);
@@ -249,7 +234,7 @@ impl DenseWriter {
 
     fn submit_global(&mut self, inputs: &[AttrInput<'_>]) -> Result<()> {
         self.check_usable()?;
-        let schema = self.array.schema.clone();
+        let schema = self.snap.schema.clone();
         let (inputs, n) = validate(&schema, inputs, None)?;
         if self.cursor.saturating_add(n) > self.total {
             return Err(QueryError::WriteState(format!(
@@ -259,7 +244,7 @@ impl DenseWriter {
             .into());
         }
         let (c0, c1) = (self.cursor, self.cursor + n);
-        let grid = self.array.grid.clone();
+        let grid = self.snap.grid.clone();
         let mut work: Vec<(u64, Vec<Placement>)> = Vec::new();
         let (mut pos, mut before) = self.global_pos;
         while pos < self.tiles && before < c1 {
@@ -317,8 +302,8 @@ impl DenseWriter {
     }
 
     fn apply_inner(&mut self, inputs: &[AttrInput<'_>], work: Vec<(u64, Vec<Placement>)>) -> Result<()> {
-        let schema = self.array.schema.clone();
-        let grid = self.array.grid.clone();
+        let schema = self.snap.schema.clone();
+        let grid = self.snap.grid.clone();
         let tile_cells = grid.cells_per_tile();
         // Retain variable-length data of this submit.
         let mut chunk_ids = Vec::new();
@@ -332,8 +317,8 @@ impl DenseWriter {
             }
         }
         let tile_bytes: u64 = schema.attrs.iter().map(|a| a.cell_size() as u64 + 1).sum::<u64>() * tile_cells;
-        let threads = self.array.ctx.config().compute_concurrency();
-        let budget = (self.array.ctx.config().memory_budget() / 2).max(tile_bytes);
+        let threads = self.snap.ctx.config().compute_concurrency();
+        let budget = (self.snap.ctx.config().memory_budget() / 2).max(tile_bytes);
         let batch = ((budget / tile_bytes.max(1)) as usize).clamp(1, 4 * threads.max(1));
         let specs = self.specs.clone();
         let fills: Vec<Vec<u8>> = schema.attrs.iter().map(|a| a.fill_bytes()).collect();
@@ -357,7 +342,7 @@ impl DenseWriter {
             let var_attrs: Vec<usize> = (0..schema.attrs.len()).filter(|&i| schema.attrs[i].is_var()).collect();
             let var_offsets: Vec<&[u64]> = var_attrs.iter().map(|&i| inputs[i].offsets.unwrap_or(&[])).collect();
             let var_lens: Vec<u64> = var_attrs.iter().map(|&i| inputs[i].data.len() as u64).collect();
-            self.array.ctx.install(|| {
+            self.snap.ctx.install(|| {
                 jobs.par_iter_mut().for_each(|(_, tile, ps)| {
                     for p in ps.iter() {
                         for (f, spec) in specs.iter().enumerate() {
@@ -404,11 +389,11 @@ impl DenseWriter {
             }
             if !done.is_empty() {
                 let chunks = &self.var_chunks;
-                let ready: Vec<UnfilteredTile> = self.array.ctx.install(|| {
+                let ready: Vec<UnfilteredTile> = self.snap.ctx.install(|| {
                     done.into_par_iter().map(|(idx, t)| finish_tile(&specs, &schema, chunks, &fills, idx, t)).collect()
                 });
                 let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-                self.array.ctx.install(|| frag.write_tiles(ready))?;
+                self.snap.ctx.install(|| frag.write_tiles(ready))?;
             }
         }
         if self.partial.is_empty() {
@@ -600,5 +585,5 @@ fn finish_tile(
 /// Counts one write submit and its layout.
 pub(crate) fn count_write_submit(layout: Layout) {
     stats::add(Counter::SmQuerySubmitWrite, 1);
-    stats::add(crate::read::layout_counter(layout), 1);
+    stats::add(crate::geometry::layout_counter(layout), 1);
 }

@@ -2,11 +2,11 @@
 //! fragment (docs/format.md, "Dense fragments").
 
 mod dense;
-mod input;
+mod fragment_writer;
 mod sparse;
 
 pub(crate) use dense::check_tile_sizes;
 pub use dense::DenseWriter;
-pub use input::AttrInput;
+pub(crate) use fragment_writer::{FragmentWriter, UnfilteredTile};
 pub(crate) use sparse::coord_ordinals;
-pub use sparse::{CoordInput, SparseWriter};
+pub use sparse::SparseWriter;

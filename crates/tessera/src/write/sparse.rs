@@ -10,27 +10,15 @@
 
 use rayon::prelude::*;
 
-use super::input::{validate, AttrInput};
-use crate::array::Array;
+use super::{FragmentWriter, UnfilteredTile};
 use crate::error::{QueryError, Result};
-use crate::fragment::{
-    next_timestamp, FileKind, FileSpec, FragmentMetadata, FragmentName, FragmentWriter, RTree, SparseIndex,
-    UnfilteredTile, FANOUT,
-};
+use crate::fragment::{FileKind, FileSpec, FragmentMetadata, FragmentName, RTree, SparseIndex, FANOUT};
+use crate::geometry::Layout;
 use crate::geometry::{bounding_box, ordinals, sort_permutation, value_text, OrderKeys, Rect};
-use crate::read::Layout;
+use crate::input::{validate, AttrInput, CoordInput};
 use crate::schema::ArraySchema;
+use crate::snapshot::{shared_lock, Snapshot};
 use crate::stats::{self, Timer};
-
-/// The coordinates of one dimension for a sparse write: values of the dimension's type,
-/// little-endian.
-#[derive(Debug, Clone, Copy)]
-pub struct CoordInput<'a> {
-    /// Dimension name.
-    pub name: &'a str,
-    /// One value per cell.
-    pub data: &'a [u8],
-}
 
 /// Cells borrowed from a submit (or from the owned leftover of earlier ones), in schema order.
 struct Cells<'a> {
@@ -117,7 +105,7 @@ struct TileMeta {
 /// Writes one sparse fragment; see the module documentation.
 #[derive(Debug)]
 pub struct SparseWriter {
-    array: Array,
+    snap: Snapshot,
     layout: Layout,
     specs: Vec<FileSpec>,
     keys: OrderKeys,
@@ -139,13 +127,9 @@ pub struct SparseWriter {
 }
 
 impl SparseWriter {
-    pub(crate) fn new(array: &Array, layout: Layout) -> Result<Self> {
-        Self::named(array, layout, None)
-    }
-
-    /// A writer whose fragment gets `name` (consolidation), or a fresh timestamp when `None`.
-    pub(crate) fn named(array: &Array, layout: Layout, name: Option<FragmentName>) -> Result<Self> {
-        let schema = array.schema();
+    /// A writer of a new fragment called `name` whose cells arrive in `layout`.
+    pub(crate) fn named(snap: &Snapshot, layout: Layout, name: FragmentName) -> Result<Self> {
+        let schema = snap.schema();
         if !matches!(layout, Layout::Unordered | Layout::Global) {
             return Err(QueryError::Layout(format!(
                 "a sparse write takes layout unordered or global, not {}",
@@ -153,18 +137,15 @@ impl SparseWriter {
             ))
             .into());
         }
-        let storage = array.ctx.storage().clone();
-        // An array opened for writing at a timestamp names its fragments with it.
-        let name = name.or_else(|| array.write_timestamp.map(FragmentName::new));
-        let name = name.unwrap_or_else(|| FragmentName::new(next_timestamp(&array.uri)));
+        let storage = snap.ctx.storage().clone();
         let specs = FileSpec::for_sparse(schema);
-        let tile_limit = array.ctx.config().limits().tile_bytes;
-        let frag = FragmentWriter::new(storage, array.uri.clone(), name, specs.clone(), Vec::new(), 0, tile_limit);
-        let lock = Array::shared_lock(&array.ctx, &array.uri, true)?;
+        let tile_limit = snap.ctx.config().limits().tile_bytes;
+        let frag = FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), Vec::new(), 0, tile_limit);
+        let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {
             _lock: lock,
             keys: OrderKeys::new(schema),
-            array: array.clone(),
+            snap: snap.clone(),
             layout,
             specs,
             frag: Some(frag),
@@ -181,19 +162,19 @@ impl SparseWriter {
 
     /// A writer of a delete fragment: `rects` (ordinal rectangles) and the points submitted
     /// (coordinates only; repeated points are merged) are deleted.
-    pub(crate) fn for_deletes(array: &Array, rects: Vec<Rect>) -> Result<Self> {
-        let mut w = Self::named(array, Layout::Unordered, None)?;
-        let specs = FileSpec::for_deletes(array.schema());
-        let storage = array.ctx.storage().clone();
+    pub(crate) fn for_deletes(snap: &Snapshot, rects: Vec<Rect>, name: FragmentName) -> Result<Self> {
+        let mut w = Self::named(snap, Layout::Unordered, name)?;
+        let specs = FileSpec::for_deletes(snap.schema());
+        let storage = snap.ctx.storage().clone();
         let name = w.frag.as_ref().map(|f| f.name().clone()).unwrap_or_else(|| FragmentName::new(0));
         w.frag = Some(FragmentWriter::new(
             storage,
-            array.uri.clone(),
+            snap.uri.clone(),
             name,
             specs.clone(),
             Vec::new(),
             0,
-            array.ctx.config().limits().tile_bytes,
+            snap.ctx.config().limits().tile_bytes,
         ));
         w.specs = specs;
         w.deletes = Some(rects);
@@ -237,7 +218,7 @@ impl SparseWriter {
             )
             .into());
         }
-        let schema = self.array.schema.clone();
+        let schema = self.snap.schema.clone();
         let (cols, n) = coord_columns(&schema, coords)?;
         if self.layout == Layout::Unordered && n > u32::MAX as usize {
             return Err(QueryError::WriteState(format!(
@@ -254,12 +235,12 @@ impl SparseWriter {
         } else {
             validate(&schema, attrs, Some(n as u64))?.0
         };
-        let ords: Vec<Vec<u64>> = self.array.ctx.install(|| ordinals_of(&schema, &cols))?;
+        let ords: Vec<Vec<u64>> = self.snap.ctx.install(|| ordinals_of(&schema, &cols))?;
         let prepare = stats::timer(Timer::WriterPrepareTiles);
-        let keys = self.array.ctx.install(|| self.keys.keys(&ords));
+        let keys = self.snap.ctx.install(|| self.keys.keys(&ords));
         let w = self.keys.width();
         let mut perm = match self.layout {
-            Layout::Unordered => Some(self.array.ctx.install(|| sort_permutation(&keys, w))),
+            Layout::Unordered => Some(self.snap.ctx.install(|| sort_permutation(&keys, w))),
             _ => None,
         };
         // Updates of a dense array assign like numpy: a coordinate given twice takes its last
@@ -354,9 +335,9 @@ impl SparseWriter {
         }
         let left = self.leftover.view(schema);
         let first_index = self.index.tile_cells.len() as u64;
-        let threads = self.array.ctx.config().compute_concurrency().max(1);
+        let threads = self.snap.ctx.config().compute_concurrency().max(1);
         for (b, batch) in tiles.chunks(4 * threads).enumerate() {
-            let built: Vec<(UnfilteredTile, TileMeta)> = self.array.ctx.install(|| {
+            let built: Vec<(UnfilteredTile, TileMeta)> = self.snap.ctx.install(|| {
                 batch
                     .par_iter()
                     .enumerate()
@@ -376,7 +357,7 @@ impl SparseWriter {
                 ready.push(t);
             }
             let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-            self.array.ctx.install(|| frag.write_tiles(ready))?;
+            self.snap.ctx.install(|| frag.write_tiles(ready))?;
         }
         // The rest becomes the new leftover.
         let consumed_left = !tiles.is_empty() && carried > 0;
@@ -404,7 +385,7 @@ impl SparseWriter {
         if self.cells == 0 && self.deletes.as_ref().is_none_or(Vec::is_empty) && self.empty_domain.is_none() {
             return Err(QueryError::WriteState("a sparse write needs at least one cell".into()).into());
         }
-        let schema = self.array.schema.clone();
+        let schema = self.snap.schema.clone();
         if self.leftover.n > 0 {
             let left = std::mem::take(&mut self.leftover);
             let view = left.view(&schema);
@@ -419,7 +400,7 @@ impl SparseWriter {
             self.index.first.push(m.first);
             self.index.last.push(m.last);
             let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-            self.array.ctx.install(|| frag.write_tiles(vec![t]))?;
+            self.snap.ctx.install(|| frag.write_tiles(vec![t]))?;
         }
         let rects = self.deletes.take();
         let domain = bounding_box(self.index.mbrs.iter().chain(rects.iter().flatten()))

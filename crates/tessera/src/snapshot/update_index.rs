@@ -19,12 +19,9 @@
 //! qualify; other fragments are read as before. Arrays in Hilbert order (whose keys are not
 //! tile-major) have none.
 
-use std::sync::Arc;
-
 use rayon::prelude::*;
 
-use super::execute::{fetch_tiles, TileKey};
-use crate::array::Array;
+use super::{fetch_tiles, Snapshot, TileKey};
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::{ordinals, pack_keys, OrderKeys};
@@ -65,12 +62,43 @@ type Column = (Vec<u8>, Option<Vec<u8>>);
 impl UpdateIndex {
     /// Builds the index of `array`'s small fragments, or `None` when too few qualify (or the
     /// cell order is Hilbert, or the budget is 0).
-    pub(crate) fn build(array: &Array) -> Result<Option<Self>> {
+    pub(crate) fn build(array: &Snapshot) -> Result<Option<Self>> {
         let schema = array.schema();
         let order = OrderKeys::new(schema);
         let Some(lead) = order.lead_dim() else { return Ok(None) };
+        let chosen = Self::choose(array, &order);
+        if chosen.is_empty() || chosen.len() < array.ctx.config().update_index_min_fragments() {
+            return Ok(None);
+        }
+        let _t = stats::timer(Timer::ReaderBuildUpdateIndex);
+        let nd = schema.ndim();
+        let specs = FileSpec::for_sparse(schema);
+        let frags = &array.fragments;
+        let tiles_of = |fi: usize| frags[fi].sparse.as_ref().map_or(0, |s| s.tile_cells.len());
+        let tile_keys: Vec<TileKey> =
+            chosen.iter().flat_map(|&fi| (0..tiles_of(fi)).map(move |t| (fi, t as u64))).collect();
+        let (keys, refs) = Self::cell_keys(array, &order, &specs, &tile_keys)?;
+        let w = order.width();
+        let perm = sort_by_key(array, &keys, w);
+        let sorted_keys: Vec<u64> =
+            perm.iter().flat_map(|&i| keys[i as usize * w..i as usize * w + w].iter().copied()).collect();
+        let values = Self::values(array, &specs, &tile_keys, &refs, &perm)?;
+        let sorted_refs: Vec<Place> = perm.iter().map(|&i| refs[i as usize]).collect();
+        let mut indexed = vec![false; frags.len()];
+        for &fi in &chosen {
+            indexed[fi] = true;
+        }
+        // Key words after the first hold the ordinals in cell order (the lead dimension first).
+        let word_of: Vec<usize> = (0..nd).map(|d| if lead == 0 { 1 + d } else { nd - d }).collect();
+        stats::add(Counter::ReaderUpdateIndexCells, perm.len() as u64);
+        Ok(Some(Self { order, w, keys: sorted_keys, refs: sorted_refs, indexed, word_of, values }))
+    }
+
+    /// The fragments the index takes, oldest first: small ones, newest first while the index
+    /// fits its budget (key words, place, fixed-size values and validity per cell).
+    fn choose(array: &Snapshot, order: &OrderKeys) -> Vec<usize> {
+        let schema = array.schema();
         let budget = array.ctx.config().update_index_size();
-        // Bytes per cell: key words, place, fixed-size values and validity.
         let per_cell = (order.width() * 8 + 12) as u64
             + schema
                 .attrs
@@ -78,10 +106,9 @@ impl UpdateIndex {
                 .filter(|a| !a.is_var())
                 .map(|a| a.cell_size() as u64 + u64::from(a.nullable))
                 .sum::<u64>();
-        let frags = &array.fragments;
         let mut chosen: Vec<usize> = Vec::new();
         let mut total = 0u64;
-        for (fi, f) in frags.iter().enumerate().rev() {
+        for (fi, f) in array.fragments.iter().enumerate().rev() {
             let tiles = f.sparse.as_ref().map_or(usize::MAX, |s| s.tile_cells.len());
             if tiles > SMALL_TILES || f.cell_count > SMALL_CELLS || (total + f.cell_count) * per_cell > budget {
                 continue;
@@ -89,23 +116,22 @@ impl UpdateIndex {
             total += f.cell_count;
             chosen.push(fi);
         }
-        if chosen.is_empty() || chosen.len() < array.ctx.config().update_index_min_fragments() {
-            return Ok(None);
-        }
-        let _t = stats::timer(Timer::ReaderBuildUpdateIndex);
         chosen.reverse();
-        let nd = schema.ndim();
-        let specs = FileSpec::for_sparse(schema);
-        let tiles_of = |fi: usize| frags[fi].sparse.as_ref().map_or(0, |s| s.tile_cells.len());
-        let requests: Vec<(TileKey, usize)> = chosen
-            .iter()
-            .flat_map(|&fi| (0..tiles_of(fi)).flat_map(move |t| (0..nd).map(move |d| ((fi, t as u64), d))))
-            .collect();
-        let tiles = fetch_tiles(array, &specs, &requests)?;
-        let tile_keys: Vec<TileKey> =
-            chosen.iter().flat_map(|&fi| (0..tiles_of(fi)).map(move |t| (fi, t as u64))).collect();
-        // Keys and places of every cell, tile by tile in parallel.
-        let w = order.width();
+        chosen
+    }
+
+    /// The global-order keys (`order.width()` words per cell) and places of every cell of the
+    /// tiles `tile_keys`, in tile order; tiles are read and keyed in parallel.
+    fn cell_keys(
+        array: &Snapshot,
+        order: &OrderKeys,
+        specs: &[FileSpec],
+        tile_keys: &[TileKey],
+    ) -> Result<(Vec<u64>, Vec<Place>)> {
+        let schema = array.schema();
+        let (nd, w) = (schema.ndim(), order.width());
+        let requests: Vec<(TileKey, usize)> = tile_keys.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
+        let tiles = fetch_tiles(array, specs, &requests)?;
         let parts: Vec<(Vec<u64>, Vec<Place>)> = array.ctx.install(|| {
             tile_keys
                 .par_iter()
@@ -114,9 +140,10 @@ impl UpdateIndex {
                         .map(|d| {
                             let raw = tiles.get(&(k, d)).map_or(&[][..], |b| &b[..]);
                             ordinals(&schema.dims[d], raw).map_err(|b| {
-                                Error::corrupt(
+                                Error::corrupt_tile(
                                     array.fragment_dir(k.0).join(&specs[d].name),
-                                    format!("tile {}: coordinate {} of cell {} {}", k.1, b.value, b.cell, b.why),
+                                    k.1,
+                                    format!("coordinate {} of cell {} {}", b.value, b.cell, b.why),
                                 )
                             })
                         })
@@ -135,46 +162,21 @@ impl UpdateIndex {
                 })
                 .collect::<Result<_>>()
         })?;
-        let mut keys = Vec::with_capacity(total as usize * w);
-        let mut refs = Vec::with_capacity(total as usize);
+        let cells: usize = parts.iter().map(|p| p.1.len()).sum();
+        let mut keys = Vec::with_capacity(cells * w);
+        let mut refs = Vec::with_capacity(cells);
         for (k, r) in parts {
             keys.extend(k);
             refs.extend(r);
         }
-        // Sorted by key (one packed word per cell where the keys fit 128 bits).
-        let n = refs.len();
-        let perm: Vec<u32> = array.ctx.install(|| match pack_keys(&keys, w) {
-            Some(packed) => {
-                let mut p: Vec<(u128, u32)> = packed.into_iter().zip(0..n as u32).collect();
-                p.par_sort_unstable();
-                p.into_iter().map(|(_, i)| i).collect()
-            }
-            None => {
-                let mut p: Vec<u32> = (0..n as u32).collect();
-                let at = |i: u32| &keys[i as usize * w..i as usize * w + w];
-                p.par_sort_unstable_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
-                p
-            }
-        });
-        let sorted_keys: Vec<u64> =
-            perm.iter().flat_map(|&i| keys[i as usize * w..i as usize * w + w].iter().copied()).collect();
-        let values = Self::values(array, &specs, &tile_keys, &refs, &perm)?;
-        let sorted_refs: Vec<Place> = perm.iter().map(|&i| refs[i as usize]).collect();
-        let mut indexed = vec![false; frags.len()];
-        for &fi in &chosen {
-            indexed[fi] = true;
-        }
-        // Key words after the first hold the ordinals in cell order (the lead dimension first).
-        let word_of: Vec<usize> = (0..nd).map(|d| if lead == 0 { 1 + d } else { nd - d }).collect();
-        stats::add(Counter::ReaderUpdateIndexCells, n as u64);
-        Ok(Some(Self { order, w, keys: sorted_keys, refs: sorted_refs, indexed, word_of, values }))
+        Ok((keys, refs))
     }
 
     /// The fixed-size attributes' values (and validity) of the cells `refs` (in tile order, as
     /// `tile_keys` lists the tiles) rearranged in index order `perm`. Delete fragments have no
     /// values: theirs are zeros (reads never return deleted cells).
     fn values(
-        array: &Array,
+        array: &Snapshot,
         specs: &[FileSpec],
         tile_keys: &[TileKey],
         refs: &[Place],
@@ -207,13 +209,10 @@ impl UpdateIndex {
                 match tiles.get(&(k, f)) {
                     Some(t) if t.len() == n => all.extend_from_slice(t),
                     _ => {
-                        return Err(Error::corrupt(
+                        return Err(Error::corrupt_tile(
                             array.fragment_dir(k.0).join(&specs[f].name),
-                            format!(
-                                "tile {}: {} bytes where {n} are expected",
-                                k.1,
-                                tiles.get(&(k, f)).map_or(0, |t| t.len())
-                            ),
+                            k.1,
+                            format!("{} bytes where {n} are expected", tiles.get(&(k, f)).map_or(0, |t| t.len())),
                         ))
                     }
                 }
@@ -264,6 +263,11 @@ impl UpdateIndex {
     /// Whether cells `a` and `b` of the index have the same coordinates.
     pub(crate) fn same_cell(&self, a: usize, b: usize) -> bool {
         self.keys[a * self.w..a * self.w + self.w] == self.keys[b * self.w..b * self.w + self.w]
+    }
+
+    /// The number of dimensions of the indexed cells.
+    pub(crate) fn ndim(&self) -> usize {
+        self.word_of.len()
     }
 
     /// The ordinal of cell `i` of the index on dimension `d`.
@@ -329,13 +333,23 @@ fn partition(mut lo: usize, mut hi: usize, before: impl Fn(usize) -> bool) -> us
     lo
 }
 
-/// The array's update index, built on first use.
-pub(crate) fn update_index(array: &Array) -> Result<Option<Arc<UpdateIndex>>> {
-    if let Some(ix) = array.update_index.get() {
-        return Ok(ix.clone());
-    }
-    let built = UpdateIndex::build(array)?.map(Arc::new);
-    Ok(array.update_index.get_or_init(|| built).clone())
+/// The permutation that sorts cells by their keys (`w` words per cell; one packed word per
+/// cell where the keys fit 128 bits), ties in cell order.
+fn sort_by_key(array: &Snapshot, keys: &[u64], w: usize) -> Vec<u32> {
+    let n = keys.len() / w.max(1);
+    array.ctx.install(|| match pack_keys(keys, w) {
+        Some(packed) => {
+            let mut p: Vec<(u128, u32)> = packed.into_iter().zip(0..n as u32).collect();
+            p.par_sort_unstable();
+            p.into_iter().map(|(_, i)| i).collect()
+        }
+        None => {
+            let mut p: Vec<u32> = (0..n as u32).collect();
+            let at = |i: u32| &keys[i as usize * w..i as usize * w + w];
+            p.par_sort_unstable_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
+            p
+        }
+    })
 }
 
 #[cfg(test)]

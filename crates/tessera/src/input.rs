@@ -1,4 +1,5 @@
-//! The buffers a caller hands to a write, and their validation against the schema. Validation
+//! The buffers a caller hands to a write (attribute values, coordinates), and their validation
+//! against the schema. Validation
 //! happens before anything is written, so bad input changes nothing on disk.
 
 use crate::error::{QueryError, Result};
@@ -23,6 +24,16 @@ impl<'a> AttrInput<'a> {
     pub fn fixed(name: &'a str, data: &'a [u8]) -> Self {
         Self { name, data, offsets: None, validity: None }
     }
+}
+
+/// The coordinates of one dimension for a sparse write: values of the dimension's type,
+/// little-endian.
+#[derive(Debug, Clone, Copy)]
+pub struct CoordInput<'a> {
+    /// Dimension name.
+    pub name: &'a str,
+    /// One value per cell.
+    pub data: &'a [u8],
 }
 
 /// Checks `inputs` against the schema for a write of `cells` cells (`None`: infer the count

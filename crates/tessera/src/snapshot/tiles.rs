@@ -1,0 +1,274 @@
+//! Fetching the tiles of a snapshot's fragments: the tile cache first; then byte ranges of a
+//! file closer than `vfs.coalesce_gap` are read as one request, requests run in parallel on the
+//! I/O pool, every tile's index entry is checked before a byte is read, its checksum verified
+//! and the tile unfiltered on the compute pool (unfiltered tiles are used in place, no copy).
+
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+
+use super::Snapshot;
+use crate::cache::TileKey as CacheKey;
+use crate::config::{check_limit, Limits};
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+use crate::fragment::{check_var_offsets, verify_tile, FileKind, FileSpec};
+use crate::stats::{self, Counter, Timer};
+use crate::storage::{Bytes, StorageError};
+
+/// (fragment index, tile index).
+pub(crate) type TileKey = (usize, u64);
+
+/// Fetched tiles by (tile, file).
+pub(crate) type Tiles = FastMap<(TileKey, usize), Bytes>;
+
+struct Request {
+    key: TileKey,
+    file: usize,
+    offset: u64,
+    len: u64,
+}
+
+pub(crate) fn file_path(array: &Snapshot, frag: usize, file: &str) -> PathBuf {
+    array.fragment_dir(frag).join(file)
+}
+
+/// Cells in tile `tile` of fragment `frag`.
+pub(crate) fn tile_cells(array: &Snapshot, frag: usize, tile: u64) -> u64 {
+    match &array.fragments[frag].sparse {
+        Some(sp) => sp.tile_cells.get(tile as usize).copied().unwrap_or(0),
+        None => array.grid.cells_per_tile(),
+    }
+}
+
+/// Fetches tiles `(tile, file)`: byte ranges of a file closer than `vfs.coalesce_gap` are read as
+/// one request, requests run in parallel, every tile's checksum and sizes are verified and tiles
+/// are unfiltered in parallel (unfiltered tiles are used in place).
+pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(TileKey, usize)]) -> Result<Tiles> {
+    let _t = stats::timer(Timer::ReaderFetchTiles);
+    // Tiles the cache holds cost no I/O and no unfiltering.
+    let (mut found, missing) = from_cache(array, specs, requests);
+    if missing.is_empty() {
+        // All cached: no hand-over to the I/O and compute pools (a thread wake-up each).
+        return Ok(found);
+    }
+    let reads = coalesce(array, specs, &missing)?;
+    // Reads on the I/O pool, checksums and unfiltering on the compute pool.
+    let storage = array.ctx.storage().clone();
+    let fetched: Vec<(Read, Bytes)> = array.ctx.install_io(|| {
+        reads
+            .into_par_iter()
+            .map(|read| {
+                let path = file_path(array, read.frag, &specs[read.file].name);
+                let bytes = storage.read_immutable(&path, read.start, read.end - read.start).map_err(|e| match e {
+                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                        Error::corrupt(&path, e.to_string())
+                    }
+                    e => e.into(),
+                })?;
+                Ok((read, bytes))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
+        fetched
+            .into_par_iter()
+            .map(|(read, bytes)| {
+                read.requests
+                    .into_par_iter()
+                    .map(|r| {
+                        let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
+                        Ok(((r.key, r.file), unfilter(array, specs, &r, raw)?))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<Vec<_>>>>()
+            .map(|v| v.into_iter().flatten().collect())
+    })?;
+    let cache = array.ctx.tile_cache();
+    for ((key, f), b) in tiles {
+        if cache.admits(b.len() as u64) {
+            cache.insert(cache_key(array, key, f), b.clone());
+        }
+        found.insert((key, f), b);
+    }
+    Ok(found)
+}
+
+/// The requested tiles the tile cache holds, and the requests it does not.
+fn from_cache(array: &Snapshot, specs: &[FileSpec], requests: &[(TileKey, usize)]) -> (Tiles, Vec<(TileKey, usize)>) {
+    let cache = array.ctx.tile_cache();
+    let mut found: FastMap<(TileKey, usize), Bytes> = FastMap::default();
+    let mut missing: Vec<(TileKey, usize)> = Vec::with_capacity(requests.len());
+    let cached = if cache.is_enabled() {
+        let keys: Vec<_> = requests.iter().map(|&(key, f)| cache_key(array, key, f)).collect();
+        cache.get_many(&keys)
+    } else {
+        Vec::new()
+    };
+    let (mut touched, mut hits) = (0, 0);
+    found.reserve(requests.len());
+    for (i, &(key, f)) in requests.iter().enumerate() {
+        let data = specs[f].kind == FileKind::Data;
+        touched += u64::from(data);
+        match cached.get(i).cloned().flatten() {
+            Some(b) => {
+                hits += u64::from(data);
+                found.insert((key, f), b);
+            }
+            None => missing.push((key, f)),
+        }
+    }
+    stats::add(Counter::ReaderNumAttrTilesTouched, touched);
+    stats::add(Counter::ReaderAttrTileCacheHits, hits);
+    (found, missing)
+}
+
+/// One read from storage: bytes `[start, end)` of file `file` of fragment `frag`, holding the
+/// tiles `requests`.
+struct Read {
+    frag: usize,
+    file: usize,
+    start: u64,
+    end: u64,
+    requests: Vec<Request>,
+}
+
+/// The reads that fetch tiles `missing`: requests grouped per file in offset order, neighbours
+/// closer than `vfs.coalesce_gap` merged up to `vfs.coalesce_max` bytes. Every tile's recorded
+/// sizes are checked before a byte is read or allocated.
+fn coalesce(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usize)]) -> Result<Vec<Read>> {
+    let config = array.ctx.config();
+    let limits = config.limits();
+    let mut per_file: FastMap<(usize, usize), Vec<Request>> = FastMap::default();
+    for &(key, f) in missing {
+        check_entry(array, specs, key, f, &limits)?;
+        let e = array.fragments[key.0].files[f].1[key.1 as usize];
+        per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });
+    }
+    let (gap, max) = (config.coalesce_gap(), config.coalesce_max());
+    let mut reads: Vec<Read> = Vec::new();
+    let mut groups: Vec<_> = per_file.into_iter().collect();
+    groups.sort_unstable_by_key(|g| g.0);
+    for ((frag, file), mut reqs) in groups {
+        reqs.sort_unstable_by_key(|r| r.offset);
+        for r in reqs {
+            let end = r.offset + r.len;
+            if let Some(last) = reads.last_mut() {
+                if last.frag == frag
+                    && last.file == file
+                    && r.offset >= last.end
+                    && r.offset - last.end <= gap
+                    && end - last.start <= max
+                {
+                    last.end = end;
+                    last.requests.push(r);
+                    continue;
+                }
+            }
+            reads.push(Read { frag, file, start: r.offset, end, requests: vec![r] });
+        }
+    }
+    Ok(reads)
+}
+
+/// Tile `r` from its stored bytes `raw`: checksum verified, unfiltered, sizes checked, and for
+/// an offsets tile the offsets checked against its data tile.
+fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Result<Bytes> {
+    let (frag, f) = (r.key.0, r.file);
+    let fragment = &array.fragments[frag];
+    let entry = fragment.files[f].1[r.key.1 as usize];
+    let tile_err = |d: String| Error::corrupt_tile(file_path(array, frag, &specs[f].name), r.key.1, d);
+    let blocks = &fragment.blocks;
+    verify_tile(&raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2)
+        .map_err(|(stored, sum)| tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})")))?;
+    let spec = &specs[f];
+    let tile = if spec.filters.is_empty() {
+        if raw.len() as u64 != entry.unfiltered_size {
+            return Err(tile_err("stored size differs from unfiltered size".into()));
+        }
+        raw
+    } else {
+        let _u = stats::timer(Timer::ReaderUnfilterTiles);
+        let out = spec
+            .filters
+            .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
+            .map_err(|e| tile_err(e.to_string()))?;
+        Bytes::from_vec(out)
+    };
+    if spec.kind == FileKind::Offsets {
+        // Checked once here (cached tiles were checked when fetched): every reader then slices
+        // data tiles by these offsets without checks.
+        let data_len = specs
+            .iter()
+            .position(|s| s.attr == spec.attr && s.kind == FileKind::Data)
+            .map(|d| fragment.files[d].1[r.key.1 as usize].unfiltered_size);
+        let data_len = data_len.ok_or_else(|| tile_err("no data file".into()))?;
+        check_var_offsets(&tile, data_len).map_err(tile_err)?;
+    }
+    count_fetched(array.schema(), spec, entry.stored_size, entry.unfiltered_size);
+    Ok(tile)
+}
+
+/// Checks the tile index entry of tile `key` of file `f` before anything is read: the unfiltered
+/// size is what the schema implies (fixed-size cells, offsets, validity, coordinates) and within
+/// `sm.limits.tile_bytes` (variable-length data, whose size only the limit bounds), and the stored
+/// size is no more than the filters can produce from it. Decoding then allocates at most the
+/// recorded unfiltered size (each filter stops beyond it), so no tile can make a read allocate
+/// more than the limit, whatever its bytes.
+fn check_entry(array: &Snapshot, specs: &[FileSpec], key: TileKey, f: usize, limits: &Limits) -> Result<()> {
+    let spec = &specs[f];
+    let schema = array.schema();
+    let entry = array.fragments[key.0].files[f].1[key.1 as usize];
+    let path = || file_path(array, key.0, &spec.name);
+    let cells = tile_cells(array, key.0, key.1);
+    let times = |size: u64| cells.checked_mul(size);
+    let expected = match spec.kind {
+        FileKind::Data if schema.attrs[spec.attr].is_var() => None,
+        FileKind::Data => Some(times(schema.attrs[spec.attr].cell_size() as u64)),
+        FileKind::Offsets => Some(times(8)),
+        FileKind::Validity => Some(Some(cells)),
+        FileKind::Coords => Some(times(spec.elem_size as u64)),
+    };
+    if let Some(x) = expected.filter(|&x| x != Some(entry.unfiltered_size)) {
+        let x = x.map_or_else(|| "more than 2^64".to_owned(), |x| x.to_string());
+        return Err(Error::corrupt_tile(
+            path(),
+            key.1,
+            format!("unfiltered size {} where {x} is expected", entry.unfiltered_size),
+        ));
+    }
+    check_limit(
+        "sm.limits.tile_bytes",
+        || format!("tile {} of {}", key.1, path().display()),
+        entry.unfiltered_size,
+        limits.tile_bytes,
+    )?;
+    let max_stored = spec.filters.max_filtered_len(entry.unfiltered_size);
+    if entry.stored_size > max_stored {
+        return Err(Error::corrupt_tile(
+            path(),
+            key.1,
+            format!(
+                "stored size {} is more than the filters can make of {} bytes ({max_stored})",
+                entry.stored_size, entry.unfiltered_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The tile-cache key of tile `key` of file `f`.
+pub(crate) fn cache_key(array: &Snapshot, key: TileKey, f: usize) -> CacheKey {
+    CacheKey::new(array.fragment_key(key.0), f as u32, key.1)
+}
+
+/// Counts a tile fetched from storage (`stored` bytes read, `unfiltered` after unfiltering).
+pub(crate) fn count_fetched(schema: &crate::schema::ArraySchema, spec: &FileSpec, stored: u64, unfiltered: u64) {
+    stats::add(Counter::ReaderNumTileBytesRead, stored);
+    stats::add(Counter::ReaderNumBytesAfterFiltering, unfiltered);
+    let var = matches!(spec.kind, FileKind::Offsets)
+        || (spec.kind == FileKind::Data && schema.attrs.get(spec.attr).is_some_and(|a| a.is_var()));
+    let c = if var { Counter::ReaderNumVarCellBytesRead } else { Counter::ReaderNumFixedCellBytesRead };
+    stats::add(c, unfiltered);
+}
