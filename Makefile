@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.deps-stamp
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test build venv rust-test py-test stress bench bench-quick bench-deps lint fmt clean fuzz
+.PHONY: all demo test build venv rust-test py-test stress bench bench-quick bench-deps lint fmt clean fuzz ssdb-bench
 
 all: test
 
@@ -34,7 +34,8 @@ demo: build
 
 # Release speed with integer overflow checks on (profile test-release in Cargo.toml): an
 # unchecked size or count computation fails a test instead of wrapping.
-rust-test:
+# (venv: the SS-DB tests make the sky tiles with numpy, see docs/ssdb.md.)
+rust-test: venv
 	cargo test --profile test-release --workspace --exclude tessera-py
 
 py-test: build
@@ -102,3 +103,12 @@ bench-quick: build bench-deps
 	cargo bench -p tessera --bench dense -- --rows 4000 --cols 5000 --reps 5
 	cargo bench -p tessera --bench stats
 	$(PY) bench/run.py --quick $(BENCH_ARGS)
+
+# SS-DB part 1 (docs/ssdb.md): load, cook and group configuration CONFIG (micro, tiny, very-small,
+# small, ...) into target/ssdb/CONFIG (or SSDB_DIR), timed per cycle, with peak memory and bytes
+# on disk; the table goes into docs/ssdb.md. very-small needs ~1 GB of disk, small ~10 GB.
+CONFIG   ?= tiny
+SSDB_DIR ?= target/ssdb/$(CONFIG)
+ssdb-bench: venv
+	cargo build --release -q -p tessera-cli
+	$(PY) bench/ssdb_bench.py --config $(CONFIG) --dir $(SSDB_DIR) --binary target/release/tessera

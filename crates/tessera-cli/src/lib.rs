@@ -168,6 +168,8 @@ pub enum Command {
     /// The MultiMap layout research (docs/multimap.md).
     #[command(subcommand)]
     Multimap(MultimapCommand),
+    /// The SS-DB benchmark (SSDB.md): generate, load, cook and group a configuration.
+    Ssdb(tessera_ssdb::SsdbArgs),
 }
 
 /// `tessera multimap` subcommands.
@@ -383,7 +385,9 @@ fn config_help() -> String {
 /// # Errors
 /// Whatever the command reports; the message names the array or file concerned.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
-    let config = parse_config(&cli.config)?;
+    // `ssdb run --config micro`: the ssdb command reads the SS-DB configuration from --config.
+    let ssdb = matches!(cli.command, Command::Ssdb(_));
+    let config = if ssdb { tessera::Config::new() } else { parse_config(&cli.config)? };
     let stats = cli.stats || cli.stats_json.is_some();
     if stats {
         tessera::stats::reset();
@@ -405,6 +409,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Multimap(MultimapCommand::Reproduce { out: dir }) => {
             tessera_multimap::run_reproduce_command(dir.clone())
         }
+        Command::Ssdb(a) => tessera_ssdb::run_command(a, &cli.config, out),
     };
     if stats {
         tessera::stats::disable();

@@ -7,6 +7,12 @@ mod keys;
 mod observation;
 mod store;
 
+pub mod generator;
+pub mod params;
+pub mod progress;
+pub mod raw;
+pub mod tiles;
+
 pub use cook::{
     cook_image, cook_image_chunked, cook_image_parallel, trace_object, CookError, CookParams, DIRECTIONS, TH_F1,
     TH_F1_PRIME,
@@ -24,5 +30,9 @@ pub use store::{
     WORLD_MAX, WORLD_TILE,
 };
 
+pub mod cli;
+pub mod pipeline;
 #[cfg(test)]
 mod tests;
+
+pub use cli::{run_command, SsdbArgs};
