@@ -30,6 +30,7 @@ pub mod csv;
 mod dense;
 mod info;
 pub mod maintenance;
+pub mod meta;
 #[cfg(feature = "parquet")]
 mod parquet_io;
 mod sparse;
@@ -165,6 +166,8 @@ pub enum Command {
     Vacuum(maintenance::VacuumArgs),
     /// Delete every cell of a subarray (a delete fragment: older values stop being read).
     Delete(maintenance::DeleteArgs),
+    /// List an array's metadata, or set (--set KEY=VALUE) and delete (--delete KEY) keys.
+    Meta(meta::MetaArgs),
     /// The MultiMap layout research (docs/multimap.md).
     #[command(subcommand)]
     Multimap(MultimapCommand),
@@ -406,6 +409,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
         Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
         Command::Delete(a) => maintenance::delete(a, &config, out),
+        Command::Meta(a) => meta::meta(a, &config, out),
         Command::Multimap(MultimapCommand::Reproduce { out: dir }) => {
             tessera_multimap::run_reproduce_command(dir.clone())
         }

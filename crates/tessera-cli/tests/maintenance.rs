@@ -67,3 +67,35 @@ fn fragments_consolidate_vacuum_delete() {
     assert!(ok(&["consolidate", uri]).contains("nothing to consolidate"));
     assert!(ok(&["vacuum", uri]).contains("removed 0 superseded"));
 }
+
+#[test]
+fn meta_sets_lists_and_deletes_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let uri = uri.to_str().unwrap();
+    let schema = dir.path().join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"array_type":"dense","dims":[{"name":"r","type":"int64","domain":[1,4],"tile":2}],
+            "attrs":[{"name":"a","type":"int32"}],"cell_order":"row-major","tile_order":"row-major"}"#,
+    )
+    .unwrap();
+    ok(&["create", uri, "--schema", schema.to_str().unwrap()]);
+    ok(&["meta", uri, "--set", "units=K", "--set", "scale=0.5", "--set", "n=-3"]);
+    ok(&["meta", uri, "--set", "axis=1,2,3", "--type", "int16"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&["meta", uri, "--json"])).unwrap();
+    assert_eq!(json, serde_json::json!({"units": "K", "scale": 0.5, "n": -3, "axis": [1, 2, 3]}));
+    let text = ok(&["meta", uri]);
+    assert!(text.contains("axis (int16): [1,2,3]") && text.contains("units (utf8): \"K\""), "{text}");
+    ok(&["meta", uri, "--delete", "units"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&["meta", uri, "--json"])).unwrap();
+    assert!(json.get("units").is_none(), "{json}");
+    // Bad input: a value of the wrong type, a missing '=', an empty key; nothing is written.
+    for bad in [&["--set", "x=abc", "--type", "int32"][..], &["--set", "novalue"], &["--set", "=1"]] {
+        let mut args = vec!["meta", uri];
+        args.extend_from_slice(bad);
+        assert!(tessera(&args).is_err(), "{bad:?}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&["meta", uri, "--json"])).unwrap();
+    assert_eq!(json.as_object().unwrap().len(), 3, "{json}");
+}
