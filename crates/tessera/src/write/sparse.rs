@@ -209,24 +209,9 @@ impl SparseWriter {
     pub fn submit(&mut self, coords: &[CoordInput<'_>], attrs: &[AttrInput<'_>]) -> Result<()> {
         super::dense::count_write_submit(self.layout);
         let _t = stats::timer(Timer::WriterWrite);
-        if self.poisoned || self.frag.is_none() {
-            return Err(QueryError::WriteState("the writer failed or finished; start a new write".into()).into());
-        }
-        if self.layout == Layout::Unordered && self.submits > 0 {
-            return Err(QueryError::WriteState(
-                "an unordered sparse write takes one submit (one fragment per write); start a new writer".into(),
-            )
-            .into());
-        }
         let schema = self.snap.schema.clone();
         let (cols, n) = coord_columns(&schema, coords)?;
-        if self.layout == Layout::Unordered && n > u32::MAX as usize {
-            return Err(QueryError::WriteState(format!(
-                "an unordered write holds at most {} cells ({n} given): write in global order over several submits",
-                u32::MAX
-            ))
-            .into());
-        }
+        self.check_submit(n)?;
         let attrs = if self.deletes.is_some() {
             if !attrs.is_empty() {
                 return Err(QueryError::AttributeSet("a delete takes coordinates only".into()).into());
@@ -248,50 +233,17 @@ impl SparseWriter {
         // it). Deleting a cell twice is deleting it once.
         let last_wins = !schema.is_sparse() || self.deletes.is_some();
         if last_wins {
-            let same =
-                |a: u32, b: u32| keys[a as usize * w..a as usize * w + w] == keys[b as usize * w..b as usize * w + w];
-            if perm.is_none() && (1..n).any(|k| same(k as u32 - 1, k as u32)) {
-                // Global order: equal coordinates are adjacent; pick the cells to keep.
-                let Ok(m) = u32::try_from(n) else {
-                    return Err(QueryError::WriteState(format!(
-                        "a global-order submit of {n} cells repeats coordinates: give each cell once, or submit at \
-                         most {} cells at a time",
-                        u32::MAX
-                    ))
-                    .into());
-                };
-                perm = Some((0..m).collect());
-            }
-            if let Some(p) = perm.as_mut() {
-                // The sort is stable, so of equal coordinates the last given comes last: keep it.
-                p.dedup_by(|b, a| {
-                    let dup = same(*a, *b);
-                    if dup {
-                        *a = *b;
-                    }
-                    dup
-                });
-            }
+            perm = keep_last(&keys, w, n, perm)?;
         }
         let n = perm.as_ref().map_or(n, Vec::len);
-        // Duplicates and order, before anything is written.
-        let at = |i: usize| &keys[i * w..i * w + w];
-        let sorted_pos = |k: usize| perm.as_ref().map_or(k, |p| p[k] as usize);
-        // Sparse arrays refuse duplicates unless the schema allows them; dense updates have
-        // none left within a submit, and refuse a cell that repeats the previous submit's last.
+        // Duplicates and order, before anything is written. Sparse arrays refuse duplicates
+        // unless the schema allows them; dense updates have none left within a submit, and
+        // refuse a cell that repeats the previous submit's last.
         let strict = !schema.allows_duplicates || last_wins;
-        if let (Some(prev), Some(first)) = (&self.last_key, (n > 0).then(|| at(sorted_pos(0)))) {
-            if first < prev.as_slice() || (strict && first == prev.as_slice()) {
-                return Err(order_error(&schema, &ords, sorted_pos(0), None, first == prev.as_slice()));
-            }
-        }
-        for k in 1..n {
-            let (i, j) = (sorted_pos(k - 1), sorted_pos(k));
-            let (a, b) = (at(i), at(j));
-            if b < a || (strict && a == b) {
-                return Err(order_error(&schema, &ords, j, Some(i), a == b));
-            }
-        }
+        let sorted = SortedKeys { keys: &keys, w, perm: perm.as_deref(), n };
+        sorted
+            .check_order(self.last_key.as_deref(), strict)
+            .map_err(|(j, i, dup)| order_error(&schema, &ords, j, i, dup))?;
         drop(prepare);
         let cells = Cells { n, ords: ords.iter().map(Vec::as_slice).collect(), coords: cols, attrs };
         let result = self.append(&schema, &cells, perm.as_deref());
@@ -300,10 +252,32 @@ impl SparseWriter {
         }
         result?;
         if n > 0 {
-            self.last_key = Some(at(sorted_pos(n - 1)).to_vec());
+            self.last_key = Some(sorted.key(n - 1).to_vec());
         }
         self.cells += n as u64;
         self.submits += 1;
+        Ok(())
+    }
+
+    /// Whether a submit of `n` cells may run: the writer is live, an unordered write takes one
+    /// submit of at most `u32::MAX` cells.
+    fn check_submit(&self, n: usize) -> Result<()> {
+        if self.poisoned || self.frag.is_none() {
+            return Err(QueryError::WriteState("the writer failed or finished; start a new write".into()).into());
+        }
+        if self.layout == Layout::Unordered && self.submits > 0 {
+            return Err(QueryError::WriteState(
+                "an unordered sparse write takes one submit (one fragment per write); start a new writer".into(),
+            )
+            .into());
+        }
+        if self.layout == Layout::Unordered && n > u32::MAX as usize {
+            return Err(QueryError::WriteState(format!(
+                "an unordered write holds at most {} cells ({n} given): write in global order over several submits",
+                u32::MAX
+            ))
+            .into());
+        }
         Ok(())
     }
 
@@ -435,6 +409,75 @@ fn ordinals_of(schema: &ArraySchema, cols: &[&[u8]]) -> Result<Vec<Vec<u64>>> {
             })
         })
         .collect::<Result<Vec<_>>>()
+}
+
+/// The permutation that keeps, of cells with equal keys (`w` words per cell), the one given
+/// last: `perm` (the stable sort of an unordered write) deduplicated, or for a global-order
+/// submit (`perm` `None`, equal keys adjacent) the cells to keep, `None` when none repeats.
+fn keep_last(keys: &[u64], w: usize, n: usize, perm: Option<Vec<u32>>) -> Result<Option<Vec<u32>>> {
+    let same = |a: u32, b: u32| keys[a as usize * w..a as usize * w + w] == keys[b as usize * w..b as usize * w + w];
+    let mut perm = perm;
+    if perm.is_none() && (1..n).any(|k| same(k as u32 - 1, k as u32)) {
+        let Ok(m) = u32::try_from(n) else {
+            return Err(QueryError::WriteState(format!(
+                "a global-order submit of {n} cells repeats coordinates: give each cell once, or submit at most {} \
+                 cells at a time",
+                u32::MAX
+            ))
+            .into());
+        };
+        perm = Some((0..m).collect());
+    }
+    if let Some(p) = perm.as_mut() {
+        // The sort is stable, so of equal coordinates the last given comes last: keep it.
+        p.dedup_by(|b, a| {
+            let dup = same(*a, *b);
+            if dup {
+                *a = *b;
+            }
+            dup
+        });
+    }
+    Ok(perm)
+}
+
+/// A submit's keys in the order its cells are written (`perm`, or as given).
+struct SortedKeys<'a> {
+    keys: &'a [u64],
+    w: usize,
+    perm: Option<&'a [u32]>,
+    n: usize,
+}
+
+impl SortedKeys<'_> {
+    /// The cell written `k`-th.
+    fn pos(&self, k: usize) -> usize {
+        self.perm.map_or(k, |p| p[k] as usize)
+    }
+
+    /// The key of the cell written `k`-th.
+    fn key(&self, k: usize) -> &[u64] {
+        let i = self.pos(k);
+        &self.keys[i * self.w..i * self.w + self.w]
+    }
+
+    /// Checks that the keys ascend (strictly when `strict`) from `last` (the previous submit's
+    /// last key) on. On failure: (cell, the cell before it if in this submit, equal keys).
+    fn check_order(&self, last: Option<&[u64]>, strict: bool) -> std::result::Result<(), (usize, Option<usize>, bool)> {
+        if let (Some(prev), true) = (last, self.n > 0) {
+            let first = self.key(0);
+            if first < prev || (strict && first == prev) {
+                return Err((self.pos(0), None, first == prev));
+            }
+        }
+        for k in 1..self.n {
+            let (a, b) = (self.key(k - 1), self.key(k));
+            if b < a || (strict && a == b) {
+                return Err((self.pos(k), Some(self.pos(k - 1)), a == b));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Checks coordinate inputs (every dimension once, whole values, equal lengths) and returns
