@@ -303,17 +303,17 @@ impl DenseWriter {
 
     fn apply_inner(&mut self, inputs: &[AttrInput<'_>], work: Vec<(u64, Vec<Placement>)>) -> Result<()> {
         let schema = self.snap.schema.clone();
-        let grid = self.snap.grid.clone();
-        let tile_cells = grid.cells_per_tile();
+        let tile_cells = self.snap.grid.cells_per_tile();
         // Retain variable-length data of this submit.
-        let mut chunk_ids = Vec::new();
-        let mut vi = 0;
-        for (a, inp) in schema.attrs.iter().zip(inputs) {
+        let mut var = VarInputs::default();
+        for (i, (a, inp)) in schema.attrs.iter().zip(inputs).enumerate() {
             if a.is_var() {
-                let id = self.var_chunks[vi].len() as u32;
-                self.var_chunks[vi].push(VarChunk { data: Arc::new(inp.data.to_vec()) });
-                chunk_ids.push(id);
-                vi += 1;
+                let chunks = &mut self.var_chunks[var.attrs.len()];
+                var.chunk_ids.push(chunks.len() as u32);
+                chunks.push(VarChunk { data: Arc::new(inp.data.to_vec()) });
+                var.attrs.push(i);
+                var.offsets.push(inp.offsets.unwrap_or(&[]));
+                var.lens.push(inp.data.len() as u64);
             }
         }
         let tile_bytes: u64 = schema.attrs.iter().map(|a| a.cell_size() as u64 + 1).sum::<u64>() * tile_cells;
@@ -325,82 +325,77 @@ impl DenseWriter {
         let mut iter = work.into_iter().peekable();
         while iter.peek().is_some() {
             let chunk: Vec<(u64, Vec<Placement>)> = iter.by_ref().take(batch).collect();
-            let mut jobs: Vec<(u64, PartialTile, Vec<Placement>)> = Vec::with_capacity(chunk.len());
-            for (idx, ps) in chunk {
-                let tile = match self.partial.remove(&idx) {
-                    Some(t) => t,
-                    None => {
-                        let tc = grid.tile_at(&self.trange, idx);
-                        let inside = intersect(&self.rect, &grid.tile_rect(&tc)).map_or(0, |r| cells(&r));
-                        let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
-                        let direct = direct_files(&schema, &specs, &ps, tile_cells);
-                        new_tile(&schema, &specs, &fills, tile_cells, inside, covered == tile_cells, direct)
-                    }
-                };
-                jobs.push((idx, tile, ps));
-            }
-            let var_attrs: Vec<usize> = (0..schema.attrs.len()).filter(|&i| schema.attrs[i].is_var()).collect();
-            let var_offsets: Vec<&[u64]> = var_attrs.iter().map(|&i| inputs[i].offsets.unwrap_or(&[])).collect();
-            let var_lens: Vec<u64> = var_attrs.iter().map(|&i| inputs[i].data.len() as u64).collect();
+            let mut jobs = self.take_tiles(&schema, &fills, chunk);
             self.snap.ctx.install(|| {
-                jobs.par_iter_mut().for_each(|(_, tile, ps)| {
-                    for p in ps.iter() {
-                        for (f, spec) in specs.iter().enumerate() {
-                            if tile.direct[f] {
-                                continue;
-                            }
-                            let inp = &inputs[spec.attr];
-                            match spec.kind {
-                                FileKind::Data if !schema.attrs[spec.attr].is_var() => {
-                                    let cs = schema.attrs[spec.attr].cell_size();
-                                    copy_strided(cs, &p.shape, inp.data, &p.src, &mut tile.buffers[f], &p.dst);
-                                }
-                                FileKind::Validity => {
-                                    let v = inp.validity.unwrap_or(&[]);
-                                    copy_strided(1, &p.shape, v, &p.src, &mut tile.buffers[f], &p.dst);
-                                }
-                                _ => {}
-                            }
-                        }
-                        for (k, _) in var_attrs.iter().enumerate() {
-                            let (offs, len, refs) = (var_offsets[k], var_lens[k], &mut tile.var[k]);
-                            for_each_cell_pair(&p.shape, &p.src, &p.dst, |s, d| {
-                                let start = offs[s as usize];
-                                let end = offs.get(s as usize + 1).copied().unwrap_or(len);
-                                refs[d as usize] = VarRef { chunk: chunk_ids[k], start, len: end - start };
-                            });
-                        }
-                        tile.remaining -= p.shape.iter().product::<u64>();
-                    }
-                });
+                jobs.par_iter_mut().for_each(|(_, tile, ps)| place_cells(&schema, &specs, inputs, &var, tile, ps));
             });
-            let mut done = Vec::new();
-            for (idx, tile, ps) in jobs {
-                if tile.remaining == 0 {
-                    if tile.direct.iter().any(|&d| d) {
-                        let frag =
-                            self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-                        write_direct(frag, &schema, &specs, inputs, idx, &tile.direct, &ps[0])?;
-                    }
-                    done.push((idx, tile));
-                } else {
-                    self.partial.insert(idx, tile);
-                }
-            }
-            if !done.is_empty() {
-                let chunks = &self.var_chunks;
-                let ready: Vec<UnfilteredTile> = self.snap.ctx.install(|| {
-                    done.into_par_iter().map(|(idx, t)| finish_tile(&specs, &schema, chunks, &fills, idx, t)).collect()
-                });
-                let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-                self.snap.ctx.install(|| frag.write_tiles(ready))?;
-            }
+            self.write_complete(&schema, &fills, inputs, jobs)?;
         }
         if self.partial.is_empty() {
             // No tile refers to retained variable-length data any more.
             for c in &mut self.var_chunks {
                 c.clear();
             }
+        }
+        Ok(())
+    }
+
+    /// The tiles the placements `chunk` fill: those partly filled by earlier submits, or new
+    /// ones (with the files that go straight from the caller's buffers marked direct).
+    fn take_tiles(
+        &mut self,
+        schema: &ArraySchema,
+        fills: &[Vec<u8>],
+        chunk: Vec<(u64, Vec<Placement>)>,
+    ) -> Vec<(u64, PartialTile, Vec<Placement>)> {
+        let grid = self.snap.grid.clone();
+        let tile_cells = grid.cells_per_tile();
+        let mut jobs = Vec::with_capacity(chunk.len());
+        for (idx, ps) in chunk {
+            let tile = match self.partial.remove(&idx) {
+                Some(t) => t,
+                None => {
+                    let tc = grid.tile_at(&self.trange, idx);
+                    let inside = intersect(&self.rect, &grid.tile_rect(&tc)).map_or(0, |r| cells(&r));
+                    let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
+                    let direct = direct_files(schema, &self.specs, &ps, tile_cells);
+                    new_tile(schema, &self.specs, fills, tile_cells, inside, covered == tile_cells, direct)
+                }
+            };
+            jobs.push((idx, tile, ps));
+        }
+        jobs
+    }
+
+    /// Writes the tiles of `jobs` that are complete (filtered in parallel; direct files straight
+    /// from the caller's buffers) and keeps the others for later submits.
+    fn write_complete(
+        &mut self,
+        schema: &ArraySchema,
+        fills: &[Vec<u8>],
+        inputs: &[AttrInput<'_>],
+        jobs: Vec<(u64, PartialTile, Vec<Placement>)>,
+    ) -> Result<()> {
+        let specs = &self.specs;
+        let mut done = Vec::new();
+        for (idx, tile, ps) in jobs {
+            if tile.remaining == 0 {
+                if tile.direct.iter().any(|&d| d) {
+                    let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+                    write_direct(frag, schema, specs, inputs, idx, &tile.direct, &ps[0])?;
+                }
+                done.push((idx, tile));
+            } else {
+                self.partial.insert(idx, tile);
+            }
+        }
+        if !done.is_empty() {
+            let chunks = &self.var_chunks;
+            let ready: Vec<UnfilteredTile> = self.snap.ctx.install(|| {
+                done.into_par_iter().map(|(idx, t)| finish_tile(specs, schema, chunks, fills, idx, t)).collect()
+            });
+            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            self.snap.ctx.install(|| frag.write_tiles(ready))?;
         }
         Ok(())
     }
@@ -421,6 +416,56 @@ impl DenseWriter {
         let frag = self.frag.take().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
         let total = self.total;
         frag.finish(total, None, None)
+    }
+}
+
+/// The variable-length attributes of a submit: their indices, the caller's offsets and data
+/// lengths, and the retained chunk each submit's data went to.
+#[derive(Default)]
+struct VarInputs<'a> {
+    attrs: Vec<usize>,
+    offsets: Vec<&'a [u64]>,
+    lens: Vec<u64>,
+    chunk_ids: Vec<u32>,
+}
+
+/// Copies the cells of placements `ps` from the caller's buffers into `tile`: fixed-size values
+/// and validity as strided runs, variable-length cells as references into the retained data.
+fn place_cells(
+    schema: &ArraySchema,
+    specs: &[FileSpec],
+    inputs: &[AttrInput<'_>],
+    var: &VarInputs<'_>,
+    tile: &mut PartialTile,
+    ps: &[Placement],
+) {
+    for p in ps {
+        for (f, spec) in specs.iter().enumerate() {
+            if tile.direct[f] {
+                continue;
+            }
+            let inp = &inputs[spec.attr];
+            match spec.kind {
+                FileKind::Data if !schema.attrs[spec.attr].is_var() => {
+                    let cs = schema.attrs[spec.attr].cell_size();
+                    copy_strided(cs, &p.shape, inp.data, &p.src, &mut tile.buffers[f], &p.dst);
+                }
+                FileKind::Validity => {
+                    let v = inp.validity.unwrap_or(&[]);
+                    copy_strided(1, &p.shape, v, &p.src, &mut tile.buffers[f], &p.dst);
+                }
+                _ => {}
+            }
+        }
+        for k in 0..var.attrs.len() {
+            let (offs, len, refs) = (var.offsets[k], var.lens[k], &mut tile.var[k]);
+            for_each_cell_pair(&p.shape, &p.src, &p.dst, |s, d| {
+                let start = offs[s as usize];
+                let end = offs.get(s as usize + 1).copied().unwrap_or(len);
+                refs[d as usize] = VarRef { chunk: var.chunk_ids[k], start, len: end - start };
+            });
+        }
+        tile.remaining -= p.shape.iter().product::<u64>();
     }
 }
 
