@@ -133,6 +133,9 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
         create_observations(&ctx, &observations)?;
     }
     let spill = dir.join(SPILL_DIR);
+    // Declared before the sorters and the writer, so dropped after them (they remove their
+    // files, also on errors): then the folder is empty and goes too.
+    let _spill_guard = EmptyDirGuard(spill.clone());
     let mut writer = None;
     if has(Step::Group) {
         create_groups(&ctx, dir)?;
@@ -260,8 +263,6 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
         seconds.insert("group".into(), json!(t_group.as_secs_f64()));
         report.insert("F2".into(), serde_json::to_value(f2)?);
     }
-    // Empty now (each sorter removed its runs); only if empty.
-    let _ = std::fs::remove_dir(&spill);
     let total: f64 = ["load", "cook", "group"].iter().filter_map(|k| seconds.get(*k).and_then(Value::as_f64)).sum();
     seconds.insert("total".into(), json!(total));
     seconds.insert("cycles".into(), Value::Array(cycles));
@@ -275,6 +276,15 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(report)
+}
+
+/// Removes its folder when dropped, if empty.
+struct EmptyDirGuard(PathBuf);
+
+impl Drop for EmptyDirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 /// D3 of `config`'s object parameters, as the grouper takes it.
