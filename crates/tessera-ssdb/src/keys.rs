@@ -213,7 +213,8 @@ impl KeySorter {
         for i in self.keys.order() {
             write_record(&mut w, self.keys.get(i))?;
         }
-        w.into_inner().map_err(io::IntoInnerError::into_error)?.sync_data().ok();
+        // Flushed, not synced: a scratch file, read back by this process only.
+        w.into_inner().map_err(io::IntoInnerError::into_error)?;
         self.keys.clear();
         Ok(())
     }
