@@ -65,7 +65,7 @@ fn main() {
         if (t + 1) % 20 == 0 {
             if let Some(w) = writer.as_mut() {
                 f1.spill().expect("spill");
-                w.write(&grouper.take_closed()).expect("store groups");
+                w.write(grouper.take_closed()).expect("store groups");
             }
         }
     }
@@ -73,7 +73,7 @@ fn main() {
     let f2 = match writer {
         Some(mut w) => {
             grouper.close_all();
-            w.write(&grouper.take_closed()).expect("store groups");
+            w.write(grouper.take_closed()).expect("store groups");
             w.finish(grouper.groups_created() as u64).expect("finish groups")
         }
         None => {

@@ -209,7 +209,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
                     grouper.push_image(i64::from(t), &cooked[w[0]..w[1]])?;
                 }
                 if let Some(w) = writer.as_mut() {
-                    w.write(&grouper.take_closed())?;
+                    w.write(grouper.take_closed())?;
                 }
                 let group = start.elapsed();
                 t_group += group;
@@ -227,7 +227,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
                 grouper.push_image(t, &obs[lo..hi])?;
             }
             if let Some(w) = writer.as_mut() {
-                w.write(&grouper.take_closed())?;
+                w.write(grouper.take_closed())?;
             }
             let group = start.elapsed();
             t_group += group;
@@ -257,7 +257,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     if let Some(mut w) = writer {
         let start = Instant::now();
         grouper.close_all();
-        w.write(&grouper.take_closed())?;
+        w.write(grouper.take_closed())?;
         let f2 = w.finish(grouper.groups_created() as u64)?;
         t_group += start.elapsed();
         seconds.insert("group".into(), json!(t_group.as_secs_f64()));

@@ -544,18 +544,25 @@ pub fn write_groups_meta(ctx: &Context, dir: &Path, meta: &GroupsMeta) -> Result
     Ok(())
 }
 
-/// Singletons written per fragment at the end.
+/// Singletons read back per batch at the end.
 const SINGLETON_BATCH: usize = 1 << 16;
+/// Members (plus memberships) collected before they are written as one fragment: bounds the
+/// writer's memory (a few MB) and keeps the fragments few (tiny's whole grouping is one).
+const FLUSH_ITEMS: usize = 1 << 16;
 
-/// Stores a grouping as the [`Grouper`](crate::Grouper) closes it, in bounded memory: each
-/// [`Closed`] batch goes to the arrays at once (created groups have their final ids) and its
-/// group keys to a [`KeySorter`]; singletons, whose ids are only known at the end, are spilled
-/// to a file in `tmp` and written by [`GroupWriter::finish`] in batches. Returns the F2 summary.
+/// Stores a grouping as the [`Grouper`](crate::Grouper) closes it, in bounded memory: [`Closed`]
+/// batches are collected and written to the arrays (one fragment each) whenever they reach
+/// [`FLUSH_ITEMS`] members (created groups have their final ids), their group keys going to a
+/// [`KeySorter`]; singletons, whose ids are only known at the end, are spilled to a file in `tmp`
+/// and written by [`GroupWriter::finish`] in batches. Returns the F2 summary.
 pub struct GroupWriter<'a> {
     ctx: &'a Context,
     dir: PathBuf,
     meta: GroupsMeta,
     keys: KeySorter,
+    pending: Closed,
+    pending_items: usize,
+    flush_items: usize,
     singles_path: PathBuf,
     singles: Option<BufWriter<File>>,
     singletons: u64,
@@ -571,23 +578,31 @@ impl<'a> GroupWriter<'a> {
             dir: dir.as_ref().to_path_buf(),
             meta: GroupsMeta::default(),
             keys: KeySorter::spilling(tmp.join("group-keys")),
+            pending: Closed::default(),
+            pending_items: 0,
+            flush_items: FLUSH_ITEMS,
             singles_path: tmp.join("singletons"),
             singles: None,
             singletons: 0,
         }
     }
 
-    /// Stores the groups and memberships of `closed`, spills its singletons.
+    /// Writes a fragment every `n` members instead of [`FLUSH_ITEMS`] (tests).
+    #[cfg(test)]
+    pub(crate) fn with_flush_items(mut self, n: usize) -> Self {
+        self.flush_items = n;
+        self
+    }
+
+    /// Takes the groups and memberships of `closed` (stored once enough are collected), spills
+    /// its singletons.
     ///
     /// # Errors
     /// Values outside the domains, storage and file system failures.
-    pub fn write(&mut self, closed: &Closed) -> Result<()> {
-        write_group_batch(self.ctx, &self.dir, &closed.groups, &closed.memberships, &mut self.meta)?;
-        for g in &closed.groups {
-            self.keys.push(g.key().as_bytes());
-        }
-        self.keys.spill().map_err(|e| self.io(e))?;
-        if !closed.singletons.is_empty() {
+    pub fn write(&mut self, closed: Closed) -> Result<()> {
+        let Closed { groups, memberships, singletons } = closed;
+        self.stage(groups, memberships)?;
+        if !singletons.is_empty() {
             if self.singles.is_none() {
                 if let Some(parent) = self.singles_path.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| self.io(e))?;
@@ -595,8 +610,8 @@ impl<'a> GroupWriter<'a> {
                 let f = File::create(&self.singles_path).map_err(|e| self.io(e))?;
                 self.singles = Some(BufWriter::new(f));
             }
-            let mut bytes = Vec::with_capacity(closed.singletons.len() * 8 * MEMBER_VALUES);
-            for m in &closed.singletons {
+            let mut bytes = Vec::with_capacity(singletons.len() * 8 * MEMBER_VALUES);
+            for m in &singletons {
                 for v in member_values(m) {
                     bytes.extend_from_slice(&v.to_le_bytes());
                 }
@@ -605,17 +620,39 @@ impl<'a> GroupWriter<'a> {
                 let written = w.write_all(&bytes);
                 written.map_err(|e| StoreError::Io { path: self.singles_path.clone(), source: e })?;
             }
-            self.singletons += closed.singletons.len() as u64;
+            self.singletons += singletons.len() as u64;
         }
         Ok(())
+    }
+
+    /// Collects groups and memberships; writes them once there are enough.
+    fn stage(&mut self, groups: Vec<Group>, memberships: Vec<(i64, Vec<i64>)>) -> Result<()> {
+        self.pending_items += groups.iter().map(|g| g.members.len()).sum::<usize>() + memberships.len();
+        self.pending.groups.extend(groups);
+        self.pending.memberships.extend(memberships);
+        if self.pending_items >= self.flush_items {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the collected groups and memberships as one fragment each.
+    fn flush(&mut self) -> Result<()> {
+        let Closed { groups, memberships, .. } = std::mem::take(&mut self.pending);
+        self.pending_items = 0;
+        write_group_batch(self.ctx, &self.dir, &groups, &memberships, &mut self.meta)?;
+        for g in &groups {
+            self.keys.push(g.key().as_bytes());
+        }
+        self.keys.spill().map_err(|e| self.io(e))
     }
 
     fn io(&self, source: std::io::Error) -> StoreError {
         StoreError::Io { path: self.singles_path.parent().unwrap_or(&self.singles_path).to_path_buf(), source }
     }
 
-    /// Writes the spilled singletons (ids `created + 1, ...` in observation id order) and the
-    /// summary cell; the F2 summary of everything written.
+    /// Writes what is collected, the spilled singletons (ids `created + 1, ...` in observation
+    /// id order) and the summary cell; the F2 summary of everything written.
     ///
     /// # Errors
     /// Storage and file system failures, a spill file that does not read back.
@@ -639,14 +676,11 @@ impl<'a> GroupWriter<'a> {
                     memberships.push((m.id, vec![next]));
                     groups.push(Group { id: next, members: vec![m] });
                 }
-                write_group_batch(self.ctx, &self.dir, &groups, &memberships, &mut self.meta)?;
-                for g in &groups {
-                    self.keys.push(g.key().as_bytes());
-                }
-                self.keys.spill().map_err(|e| self.io(e))?;
+                self.stage(groups, memberships)?;
                 left -= take as u64;
             }
         }
+        self.flush()?;
         write_groups_meta(self.ctx, &self.dir, &self.meta)?;
         let _ = std::fs::remove_file(&self.singles_path);
         let groups = u64::try_from(self.meta.groups).unwrap_or(0);

@@ -74,6 +74,7 @@ proptest! {
         boxes in prop::collection::vec((0i64..4, 499_975i64..500_025, 0i64..40, 498_975i64..499_025, 0i64..40), 1..6),
         streamed in any::<bool>(),
         take_every in 1i64..30,
+        flush_items in prop_oneof![Just(usize::MAX), 1usize..40],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx();
@@ -92,19 +93,19 @@ proptest! {
             // at once.
             let d3 = D3::new(1, 2).unwrap();
             let (mut grouper, spill) = (Grouper::new(d3), dir.path().join("spill"));
-            let mut writer = GroupWriter::new(&ctx, dir.path(), &spill);
+            let mut writer = GroupWriter::new(&ctx, dir.path(), &spill).with_flush_items(flush_items);
             let mut i = 0;
             while i < all.len() {
                 let t = all[i].t;
                 let j = i + all[i..].iter().take_while(|o| o.t == t).count();
                 grouper.push_image(t, &all[i..j]).unwrap();
                 if t % take_every == 0 {
-                    writer.write(&grouper.take_closed()).unwrap();
+                    writer.write(grouper.take_closed()).unwrap();
                 }
                 i = j;
             }
             grouper.close_all();
-            writer.write(&grouper.take_closed()).unwrap();
+            writer.write(grouper.take_closed()).unwrap();
             let f2 = writer.finish(grouper.groups_created() as u64).unwrap();
             prop_assert_eq!(f2, F2Summary::of(&set));
             prop_assert!(!spill.exists(), "spill files left");
