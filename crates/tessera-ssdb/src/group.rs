@@ -8,6 +8,10 @@
 //! later observations of the same image see them. At the end every observation in no group is
 //! a singleton group; group ids are creation order, then singletons in id order.
 //!
+//! Only the window is held: an observation older than `t - 20` can join or found no group, and
+//! a group whose newest member is older than that can gain none, so feeding image `t` closes
+//! them (see [`Closed`]); the caller stores and forgets them.
+//!
 //! The last 20 images' observations are kept in a hashed grid of side
 //! `g = max(1, floor(sqrt(20·p/q)))` (the largest match distance): a new observation looks at
 //! the at most 3 x 3 cells its match disc meets, not at all pairs. Each cell lists its
@@ -245,8 +249,39 @@ impl std::hash::Hasher for CellHasher {
 
 type CellMap = HashMap<(i64, i64), Vec<u32>, BuildHasherDefault<CellHasher>>;
 
-/// Incremental F2: feed images in time order with [`Grouper::push_image`], then
-/// [`Grouper::finish`].
+/// What a [`Grouper`] has closed: groups that can gain no member any more (their newest member
+/// is more than [`T_MATCH`] images old) and observations that can join or found no group any
+/// more. Taken with [`Grouper::take_closed`], e.g. once a cycle, to be stored and forgotten.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Closed {
+    /// Closed groups with their final ids (creation order), in closing order.
+    pub groups: Vec<Group>,
+    /// `(observation id, ascending group ids)` of closed observations that are in created groups.
+    pub memberships: Vec<(i64, Vec<i64>)>,
+    /// Closed observations in no group, in id order: the singletons. Their group ids are only
+    /// known at the end: [`Grouper::groups_created`] + their rank among all singletons.
+    pub singletons: Vec<Member>,
+}
+
+impl Closed {
+    /// Whether nothing was closed.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.memberships.is_empty() && self.singletons.is_empty()
+    }
+}
+
+/// A group that can still gain members.
+struct OpenGroup {
+    members: Vec<Member>,
+}
+
+/// Incremental F2: feed images in time order with [`Grouper::push_image`], take what is closed
+/// with [`Grouper::take_closed`] as it goes, and end with [`Grouper::close_all`] (or
+/// [`Grouper::finish`] for everything as one [`GroupSet`]).
+///
+/// Memory is bounded by the window: the observations of the last 20 images and the groups with
+/// a member there; older ones are moved to the [`Closed`] outbox as soon as an image makes them
+/// unreachable.
 pub struct Grouper {
     d3: D3,
     grid: i64,
@@ -254,16 +289,21 @@ pub struct Grouper {
     window: VecDeque<(i64, u32)>,
     /// Grid cell -> the window's observations in it, by index.
     cells: CellMap,
-    /// Index of the first observation still in `cells`.
-    window_start: u32,
     /// The largest match distance, `floor(sqrt(20·p/q))`.
     radius: i64,
-    obs: Vec<Member>,
-    /// Groups of each observation (indices into `groups`).
-    obs_groups: Vec<Vec<u32>>,
-    /// Members of each group (indices into `obs`), in join order = id order.
-    groups: Vec<Vec<u32>>,
+    /// Index of `obs[0]`: observations are numbered 0, 1, ... in feeding order.
+    obs_base: u32,
+    /// The window's observations.
+    obs: VecDeque<Member>,
+    /// Groups of each window observation (group indices = creation order), ascending.
+    obs_groups: VecDeque<Vec<u32>>,
+    /// The open groups by index; their members in join order = id order.
+    groups: HashMap<u32, OpenGroup, BuildHasherDefault<CellHasher>>,
+    /// Groups created so far.
+    created: u32,
+    last_id: Option<i64>,
     last_t: Option<i64>,
+    closed: Closed,
 }
 
 impl Grouper {
@@ -275,26 +315,40 @@ impl Grouper {
             grid,
             window: VecDeque::new(),
             cells: CellMap::default(),
-            window_start: 0,
             radius: d3.radius(T_MATCH),
-            obs: Vec::new(),
-            obs_groups: Vec::new(),
-            groups: Vec::new(),
+            obs_base: 0,
+            obs: VecDeque::new(),
+            obs_groups: VecDeque::new(),
+            groups: HashMap::default(),
+            created: 0,
+            last_id: None,
             last_t: None,
+            closed: Closed::default(),
         }
     }
 
     /// Observations fed so far.
     pub fn observations(&self) -> usize {
+        self.obs_base as usize + self.obs.len()
+    }
+
+    /// Groups created so far (singletons not counted).
+    pub fn groups_created(&self) -> usize {
+        self.created as usize
+    }
+
+    /// Observations held: those of the images in the window.
+    pub fn window_observations(&self) -> usize {
         self.obs.len()
     }
 
-    /// Groups created so far (singletons not counted until [`Grouper::finish`]).
-    pub fn groups_created(&self) -> usize {
+    /// Groups held open: those with a member in the window.
+    pub fn open_groups(&self) -> usize {
         self.groups.len()
     }
 
-    /// Groups the observations of image `t` (in id order, ids above all earlier ones).
+    /// Groups the observations of image `t` (in id order, ids above all earlier ones). Closes
+    /// what image `t` can no longer reach: observations and groups older than `t - 20`.
     ///
     /// # Errors
     /// Images out of time order, observations of another image, ids not increasing; nothing is
@@ -305,7 +359,7 @@ impl Grouper {
                 return Err(GroupError::TimeOrder { t, last });
             }
         }
-        let mut last_id = self.obs.last().map(|m| m.id);
+        let mut last_id = self.last_id;
         for o in obs {
             let bad = |detail| GroupError::BadObservation { id: o.id, obs_t: o.t, t, detail };
             if o.t != t {
@@ -316,7 +370,7 @@ impl Grouper {
             }
             last_id = Some(o.id);
         }
-        if self.obs.len() + obs.len() >= u32::MAX as usize {
+        if self.observations() + obs.len() >= u32::MAX as usize {
             return Err(GroupError::BadObservation {
                 id: obs.first().map_or(0, |o| o.id),
                 obs_t: t,
@@ -325,56 +379,70 @@ impl Grouper {
             });
         }
         self.last_t = Some(t);
+        self.last_id = last_id;
         while self.window.front().is_some_and(|w| t - w.0 > T_MATCH) {
             self.window.pop_front();
-            let end = self.window.front().map_or(self.obs.len() as u32, |w| w.1);
-            self.forget_before(end);
+            let end = self.window.front().map_or(self.end_index(), |w| w.1);
+            self.close_before(end);
         }
-        let first = self.obs.len() as u32;
+        self.close_groups(|newest| t - newest > T_MATCH);
+        let first = self.end_index();
         let mut matches: Vec<u32> = Vec::new();
         let mut collected: Vec<u32> = Vec::new();
         for o in obs {
-            let n = self.obs.len() as u32;
-            self.obs.push(Member::of(o));
-            self.obs_groups.push(Vec::new());
+            let n = self.end_index();
+            let member = Member::of(o);
+            self.obs.push_back(member);
+            self.obs_groups.push_back(Vec::new());
             self.find_matches(o, &mut matches);
             collected.clear();
             for &e in &matches {
-                if self.obs_groups[e as usize].is_empty() {
-                    let g = self.groups.len() as u32;
-                    self.groups.push(vec![e]);
-                    self.obs_groups[e as usize].push(g);
+                let e = (e - self.obs_base) as usize;
+                if self.obs_groups[e].is_empty() {
+                    let g = self.created;
+                    self.created += 1;
+                    self.groups.insert(g, OpenGroup { members: vec![self.obs[e]] });
+                    self.obs_groups[e].push(g);
                     collected.push(g);
                 } else {
-                    collected.extend_from_slice(&self.obs_groups[e as usize]);
+                    collected.extend_from_slice(&self.obs_groups[e]);
                 }
             }
             // Join each collected group once (the order of joining changes no group: n is
             // appended to each).
             collected.sort_unstable();
             collected.dedup();
-            for &g in &collected {
-                self.groups[g as usize].push(n);
+            for g in &collected {
+                if let Some(open) = self.groups.get_mut(g) {
+                    open.members.push(member);
+                }
             }
-            self.obs_groups[n as usize].extend_from_slice(&collected);
+            let i = (n - self.obs_base) as usize;
+            self.obs_groups[i].extend_from_slice(&collected);
         }
-        for i in first..self.obs.len() as u32 {
-            let cell = self.cell_of(&self.obs[i as usize]);
+        for i in first..self.end_index() {
+            let cell = self.cell_of(&self.obs[(i - self.obs_base) as usize]);
             self.cells.entry(cell).or_default().push(i);
         }
         self.window.push_back((t, first));
         Ok(())
     }
 
+    /// The index the next observation gets.
+    fn end_index(&self) -> u32 {
+        self.obs_base + self.obs.len() as u32
+    }
+
     fn cell_of(&self, m: &Member) -> (i64, i64) {
         (i64::from(m.cy).div_euclid(self.grid), i64::from(m.cx).div_euclid(self.grid))
     }
 
-    /// Removes the observations with index below `end` from the cells (they left the window).
-    fn forget_before(&mut self, end: u32) {
-        let start = self.window_start;
-        for i in start..end {
-            let cell = self.cell_of(&self.obs[i as usize]);
+    /// Closes the observations with index below `end` (they left the window): out of the cells,
+    /// into the outbox as memberships or singletons.
+    fn close_before(&mut self, end: u32) {
+        while self.obs_base < end {
+            let (Some(m), Some(gs)) = (self.obs.pop_front(), self.obs_groups.pop_front()) else { break };
+            let cell = self.cell_of(&m);
             if let Some(list) = self.cells.get_mut(&cell) {
                 let k = list.partition_point(|&j| j < end);
                 list.drain(..k);
@@ -382,8 +450,37 @@ impl Grouper {
                     self.cells.remove(&cell);
                 }
             }
+            if gs.is_empty() {
+                self.closed.singletons.push(m);
+            } else {
+                self.closed.memberships.push((m.id, gs.iter().map(|&g| i64::from(g) + 1).collect()));
+            }
+            self.obs_base += 1;
         }
-        self.window_start = end;
+    }
+
+    /// Closes the open groups whose newest member's time satisfies `done`, in creation order.
+    fn close_groups(&mut self, done: impl Fn(i64) -> bool) {
+        let mut ids: Vec<u32> =
+            self.groups.iter().filter(|(_, g)| g.members.last().is_none_or(|m| done(m.t))).map(|(&g, _)| g).collect();
+        ids.sort_unstable();
+        for g in ids {
+            if let Some(open) = self.groups.remove(&g) {
+                self.closed.groups.push(Group { id: i64::from(g) + 1, members: open.members });
+            }
+        }
+    }
+
+    /// Closes everything (no more images come).
+    pub fn close_all(&mut self) {
+        self.window.clear();
+        self.close_before(self.end_index());
+        self.close_groups(|_| true);
+    }
+
+    /// What was closed since the last call.
+    pub fn take_closed(&mut self) -> Closed {
+        std::mem::take(&mut self.closed)
     }
 
     /// Groups observations of one or more images (as [`Grouper::push_image`] each image): `obs`
@@ -412,7 +509,7 @@ impl Grouper {
             for gx in gx0..=gx1 {
                 let Some(list) = self.cells.get(&(gy, gx)) else { continue };
                 for &i in list {
-                    let m = &self.obs[i as usize];
+                    let m = &self.obs[(i - self.obs_base) as usize];
                     let dt = o.t - m.t;
                     if (1..=T_MATCH).contains(&dt) && self.d3.matches(i64::from(m.cx) - cx, i64::from(m.cy) - cy, dt) {
                         out.push(i);
@@ -423,22 +520,22 @@ impl Grouper {
         out.sort_unstable();
     }
 
-    /// All groups: the created ones in creation order, then a singleton for every observation in
-    /// no group, in id order.
-    pub fn finish(self) -> GroupSet {
-        let mut groups: Vec<Group> = self
-            .groups
-            .iter()
-            .map(|members| Group { id: 0, members: members.iter().map(|&i| self.obs[i as usize]).collect() })
-            .collect();
-        for (i, gs) in self.obs_groups.iter().enumerate() {
-            if gs.is_empty() {
-                groups.push(Group { id: 0, members: vec![self.obs[i]] });
-            }
-        }
-        for (i, g) in groups.iter_mut().enumerate() {
-            g.id = i as i64 + 1;
-        }
+    /// All groups not taken with [`Grouper::take_closed`]: the created ones in creation order,
+    /// then a singleton for every observation in no group, in id order, with ids following the
+    /// created groups'.
+    pub fn finish(mut self) -> GroupSet {
+        self.close_all();
+        let closed = self.take_closed();
+        let mut groups = closed.groups;
+        groups.sort_unstable_by_key(|g| g.id);
+        let created = i64::from(self.created);
+        groups.extend(
+            closed
+                .singletons
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| Group { id: created + i as i64 + 1, members: vec![m] }),
+        );
         GroupSet { groups }
     }
 }

@@ -21,9 +21,13 @@ use crate::progress::Progress;
 use crate::raw::{RawLayout, RawStore, IMAGES};
 use crate::tiles::{SkyTiles, FILE_SHA256};
 use crate::{
-    assign_ids, cook_image_parallel, create_groups, create_observations, read_observations, write_groups,
-    write_observations, CookParams, F1Accumulator, F2Summary, Grouper, ObsBox, Observation, D3, GROUPS, OBSERVATIONS,
+    assign_ids, cook_image_parallel, create_groups, create_observations, read_observations, write_observations,
+    CookParams, F1Accumulator, GroupWriter, Grouper, KeySorter, ObsBox, Observation, D3, GROUPS, OBSERVATIONS,
 };
+
+/// The folder inside the store where a run spills the sorted key runs and the singletons
+/// (removed at the end of the run).
+pub const SPILL_DIR: &str = "spill.tmp";
 
 /// One step of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -128,6 +132,15 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     if has(Step::Cook) {
         create_observations(&ctx, &observations)?;
     }
+    let spill = dir.join(SPILL_DIR);
+    // Declared before the sorters and the writer, so dropped after them (they remove their
+    // files, also on errors): then the folder is empty and goes too.
+    let _spill_guard = EmptyDirGuard(spill.clone());
+    let mut writer = None;
+    if has(Step::Group) {
+        create_groups(&ctx, dir)?;
+        writer = Some(GroupWriter::new(&ctx, dir, spill.join("groups")));
+    }
 
     let mut t_load = Duration::ZERO;
     let mut t_generate = Duration::ZERO;
@@ -135,8 +148,8 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     let mut t_group = Duration::ZERO;
     let mut t_prime = Duration::ZERO;
     let mut cycles = Vec::new();
-    let mut f1 = F1Accumulator::default();
-    let mut f1p = F1Accumulator::default();
+    let mut f1 = F1Accumulator::new(KeySorter::spilling(spill.join("F1")));
+    let mut f1p = F1Accumulator::new(KeySorter::spilling(spill.join("F1prime")));
     let mut grouper = Grouper::new(d3(config)?);
     let mut next_id = 1;
     let objects = config.objects();
@@ -185,6 +198,8 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
             write_observations(&ctx, &observations, &cooked)?;
             cook += start.elapsed();
             f1.add(&cooked);
+            f1.spill()?;
+            f1p.spill()?;
             progress.end();
             t_cook += cook;
             cycle.insert("cook".into(), json!(cook.as_secs_f64()));
@@ -192,6 +207,9 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
                 let start = Instant::now();
                 for (t, w) in ts.clone().zip(starts.windows(2)) {
                     grouper.push_image(i64::from(t), &cooked[w[0]..w[1]])?;
+                }
+                if let Some(w) = writer.as_mut() {
+                    w.write(grouper.take_closed())?;
                 }
                 let group = start.elapsed();
                 t_group += group;
@@ -207,6 +225,9 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
                 let lo = obs.partition_point(|o| o.t < t);
                 let hi = obs.partition_point(|o| o.t <= t);
                 grouper.push_image(t, &obs[lo..hi])?;
+            }
+            if let Some(w) = writer.as_mut() {
+                w.write(grouper.take_closed())?;
             }
             let group = start.elapsed();
             t_group += group;
@@ -229,17 +250,18 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     if has(Step::Cook) {
         seconds.insert("cook".into(), json!(t_cook.as_secs_f64()));
         seconds.insert("F1prime".into(), json!(t_prime.as_secs_f64()));
-        report.insert("F1".into(), serde_json::to_value(f1.finish())?);
-        report.insert("F1prime".into(), serde_json::to_value(f1p.finish())?);
+        let spilled = |e| anyhow::Error::from(e).context(format!("spill folder {}", spill.display()));
+        report.insert("F1".into(), serde_json::to_value(f1.finish().map_err(spilled)?)?);
+        report.insert("F1prime".into(), serde_json::to_value(f1p.finish().map_err(spilled)?)?);
     }
-    if has(Step::Group) {
+    if let Some(mut w) = writer {
         let start = Instant::now();
-        let groups = grouper.finish();
-        create_groups(&ctx, dir)?;
-        write_groups(&ctx, dir, &groups)?;
+        grouper.close_all();
+        w.write(grouper.take_closed())?;
+        let f2 = w.finish(grouper.groups_created() as u64)?;
         t_group += start.elapsed();
         seconds.insert("group".into(), json!(t_group.as_secs_f64()));
-        report.insert("F2".into(), serde_json::to_value(F2Summary::of(&groups))?);
+        report.insert("F2".into(), serde_json::to_value(f2)?);
     }
     let total: f64 = ["load", "cook", "group"].iter().filter_map(|k| seconds.get(*k).and_then(Value::as_f64)).sum();
     seconds.insert("total".into(), json!(total));
@@ -254,6 +276,15 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(report)
+}
+
+/// Removes its folder when dropped, if empty.
+struct EmptyDirGuard(PathBuf);
+
+impl Drop for EmptyDirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 /// D3 of `config`'s object parameters, as the grouper takes it.
@@ -422,7 +453,9 @@ mod tests {
         assert_eq!(ids, (1..=obs.len() as i64).collect::<Vec<_>>(), "ids 1, 2, ... in time order");
         assert!(obs.windows(2).all(|w| w[0].t <= w[1].t));
         let groups = crate::read_all_groups(&ctx, dir).expect("groups");
-        assert_eq!(serde_json::to_value(F2Summary::of(&groups)).expect("json"), r["F2"]);
+        assert_eq!(serde_json::to_value(crate::F2Summary::of(&groups)).expect("json"), r["F2"]);
+        // The spilled key runs and singletons are gone.
+        assert!(!dir.join(SPILL_DIR).exists(), "spill folder left");
         let mut in_groups = vec![Vec::new(); obs.len() + 1];
         for g in &groups.groups {
             for m in &g.members {

@@ -18,6 +18,8 @@
 //! - `memberships` (sparse): dimension `id` (observation); attribute `groups` (var-length int64,
 //!   ascending group ids).
 
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use tessera::{
@@ -25,7 +27,8 @@ use tessera::{
     DimRange, Dimension, Filter, FilterPipeline, Layout, Mode, ReadResult, Subarray,
 };
 
-use crate::group::{Group, GroupSet, Member};
+use crate::group::{Closed, Group, GroupSet, Member};
+use crate::keys::{F2Summary, KeySorter};
 use crate::observation::{cycle_of, Observation, IMAGES_PER_CYCLE};
 
 /// Largest world coordinate the arrays hold (W = 10^6 fits; 2^20 - 1 keeps tile counts small).
@@ -76,6 +79,14 @@ pub enum StoreError {
         array: PathBuf,
         /// What is wrong.
         detail: String,
+    },
+    /// A spill file (groups or keys kept on disk while grouping) failed.
+    #[error("spill folder {path}: {source}")]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
     },
 }
 
@@ -430,14 +441,31 @@ pub fn create_groups(ctx: &Context, dir: impl AsRef<Path>) -> Result<()> {
 /// Values outside the domains (nothing written then), storage failures.
 pub fn write_groups(ctx: &Context, dir: impl AsRef<Path>, set: &GroupSet) -> Result<()> {
     let dir = dir.as_ref();
-    let n = set.groups.len();
+    let mut meta = GroupsMeta::default();
+    write_group_batch(ctx, dir, &set.groups, &set.memberships(), &mut meta)?;
+    write_groups_meta(ctx, dir, &meta)
+}
+
+/// Writes some groups and memberships into the arrays of `dir` as one fragment each (nothing if
+/// there are none) and widens `meta` by them; [`write_groups_meta`] stores `meta` at the end.
+///
+/// # Errors
+/// Values outside the domains (nothing written then), storage failures.
+pub fn write_group_batch(
+    ctx: &Context,
+    dir: &Path,
+    groups: &[Group],
+    memberships: &[(i64, Vec<i64>)],
+    meta: &mut GroupsMeta,
+) -> Result<()> {
+    let n = groups.len();
     let (mut gy, mut gx, mut gid) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut sx, mut sy) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut tbox, mut pbox): (Vec<i32>, Vec<i32>) = (Vec::with_capacity(4 * n), Vec::with_capacity(4 * n));
     let mut members: Vec<i64> = Vec::new();
     let mut offs: Vec<u64> = Vec::with_capacity(n);
-    let mut meta = GroupsMeta::default();
-    for g in &set.groups {
+    let mut m2 = *meta;
+    for g in groups {
         if g.members.is_empty() {
             return Err(StoreError::OutOfDomain { what: "members of group", value: g.id, lo: 1, hi: i64::MAX });
         }
@@ -447,11 +475,11 @@ pub fn write_groups(ctx: &Context, dir: impl AsRef<Path>, set: &GroupSet) -> Res
         in_domain("group corner x", tb[0].into(), 0, WORLD_MAX.into())?;
         in_domain("group corner y", tb[1].into(), 0, WORLD_MAX.into())?;
         let (x, y) = (i64::from(tb[0]), i64::from(tb[1]));
-        meta.span_x = meta.span_x.max(i64::from(pb[2]) - x);
-        meta.span_y = meta.span_y.max(i64::from(pb[3]) - y);
-        meta.back_x = meta.back_x.max(x - i64::from(pb[0]));
-        meta.back_y = meta.back_y.max(y - i64::from(pb[1]));
-        meta.singletons += i64::from(g.members.len() == 1);
+        m2.span_x = m2.span_x.max(i64::from(pb[2]) - x);
+        m2.span_y = m2.span_y.max(i64::from(pb[3]) - y);
+        m2.back_x = m2.back_x.max(x - i64::from(pb[0]));
+        m2.back_y = m2.back_y.max(y - i64::from(pb[1]));
+        m2.singletons += i64::from(g.members.len() == 1);
         gy.push(tb[1]);
         gx.push(tb[0]);
         gid.push(g.id);
@@ -466,12 +494,11 @@ pub fn write_groups(ctx: &Context, dir: impl AsRef<Path>, set: &GroupSet) -> Res
             members.extend(m.bbox.map(i64::from));
         }
     }
-    meta.groups = n as i64;
-    let ms = set.memberships();
-    let mut mid: Vec<i64> = Vec::with_capacity(ms.len());
+    m2.groups += n as i64;
+    let mut mid: Vec<i64> = Vec::with_capacity(memberships.len());
     let mut mg: Vec<i64> = Vec::new();
-    let mut moffs: Vec<u64> = Vec::with_capacity(ms.len());
-    for (o, gs) in &ms {
+    let mut moffs: Vec<u64> = Vec::with_capacity(memberships.len());
+    for (o, gs) in memberships {
         in_domain("observation id", *o, 1, ID_MAX)?;
         mid.push(*o);
         moffs.push(8 * mg.len() as u64);
@@ -492,6 +519,8 @@ pub fn write_groups(ctx: &Context, dir: impl AsRef<Path>, set: &GroupSet) -> Res
                 AttrInput { name: "members", data: &members, offsets: Some(&offs), validity: None },
             ],
         )?;
+    }
+    if !mid.is_empty() {
         let (mid, mg) = (le(&mid), le(&mg));
         let a = Array::open(ctx, dir.join(MEMBERSHIPS), Mode::Write)?;
         a.write_sparse(
@@ -499,11 +528,206 @@ pub fn write_groups(ctx: &Context, dir: impl AsRef<Path>, set: &GroupSet) -> Res
             &[AttrInput { name: "groups", data: &mg, offsets: Some(&moffs), validity: None }],
         )?;
     }
+    *meta = m2;
+    Ok(())
+}
+
+/// Stores the groups' summary cell.
+///
+/// # Errors
+/// Storage failures.
+pub fn write_groups_meta(ctx: &Context, dir: &Path, meta: &GroupsMeta) -> Result<()> {
     let vals = [meta.span_x, meta.span_y, meta.back_x, meta.back_y, meta.groups, meta.singletons].map(|v| le(&[v]));
     let inputs: Vec<AttrInput<'_>> = META_FIELDS.iter().zip(&vals).map(|(f, v)| AttrInput::fixed(f, v)).collect();
     let a = Array::open(ctx, dir.join(GROUPS_META), Mode::Write)?;
     a.write(&Subarray::from_ranges(&[(0, 0)]), Layout::RowMajor, &inputs)?;
     Ok(())
+}
+
+/// Singletons read back per batch at the end.
+const SINGLETON_BATCH: usize = 1 << 16;
+/// Members (plus memberships) collected before they are written as one fragment: bounds the
+/// writer's memory (a few MB) and keeps the fragments few (tiny's whole grouping is one).
+const FLUSH_ITEMS: usize = 1 << 16;
+
+/// Stores a grouping as the [`Grouper`](crate::Grouper) closes it, in bounded memory: [`Closed`]
+/// batches are collected and written to the arrays (one fragment each) whenever they reach
+/// [`FLUSH_ITEMS`] members (created groups have their final ids), their group keys going to a
+/// [`KeySorter`]; singletons, whose ids are only known at the end, are spilled to a file in `tmp`
+/// and written by [`GroupWriter::finish`] in batches. Returns the F2 summary.
+pub struct GroupWriter<'a> {
+    ctx: &'a Context,
+    dir: PathBuf,
+    meta: GroupsMeta,
+    keys: KeySorter,
+    pending: Closed,
+    pending_items: usize,
+    flush_items: usize,
+    singles_path: PathBuf,
+    singles: Option<BufWriter<File>>,
+    singletons: u64,
+}
+
+impl<'a> GroupWriter<'a> {
+    /// A writer into the arrays of `dir` ([`create_groups`]) keeping its spill files in `tmp`
+    /// (its own folder, removed when empty at the end).
+    pub fn new(ctx: &'a Context, dir: impl AsRef<Path>, tmp: impl AsRef<Path>) -> Self {
+        let tmp = tmp.as_ref();
+        Self {
+            ctx,
+            dir: dir.as_ref().to_path_buf(),
+            meta: GroupsMeta::default(),
+            keys: KeySorter::spilling(tmp.join("group-keys")),
+            pending: Closed::default(),
+            pending_items: 0,
+            flush_items: FLUSH_ITEMS,
+            singles_path: tmp.join("singletons"),
+            singles: None,
+            singletons: 0,
+        }
+    }
+
+    /// Writes a fragment every `n` members instead of [`FLUSH_ITEMS`] (tests).
+    #[cfg(test)]
+    pub(crate) fn with_flush_items(mut self, n: usize) -> Self {
+        self.flush_items = n;
+        self
+    }
+
+    /// Takes the groups and memberships of `closed` (stored once enough are collected), spills
+    /// its singletons.
+    ///
+    /// # Errors
+    /// Values outside the domains, storage and file system failures.
+    pub fn write(&mut self, closed: Closed) -> Result<()> {
+        let Closed { groups, memberships, singletons } = closed;
+        self.stage(groups, memberships)?;
+        if !singletons.is_empty() {
+            if self.singles.is_none() {
+                if let Some(parent) = self.singles_path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| self.io(e))?;
+                }
+                let f = File::create(&self.singles_path).map_err(|e| self.io(e))?;
+                self.singles = Some(BufWriter::new(f));
+            }
+            let mut bytes = Vec::with_capacity(singletons.len() * 8 * MEMBER_VALUES);
+            for m in &singletons {
+                for v in member_values(m) {
+                    bytes.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            if let Some(w) = self.singles.as_mut() {
+                let written = w.write_all(&bytes);
+                written.map_err(|e| StoreError::Io { path: self.singles_path.clone(), source: e })?;
+            }
+            self.singletons += singletons.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Collects groups and memberships; writes them once there are enough.
+    fn stage(&mut self, groups: Vec<Group>, memberships: Vec<(i64, Vec<i64>)>) -> Result<()> {
+        self.pending_items += groups.iter().map(|g| g.members.len()).sum::<usize>() + memberships.len();
+        self.pending.groups.extend(groups);
+        self.pending.memberships.extend(memberships);
+        if self.pending_items >= self.flush_items {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the collected groups and memberships as one fragment each.
+    fn flush(&mut self) -> Result<()> {
+        let Closed { groups, memberships, .. } = std::mem::take(&mut self.pending);
+        self.pending_items = 0;
+        write_group_batch(self.ctx, &self.dir, &groups, &memberships, &mut self.meta)?;
+        for g in &groups {
+            self.keys.push(g.key().as_bytes());
+        }
+        self.keys.spill().map_err(|e| self.io(e))
+    }
+
+    fn io(&self, source: std::io::Error) -> StoreError {
+        StoreError::Io { path: self.singles_path.parent().unwrap_or(&self.singles_path).to_path_buf(), source }
+    }
+
+    /// Writes what is collected, the spilled singletons (ids `created + 1, ...` in observation
+    /// id order) and the summary cell; the F2 summary of everything written.
+    ///
+    /// # Errors
+    /// Storage and file system failures, a spill file that does not read back.
+    pub fn finish(mut self, created: u64) -> Result<F2Summary> {
+        if let Some(w) = self.singles.take() {
+            w.into_inner().map_err(|e| self.io(e.into_error()))?;
+            let f = File::open(&self.singles_path).map_err(|e| self.io(e))?;
+            let mut r = BufReader::new(f);
+            let mut next = i64::try_from(created).map_err(|_| corrupt(&self.singles_path, "group count".into()))?;
+            let mut left = self.singletons;
+            let mut record = [0u8; 8 * MEMBER_VALUES];
+            while left > 0 {
+                let take = left.min(SINGLETON_BATCH as u64) as usize;
+                let mut groups = Vec::with_capacity(take);
+                let mut memberships = Vec::with_capacity(take);
+                for _ in 0..take {
+                    r.read_exact(&mut record).map_err(|e| self.io(e))?;
+                    let v: Vec<i64> = record.chunks_exact(8).map(i64::get_le).collect();
+                    let m = member_of(&self.singles_path, &v)?;
+                    next += 1;
+                    memberships.push((m.id, vec![next]));
+                    groups.push(Group { id: next, members: vec![m] });
+                }
+                self.stage(groups, memberships)?;
+                left -= take as u64;
+            }
+        }
+        self.flush()?;
+        write_groups_meta(self.ctx, &self.dir, &self.meta)?;
+        let _ = std::fs::remove_file(&self.singles_path);
+        let groups = u64::try_from(self.meta.groups).unwrap_or(0);
+        let singletons = u64::try_from(self.meta.singletons).unwrap_or(0);
+        let keys = std::mem::replace(&mut self.keys, KeySorter::in_memory());
+        let groups_sha256 = keys.finish().map_err(|e| self.io(e))?;
+        Ok(F2Summary { groups, multi_member_groups: groups - singletons, singletons, groups_sha256 })
+    }
+}
+
+impl Drop for GroupWriter<'_> {
+    fn drop(&mut self) {
+        self.singles = None;
+        drop(std::mem::replace(&mut self.keys, KeySorter::in_memory()));
+        let _ = std::fs::remove_file(&self.singles_path);
+        if let Some(parent) = self.singles_path.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
+/// The [`MEMBER_VALUES`] stored values of a member.
+fn member_values(m: &Member) -> [i64; MEMBER_VALUES] {
+    [
+        m.t,
+        m.id,
+        m.cx.into(),
+        m.cy.into(),
+        m.pixel_sum,
+        m.bbox[0].into(),
+        m.bbox[1].into(),
+        m.bbox[2].into(),
+        m.bbox[3].into(),
+    ]
+}
+
+/// The member of [`MEMBER_VALUES`] stored values.
+fn member_of(uri: &Path, m: &[i64]) -> Result<Member> {
+    let i32_of = |v: i64| i32::try_from(v).map_err(|_| corrupt(uri, format!("member {}: value {v}", m[1])));
+    Ok(Member {
+        t: m[0],
+        id: m[1],
+        cx: i32_of(m[2])?,
+        cy: i32_of(m[3])?,
+        pixel_sum: m[4],
+        bbox: [i32_of(m[5])?, i32_of(m[6])?, i32_of(m[7])?, i32_of(m[8])?],
+    })
 }
 
 /// The groups' summary cell.
@@ -572,15 +796,7 @@ fn decode_groups(uri: &Path, r: &ReadResult) -> Result<Vec<Group>> {
         }
         let mut members = Vec::with_capacity((b - a) / MEMBER_VALUES);
         for m in vals[a..b].chunks_exact(MEMBER_VALUES) {
-            let i32_of = |v: i64| i32::try_from(v).map_err(|_| corrupt(uri, format!("group {}: value {v}", gid[i])));
-            members.push(Member {
-                t: m[0],
-                id: m[1],
-                cx: i32_of(m[2])?,
-                cy: i32_of(m[3])?,
-                pixel_sum: m[4],
-                bbox: [i32_of(m[5])?, i32_of(m[6])?, i32_of(m[7])?, i32_of(m[8])?],
-            });
+            members.push(member_of(uri, m)?);
         }
         out.push(Group { id: gid[i], members });
     }

@@ -96,4 +96,56 @@ proptest! {
             prop_assert!(g.members.windows(2).all(|w| (w[0].t, w[0].id) < (w[1].t, w[1].id)));
         }
     }
+
+    /// The grouper holds only the window: after each image, the observations of the last 21
+    /// images (the new one and the 20 it matched against) and the groups with a member there;
+    /// everything else went to the outbox, and outbox plus what is left give the whole grouping.
+    #[test]
+    fn the_grouper_holds_only_the_window(
+        per_image in prop::collection::vec(prop::collection::vec((0i32..40, 0i32..40), 0..6), 30..120),
+    ) {
+        let d3 = D3::new(1, 2).unwrap();
+        let mut all = Vec::new();
+        for (t, pts) in per_image.iter().enumerate() {
+            for &(x, y) in pts {
+                all.push(obs(all.len() as i64 + 1, t as i64, 1000 + x, 2000 + y));
+            }
+        }
+        let whole = group_all(&all, d3).unwrap();
+        let mut g = Grouper::new(d3);
+        let mut taken = Closed::default();
+        let mut lo = 0;
+        for (t, pts) in per_image.iter().enumerate() {
+            let t = t as i64;
+            let hi = lo + pts.len();
+            g.push_image(t, &all[lo..hi]).unwrap();
+            lo = hi;
+            let in_window = |m: &Member| t - m.t <= T_MATCH;
+            let window = all[..hi].iter().filter(|o| in_window(&Member::of(o))).count();
+            prop_assert_eq!(g.window_observations(), window);
+            // Groups (of the whole grouping, created by now) with a member in the window.
+            let open = whole.groups[..g.groups_created()]
+                .iter()
+                .filter(|gr| gr.members.iter().any(|m| m.id <= hi as i64 && in_window(m)))
+                .count();
+            prop_assert_eq!(g.open_groups(), open);
+            let closed = g.take_closed();
+            taken.groups.extend(closed.groups);
+            taken.singletons.extend(closed.singletons);
+        }
+        // The rest, as finish gives it.
+        let rest = g.finish();
+        let created = whole.groups.iter().filter(|gr| gr.members.len() > 1).count() as i64;
+        taken.groups.extend(rest.groups.iter().filter(|gr| gr.id <= created).cloned());
+        taken.groups.sort_by_key(|gr| gr.id);
+        taken.singletons.extend(rest.groups.iter().filter(|gr| gr.id > created).map(|gr| gr.members[0]));
+        let singles: Vec<Group> = taken
+            .singletons
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| Group { id: created + 1 + i as i64, members: vec![m] })
+            .collect();
+        taken.groups.extend(singles);
+        prop_assert_eq!(taken.groups, whole.groups);
+    }
 }

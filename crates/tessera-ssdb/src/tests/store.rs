@@ -72,6 +72,9 @@ proptest! {
     fn stored_observations_and_groups_answer_boxes_like_a_scan(
         all in observations(),
         boxes in prop::collection::vec((0i64..4, 499_975i64..500_025, 0i64..40, 498_975i64..499_025, 0i64..40), 1..6),
+        streamed in any::<bool>(),
+        take_every in 1i64..30,
+        flush_items in prop_oneof![Just(usize::MAX), 1usize..40],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx();
@@ -84,7 +87,31 @@ proptest! {
         }
         let set = group_all(&all, D3::new(1, 2).unwrap()).unwrap();
         create_groups(&ctx, dir.path()).unwrap();
-        write_groups(&ctx, dir.path(), &set).unwrap();
+        if streamed {
+            // As a run stores them: what the grouper closes, taken every few images, then the
+            // rest and the singletons at the end; the same arrays as the whole grouping stored
+            // at once.
+            let d3 = D3::new(1, 2).unwrap();
+            let (mut grouper, spill) = (Grouper::new(d3), dir.path().join("spill"));
+            let mut writer = GroupWriter::new(&ctx, dir.path(), &spill).with_flush_items(flush_items);
+            let mut i = 0;
+            while i < all.len() {
+                let t = all[i].t;
+                let j = i + all[i..].iter().take_while(|o| o.t == t).count();
+                grouper.push_image(t, &all[i..j]).unwrap();
+                if t % take_every == 0 {
+                    writer.write(grouper.take_closed()).unwrap();
+                }
+                i = j;
+            }
+            grouper.close_all();
+            writer.write(grouper.take_closed()).unwrap();
+            let f2 = writer.finish(grouper.groups_created() as u64).unwrap();
+            prop_assert_eq!(f2, F2Summary::of(&set));
+            prop_assert!(!spill.exists(), "spill files left");
+        } else {
+            write_groups(&ctx, dir.path(), &set).unwrap();
+        }
         prop_assert_eq!(read_all_groups(&ctx, dir.path()).unwrap(), set.clone());
         // The data makes groups of several members (not only singletons).
         prop_assert!(all.len() < 40 || F2Summary::of(&set).multi_member_groups > 0);
