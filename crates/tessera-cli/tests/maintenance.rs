@@ -30,20 +30,27 @@ fn read_values(dir: &std::path::Path, uri: &str) -> Vec<i32> {
     npyz::NpyFile::new(std::fs::File::open(&out).unwrap()).unwrap().into_vec().unwrap()
 }
 
+/// Creates the dense array `dir/a` with dimensions `dims` (JSON) and one int32 attribute `a`;
+/// returns its path.
+fn create_dense(dir: &std::path::Path, dims: &str) -> String {
+    let uri = dir.join("a").to_str().unwrap().to_owned();
+    let schema = dir.join("s.json");
+    let json = format!(
+        r#"{{"array_type":"dense","dims":{dims},"attrs":[{{"name":"a","type":"int32"}}],
+            "cell_order":"row-major","tile_order":"row-major"}}"#
+    );
+    std::fs::write(&schema, json).unwrap();
+    ok(&["create", &uri, "--schema", schema.to_str().unwrap()]);
+    uri
+}
+
 #[test]
 fn fragments_consolidate_vacuum_delete() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("a");
-    let uri = uri.to_str().unwrap();
-    let schema = dir.path().join("s.json");
-    std::fs::write(
-        &schema,
-        r#"{"array_type":"dense","dims":[{"name":"r","type":"int64","domain":[1,4],"tile":2},
-            {"name":"c","type":"int64","domain":[1,6],"tile":3}],
-            "attrs":[{"name":"a","type":"int32"}],"cell_order":"row-major","tile_order":"row-major"}"#,
-    )
-    .unwrap();
-    ok(&["create", uri, "--schema", schema.to_str().unwrap()]);
+    let uri = &create_dense(
+        dir.path(),
+        r#"[{"name":"r","type":"int64","domain":[1,4],"tile":2},{"name":"c","type":"int64","domain":[1,6],"tile":3}]"#,
+    );
     let (full, part) = (dir.path().join("full.npy"), dir.path().join("part.npy"));
     write_npy(&full, 4, 6, 1);
     write_npy(&part, 2, 2, 2);
@@ -71,16 +78,7 @@ fn fragments_consolidate_vacuum_delete() {
 #[test]
 fn meta_sets_lists_and_deletes_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("a");
-    let uri = uri.to_str().unwrap();
-    let schema = dir.path().join("s.json");
-    std::fs::write(
-        &schema,
-        r#"{"array_type":"dense","dims":[{"name":"r","type":"int64","domain":[1,4],"tile":2}],
-            "attrs":[{"name":"a","type":"int32"}],"cell_order":"row-major","tile_order":"row-major"}"#,
-    )
-    .unwrap();
-    ok(&["create", uri, "--schema", schema.to_str().unwrap()]);
+    let uri = &create_dense(dir.path(), r#"[{"name":"r","type":"int64","domain":[1,4],"tile":2}]"#);
     ok(&["meta", uri, "--set", "units=K", "--set", "scale=0.5", "--set", "n=-3"]);
     ok(&["meta", uri, "--set", "axis=1,2,3", "--type", "int16"]);
     let json: serde_json::Value = serde_json::from_str(&ok(&["meta", uri, "--json"])).unwrap();
