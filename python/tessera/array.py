@@ -286,6 +286,26 @@ def _uri(uri: PathLike) -> str:
     return _check.text(path, "uri")
 
 
+def _range_pairs(r: Any, dim: Dim) -> List[Any]:
+    """The (lo, hi) pairs of one dimension's entry of ``ranges``: one pair or a non-empty list of
+    pairs; ``DomainError`` naming the dimension otherwise."""
+    if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
+        raise located(
+            DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs"),
+            dimension=dim.name,
+        )
+    pairs = [r] if _is_pair(r) else list(r)
+    if not pairs:
+        raise located(
+            DomainError(f"dimension {dim.name} has no range (give None for the whole domain)"),
+            dimension=dim.name,
+        )
+    for p in pairs:
+        if not _is_pair(p):
+            raise located(DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair"), dimension=dim.name)
+    return pairs
+
+
 class Array:
     """An open array (use ``ts.open``). A context manager: leaving the ``with`` block closes it,
     and a closed array raises ``QueryError``."""
@@ -526,24 +546,7 @@ class Array:
             if r is None:
                 out.append([dim.domain])
                 continue
-            if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
-                raise located(
-                    DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs"),
-                    dimension=dim.name,
-                )
-            pairs = [r] if _is_pair(r) else list(r)
-            if not pairs:
-                raise located(
-                    DomainError(f"dimension {dim.name} has no range (give None for the whole domain)"),
-                    dimension=dim.name,
-                )
-            for p in pairs:
-                if not _is_pair(p):
-                    raise located(
-                        DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair"),
-                        dimension=dim.name,
-                    )
-            out.append([(_bound(dim, lo), _bound(dim, hi)) for lo, hi in pairs])
+            out.append([(_bound(dim, lo), _bound(dim, hi)) for lo, hi in _range_pairs(r, dim)])
         return out
 
     def _sparse_ranges(self, ranges: Optional[RangesLike]) -> SparseRanges:
@@ -558,27 +561,7 @@ class Array:
             if r is None:
                 out.append([])  # the engine's "whole domain"
                 continue
-            if not _is_pair(r) and not isinstance(r, (list, tuple, np.ndarray)):
-                raise located(
-                    DomainError(f"dimension {dim.name}: {r!r} is not a (lo, hi) pair or a list of pairs"),
-                    dimension=dim.name,
-                )
-            pairs = [r] if _is_pair(r) else list(r)
-            if not pairs:
-                raise located(
-                    DomainError(f"dimension {dim.name} has no range (give None for the whole domain)"),
-                    dimension=dim.name,
-                )
-            norm = []
-            for p in pairs:
-                if not _is_pair(p):
-                    raise located(
-                        DomainError(f"dimension {dim.name}: {p!r} is not a (lo, hi) pair"),
-                        dimension=dim.name,
-                    )
-                lo, hi = (_bound(dim, x) for x in p)
-                norm.append((lo, hi))
-            out.append(norm)
+            out.append([(_bound(dim, lo), _bound(dim, hi)) for lo, hi in _range_pairs(r, dim)])
         return out
 
     def _sparse_selection(self, key: Any) -> SparseRanges:
