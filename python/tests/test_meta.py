@@ -4,6 +4,8 @@ update writes nothing, and the mode is checked."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -98,3 +100,65 @@ def test_time_travel_consolidation_and_vacuum(tmp_path_factory: pytest.TempPathF
     check()
     ts.vacuum(uri)
     check()
+
+
+_WRITER = """
+import sys, tessera as ts
+uri, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    with ts.open(uri, "w") as A:
+        A.meta[f"{who}-{i}"] = i
+        if i % 5 == 4:
+            del A.meta[f"{who}-{i - 1}"]
+"""
+
+_MAINTAINER = """
+import sys, tessera as ts
+uri, n = sys.argv[1], int(sys.argv[2])
+for _ in range(n):
+    ts.consolidate_metadata(uri)
+    ts.vacuum(uri)
+"""
+
+
+def test_processes_writing_consolidating_and_vacuuming_lose_nothing(uri: str) -> None:
+    """Two writer processes and one that consolidates metadata and vacuums in a loop, at once:
+    every put and delete of the writers is visible at the end, and stays so after a last
+    consolidation and vacuum."""
+    import subprocess
+    import sys
+
+    make_2d(uri)
+    n = 25
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, uri, who, str(n)]) for who in ("a", "b")]
+    procs.append(subprocess.Popen([sys.executable, "-c", _MAINTAINER, uri, "15"]))
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    expected = {f"{who}-{i}": i for who in ("a", "b") for i in range(n) if i % 5 != 3}
+    assert _meta_at_now(uri) == expected
+    ts.consolidate_metadata(uri)
+    ts.vacuum(uri)
+    assert _meta_at_now(uri) == expected
+    assert len(os.listdir(os.path.join(uri, "__meta"))) == 1
+
+
+def _meta_at_now(uri: str) -> dict:
+    with ts.open(uri) as A:
+        return dict(A.meta)
+
+
+def test_hostile_metadata_files_are_refused_not_trusted(uri: str) -> None:
+    """A truncated or garbage metadata file is corruption naming the file (lengths inside a
+    file are checked against its bytes: crates/tessera/src/meta.rs tests)."""
+    make_2d(uri)
+    with ts.open(uri, "w") as A:
+        A.meta["k"] = "v"
+    (name,) = os.listdir(os.path.join(uri, "__meta"))
+    path = os.path.join(uri, "__meta", name)
+    with open(path, "rb") as f:
+        good = f.read()
+    for bad in (good[:-1], good[:10], b"\xff" * 64):
+        with open(path, "wb") as f:
+            f.write(bad)
+        with pytest.raises(ts.CorruptionError) as e, ts.open(uri) as A:
+            dict(A.meta)
+        assert e.value.file == path, vars(e.value)

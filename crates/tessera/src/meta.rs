@@ -419,6 +419,25 @@ mod tests {
     }
 
     #[test]
+    fn lengths_beyond_the_bytes_are_corruption_not_allocations() {
+        // A sealed (checksummed) payload whose counts and lengths claim far more than it holds.
+        let mut huge_count = Vec::new();
+        huge_count.extend_from_slice(&0u32.to_le_bytes());
+        huge_count.extend_from_slice(&u64::MAX.to_le_bytes());
+        let mut huge_value = huge_count[..4].to_vec();
+        huge_value.extend_from_slice(&1u64.to_le_bytes());
+        put_str(&mut huge_value, "k");
+        huge_value.extend_from_slice(&7u64.to_le_bytes());
+        put_str(&mut huge_value, "o");
+        huge_value.extend_from_slice(&[1, 3]);
+        huge_value.extend_from_slice(&(u64::MAX - 3).to_le_bytes());
+        for payload in [huge_count, huge_value, vec![0xff; 4]] {
+            let e = decode(&seal(payload, META_MAGIC), Path::new("m")).unwrap_err();
+            assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        }
+    }
+
+    #[test]
     fn names_parse_only_when_well_formed() {
         let n = file_name(3, 9);
         assert_eq!(parse_name(&n), Some((3, 9)));
