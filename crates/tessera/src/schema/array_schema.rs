@@ -192,6 +192,10 @@ impl ArraySchema {
                 if self.cell_order == CellOrder::Hilbert {
                     return Err(SchemaError::Invalid("Hilbert cell order is for sparse arrays".into()));
                 }
+                if self.allows_duplicates {
+                    // A dense cell holds one value: a newer write replaces it.
+                    return Err(SchemaError::Invalid("duplicates are for sparse arrays".into()));
+                }
                 let mut cells: u64 = 1;
                 for d in &self.dims {
                     cells = cells.checked_mul(d.tile_extent()).filter(|&c| c <= MAX_TILE_CELLS).ok_or_else(|| {
@@ -317,6 +321,10 @@ mod tests {
                     .dim(Dimension::new("r", Datatype::Float64, (0, 200), 2))
                     .attr(a()),
                 "dense arrays need integer dimensions",
+            ),
+            (
+                ArraySchema::builder(ArrayType::Dense).dim(dim("r", 1, 10, 2)).attr(a()).allows_duplicates(true),
+                "duplicates are for sparse arrays",
             ),
         ];
         for (b, msg) in cases {
