@@ -185,3 +185,50 @@ impl Storage for Hooked {
         self.inner.lock(path, kind, wait)
     }
 }
+
+/// Where cells of a dense array go: each dimension's (domain start, tile extent) and the orders.
+pub struct GridOrder {
+    pub dims: Vec<(i128, u64)>,
+    pub cell_order: CellOrder,
+    pub tile_order: CellOrder,
+}
+
+impl GridOrder {
+    /// The cells of rectangle `w` in the array's global order (tiles in tile order, cells of a
+    /// tile in cell order).
+    pub fn global_order(&self, w: &[(i128, i128)]) -> Vec<Coord> {
+        let tile_lists: Vec<Vec<i128>> = w
+            .iter()
+            .zip(&self.dims)
+            .map(|(&(a, b), &(lo, t))| ((a - lo) / i128::from(t)..=(b - lo) / i128::from(t)).collect())
+            .collect();
+        let mut out = Vec::new();
+        for tc in enumerate_box(&tile_lists, self.tile_order) {
+            let lists: Vec<Vec<i128>> = tc
+                .iter()
+                .zip(w)
+                .zip(&self.dims)
+                .map(|((&t, &(a, b)), &(lo, ext))| {
+                    let t0 = lo + t * i128::from(ext);
+                    (a.max(t0)..=b.min(t0 + i128::from(ext) - 1)).collect()
+                })
+                .collect();
+            out.extend(enumerate_box(&lists, self.cell_order));
+        }
+        out
+    }
+
+    /// The cells of a multi-range subarray in the order `layout` returns them (global order
+    /// takes one range per dimension).
+    pub fn cells_in_layout(&self, ranges: &[Vec<(i128, i128)>], layout: Layout) -> Vec<Coord> {
+        match layout {
+            Layout::Global => self.global_order(&ranges.iter().map(|r| r[0]).collect::<Vec<_>>()),
+            _ => {
+                let lists: Vec<Vec<i128>> =
+                    ranges.iter().map(|rs| rs.iter().flat_map(|&(a, b)| a..=b).collect()).collect();
+                let order = if layout == Layout::RowMajor { CellOrder::RowMajor } else { CellOrder::ColMajor };
+                enumerate_box(&lists, order)
+            }
+        }
+    }
+}

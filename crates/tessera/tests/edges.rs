@@ -107,38 +107,9 @@ fn schema_of(c: &EdgeCase) -> Option<ArraySchema> {
 }
 
 /// The cells of rectangle `w` in the array's global order (tiles in tile order, cells of a tile
-/// in cell order), computed in `i128` so that nothing overflows.
-fn global_order(c: &EdgeCase, w: &[(i128, i128)]) -> Vec<Coord> {
-    let tile_lists: Vec<Vec<i128>> = w
-        .iter()
-        .zip(&c.dims)
-        .map(|(&(a, b), &(lo, _, t))| ((a - lo) / i128::from(t)..=(b - lo) / i128::from(t)).collect())
-        .collect();
-    let mut out = Vec::new();
-    for tc in enumerate_box(&tile_lists, c.tile_order) {
-        let lists: Vec<Vec<i128>> = tc
-            .iter()
-            .zip(w)
-            .zip(&c.dims)
-            .map(|((&t, &(a, b)), &(lo, _, ext))| {
-                let t0 = lo + t * i128::from(ext);
-                (a.max(t0)..=b.min(t0 + i128::from(ext) - 1)).collect()
-            })
-            .collect();
-        out.extend(enumerate_box(&lists, c.cell_order));
-    }
-    out
-}
-
 fn cells_in_layout(c: &EdgeCase, ranges: &[Vec<(i128, i128)>], layout: Layout) -> Vec<Coord> {
-    match layout {
-        Layout::Global => global_order(c, &ranges.iter().map(|r| r[0]).collect::<Vec<_>>()),
-        _ => {
-            let lists: Vec<Vec<i128>> = ranges.iter().map(|rs| rs.iter().flat_map(|&(a, b)| a..=b).collect()).collect();
-            let order = if layout == Layout::RowMajor { CellOrder::RowMajor } else { CellOrder::ColMajor };
-            enumerate_box(&lists, order)
-        }
-    }
+    let dims = c.dims.iter().map(|&(lo, _, t)| (lo, t)).collect();
+    GridOrder { dims, cell_order: c.cell_order, tile_order: c.tile_order }.cells_in_layout(ranges, layout)
 }
 
 fn value_for(seed: u64, k: usize) -> i32 {
