@@ -23,6 +23,7 @@ import operator
 import os
 import re
 import shutil
+import time
 import urllib.parse
 from dataclasses import dataclass
 from types import TracebackType
@@ -141,11 +142,22 @@ def open(  # the API is ts.open, like tiledb.open and h5py.File
         end = _check.timestamp_ms(timestamp[1], "timestamp range end")
         if start is not None and end is not None and start > end:
             raise ArgumentError(f"timestamp range starts after it ends: {timestamp!r}")
+        opened_at = _now_ms()
         core = _core.Array.open(_uri(uri), mode, end, as_items(config), start)
-        return Array(core, end, start)
+        return Array(core, end, start, as_items(config), opened_at)
     ts = _timestamp_ms(timestamp)
+    opened_at = _now_ms()
     core = _core.Array.open(_uri(uri), mode, ts, as_items(config))
-    return Array(core, ts)
+    return Array(core, ts, None, as_items(config), opened_at)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _reopen(uri: str, mode: str, timestamp: Any, config: Optional[Dict[str, str]]) -> "Array":
+    """Unpickles an ``Array``: opens it again by URI and timestamp."""
+    return open(uri, mode, timestamp=timestamp, config=config)
 
 
 def fragments(
@@ -310,15 +322,50 @@ class Array:
     """An open array (use ``ts.open``). A context manager: leaving the ``with`` block closes it,
     and a closed array raises ``QueryError``."""
 
-    def __init__(self, core: _core.Array, timestamp: Optional[int] = None, start: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        core: _core.Array,
+        timestamp: Optional[int] = None,
+        start: Optional[int] = None,
+        config: Optional[Dict[str, str]] = None,
+        opened_at: Optional[int] = None,
+    ) -> None:
         self._core: Optional[_core.Array] = core
         self._uri = core.uri
         self._mode = core.mode
         self._context_id = core.context_id
         self._timestamp = timestamp
         self._start = start
+        self._config = config
+        self._opened_at = opened_at
         self._schema = ArraySchema.from_json(core.schema_json())
         self._meta: Optional[Metadata] = None
+
+    # -- pickling --------------------------------------------------------------------------
+    def snapshot_timestamp(self) -> int:
+        """The timestamp that shows this read handle's fragments: the one it was opened at, or
+        for an array opened at the latest state, the later of its opening time and the newest
+        fragment it sees (a process may stamp fragments ahead of the clock). Reopening at it
+        shows the same fragments unless a write that started before then commits after, or a
+        consolidation of them is vacuumed (its fragment then shows the same cells)."""
+        if self._mode != "r":
+            raise QueryError(f"array {self._uri} is open for write; only a read has a snapshot timestamp")
+        if self._timestamp is not None:
+            return self._timestamp
+        newest = max((f.t1 for f in self.fragments()), default=0)
+        self._timestamp = max(newest, self._opened_at or 0)
+        return self._timestamp
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        """Pickles as (URI, mode, timestamp, configuration): a read reopens at
+        ``snapshot_timestamp()`` (with the same start), so every copy (a Dask task in another
+        process) reads the same snapshot; a write reopens with the same write timestamp."""
+        if self._mode == "r":
+            end = self.snapshot_timestamp()
+            ts: Any = end if self._start is None else (self._start, end)
+        else:
+            ts = self._timestamp
+        return (_reopen, (self._uri, self._mode, ts, self._config))
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
