@@ -61,6 +61,7 @@ from .errors import (
     TesseraError,
 )
 from .filters import ByteShuffle, Delta, Filter, Gzip, Lz4, Rle, Zstd
+from .group import Group, object_kind
 from .meta import Metadata, consolidate_metadata
 from .result import Result
 from .schema import SCHEMA_VERSION, ArraySchema, Attr, Dim, default_coord_filters
@@ -85,6 +86,7 @@ __all__ = [
     "DomainError",
     "Filter",
     "FragmentInfo",
+    "Group",
     "Gzip",
     "Lz4",
     "Metadata",
@@ -105,6 +107,7 @@ __all__ = [
     "drop_caches",
     "fragments",
     "from_numpy",
+    "object_kind",
     "open",
     "stats",
     "vacuum",

@@ -75,9 +75,10 @@ def _decode(dtype: Optional[str], data: bytes) -> MetaValue:
 
 
 class Metadata(MutableMapping[str, Any]):
-    """The metadata of an open array (``A.meta``); see the module documentation."""
+    """The metadata of an open array or group (``A.meta``, ``G.meta``); see the module
+    documentation."""
 
-    def __init__(self, core: _core.Array, mode: str) -> None:
+    def __init__(self, core: Union[_core.Array, _core.Group], mode: str) -> None:
         self._core = core
         self._mode = mode
         self._cache: Optional[Dict[str, MetaValue]] = None

@@ -14,11 +14,12 @@ use std::sync::{Mutex, PoisonError};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use tessera::{ArraySchema, AttrInput, CoordInput, Datatype, DimRange, Layout, MetaValue, Mode, ReadResult, Subarray};
+use pyo3::types::{PyDict, PyList, PyTuple};
+use tessera::{ArraySchema, AttrInput, CoordInput, DimRange, Layout, MetaValue, Mode, ReadResult, Subarray};
 
 use crate::config::context;
 use crate::errors::{IntoPyResult, QueryError};
+use crate::meta::{meta_items, parse_changes, MetaChange, MetaItem};
 
 /// Ranges per dimension, inclusive, in domain coordinates.
 type Ranges = Vec<Vec<(i128, i128)>>;
@@ -126,13 +127,6 @@ pub(crate) fn fragment_dict<'py>(
 }
 
 /// An open array.
-/// A metadata entry as the binding returns it: key, datatype name (None: raw bytes), bytes.
-type MetaItem<'py> = (String, Option<&'static str>, Bound<'py, PyBytes>);
-
-/// A metadata change as the binding takes it: key and (datatype name or None, bytes), or None
-/// for a delete.
-type MetaChange = (String, Option<(Option<String>, Vec<u8>)>);
-
 #[pyclass(frozen, module = "tessera._core", name = "Array")]
 struct PyArrayHandle {
     /// The engine array; `None` once closed.
@@ -301,29 +295,14 @@ impl PyArrayHandle {
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Vec<MetaItem<'py>>> {
         let array = self.array()?;
         let m = py.detach(|| array.metadata()).py()?;
-        Ok(m.into_iter().map(|(k, v)| (k, v.datatype.map(Datatype::name), PyBytes::new(py, &v.data))).collect())
+        Ok(meta_items(py, m))
     }
 
     /// Writes metadata puts (key, (datatype name or None for raw bytes, bytes)) and deletes
     /// (key, None) as one atomic file.
     fn write_metadata(&self, py: Python<'_>, changes: Vec<MetaChange>) -> PyResult<()> {
         let array = self.array()?;
-        let mut parsed = Vec::with_capacity(changes.len());
-        for (key, value) in changes {
-            let value = match value {
-                None => None,
-                Some((dtype, data)) => {
-                    let datatype = match dtype {
-                        None => None,
-                        Some(d) => Some(Datatype::parse(&d).ok_or_else(|| {
-                            PyValueError::new_err(format!("metadata {key:?}: unknown datatype {d:?}"))
-                        })?),
-                    };
-                    Some(MetaValue { datatype, data })
-                }
-            };
-            parsed.push((key, value));
-        }
+        let parsed = parse_changes(changes)?;
         let borrowed: Vec<(&str, Option<MetaValue>)> = parsed.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         py.detach(|| array.write_metadata(&borrowed)).py()
     }

@@ -17,6 +17,8 @@ mod array;
 mod config;
 mod consolidation;
 mod errors;
+mod group;
+mod meta;
 mod schema;
 mod stats;
 
@@ -31,6 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     schema::register(m)?;
     array::register(m)?;
     consolidation::register(m)?;
+    group::register(m)?;
     stats::register(m)?;
     Ok(())
 }

@@ -201,6 +201,12 @@ pub enum ArrayError {
         /// The path.
         path: PathBuf,
     },
+    /// A folder that is not a Tessera group.
+    #[error("{path} is not a Tessera group (no __group file)")]
+    NotAGroup {
+        /// The path.
+        path: PathBuf,
+    },
     /// Creating an array where something already exists.
     #[error("{path} already exists and is not empty")]
     AlreadyExists {
@@ -375,6 +381,7 @@ impl Error {
             Error::Array(e) => match e {
                 ArrayError::NotFound { path }
                 | ArrayError::NotAnArray { path }
+                | ArrayError::NotAGroup { path }
                 | ArrayError::AlreadyExists { path }
                 | ArrayError::Busy { path, .. } => ErrorContext::of_path(path, true),
                 ArrayError::ConsolidationConflict { path, fragment, .. } => {

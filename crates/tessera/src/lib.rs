@@ -41,6 +41,7 @@ mod fragment;
 #[doc(hidden)]
 pub mod fuzz;
 mod geometry;
+mod group;
 mod input;
 mod meta;
 mod paths;
@@ -64,6 +65,7 @@ pub use fragment::{
     METADATA_FILE,
 };
 pub use geometry::{DimRange, Layout, Subarray};
+pub use group::{object_kind, Group, ObjectKind};
 pub use input::{AttrInput, CoordInput};
 pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};
 pub use read::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};

@@ -228,21 +228,39 @@ fn read_file(ctx: &Context, path: &Path) -> Result<MetaFile> {
 /// entries up to its time: consolidation and vacuum never change what a reader sees, however
 /// far back it travels.
 fn visible(ctx: &Context, uri: &Path) -> Result<Vec<(String, MetaFile)>> {
+    for _ in 0..MAX_LIST_PASSES {
+        let names: Vec<String> = list(ctx.storage().as_ref(), uri)?.into_iter().map(|(n, _, _)| n).collect();
+        if let Some(files) = read_listed(ctx, uri, &names)? {
+            return Ok(files);
+        }
+    }
+    Err(Error::corrupt(
+        uri.join(META_DIR),
+        format!("metadata files kept vanishing while being read ({MAX_LIST_PASSES} listings)"),
+    ))
+}
+
+/// Listings of the metadata folder a reader makes before it gives up on files vanishing under it.
+const MAX_LIST_PASSES: usize = 64;
+
+/// The files of one listing, parsed, less those a consolidated file replaces; `None` when a
+/// listed file vanished before it was read. Vacuum deletes only replaced files, but their
+/// replacement may be newer than the listing (consolidated and vacuumed in between: a reader of
+/// a group holds no lock), so the caller lists again rather than lose their entries.
+fn read_listed(ctx: &Context, uri: &Path, names: &[String]) -> Result<Option<Vec<(String, MetaFile)>>> {
     let dir = uri.join(META_DIR);
-    let mut files = Vec::new();
-    for (name, _, _) in list(ctx.storage().as_ref(), uri)? {
-        match read_file(ctx, &dir.join(&name)) {
-            Ok(f) => files.push((name, f)),
-            // Vacuum may delete a replaced file between the listing and the read: its
-            // replacement holds its entries.
-            Err(Error::Storage(StorageError::NotFound { .. })) => {}
+    let mut files = Vec::with_capacity(names.len());
+    for name in names {
+        match read_file(ctx, &dir.join(name)) {
+            Ok(f) => files.push((name.clone(), f)),
+            Err(Error::Storage(StorageError::NotFound { .. })) => return Ok(None),
             Err(e) => return Err(e),
         }
     }
     let replaced: std::collections::HashSet<String> =
         files.iter().flat_map(|(_, f)| f.replaces.iter().cloned()).collect();
     files.retain(|(name, _)| !replaced.contains(name));
-    Ok(files)
+    Ok(Some(files))
 }
 
 /// The array's metadata as of `end`: every visible entry of timestamp at most `end` applied in
@@ -310,6 +328,24 @@ fn create_new(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
     } else {
         Err(Error::corrupt(path, "a metadata file of this name exists already"))
     }
+}
+
+/// Deletes the metadata files of the array or group at `uri` that a consolidated file replaces
+/// (readers skip them, and list again if one vanishes as they read); returns their names.
+pub(crate) fn remove_replaced(ctx: &Context, uri: &Path) -> Result<Vec<String>> {
+    let storage = ctx.storage();
+    let dir = uri.join(META_DIR);
+    let mut removed = Vec::new();
+    for f in replaced_files(ctx, uri)? {
+        match storage.remove_file(&dir.join(&f)) {
+            Ok(()) | Err(StorageError::NotFound { .. }) => removed.push(f),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !removed.is_empty() {
+        storage.sync_dir(&dir)?;
+    }
+    Ok(removed)
 }
 
 /// Consolidates the array's visible metadata files at `uri` into one (entries keep their
@@ -394,6 +430,24 @@ pub(crate) fn fuzz_seeds() -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reader_lists_again_when_files_vanish_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Context::new(crate::Config::new()).unwrap();
+        let uri = dir.path();
+        let text = |s: &str| Some(MetaValue { datatype: Some(Datatype::Utf8), data: s.as_bytes().to_vec() });
+        write_meta(&ctx, uri, Some(1), &[("a", text("x"))]).unwrap();
+        write_meta(&ctx, uri, Some(2), &[("b", text("y"))]).unwrap();
+        let stale: Vec<String> = list(ctx.storage().as_ref(), uri).unwrap().into_iter().map(|(n, _, _)| n).collect();
+        // Consolidated and vacuumed between a reader's listing and its reads: the listed files
+        // are gone and their replacement is not in the listing.
+        assert_eq!(consolidate_metadata(&ctx, uri).unwrap(), 2);
+        assert_eq!(remove_replaced(&ctx, uri).unwrap().len(), 2);
+        assert!(read_listed(&ctx, uri, &stale).unwrap().is_none());
+        let m = read_meta(&ctx, uri, u64::MAX).unwrap();
+        assert_eq!((m["a"].data.as_slice(), m["b"].data.as_slice()), (&b"x"[..], &b"y"[..]));
+    }
 
     #[test]
     fn files_round_trip_and_damage_is_corruption() {

@@ -9,6 +9,8 @@ pub const COMMITS_DIR: &str = "__commits";
 pub const SCHEMA_DIR: &str = "__schema";
 /// Folder reserved for array metadata (key-value).
 pub const META_DIR: &str = "__meta";
+/// Name of the file that marks a folder as a group.
+pub(crate) const GROUP_FILE: &str = "__group";
 /// Name of the metadata file inside a fragment folder.
 pub const METADATA_FILE: &str = "__fragment_metadata";
 /// Name of the lock file in an array folder.

@@ -77,13 +77,7 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     }
     storage.sync_dir(&frags)?;
     let meta_dir = uri.join(crate::paths::META_DIR);
-    for f in crate::meta::replaced_files(ctx, uri)? {
-        remove_if_present(storage, &meta_dir.join(&f), false)?;
-        report.metadata.push(f);
-    }
-    if !report.metadata.is_empty() {
-        storage.sync_dir(&meta_dir)?;
-    }
+    report.metadata = crate::meta::remove_replaced(ctx, uri)?;
     let grace = ctx.config().vacuum_temp_grace_ms();
     for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::schema::SCHEMA_DIR), meta_dir] {
         report.temporary.extend(remove_old_temps(storage, &dir, grace)?);
