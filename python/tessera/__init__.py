@@ -61,6 +61,7 @@ from .errors import (
     TesseraError,
 )
 from .filters import ByteShuffle, Delta, Filter, Gzip, Lz4, Rle, Zstd
+from .frames import from_arrow, from_pandas, write_arrow, write_pandas
 from .group import Group, object_kind
 from .meta import Metadata, consolidate_metadata
 from .result import Result
@@ -106,9 +107,13 @@ __all__ = [
     "default_coord_filters",
     "drop_caches",
     "fragments",
+    "from_arrow",
     "from_numpy",
+    "from_pandas",
     "object_kind",
     "open",
     "stats",
     "vacuum",
+    "write_arrow",
+    "write_pandas",
 ]

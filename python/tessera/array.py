@@ -42,6 +42,8 @@ from .schema import BYTES, RAGGED, STR, ArraySchema, Attr, Dim
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from .frames import DataFrameIndexer
+
 PathLike = Union[str, "os.PathLike[str]"]
 Ranges = List[List[Tuple[int, int]]]
 #: Ranges of a sparse read: per dimension, inclusive (lo, hi) pairs of ints or floats.
@@ -403,6 +405,13 @@ class Array:
         if self._meta is None:
             self._meta = Metadata(self._c(), self._mode)
         return self._meta
+
+    @property
+    def df(self) -> "DataFrameIndexer":
+        """``A.df[...]``: the selection ``A[...]`` would read, as a pandas DataFrame."""
+        from .frames import DataFrameIndexer
+
+        return DataFrameIndexer(self)
 
     @property
     def schema(self) -> ArraySchema:

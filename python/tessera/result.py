@@ -53,6 +53,11 @@ class Result(Dict[str, np.ndarray]):
         cols = {name: _arrow_column(pa, name, v, self._attrs.get(name)) for name, v in self.items()}
         return pa.table(cols)
 
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule stream interface: ``pyarrow.table(result)``, polars and DuckDB
+        read a ``Result`` through it (fixed-size columns without copying)."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
     def __repr__(self) -> str:
         return f"Result({dict.__repr__(self)})"
 
