@@ -73,3 +73,23 @@ def test_sparse_import_and_read(tmp_path: pathlib.Path) -> None:
     back = tmp_path / "back.csv"
     tessera("read", str(tmp_path / "pts"), "--subarray", "1:2", "--output", str(back))
     assert back.read_text() == 'x,y,name,t\n1,5,"a, b",0.5\n2,9,"",-2.0\n'
+
+
+def test_ls_and_meta_on_groups(tmp_path: pathlib.Path) -> None:
+    g = ts.Group.create(str(tmp_path / "survey"))
+    with ts.Group(g, "w") as G:
+        G.create_array("img", ts.ArraySchema(dims=[ts.Dim("r", (0, 9), 5)], attrs=[ts.Attr("a", "int32")]))
+        sub = G.create_group("derived")
+    pts = ts.ArraySchema(dims=[ts.Dim("x", (0.0, 1.0), dtype="float64")], attrs=[ts.Attr("v", "int8")], sparse=True)
+    ts.Group(sub, "w").create_array("pts", pts)
+    text = tessera("ls", g).stdout.splitlines()
+    assert text[0] == "derived/  group"
+    assert text[1] == "img  dense array  r[0:9]  attributes: a:int32  fragments: 0"
+    listed = json.loads(tessera("ls", "--recursive", "--json", g).stdout)
+    assert [e["name"] for e in listed] == ["derived", "derived/pts", "img"]
+    assert listed[1]["type"] == "sparse" and listed[1]["fragments"] == 0
+    tessera("meta", g, "--set", "title=ship tracks", "--set", "year=2016")
+    assert json.loads(tessera("meta", g, "--json").stdout) == {"title": "ship tracks", "year": 2016}
+    assert ts.Group(g).meta["year"] == 2016
+    bad = tessera("ls", str(tmp_path), ok=False)
+    assert "neither a Tessera group nor a Tessera array" in bad.stderr

@@ -29,6 +29,7 @@ use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 pub mod csv;
 mod dense;
 mod info;
+pub mod ls;
 pub mod maintenance;
 pub mod meta;
 #[cfg(feature = "parquet")]
@@ -166,8 +167,11 @@ pub enum Command {
     Vacuum(maintenance::VacuumArgs),
     /// Delete every cell of a subarray (a delete fragment: older values stop being read).
     Delete(maintenance::DeleteArgs),
-    /// List an array's metadata, or set (--set KEY=VALUE) and delete (--delete KEY) keys.
+    /// List an array's or a group's metadata, or set (--set KEY=VALUE) and delete (--delete
+    /// KEY) keys.
     Meta(meta::MetaArgs),
+    /// List a group's members (arrays and groups), or describe one array in a line.
+    Ls(ls::LsArgs),
     /// The MultiMap layout research (docs/multimap.md).
     #[command(subcommand)]
     Multimap(MultimapCommand),
@@ -410,6 +414,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
         Command::Delete(a) => maintenance::delete(a, &config, out),
         Command::Meta(a) => meta::meta(a, &config, out),
+        Command::Ls(a) => ls::ls(a, &config, out),
         Command::Multimap(MultimapCommand::Reproduce { out: dir }) => {
             tessera_multimap::run_reproduce_command(dir.clone())
         }

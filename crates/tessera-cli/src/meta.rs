@@ -1,18 +1,19 @@
-//! `tessera meta`: list, set and delete an array's key-value metadata (docs/format.md §13).
+//! `tessera meta`: list, set and delete the key-value metadata of an array or a group
+//! (docs/format.md §13, §14).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tessera::{Config, Datatype, MetaValue, Mode};
+use tessera::{Config, Context, Datatype, Group, MetaValue, Mode, ObjectKind};
 
 use crate::open;
 
 /// Arguments of `tessera meta`.
 #[derive(Debug, Args)]
 pub struct MetaArgs {
-    /// The array.
+    /// The array or group.
     pub uri: PathBuf,
     /// Set KEY to VALUE (repeatable; all in one atomic write). The value is an int64 if it parses
     /// as an integer, else a float64 if it parses as a number, else text; --type forces a type.
@@ -46,9 +47,12 @@ pub(crate) fn meta(args: &MetaArgs, config: &Config, out: &mut impl Write) -> Re
         changes.push((key.to_owned(), Some(value)));
     }
     changes.extend(args.delete.iter().map(|k| (k.clone(), None)));
-    let array = open(config, &args.uri, Mode::Write)?;
     let borrowed: Vec<(&str, Option<MetaValue>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    array.write_metadata(&borrowed).with_context(|| format!("cannot write metadata of {}", args.uri.display()))?;
+    let written = match open_group(config, &args.uri, Mode::Write)? {
+        Some(group) => group.write_metadata(&borrowed),
+        None => open(config, &args.uri, Mode::Write)?.write_metadata(&borrowed),
+    };
+    written.with_context(|| format!("cannot write metadata of {}", args.uri.display()))?;
     writeln!(out, "wrote {} metadata change(s) to {}", changes.len(), args.uri.display())?;
     Ok(())
 }
@@ -120,9 +124,21 @@ fn to_json(v: &MetaValue) -> serde_json::Value {
     }
 }
 
+/// The group at `uri` opened in `mode`, or `None` when `uri` is not a group.
+fn open_group(config: &Config, uri: &std::path::Path, mode: Mode) -> Result<Option<Group>> {
+    let ctx = Context::new(config.clone()).context("cannot start the engine")?;
+    if tessera::object_kind(&ctx, uri)? != Some(ObjectKind::Group) {
+        return Ok(None);
+    }
+    Ok(Some(Group::open(&ctx, uri, mode, None).with_context(|| format!("cannot open group {}", uri.display()))?))
+}
+
 fn list(args: &MetaArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let array = open(config, &args.uri, Mode::Read)?;
-    let meta = array.metadata().with_context(|| format!("cannot read metadata of {}", args.uri.display()))?;
+    let meta = match open_group(config, &args.uri, Mode::Read)? {
+        Some(group) => group.metadata(),
+        None => open(config, &args.uri, Mode::Read)?.metadata(),
+    };
+    let meta = meta.with_context(|| format!("cannot read metadata of {}", args.uri.display()))?;
     if args.json {
         let map: serde_json::Map<String, serde_json::Value> =
             meta.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
