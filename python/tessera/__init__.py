@@ -45,7 +45,7 @@ from . import stats
 from ._core import FORMAT_VERSION, __version__, drop_caches
 from .array import Array, FragmentInfo, create, fragments, from_numpy, open
 from .config import Config
-from .consolidation import VacuumReport, consolidate, consolidation_plan, vacuum
+from .consolidation import VacuumReport, consolidate, consolidate_fragment_metadata, consolidation_plan, vacuum
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -101,6 +101,7 @@ __all__ = [
     "Zstd",
     "__version__",
     "consolidate",
+    "consolidate_fragment_metadata",
     "consolidate_metadata",
     "consolidation_plan",
     "create",

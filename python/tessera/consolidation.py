@@ -27,7 +27,7 @@ from .array import FragmentInfo, PathLike, Timestamp, _fragment_info, _uri
 from .config import ConfigLike, as_items
 from .errors import ArgumentError, ArgumentTypeError
 
-__all__ = ["VacuumReport", "consolidate", "consolidation_plan", "vacuum"]
+__all__ = ["VacuumReport", "consolidate", "consolidate_fragment_metadata", "consolidation_plan", "vacuum"]
 
 #: The consolidation policies ``policy`` accepts.
 POLICIES = ("size-tiered",)
@@ -163,3 +163,11 @@ def vacuum(uri: PathLike, config: Optional[ConfigLike] = None) -> VacuumReport:
     for it (for at most the same timeout)."""
     removed, uncommitted = _core.vacuum(_uri(uri), as_items(config))
     return VacuumReport(tuple(removed), tuple(uncommitted))
+
+
+def consolidate_fragment_metadata(uri: PathLike, config: Optional[ConfigLike] = None) -> int:
+    """Writes one file holding a copy of every visible fragment's metadata, so opening an array
+    of many fragments reads one file instead of one per fragment; returns how many fragments it
+    holds. Fragments written later are read from their own files until the next call. What
+    readers see is unchanged; ``ts.vacuum`` deletes older such files."""
+    return _core.consolidate_fragment_metadata(_uri(uri), as_items(config))

@@ -64,6 +64,18 @@ fn consolidate_metadata(py: Python<'_>, uri: &str, config: Option<HashMap<String
     py.detach(|| tessera::consolidate_metadata(&ctx, uri)).map_err(to_py)
 }
 
+/// Writes one file holding every visible fragment's metadata (faster opens); returns how many.
+#[pyfunction]
+#[pyo3(signature = (uri, config=None))]
+fn consolidate_fragment_metadata(
+    py: Python<'_>,
+    uri: &str,
+    config: Option<HashMap<String, String>>,
+) -> PyResult<usize> {
+    let (_, ctx) = context(config)?;
+    py.detach(|| tessera::consolidate_fragment_metadata(&ctx, uri)).map_err(to_py)
+}
+
 /// The fragments a consolidation of the same selection would merge (dicts, oldest first;
 /// empty when fewer than two), as the array is now. Nothing is written.
 #[pyfunction]
@@ -106,6 +118,7 @@ fn vacuum(py: Python<'_>, uri: &str, config: Option<HashMap<String, String>>) ->
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(consolidate_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(consolidate_fragment_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(consolidate, m)?)?;
     m.add_function(wrap_pyfunction!(plan_consolidation, m)?)?;
     m.add_function(wrap_pyfunction!(vacuum, m)?)?;

@@ -34,6 +34,7 @@ pub type Target = fn(&[u8]);
 pub const TARGETS: &[(&str, Target)] = &[
     ("commit_record", commit_record),
     ("meta_file", meta_file),
+    ("fragment_meta_file", fragment_meta_file),
     ("schema", schema),
     ("fragment_metadata", fragment_metadata),
     ("filter_gzip", |d| filter(Filter::Gzip { level: 1 }, d)),
@@ -87,6 +88,13 @@ pub fn fragment_metadata(data: &[u8]) {
 /// file encodes back to the same bytes.
 pub fn meta_file(data: &[u8]) {
     crate::meta::fuzz_decode(data);
+}
+
+/// The consolidated fragment metadata decoder, on `data` as a whole file and as a sealed
+/// payload.
+pub fn fragment_meta_file(data: &[u8]) {
+    crate::snapshot::fragment_meta::fuzz_decode(data);
+    crate::snapshot::fragment_meta::fuzz_decode(&seal(data.to_vec(), b"TSRFMETA"));
 }
 
 /// The commit record decoder (format 3), on `data` as a whole file and as a sealed payload; a
@@ -395,6 +403,12 @@ mod tests {
         ];
         // Payloads (the target seals them): the encoding without its 20-byte footer.
         records.iter().map(Record::encode).map(|b| b[..b.len() - 20].to_vec()).collect()
+    }
+
+    #[test]
+    fn fragment_meta_file_target() {
+        let seeds = crate::snapshot::fragment_meta::fuzz_seeds();
+        run(fragment_meta_file, &seeds, 20_000, 1000);
     }
 
     #[test]

@@ -55,7 +55,10 @@ mod write;
 pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR};
 pub use commit::COMMITS_DIR;
 pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
-pub use consolidate::{consolidate, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection, VacuumReport};
+pub use consolidate::{
+    consolidate, consolidate_fragment_metadata, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection,
+    VacuumReport,
+};
 pub use context::Context;
 pub use error::{ArrayError, Error, ErrorContext, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};

@@ -11,6 +11,7 @@ mod dense_roundtrip;
 mod dense_updates;
 mod edges;
 mod faults;
+mod fragment_meta;
 mod golden;
 mod hostile;
 mod metadata;

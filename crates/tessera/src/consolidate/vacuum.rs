@@ -32,6 +32,8 @@ pub struct VacuumReport {
     pub temporary: Vec<String>,
     /// Array metadata files removed (replaced by a consolidated one).
     pub metadata: Vec<String>,
+    /// Consolidated fragment metadata files removed (a newer one exists).
+    pub fragment_metadata: Vec<String>,
 }
 
 /// Vacuums the array at `uri`.
@@ -78,8 +80,10 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     storage.sync_dir(&frags)?;
     let meta_dir = uri.join(crate::paths::META_DIR);
     report.metadata = crate::meta::remove_replaced(ctx, uri)?;
+    report.fragment_metadata = crate::snapshot::fragment_meta::remove_old(ctx, uri)?;
     let grace = ctx.config().vacuum_temp_grace_ms();
-    for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::schema::SCHEMA_DIR), meta_dir] {
+    let fmeta_dir = uri.join(crate::snapshot::fragment_meta::FRAGMENT_META_DIR);
+    for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::schema::SCHEMA_DIR), meta_dir, fmeta_dir] {
         report.temporary.extend(remove_old_temps(storage, &dir, grace)?);
     }
     Ok(report)

@@ -7,6 +7,7 @@
 //! Also here, because every reader of a snapshot needs them: fetching its fragments' tiles
 //! (`tiles`) and the update index of its small fragments (`update_index`).
 
+pub(crate) mod fragment_meta;
 mod tiles;
 mod update_index;
 
@@ -68,8 +69,12 @@ impl Snapshot {
         let lock = shared_lock(ctx, &uri, fragments)?;
         let placed = if fragments { visible(ctx, &uri, start, end)? } else { Vec::new() };
         let positions = placed.iter().map(|p| p.position.clone()).collect();
+        let copies = if placed.is_empty() { None } else { fragment_meta::read_newest(ctx, &uri)? };
         let metadata = ctx.install(|| {
-            placed.into_par_iter().map(|p| load_fragment(ctx, &uri, p.name, &schema)).collect::<Result<Vec<_>>>()
+            placed
+                .into_par_iter()
+                .map(|p| load_fragment(ctx, &uri, p.name, &schema, copies.as_ref()))
+                .collect::<Result<Vec<_>>>()
         })?;
         let fragment_dirs = fragment_dirs(&uri, &metadata);
         Ok(Self {
@@ -182,10 +187,24 @@ fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
     crate::schema::read_schema_file(storage.as_ref(), &dir.join(name), &ctx.config().limits())
 }
 
-/// The metadata of committed fragment `name`, cross-checked against the schema so later stages
-/// can index it without fear.
-fn load_fragment(ctx: &Context, uri: &Path, name: FragmentName, schema: &ArraySchema) -> Result<FragmentMetadata> {
-    let path = uri.join(FRAGMENTS_DIR).join(name.to_string()).join(METADATA_FILE);
+/// The metadata of committed fragment `name` (its copy in the consolidated file `copies` when
+/// that has one, else its own file), cross-checked against the schema so later stages can index
+/// it without fear.
+fn load_fragment(
+    ctx: &Context,
+    uri: &Path,
+    name: FragmentName,
+    schema: &ArraySchema,
+    copies: Option<&fragment_meta::Copies>,
+) -> Result<FragmentMetadata> {
+    let text = name.to_string();
+    if let Some((copy, c)) = copies.and_then(|c| c.get(&text).map(|b| (b, c))) {
+        let path = c.path.join(&text); // names the consolidated file and the fragment in errors
+        let meta = FragmentMetadata::decode(copy, name, &path)?;
+        check_against_schema(&meta, schema).map_err(|d| Error::corrupt(&path, d))?;
+        return Ok(meta);
+    }
+    let path = uri.join(FRAGMENTS_DIR).join(text).join(METADATA_FILE);
     let bytes = match ctx.storage().read_all(&path) {
         Ok(b) => b,
         Err(StorageError::NotFound { .. }) => {

@@ -1,0 +1,134 @@
+//! Consolidated fragment metadata against a reference: random dense writes, metadata
+//! consolidations, fragment consolidations and vacuums in any order read exactly what a plain
+//! vector says; opens read one metadata file instead of one per fragment; a damaged file is
+//! corruption naming it.
+
+use proptest::prelude::*;
+use tessera::*;
+
+use crate::common::*;
+
+fn make(ctx: &Context, uri: &str) {
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("x", 0, 99, 10))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build();
+    Array::create(ctx, uri, &schema.unwrap()).unwrap();
+}
+
+fn write(ctx: &Context, uri: &str, (lo, hi): (i128, i128), v: i32, model: &mut [i32]) {
+    let vals = vec![v; (hi - lo + 1) as usize];
+    let w = Array::open(ctx, uri, Mode::Write).unwrap();
+    w.write(&Subarray::from_ranges(&[(lo, hi)]), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+    model[lo as usize..=hi as usize].fill(v);
+}
+
+fn read_all(ctx: &Context, uri: &str) -> Vec<i32> {
+    let r = Array::open(ctx, uri, Mode::Read).unwrap();
+    as_i32(&r.read(&Subarray::from_ranges(&[(0, 99)]), &["a"], Layout::RowMajor).unwrap().attrs[0].data)
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write(i128, i128, i32),
+    ConsolidateMeta,
+    Consolidate,
+    Vacuum,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0i128..100, 0i128..100, any::<i32>()).prop_map(|(a, b, v)| Op::Write(a.min(b), a.max(b), v)),
+        2 => Just(Op::ConsolidateMeta),
+        1 => Just(Op::Consolidate),
+        1 => Just(Op::Vacuum),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn reads_match_the_model_whatever_the_order(ops in prop::collection::vec(op(), 1..30)) {
+        let ctx = mem_ctx();
+        make(&ctx, "/f");
+        let mut model = vec![i32::MIN; 100]; // the fill value of int32
+        for op in &ops {
+            match *op {
+                Op::Write(lo, hi, v) => write(&ctx, "/f", (lo, hi), v, &mut model),
+                Op::ConsolidateMeta => {
+                    let n = consolidate_fragment_metadata(&ctx, "/f").unwrap();
+                    prop_assert_eq!(n, Array::open(&ctx, "/f", Mode::Read).unwrap().fragments().len());
+                }
+                Op::Consolidate => {
+                    consolidate(&ctx, "/f", &Selection::All).unwrap();
+                }
+                Op::Vacuum => {
+                    vacuum(&ctx, "/f").unwrap();
+                }
+            }
+            prop_assert_eq!(read_all(&ctx, "/f"), model.clone());
+        }
+    }
+}
+
+#[test]
+fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
+    let ctx = mem_ctx();
+    make(&ctx, "/f");
+    let mut model = vec![i32::MIN; 100];
+    for i in 0..40 {
+        write(&ctx, "/f", (i, i + 5), i as i32, &mut model);
+    }
+    let open_reads = |ctx: &Context| {
+        stats::reset();
+        stats::enable();
+        let a = Array::open(ctx, "/f", Mode::Read).unwrap();
+        stats::disable();
+        (a.fragments().len(), stats::json())
+    };
+    vacuum(&ctx, "/f").unwrap(); // checkpoints the commit log: an open reads one log file
+    let (n, before) = open_reads(&ctx);
+    assert_eq!(n, 40);
+    assert_eq!(consolidate_fragment_metadata(&ctx, "/f").unwrap(), 40);
+    write(&ctx, "/f", (90, 99), 7, &mut model); // after the consolidated file: read from its own file
+    vacuum(&ctx, "/f").unwrap();
+    let (n, after) = open_reads(&ctx);
+    assert_eq!(n, 41);
+    fn find(v: &serde_json::Value, key: &str) -> Option<u64> {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.get(key).and_then(serde_json::Value::as_u64).or_else(|| m.values().find_map(|x| find(x, key)))
+            }
+            serde_json::Value::Array(a) => a.iter().find_map(|x| find(x, key)),
+            _ => None,
+        }
+    }
+    let reads = |j: &str| find(&serde_json::from_str(j).unwrap(), "vfs_read_num_requests").unwrap();
+    assert!(reads(&after) < reads(&before) / 4, "reads before {} after {}", reads(&before), reads(&after));
+    assert_eq!(read_all(&ctx, "/f"), model);
+    std::thread::sleep(std::time::Duration::from_millis(2)); // a newer name
+    consolidate_fragment_metadata(&ctx, "/f").unwrap();
+    let report = vacuum(&ctx, "/f").unwrap();
+    assert_eq!(report.fragment_metadata.len(), 1);
+    assert_eq!(read_all(&ctx, "/f"), model);
+}
+
+#[test]
+fn a_damaged_consolidated_file_is_corruption_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = local_ctx();
+    let uri = dir.path().join("f");
+    let uri = uri.to_str().unwrap();
+    make(&ctx, uri);
+    let mut model = vec![i32::MIN; 100];
+    write(&ctx, uri, (0, 9), 1, &mut model);
+    consolidate_fragment_metadata(&ctx, uri).unwrap();
+    let fdir = dir.path().join("f/__fragment_meta");
+    let file = std::fs::read_dir(&fdir).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[10] ^= 0x20;
+    std::fs::write(&file, &bytes).unwrap();
+    let e = Array::open(&ctx, uri, Mode::Read).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("__fragment_meta"), "{e}");
+}
