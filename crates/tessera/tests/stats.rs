@@ -279,7 +279,8 @@ fn conditions_fetch_other_attributes_only_for_tiles_with_passing_cells() {
         if sparse {
             assert_eq!(b_out, [42.0, 43.0, 44.0, 45.0]);
         } else {
-            let want: Vec<f64> = (0..100).map(|k| if (42..=45).contains(&k) { f64::from(k) } else { f64::NAN }).collect();
+            let want: Vec<f64> =
+                (0..100).map(|k| if (42..=45).contains(&k) { f64::from(k) } else { f64::NAN }).collect();
             assert!(b_out.iter().zip(&want).all(|(g, w)| g == w || (g.is_nan() && w.is_nan())));
             assert_eq!(counter(&s, Counter::ReaderConditionCopiesSkipped), 9);
         }

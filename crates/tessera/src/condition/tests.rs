@@ -256,3 +256,33 @@ fn strings_compare_by_bytes() {
     let b = Condition::parse("s != 'x'").unwrap().bind(&s).unwrap();
     assert_eq!(eval(&b.pred, 4, &s.attrs, &cols), vec![true, false, true, true]);
 }
+
+proptest! {
+    /// Any text, including mutations of valid conditions and non-ASCII characters, parses or
+    /// fails with a syntax error at a position inside it; it never panics.
+    #[test]
+    fn arbitrary_text_parses_or_fails_cleanly(
+        text in prop_oneof![
+            ".{0,40}",
+            "[a-z() <>=!.`'\"0-9eE+-]{0,40}",
+            (condition(), 0usize..60, ".{0,3}").prop_map(|(c, at, ins)| {
+                let mut s = c.to_string();
+                let at = (0..=at.min(s.len())).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+                s.insert_str(at, &ins);
+                s
+            }),
+        ]
+    ) {
+        match Condition::parse(&text) {
+            Ok(c) => {
+                // What parses binds or fails with a query error, never a panic.
+                let _ = c.bind(&schema());
+            }
+            Err(Error::Query(QueryError::ConditionSyntax { at, expr, .. })) => {
+                prop_assert!(at <= text.len());
+                prop_assert_eq!(expr, text);
+            }
+            Err(e) => prop_assert!(false, "{}", e),
+        }
+    }
+}
