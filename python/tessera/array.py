@@ -681,7 +681,11 @@ class Array:
         return self._read(ranges, list(self._schema.attrs), "C", dropped)
 
     def read(
-        self, ranges: Optional[RangesLike] = None, attrs: Optional[Sequence[str]] = None, order: str = "C"
+        self,
+        ranges: Optional[RangesLike] = None,
+        attrs: Optional[Sequence[str]] = None,
+        order: str = "C",
+        where: Optional[str] = None,
     ) -> Union[DenseResult, Result]:
         """Reads ``attrs`` (default: all) over INCLUSIVE ``ranges``: one entry per dimension, or
         a dict by dimension name (dimensions left out: the whole domain); each entry None for
@@ -698,11 +702,22 @@ class Array:
         Sparse arrays: bounds may be ints or floats; the cells inside any of a dimension's
         ranges, as a ``Result`` (the dimension columns, then ``attrs``; ``attrs=[]`` gives the
         coordinates alone). ``order``: "C" (row-major by coordinates), "F" (column-major), "G"
-        (the array's global order) or "U" (any order, the fastest)."""
+        (the array's global order) or "U" (any order, the fastest).
+
+        ``where``: a query condition evaluated in the engine on each cell's current value (the
+        newest write's, after deletes), e.g. ``"pix >= 900 and (valid == 1 or v0 < -3)"``:
+        comparisons ``< <= > >= == !=`` with a number (or, on variable-length strings, ``==``
+        and ``!=`` with a quoted string), ``a between lo and hi`` (inclusive), ``a is null``,
+        ``a is not null``, ``and``, ``or``, ``not`` and parentheses. Null and NaN values pass no
+        comparison, nor its ``not``. Sparse arrays return only the cells that pass; dense
+        arrays keep the result's shape and give failing cells the fill value (null where
+        nullable). A malformed condition, an unknown attribute or a literal the attribute's
+        type cannot hold raises QueryError."""
+        cond = None if where is None else _check.text(where, "where")
         if self.sparse:
-            return self._sparse_read(self._sparse_ranges(ranges), self._attrs(attrs), _sparse_layout(order))
+            return self._sparse_read(self._sparse_ranges(ranges), self._attrs(attrs), _sparse_layout(order), cond)
         layout = _layout(order)
-        return self._read(self._ranges(ranges), self._attrs(attrs), layout, None)
+        return self._read(self._ranges(ranges), self._attrs(attrs), layout, None, cond)
 
     def read_points(self, coords: Mapping[str, Any], attrs: Optional[Sequence[str]] = None) -> DenseResult:
         """Reads the cells of a dense array at ``coords`` (a dict dimension name → coordinates,
@@ -717,9 +732,9 @@ class Array:
         out = {a.name: _codec.to_numpy(a, bufs[a.name], None, "G") for a in attr_list}
         return out[attr_list[0].name] if len(attr_list) == 1 else out
 
-    def _sparse_read(self, ranges: SparseRanges, attrs: List[Attr], layout: str) -> Result:
+    def _sparse_read(self, ranges: SparseRanges, attrs: List[Attr], layout: str, cond: Optional[str] = None) -> Result:
         names = [a.name for a in attrs] or [self._schema.attrs[0].name]
-        bufs = self._c().sparse_read(ranges, names, layout)
+        bufs = self._c().sparse_read(ranges, names, layout, cond)
         return self._sparse_result(bufs, attrs)
 
     def _sparse_result(self, bufs: Mapping[str, _codec.Buffers], attrs: List[Attr]) -> Result:
@@ -731,9 +746,14 @@ class Array:
         return out
 
     def _read(
-        self, ranges: SparseRanges, attrs: List[Attr], layout: str, dropped: Optional[Tuple[bool, ...]]
+        self,
+        ranges: SparseRanges,
+        attrs: List[Attr],
+        layout: str,
+        dropped: Optional[Tuple[bool, ...]],
+        cond: Optional[str] = None,
     ) -> DenseResult:
-        shape, bufs = self._c().read(ranges, [a.name for a in attrs], layout)
+        shape, bufs = self._c().read(ranges, [a.name for a in attrs], layout, cond)
         out: Dict[str, np.ndarray] = {}
         for a in attrs:
             arr = _codec.to_numpy(a, bufs[a.name], None if layout == "G" else shape, layout)
@@ -748,6 +768,7 @@ class Array:
         attrs: Optional[Sequence[str]] = None,
         budget_bytes: int = 64 << 20,
         order: str = "C",
+        where: Optional[str] = None,
     ) -> Iterator[Dict[str, np.ndarray]]:
         """Reads in batches of about ``budget_bytes``, each a dict name → array. ``selection``:
         an index as for ``A[...]`` (slices, integers, ``...``), or inclusive ranges as for
@@ -755,14 +776,16 @@ class Array:
         batch holds whole slabs of the first (last) dimension when one fits, shaped
         (rows, *rest); other batches are 1-D. Sparse arrays: every batch is a ``Result`` (the
         dimension columns, then the attributes) of at least one cell; together they are the
-        whole read in ``order`` ("C", "F", "G" or "U")."""
+        whole read in ``order`` ("C", "F", "G" or "U"). ``where``: a query condition, as for
+        ``read``."""
         budget = _check.count(budget_bytes, "budget_bytes", lo=1)
+        cond = None if where is None else _check.text(where, "where")
         if self.sparse:
-            return self._sparse_batches(selection, attrs, budget, order)
-        return self._dense_batches(selection, attrs, budget, order)
+            return self._sparse_batches(selection, attrs, budget, order, cond)
+        return self._dense_batches(selection, attrs, budget, order, cond)
 
     def _sparse_batches(
-        self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str
+        self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str, cond: Optional[str]
     ) -> Iterator[Result]:
         layout = _sparse_layout(order)
         if selection is None or isinstance(selection, (list, Mapping)):
@@ -771,7 +794,7 @@ class Array:
             ranges = self._sparse_selection(selection)
         attr_list = self._attrs(attrs)
         names = [a.name for a in attr_list] or [self._schema.attrs[0].name]
-        q = self._c().sparse_query(ranges, names, layout)
+        q = self._c().sparse_query(ranges, names, layout, cond)
         while True:
             batch = q.next_batch(int(budget_bytes))
             if batch is None:
@@ -779,7 +802,7 @@ class Array:
             yield self._sparse_result(batch[2], attr_list)
 
     def _dense_batches(
-        self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str
+        self, selection: Any, attrs: Optional[Sequence[str]], budget_bytes: int, order: str, cond: Optional[str]
     ) -> Iterator[Dict[str, np.ndarray]]:
         layout = _layout(order)
         if selection is None or isinstance(selection, (list, Mapping)):
@@ -787,7 +810,7 @@ class Array:
         else:
             ranges, dropped = self._selection(selection)
         attr_list = self._attrs(attrs)
-        q = self._c().read_query(ranges, [a.name for a in attr_list], layout)
+        q = self._c().read_query(ranges, [a.name for a in attr_list], layout, cond)
         shape = list(q.shape)
         if layout == "C":
             slab, axis = math.prod(shape[1:]), 0

@@ -442,8 +442,13 @@ fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
     };
     let spec_text = spec_str(&ranges);
     let names: Vec<&str> = outputs.iter().map(|(_, a, _)| a.name.as_str()).collect();
+    let condition = args.condition()?;
     let mut query = array
         .read_query(&Subarray::from_ranges(&ranges), &names, layout)
+        .and_then(|q| match &condition {
+            Some(c) => q.with_condition(c),
+            None => Ok(q),
+        })
         .with_context(|| format!("cannot read {spec_text} of {}", in_array()))?;
     let total_cells = query.total_cells();
     let cells_shape = if layout == Layout::Global { vec![total_cells] } else { extents(&ranges)? };
@@ -576,6 +581,7 @@ mod tests {
                     layout,
                     attrs: Vec::new(),
                     delimiter: None,
+                    where_: None,
                 };
                 read_in_batches(&args, &config, &mut out, 50).unwrap();
                 let back = npyz::NpyFile::new(File::open(&output).unwrap()).unwrap();

@@ -302,6 +302,18 @@ pub struct ReadArgs {
     /// CSV field delimiter (default: `,`; tab for .tsv files).
     #[arg(long, value_name = "CHAR")]
     pub delimiter: Option<String>,
+    /// A condition on attribute values, evaluated in the engine, e.g. "pix >= 900 and (valid
+    /// == 1 or v0 < -3)": sparse arrays read only the cells that pass; dense arrays give the
+    /// others the fill value.
+    #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]
+    pub where_: Option<String>,
+}
+
+impl ReadArgs {
+    /// The parsed `--where` condition.
+    pub(crate) fn condition(&self) -> Result<Option<tessera::Condition>> {
+        self.where_.as_deref().map(tessera::Condition::parse).transpose().context("--where")
+    }
 }
 
 /// Arguments of `tessera import`.

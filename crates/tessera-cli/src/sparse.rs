@@ -262,7 +262,11 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
     let layout = Layout::from(args.layout);
     let reading = || format!("cannot read {range_text} of array {uri}");
-    let mut query = array.sparse_query(&ranges, &names, layout).with_context(reading)?;
+    let mut query = match args.condition()? {
+        Some(c) => array.sparse_query_where(&ranges, &names, layout, &c),
+        None => array.sparse_query(&ranges, &names, layout),
+    }
+    .with_context(reading)?;
     let mut temps = TempFiles::default();
     let mut sink = open_sink(temps.create(&path)?, format, &specs)?;
     let cell_bytes: u64 = specs.iter().map(ColumnSpec::size_estimate).sum();

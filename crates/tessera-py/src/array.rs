@@ -310,13 +310,16 @@ impl PyArrayHandle {
     /// Reads `attrs` (empty: all) over `ranges` in `layout` ("C", "F" or "G"). Returns the
     /// result's shape and a dict name → (data, offsets, validity). Bounds are ints, or floats
     /// of which a dimension takes the integers inside (as for sparse reads); an empty list is
-    /// the whole dimension.
+    /// the whole dimension. `condition`: the text of a query condition; cells whose value fails
+    /// it read as the fill value (and null).
+    #[pyo3(signature = (ranges, attrs, layout, condition=None))]
     fn read<'py>(
         &self,
         py: Python<'py>,
         ranges: SparseRanges,
         attrs: Vec<String>,
         layout: &str,
+        condition: Option<&str>,
     ) -> PyResult<(Vec<u64>, Bound<'py, PyDict>)> {
         let layout = parse_layout(layout)?;
         let ranges = dim_ranges(ranges);
@@ -325,7 +328,7 @@ impl PyArrayHandle {
         let (shape, r) = py
             .detach(|| {
                 let sub = Subarray::from_dim_ranges(array.schema(), &ranges)?;
-                let mut q = array.read_query(&sub, &names, layout)?;
+                let mut q = dense_query(&array, &sub, &names, layout, condition)?;
                 let shape = q.shape().to_vec();
                 q.read_all().map(|r| (shape, r))
             })
@@ -333,13 +336,15 @@ impl PyArrayHandle {
         Ok((shape, result_dict(py, r)?))
     }
 
-    /// A read to be taken in batches; see `ReadQuery`. `ranges` as for `read`.
+    /// A read to be taken in batches; see `ReadQuery`. `ranges` and `condition` as for `read`.
+    #[pyo3(signature = (ranges, attrs, layout, condition=None))]
     fn read_query(
         &self,
         py: Python<'_>,
         ranges: SparseRanges,
         attrs: Vec<String>,
         layout: &str,
+        condition: Option<&str>,
     ) -> PyResult<ReadQuery> {
         let layout = parse_layout(layout)?;
         let ranges = dim_ranges(ranges);
@@ -348,7 +353,7 @@ impl PyArrayHandle {
         let q = py
             .detach(|| {
                 let sub = Subarray::from_dim_ranges(array.schema(), &ranges)?;
-                array.read_query(&sub, &names, layout)
+                dense_query(&array, &sub, &names, layout, condition)
             })
             .py()?;
         Ok(ReadQuery { inner: Mutex::new(q) })
@@ -427,36 +432,71 @@ impl PyArrayHandle {
     /// Reads a sparse array: `ranges` holds per dimension its inclusive (lo, hi) ranges (ints
     /// or floats; an empty list is the whole domain); `attrs` (empty: all) in `layout` ("C",
     /// "F", "G" or "U"). Returns a dict name → (data, offsets, validity): the dimension
-    /// columns first, then the attributes.
+    /// columns first, then the attributes. `condition`: the text of a query condition; only
+    /// the cells whose value passes it come back.
+    #[pyo3(signature = (ranges, attrs, layout, condition=None))]
     fn sparse_read<'py>(
         &self,
         py: Python<'py>,
         ranges: SparseRanges,
         attrs: Vec<String>,
         layout: &str,
+        condition: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let layout = parse_layout(layout)?;
         let ranges = dim_ranges(ranges);
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
         let array = self.array()?;
-        let r = py.detach(|| array.sparse_query(&ranges, &names, layout)?.read_all()).py()?;
+        let r = py.detach(|| sparse_query(&array, &ranges, &names, layout, condition)?.read_all()).py()?;
         result_dict(py, r)
     }
 
-    /// A sparse read to be taken in batches; see `SparseQuery`.
+    /// A sparse read to be taken in batches; see `SparseQuery`. `condition` as for
+    /// `sparse_read`.
+    #[pyo3(signature = (ranges, attrs, layout, condition=None))]
     fn sparse_query(
         &self,
         py: Python<'_>,
         ranges: SparseRanges,
         attrs: Vec<String>,
         layout: &str,
+        condition: Option<&str>,
     ) -> PyResult<SparseQuery> {
         let layout = parse_layout(layout)?;
         let ranges = dim_ranges(ranges);
         let names: Vec<&str> = attrs.iter().map(String::as_str).collect();
         let array = self.array()?;
-        let q = py.detach(|| array.sparse_query(&ranges, &names, layout)).py()?;
+        let q = py.detach(|| sparse_query(&array, &ranges, &names, layout, condition)).py()?;
         Ok(SparseQuery { inner: Mutex::new(q) })
+    }
+}
+
+/// A dense read query, with the condition `condition` (text) if given.
+fn dense_query(
+    array: &tessera::Array,
+    sub: &Subarray,
+    names: &[&str],
+    layout: Layout,
+    condition: Option<&str>,
+) -> tessera::Result<tessera::ReadQuery> {
+    let q = array.read_query(sub, names, layout)?;
+    match condition {
+        Some(text) => q.with_condition(&tessera::Condition::parse(text)?),
+        None => Ok(q),
+    }
+}
+
+/// A sparse read query, with the condition `condition` (text) if given.
+fn sparse_query(
+    array: &tessera::Array,
+    ranges: &[Vec<DimRange>],
+    names: &[&str],
+    layout: Layout,
+    condition: Option<&str>,
+) -> tessera::Result<tessera::SparseReadQuery> {
+    match condition {
+        Some(text) => array.sparse_query_where(ranges, names, layout, &tessera::Condition::parse(text)?),
+        None => array.sparse_query(ranges, names, layout),
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::commit::{COMMITS_DIR, GATE_FILE, LOCK_FILE};
+use crate::condition::Condition;
 use crate::context::Context;
 use crate::error::{ArrayError, QueryError, Result};
 use crate::footer::seal;
@@ -365,7 +366,28 @@ impl Array {
         if !self.snap.schema.is_sparse() {
             return Err(QueryError::Layout("sparse_query reads sparse arrays; use read_query".into()).into());
         }
-        SparseReadQuery::new(&self.snap, ranges, attrs, layout)
+        SparseReadQuery::new(&self.snap, ranges, attrs, layout, None)
+    }
+
+    /// A sparse read returning only the cells whose merged value (the newest fragment's cell,
+    /// after deletes) passes `condition`; otherwise as [`Array::sparse_query`]. The condition's
+    /// attributes are read first; the others only for the cells that pass.
+    ///
+    /// # Errors
+    /// As [`Array::sparse_query`], the condition's errors against the schema
+    /// ([`Condition::bind`]), storage failures and corrupt tiles.
+    pub fn sparse_query_where(
+        &self,
+        ranges: &[Vec<DimRange>],
+        attrs: &[&str],
+        layout: Layout,
+        condition: &Condition,
+    ) -> Result<SparseReadQuery> {
+        self.require(Mode::Read, "read")?;
+        if !self.snap.schema.is_sparse() {
+            return Err(QueryError::Layout("sparse_query_where reads sparse arrays; use read_query".into()).into());
+        }
+        SparseReadQuery::new(&self.snap, ranges, attrs, layout, Some(condition))
     }
 
     /// A read of `attrs` over `subarray` with results in `layout`; see [`ReadQuery`].

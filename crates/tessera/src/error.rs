@@ -173,6 +173,25 @@ pub enum QueryError {
         /// "the address space").
         limit_from: &'static str,
     },
+    /// A query condition whose text does not parse.
+    #[error("condition {expr:?}: at character {at}: {detail}")]
+    ConditionSyntax {
+        /// The condition's text.
+        expr: String,
+        /// The 0-based character (byte) position where parsing failed.
+        at: usize,
+        /// What was expected or wrong.
+        detail: String,
+    },
+    /// A query condition the schema cannot evaluate (a literal the attribute's type cannot
+    /// represent, an operator the attribute does not support, `is null` on a non-nullable one).
+    #[error("condition on attribute {attr}: {detail}")]
+    Condition {
+        /// The attribute.
+        attr: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A datatype other than the attribute's.
     #[error("attribute {attr}: buffer type {got} does not match the attribute type {expected}")]
     Datatype {
@@ -399,7 +418,8 @@ impl Error {
                 QueryError::UnknownAttribute { name, .. } => named(Some(name), None),
                 QueryError::BufferSize { attr, .. }
                 | QueryError::BadBuffer { attr, .. }
-                | QueryError::Datatype { attr, .. } => named(Some(attr), None),
+                | QueryError::Datatype { attr, .. }
+                | QueryError::Condition { attr, .. } => named(Some(attr), None),
                 QueryError::WrongMode { uri, .. } | QueryError::Timestamp { uri, .. } => {
                     ErrorContext { array: Some(PathBuf::from(uri)), ..ErrorContext::default() }
                 }

@@ -29,6 +29,7 @@
 mod array;
 pub mod cache;
 mod commit;
+mod condition;
 mod config;
 mod consolidate;
 mod context;
@@ -54,6 +55,7 @@ mod write;
 
 pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR};
 pub use commit::COMMITS_DIR;
+pub use condition::{AttrRef, Bound as BoundCondition, CmpOp, Condition, Value as ConditionValue};
 pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
 pub use consolidate::{
     consolidate, consolidate_fragment_metadata, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection,

@@ -230,5 +230,56 @@ impl GridOrder {
                 enumerate_box(&lists, order)
             }
         }
+
+/// Random conditions on the model tests' attributes: `a` (int32) compared with literals in
+/// `lo..hi` (or between two of them), `v` (nullable) null or not, under `and`, `or`, `not`.
+pub fn cond_strategy(lo: i32, hi: i32) -> impl Strategy<Value = Condition> {
+    let op = prop_oneof![
+        Just(CmpOp::Lt),
+        Just(CmpOp::Le),
+        Just(CmpOp::Gt),
+        Just(CmpOp::Ge),
+        Just(CmpOp::Eq),
+        Just(CmpOp::Ne)
+    ];
+    let leaf = prop_oneof![
+        3 => (op, lo..hi).prop_map(|(op, v)| Condition::Cmp { attr: "a".into(), op, value: v.into() }),
+        1 => (lo..hi, lo..hi).prop_map(|(x, y)| Condition::attr("a").between(x.min(y), x.max(y))),
+        1 => any::<bool>().prop_map(|null| Condition::IsNull { attr: "v".into(), null }),
+    ];
+    leaf.prop_recursive(3, 12, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(x, y)| x.and(y)),
+            (inner.clone(), inner.clone()).prop_map(|(x, y)| x.or(y)),
+            inner.prop_map(|x| !x),
+        ]
+    })
+}
+
+/// The reference of `cond_strategy`'s conditions on one cell (no unknowns: `a` is never null).
+pub fn cond_holds(c: &Condition, a: i32, v_null: bool) -> bool {
+    let a = i128::from(a);
+    let lit = |v: &ConditionValue| match v {
+        ConditionValue::Int(x) => *x,
+        other => panic!("{other:?}"),
+    };
+    match c {
+        Condition::Cmp { op, value, .. } => {
+            let v = lit(value);
+            match op {
+                CmpOp::Lt => a < v,
+                CmpOp::Le => a <= v,
+                CmpOp::Gt => a > v,
+                CmpOp::Ge => a >= v,
+                CmpOp::Eq => a == v,
+                _ => a != v,
+            }
+        }
+        Condition::Between { lo, hi, .. } => lit(lo) <= a && a <= lit(hi),
+        Condition::IsNull { null, .. } => v_null == *null,
+        Condition::And(x, y) => cond_holds(x, a as i32, v_null) && cond_holds(y, a as i32, v_null),
+        Condition::Or(x, y) => cond_holds(x, a as i32, v_null) || cond_holds(y, a as i32, v_null),
+        Condition::Not(x) => !cond_holds(x, a as i32, v_null),
+        other => panic!("{other:?}"),
     }
 }

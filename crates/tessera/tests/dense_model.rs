@@ -46,6 +46,8 @@ struct Case {
     /// Before write i: random cell updates (points) written as a sparse fragment.
     updates: Vec<Vec<Vec<i128>>>,
     reads: Vec<(Vec<Vec<(i128, i128)>>, Layout, u64)>, // ranges, layout, buffer cells (0 = whole)
+    /// Every read is repeated with this condition (failing cells read as the fill value).
+    cond: Condition,
 }
 
 fn filter_strategy() -> impl Strategy<Value = Vec<Filter>> {
@@ -76,8 +78,10 @@ fn case_strategy() -> impl Strategy<Value = Case> {
             dims.iter().map(|&(lo, size, _)| prop::collection::vec(range_in(lo, size), 1..3)).collect::<Vec<_>>();
         let reads = prop::collection::vec((ranges, layout_strategy(), prop_oneof![Just(0u64), 1u64..20]), 1..4);
         let filters = (filter_strategy(), filter_strategy());
-        (Just(dims), Just(co), Just(to), writes, reads, filters, updates).prop_map(
-            |(dims, cell_order, tile_order, writes, reads, filters, updates)| Case {
+        let cond = cond_strategy(i32::MIN, i32::MAX);
+        (Just(dims), Just(co), Just(to), writes, reads, filters, updates, cond).prop_map(
+            |(dims, cell_order, tile_order, writes, reads, filters, updates, cond)| Case {
+                cond,
                 dims,
                 updates,
                 filters,
@@ -279,15 +283,24 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
                 prop_assert_eq!(Cell { a: a[k], v: (valid[k] == 1).then_some(vals) }, e, "point {:?}", p);
             }
         }
-        for (ranges, layout, buf_cells) in &c.reads {
+        // The condition as text, parsed back (the form Python and the CLI give).
+        let cond = Condition::parse(&c.cond.to_string()).unwrap();
+        prop_assert_eq!(&cond, &c.cond);
+        for ((ranges, layout, buf_cells), cond) in c.reads.iter().flat_map(|r| [(r, None), (r, Some(&cond))]) {
             let layout = if ranges.iter().any(|r| r.len() > 1) && *layout == Layout::Global {
                 Layout::RowMajor
             } else {
                 *layout
             };
+            // With a condition, a cell whose merged value fails reads as the fill cell.
+            let fill = Cell { a: i32::MIN, v: None };
             let expected: Vec<Cell> = cells_in_layout(c, ranges, layout)
                 .iter()
-                .map(|k| model.get(k).cloned().unwrap_or(Cell { a: i32::MIN, v: None }))
+                .map(|k| model.get(k).cloned().unwrap_or(fill.clone()))
+                .map(|e| match cond {
+                    Some(cd) if !cond_holds(cd, e.a, e.v.is_none()) => fill.clone(),
+                    _ => e,
+                })
                 .collect();
             let sub = Subarray { ranges: ranges.clone() };
             let mut got: Vec<Cell> = Vec::new();
@@ -300,12 +313,19 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
                     got.push(Cell { a: a[k], v: (valid[k] == 1).then_some(vals) });
                 }
             };
+            let query = || {
+                let q = r.read_query(&sub, &["a", "v"], layout).unwrap();
+                match cond {
+                    Some(cd) => q.with_condition(cd).unwrap(),
+                    None => q,
+                }
+            };
             if *buf_cells == 0 {
-                let res = r.read(&sub, &["a", "v"], layout).unwrap();
+                let res = query().read_all().unwrap();
                 let v = &res.attrs[1];
                 push(&mut got, &res.attrs[0].data, &v.data, v.offsets.as_ref().unwrap(), v.validity.as_ref().unwrap());
             } else {
-                let mut q = r.read_query(&sub, &["a", "v"], layout).unwrap();
+                let mut q = query();
                 let n = *buf_cells as usize;
                 let (mut a, mut d, mut o, mut val) = (vec![0u8; n * 4], vec![0u8; n * 4], vec![0u64; n], vec![0u8; n]);
                 let mut rounds = 0;
@@ -333,7 +353,15 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
             }
             prop_assert_eq!(got.len(), expected.len());
             for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
-                prop_assert_eq!(g, e, "cell {} of read {:?} {:?}", i, ranges, layout);
+                prop_assert_eq!(
+                    g,
+                    e,
+                    "cell {} of read {:?} {:?} where {:?}",
+                    i,
+                    ranges,
+                    layout,
+                    cond.map(|c| c.to_string())
+                );
             }
         }
     }

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("schema", 4),
     ("geometry", 5),
     ("input", 5),
+    ("condition", 5),
     ("fragment", 6),
     ("commit", 7),
     ("snapshot", 8),

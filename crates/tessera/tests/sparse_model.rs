@@ -40,6 +40,8 @@ struct Case {
     filters: Vec<Filter>,
     writes: Vec<(Vec<Vec<u64>>, bool, usize)>, // points (offsets from lo), global order?, submits
     reads: Vec<(Vec<Vec<(u64, u64)>>, Layout)>,
+    /// Every read is repeated with this condition (only the cells that pass come back).
+    cond: Condition,
 }
 
 fn case_strategy() -> impl Strategy<Value = Case> {
@@ -70,8 +72,10 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                 Just(Layout::Unordered)
             ];
             let reads = prop::collection::vec((ranges, layout), 1..4);
-            (Just((float, dims, cell_order, tile_order, capacity, dups, filters)), writes, reads).prop_map(
-                |((float, dims, cell_order, tile_order, capacity, dups, filters), writes, reads)| Case {
+            let cond = cond_strategy(-10, 5100);
+            (Just((float, dims, cell_order, tile_order, capacity, dups, filters)), writes, reads, cond).prop_map(
+                |((float, dims, cell_order, tile_order, capacity, dups, filters), writes, reads, cond)| Case {
+                    cond,
                     float,
                     dims,
                     cell_order,
@@ -265,7 +269,10 @@ fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
             vacuum(&ctx, uri).unwrap();
         }
         let r = Array::open(&ctx, uri, Mode::Read).unwrap();
-        for (ranges, layout) in &c.reads {
+        // The condition as text, parsed back (the form Python and the CLI give).
+        let cond = Condition::parse(&c.cond.to_string()).unwrap();
+        prop_assert_eq!(&cond, &c.cond);
+        for ((ranges, layout), cond) in c.reads.iter().flat_map(|r| [(r, None), (r, Some(&cond))]) {
             let q: Vec<Vec<DimRange>> = ranges
                 .iter()
                 .enumerate()
@@ -286,9 +293,13 @@ fn run_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError> {
                 .filter(|row| {
                     ranges.iter().zip(&row.0).all(|(rs, &x)| rs.is_empty() || rs.iter().any(|&(a, b)| a <= x && x <= b))
                 })
+                .filter(|row| cond.is_none_or(|cd| cond_holds(cd, row.1, row.2.is_none())))
                 .cloned()
                 .collect();
-            let mut query = r.sparse_query(&q, &[], *layout).unwrap();
+            let mut query = match cond {
+                Some(cd) => r.sparse_query_where(&q, &[], *layout, cd).unwrap(),
+                None => r.sparse_query(&q, &[], *layout).unwrap(),
+            };
             let res = query.read_all().unwrap();
             prop_assert_eq!(res.cells as usize, expect.len());
             let cols: Vec<Vec<u64>> = (0..nd)

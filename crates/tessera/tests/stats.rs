@@ -227,3 +227,66 @@ fn update_index_is_built_once_per_open_array() {
         "{with_req} requests with the index, {without_req} without"
     );
 }
+
+/// A condition that passes in one tile only: the condition's attribute is read in every tile,
+/// the other attribute only in that one (dense: the copies from the other tiles are dropped;
+/// sparse: the failing cells are dropped before the other attribute is gathered).
+#[test]
+fn conditions_fetch_other_attributes_only_for_tiles_with_passing_cells() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::new();
+    c.set("sm.tile_cache_size", "0").unwrap();
+    let ctx = Context::new(c).unwrap();
+    for sparse in [false, true] {
+        let uri = dir.path().join(if sparse { "s" } else { "d" });
+        let mut b = ArraySchema::builder(if sparse { ArrayType::Sparse } else { ArrayType::Dense })
+            .dim(Dimension::new("x", Datatype::Int64, (0, 99), 10))
+            .attr(Attribute::new("a", Datatype::Int32))
+            .attr(Attribute::new("b", Datatype::Float64));
+        if sparse {
+            b = b.capacity(10);
+        }
+        let schema = b.build().unwrap();
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let a: Vec<i32> = (0..100).collect();
+        let bv: Vec<f64> = (0..100).map(f64::from).collect();
+        let attrs = [AttrInput::fixed("a", bytemuck::cast_slice(&a)), AttrInput::fixed("b", bytemuck::cast_slice(&bv))];
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        if sparse {
+            let xs: Vec<i64> = (0..100).collect();
+            w.write_sparse(&[CoordInput { name: "x", data: bytemuck::cast_slice(&xs) }], &attrs).unwrap();
+        } else {
+            w.write(&Subarray::full(&schema), Layout::RowMajor, &attrs).unwrap();
+        }
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let cond = Condition::parse("a between 42 and 45").unwrap();
+        let mut got = None;
+        let s = measured(|| {
+            got = Some(if sparse {
+                r.sparse_query_where(&[vec![]], &["b"], Layout::RowMajor, &cond).unwrap().read_all().unwrap()
+            } else {
+                r.read_query(&Subarray::full(&schema), &["b"], Layout::RowMajor)
+                    .unwrap()
+                    .with_condition(&cond)
+                    .unwrap()
+                    .read_all()
+                    .unwrap()
+            });
+        });
+        let got = got.unwrap();
+        let b_out: &[f64] = bytemuck::cast_slice(&got.attr("b").unwrap().data);
+        if sparse {
+            assert_eq!(b_out, [42.0, 43.0, 44.0, 45.0]);
+        } else {
+            let want: Vec<f64> =
+                (0..100).map(|k| if (42..=45).contains(&k) { f64::from(k) } else { f64::NAN }).collect();
+            assert!(b_out.iter().zip(&want).all(|(g, w)| g == w || (g.is_nan() && w.is_nan())));
+            assert_eq!(counter(&s, Counter::ReaderConditionCopiesSkipped), 9);
+        }
+        assert_eq!(counter(&s, Counter::ReaderConditionCells), 100);
+        assert_eq!(counter(&s, Counter::ReaderConditionPassed), 4);
+        // Ten tiles of `a` for the condition, one of `b` (coordinate tiles are not counted).
+        assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 10 + 1, "sparse {sparse}");
+    }
+}

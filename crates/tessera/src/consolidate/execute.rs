@@ -68,7 +68,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let view = snap.with_fragments(&p.inputs).without_update_index();
         let nd = schema.ndim();
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
-        let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global)?;
+        let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global, None)?;
         let mut w = SparseWriter::named(&snap, Layout::Global, name.clone())?;
         w.set_replaces(replaces);
         w.allow_empty(bounding_box(view.fragments.iter().map(|f| &f.domain)).unwrap_or_default());

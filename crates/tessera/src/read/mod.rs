@@ -1,7 +1,9 @@
 //! Reads: a query over a subarray and a set of attributes, planned into per-tile copy operations
-//! (`plan`) and executed with coalesced, parallel I/O and parallel unfiltering (`execute`).
+//! (`plan`) and executed with coalesced, parallel I/O and parallel unfiltering (`execute`); query
+//! conditions are applied to the merged cells (`condition`).
 //! Results larger than the caller's buffers come back in parts.
 
+mod condition;
 mod execute;
 mod overlay;
 mod plan;

@@ -2,9 +2,11 @@
 //! three ways to take results: everything at once, batches within a byte budget, or the
 //! caller's own buffers filled as far as they go (the read then resumes on the next submit).
 
+use super::condition::{dense_selection, mask_failing, selected_copies};
 use super::execute::{execute, DataSink, Sink, FILL_BLOB};
 use super::overlay::overlay;
 use super::plan::{plan, ResultSpace};
+use crate::condition::{Bound, Condition};
 use crate::config::{memory_limit, Config};
 use crate::error::{QueryError, Result};
 use crate::geometry::layout_counter;
@@ -88,6 +90,8 @@ pub struct ReadQuery {
     attrs: Vec<usize>,
     space: ResultSpace,
     cursor: u64,
+    /// The condition cells must pass to keep their values.
+    condition: Option<Bound>,
 }
 
 impl ReadQuery {
@@ -107,6 +111,7 @@ impl ReadQuery {
             attrs: idx,
             space: ResultSpace { layout, ranges, shape, points: None },
             cursor: 0,
+            condition: None,
         })
     }
 
@@ -115,7 +120,21 @@ impl ReadQuery {
         let idx = resolve_attrs(array.schema(), attrs)?;
         let n = points.len() as u64;
         let space = ResultSpace { layout: Layout::RowMajor, ranges: Vec::new(), shape: vec![n], points: Some(points) };
-        Ok(Self { array: array.clone(), attrs: idx, space, cursor: 0 })
+        Ok(Self { array: array.clone(), attrs: idx, space, cursor: 0, condition: None })
+    }
+
+    /// Applies `condition` to the cells not read yet: a cell whose merged value (the newest
+    /// fragment's, after sparse updates and deletes) fails it reads as the attribute's fill
+    /// value, and null for nullable attributes, as in TileDB; the result keeps its shape. Tiles
+    /// none of whose result cells pass are not fetched for the attributes the condition does
+    /// not read. Statistics count the cells evaluated and passed
+    /// (`reader_condition_cells`, `reader_condition_passed`).
+    ///
+    /// # Errors
+    /// The condition's errors against the schema ([`Condition::bind`]).
+    pub fn with_condition(mut self, condition: &Condition) -> Result<Self> {
+        self.condition = Some(condition.bind(self.array.schema())?);
+        Ok(self)
     }
 
     /// Cells per dimension of the whole result (ranges of a dimension concatenated).
@@ -269,16 +288,30 @@ impl ReadQuery {
             let _p = stats::timer(Timer::ReaderPlan);
             plan(&self.space, &self.array.grid, &self.array.fragments, c0, c1)
         };
-        execute(&self.array, copies, &fills, sinks)?;
-        overlay(&self.array, &self.space, c0, c1, sinks)
+        let Some(bound) = &self.condition else {
+            execute(&self.array, copies, &fills, sinks)?;
+            return overlay(&self.array, &self.space, c0, c1, sinks);
+        };
+        let keep = dense_selection(&self.array, &self.space, (c0, c1), (&copies, &fills), bound)?;
+        execute(&self.array, selected_copies(copies, &keep), &fills, sinks)?;
+        overlay(&self.array, &self.space, c0, c1, sinks)?;
+        mask_failing(&self.array.schema().attrs, &keep, sinks);
+        Ok(())
     }
 
     fn read_interval(&self, c0: u64, c1: u64) -> Result<ReadResult> {
         let schema = self.array.schema();
         // Variable-length cells also hold a 24-byte reference until the values are assembled.
         let var_refs = 24 * self.attrs.iter().filter(|&&i| schema.attrs[i].is_var()).count() as u64;
-        let n =
-            check_result_size(self.array.ctx.config(), c1 - c0, self.estimate_cell_bytes().saturating_add(var_refs))?;
+        // A condition's attributes are read into buffers of their own first.
+        let cond: u64 = self.condition.as_ref().map_or(0, |b| {
+            b.attr_indices()
+                .iter()
+                .map(|&i| u64::from(schema.attrs[i].nullable) + schema.attrs[i].cell_size() as u64 + 24)
+                .sum()
+        });
+        let per_cell = self.estimate_cell_bytes().saturating_add(var_refs).saturating_add(cond);
+        let n = check_result_size(self.array.ctx.config(), c1 - c0, per_cell)?;
         let mut fixed: Vec<Vec<u8>> = Vec::new();
         let mut valid: Vec<Vec<u8>> = Vec::new();
         for &i in &self.attrs {
@@ -373,7 +406,7 @@ fn result_shape(schema: &ArraySchema, ranges: &[Vec<[u64; 2]>]) -> Result<Vec<u6
 
 /// Builds offsets and data of variable-length result cells from their references, copying runs
 /// of cells that are adjacent in the same tile at once.
-fn assemble_var(refs: &[(u32, u64, u64)], blobs: &[Bytes], fill: &[u8]) -> (Vec<u64>, Vec<u8>) {
+pub(super) fn assemble_var(refs: &[(u32, u64, u64)], blobs: &[Bytes], fill: &[u8]) -> (Vec<u64>, Vec<u8>) {
     let total: u64 = refs.iter().map(|r| r.2).sum();
     let mut data = Vec::with_capacity(total as usize);
     let mut offsets = Vec::with_capacity(refs.len());

@@ -17,6 +17,7 @@ use super::query::{
     buffer_cells, check_result_size, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult,
     ReadStatus,
 };
+use crate::condition::Condition;
 use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::Layout;
@@ -29,7 +30,7 @@ use crate::stats::{self, Timer};
 
 /// One result cell: fragment, tile, cell within the tile; or [`FROM_INDEX`], 0, the cell's place
 /// in the update index (whose values the read copies).
-type CellRef = (u32, u32, u32);
+pub(super) type CellRef = (u32, u32, u32);
 
 /// The fragment number of result cells whose values come from the update index.
 const FROM_INDEX: u32 = u32::MAX;
@@ -40,13 +41,13 @@ type TileMatches = (TileKey, Vec<u32>, Vec<Vec<u64>>);
 /// A read of a sparse array; results come back whole or in batches.
 #[derive(Debug)]
 pub struct SparseReadQuery {
-    array: Snapshot,
+    pub(super) array: Snapshot,
     attrs: Vec<usize>,
     specs: Vec<FileSpec>,
-    cells: Vec<CellRef>,
+    pub(super) cells: Vec<CellRef>,
     /// The ordinals of each result cell, one per dimension (dimension values are made from
     /// them, so coordinate tiles are not kept).
-    ords: Vec<u64>,
+    pub(super) ords: Vec<u64>,
     cursor: u64,
     layout: Layout,
     /// The update index some cells' values come from.
@@ -127,7 +128,13 @@ fn inside(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
 }
 
 impl SparseReadQuery {
-    pub(crate) fn new(array: &Snapshot, ranges: &[Vec<DimRange>], attrs: &[&str], layout: Layout) -> Result<Self> {
+    pub(crate) fn new(
+        array: &Snapshot,
+        ranges: &[Vec<DimRange>],
+        attrs: &[&str],
+        layout: Layout,
+        condition: Option<&Condition>,
+    ) -> Result<Self> {
         let _t = stats::timer(Timer::ReaderPlan);
         let schema = array.schema().clone();
         if ranges.len() != schema.ndim() {
@@ -139,6 +146,7 @@ impl SparseReadQuery {
             .into());
         }
         let idx = resolve_attrs(&schema, attrs)?;
+        let bound = condition.map(|c| c.bind(&schema)).transpose()?;
         let oranges = ordinal_ranges(&schema, ranges)?;
         let specs = FileSpec::for_sparse(&schema);
         let nd = schema.ndim();
@@ -154,7 +162,8 @@ impl SparseReadQuery {
         let one_box = oranges.iter().all(|rs| rs.len() == 1);
         // The update index's cells in the box, and their places in the index when it holds every
         // requested attribute's values.
-        let values_in_index = index.as_ref().is_some_and(|ix| idx.iter().all(|&a| ix.values_of(a).is_some()));
+        let read_attrs = idx.iter().chain(bound.as_ref().map_or(&[][..], |b| b.attr_indices()));
+        let values_in_index = index.as_ref().is_some_and(|ix| read_attrs.clone().all(|&a| ix.values_of(a).is_some()));
         let (from_index, index_place) = match &index {
             Some(ix) => index_matches(ix, nd, &bbox, (!one_box).then_some(&oranges[..]), values_in_index),
             None => (Vec::new(), FastMap::default()),
@@ -175,7 +184,11 @@ impl SparseReadQuery {
             }
         }
         let index = index.filter(|_| !index_place.is_empty());
-        Ok(Self { array: array.clone(), attrs: idx, specs, cells, ords, cursor: 0, layout, index })
+        let mut q = Self { array: array.clone(), attrs: idx, specs, cells, ords, cursor: 0, layout, index };
+        if let Some(b) = &bound {
+            q.apply_condition(b)?;
+        }
+        Ok(q)
     }
 
     /// Cells in the whole result.
@@ -273,20 +286,27 @@ impl SparseReadQuery {
         count_submit(self.layout);
         let _t = stats::timer(Timer::ReaderRead);
         let schema = self.array.schema();
-        let part = &self.cells[c0 as usize..c1 as usize];
-        let (keys, runs) = tile_runs(part);
-        let mut out = Vec::with_capacity(schema.ndim() + self.attrs.len());
         let nd = schema.ndim();
+        let mut out = Vec::with_capacity(nd + self.attrs.len());
         let part_ords = &self.ords[c0 as usize * nd..c1 as usize * nd];
         for (d, dim) in schema.dims.iter().enumerate() {
             let data = ordinal_values(dim, part_ords.iter().skip(d).step_by(nd.max(1)).copied());
             count_copied(false, data.len() as u64);
             out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
         }
+        out.extend(self.gather(&self.cells[c0 as usize..c1 as usize], &self.attrs)?);
+        Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
+    }
+
+    /// The values of attributes `attrs` of the result cells `part`, gathered in runs per tile
+    /// (each needed tile fetched once).
+    pub(super) fn gather(&self, part: &[CellRef], attrs: &[usize]) -> Result<Vec<AttrData>> {
+        let schema = self.array.schema();
+        let (keys, runs) = tile_runs(part);
         let file_of = |attr: usize, kind: FileKind| self.specs.iter().position(|s| s.attr == attr && s.kind == kind);
         let mut requests = Vec::new();
         let from_index = |k: &TileKey| k.0 == FROM_INDEX as usize;
-        for &i in &self.attrs {
+        for &i in attrs {
             for kind in [FileKind::Data, FileKind::Offsets, FileKind::Validity] {
                 if let Some(f) = file_of(i, kind) {
                     requests.extend(keys.iter().filter(|k| !from_index(k)).map(|&k| (k, f)));
@@ -294,7 +314,8 @@ impl SparseReadQuery {
             }
         }
         let tiles = fetch_tiles(&self.array, &self.specs, &requests)?;
-        for &i in &self.attrs {
+        let mut out = Vec::with_capacity(attrs.len());
+        for &i in attrs {
             let in_index = self.index.as_ref().and_then(|ix| ix.values_of(i));
             let per_slot = |kind| -> Vec<&[u8]> {
                 keys.iter()
@@ -325,7 +346,7 @@ impl SparseReadQuery {
             })?;
             out.push(column);
         }
-        Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
+        Ok(out)
     }
 }
 
@@ -752,7 +773,7 @@ fn concat_matches(per_tile: &[TileMatches], nd: usize) -> (Vec<CellRef>, Vec<u64
 /// Keeps the cells marked in `keep`. In place, run by run: a fresh copy of a large result
 /// costs more in page faults than the dedup, and updates drop few cells, so the runs kept are
 /// long.
-fn retain_marked(refs: &mut Vec<CellRef>, ords: &mut Vec<u64>, nd: usize, keep: &[bool]) {
+pub(super) fn retain_marked(refs: &mut Vec<CellRef>, ords: &mut Vec<u64>, nd: usize, keep: &[bool]) {
     let n = refs.len();
     let (mut w, mut i) = (0, 0);
     while i < n {

@@ -101,6 +101,13 @@ stat_names! {
         /// Cells of small fragments put in the update indexes of open arrays (each index counts
         /// once, when the first read that needs it builds it).
         ReaderUpdateIndexCells => "reader_update_index_cells",
+        /// Result cells a query condition was evaluated on (after the merge of fragments).
+        ReaderConditionCells => "reader_condition_cells",
+        /// Result cells that passed a query condition.
+        ReaderConditionPassed => "reader_condition_passed",
+        /// Dense reads with a condition: copies from tiles dropped because none of their result
+        /// cells passed (those tiles are not fetched for the other attributes).
+        ReaderConditionCopiesSkipped => "reader_condition_copies_skipped",
 
         // ---- writer: write queries ----
         /// Tiles written by write queries: one per tile of each fragment file written.
