@@ -230,6 +230,8 @@ impl GridOrder {
                 enumerate_box(&lists, order)
             }
         }
+    }
+}
 
 /// Random conditions on the model tests' attributes: `a` (int32) compared with literals in
 /// `lo..hi` (or between two of them), `v` (nullable) null or not, under `and`, `or`, `not`.
