@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 from typing import Any, Dict, List, Tuple
@@ -168,3 +169,87 @@ def test_regrid_constant_and_partial_cells() -> None:
     # weights 3, 3, 3, 1 per axis: Σ w·v / Σ w on v = 7y + x gives 7·1.2 + 1.2 = 9.6 -> 10
     assert out[0][2, 2] == 48
     assert out[0][0, 0] == 10
+
+
+# --- the PostgreSQL/PostGIS baseline against the reference --------------------------------------
+
+# The spec set's first runs only, to keep the test short (every run is a cold restart); the dense
+# set, where every query has an answer, is run in full (15 runs).
+PG_STARTS = {"dense": 15, "spec": 3}
+
+
+@pytest.fixture(scope="module")
+def postgres_micro(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    pytest.importorskip("psycopg", reason="psycopg (3) is not installed: `make venv` installs it")
+    from tessera.ssdb import postgres as pg
+
+    try:
+        pg.pg_bindir()
+    except pg.PostgresUnavailable as e:
+        pytest.skip(str(e))
+    out = tmp_path_factory.mktemp("ssdb_pg")
+    starts = ",".join(f"{k}:{v}" for k, v in PG_STARTS.items())
+    p = subprocess.run(
+        [sys.executable, "-m", "tessera.ssdb.postgres", "--config", "micro", "--dir", str(out), "--starts", starts],
+        capture_output=True,
+        text=True,
+    )
+    if p.returncode == 3:  # PostgresUnavailable: PostGIS missing, or the server did not start
+        pytest.skip(p.stderr.strip())
+    assert p.returncode == 0, p.stderr
+    report: Dict[str, Any] = json.loads((out / "report.json").read_text())
+    # the temporary cluster is gone
+    assert [q.name for q in out.iterdir()] == ["report.json"]
+    return report
+
+
+def test_postgres_agrees_with_the_reference_on_micro(
+    postgres_micro: Dict[str, Any], reference_micro: Tuple[ref.Dataset, Dict[str, Any]]
+) -> None:
+    ds, summary = reference_micro
+    assert postgres_micro["data"]["tileData_sha256"] == ref.sky.SHA256
+    for section in ("F1", "F1prime", "F2"):
+        assert postgres_micro[section] == summary[section], section
+    assert set(postgres_micro["queries"]) == set(PG_STARTS)
+    answered = set()
+    for which, runs in PG_STARTS.items():
+        got = postgres_micro["queries"][which]["runs"]
+        assert [g["run"] for g in got] == list(range(runs))
+        starts = ds.cfg.starts(which)
+        for r in range(runs):
+            want = ref.run_queries(ds, *starts[r // 3], r)
+            for q in want:
+                assert got[r][q] == want[q], f"{which} run {r} {q}"
+            answered |= {q for q in ("Q4", "Q5", "Q7") if want[q]["count"] > 0}
+            answered |= {q for q in ("Q8", "Q9") if want[q]["output"]["windows"] > 0}
+            answered |= {"Q6"} if want["Q6"]["windows"] > 0 else set()
+    assert answered == {"Q4", "Q5", "Q6", "Q7", "Q8", "Q9"}  # the comparison is not vacuous
+    seconds = postgres_micro["seconds"]
+    for step in ("load", "cook", "group", "total"):
+        assert seconds[step] > 0
+    for which in PG_STARTS:
+        assert set(seconds["queries"][which]) == {f"Q{q}" for q in range(1, 10)} | {"total"}
+
+
+def test_postgres_server_is_stopped_on_error(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("psycopg", reason="psycopg (3) is not installed: `make venv` installs it")
+    from tessera.ssdb import postgres as pg
+
+    try:
+        pg.pg_bindir()
+    except pg.PostgresUnavailable as e:
+        pytest.skip(str(e))
+    seen: List[Any] = []
+    try:
+        with pg.server(tmp_path) as srv:
+            seen.append(srv)
+            assert (srv.data / "postmaster.pid").exists()
+            raise KeyboardInterrupt("test")
+    except pg.PostgresUnavailable as e:
+        pytest.skip(str(e))
+    except KeyboardInterrupt:
+        pass
+    assert len(seen) == 1 and not seen[0].running
+    assert not seen[0].root.exists()  # the cluster's folder is removed
+    with socket.socket() as s:  # nothing listens on its port any more
+        assert s.connect_ex(("127.0.0.1", seen[0].port)) != 0

@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -312,9 +312,7 @@ def cook(pix: np.ndarray, llc: Point, t: int, th: int, d1: int, d2: int) -> List
     return out
 
 
-def cook_all(
-    cfg: Config, pix_of: Callable[[int], np.ndarray], llcs: Sequence[Point], th: int
-) -> List[Observation]:
+def cook_all(cfg: Config, pix_of: Callable[[int], np.ndarray], llcs: Sequence[Point], th: int) -> List[Observation]:
     """Cooks every image in time order and numbers the observations 1, 2, ..."""
     obs: List[Observation] = []
     for t in range(cfg.images):
@@ -708,9 +706,7 @@ def build(cfg: Config, images: List[Image], llcs: List[Point]) -> Tuple[Dataset,
 
 def generate(cfg: Config, tiles_path: Optional[Path] = None) -> Tuple[List[Image], List[Point]]:
     tiles = load_tiles(tiles_path)
-    return [generate_image(cfg, tiles, t) for t in range(cfg.images)], [
-        nominal_llc(cfg, t) for t in range(cfg.images)
-    ]
+    return [generate_image(cfg, tiles, t) for t in range(cfg.images)], [nominal_llc(cfg, t) for t in range(cfg.images)]
 
 
 def report(ds: Dataset, summary: Dict[str, Any], starts: Sequence[str] = ("spec", "dense")) -> Dict[str, Any]:
@@ -736,13 +732,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     rep["seconds"] = {"total": time.perf_counter() - t0}
     args.out.write_text(json.dumps(rep, indent=2) + "\n")
     return 0
-
-
-def iter_runs(cfg: Config, which: str) -> Iterator[Tuple[int, int, int]]:
-    """(r, X, Y) of the 15 runs of a start set."""
-    starts = cfg.starts(which)
-    for r in range(15):
-        yield r, starts[r // 3][0], starts[r // 3][1]
 
 
 if __name__ == "__main__":
