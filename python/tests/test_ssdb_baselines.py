@@ -253,3 +253,31 @@ def test_postgres_server_is_stopped_on_error(tmp_path: pathlib.Path) -> None:
     assert not seen[0].root.exists()  # the cluster's folder is removed
     with socket.socket() as s:  # nothing listens on its port any more
         assert s.connect_ex(("127.0.0.1", seen[0].port)) != 0
+
+
+# --- the TileDB baseline against the reference --------------------------------------------------
+
+
+def test_tiledb_agrees_with_the_reference_on_micro(
+    tmp_path: pathlib.Path, reference_micro: Tuple[ref.Dataset, Dict[str, Any]]
+) -> None:
+    pytest.importorskip("tiledb", reason="TileDB-Py is not installed: `make bench-deps` installs it")
+    p = subprocess.run(
+        [sys.executable, "-m", "tessera.ssdb.tiledb_baseline", "--config", "micro", "--dir", str(tmp_path),
+         "--starts", ",".join(f"{k}:{v}" for k, v in PG_STARTS.items())],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    got = json.loads((tmp_path / "report.json").read_text())
+    ds, summary = reference_micro
+    for section in ("F1", "F1prime", "F2"):
+        assert got[section] == summary[section], section
+    for which, runs in PG_STARTS.items():
+        starts = ds.cfg.starts(which)
+        assert len(got["queries"][which]["runs"]) == runs
+        for r in range(runs):
+            want = ref.run_queries(ds, *starts[r // 3], r)
+            for q in want:
+                assert got["queries"][which]["runs"][r][q] == want[q], f"{which} run {r} {q}"
+    assert set(got["seconds"]["queries"]["dense"]) == {f"Q{q}" for q in range(1, 10)} | {"total"}
