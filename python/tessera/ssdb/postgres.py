@@ -425,6 +425,13 @@ def f2_from_db(cur: Any) -> Dict[str, Any]:
 
 
 def _box(x0: int, y0: int, x1: int, y1: int) -> str:
+    """The closed box [x0, x1] x [y0, y1] as a geometry. A box of width or height 0 is a line or
+    a point: GEOS does not see the zero-area polygon ST_MakeEnvelope would give as touching
+    anything on it."""
+    if x0 == x1 and y0 == y1:
+        return f"ST_Point({x0}, {y0})"
+    if x0 == x1 or y0 == y1:
+        return f"ST_MakeLine(ST_Point({x0}, {y0}), ST_Point({x1}, {y1}))"
     return f"ST_MakeEnvelope({x0}, {y0}, {x1}, {y1})"
 
 
