@@ -307,7 +307,7 @@ def test_postgis_region_test_equals_the_exact_one(tmp_path: pathlib.Path) -> Non
         with pg.server(tmp_path) as srv, pg._connect(srv) as conn, conn.cursor() as cur:
             cur.execute("CREATE EXTENSION postgis")
             for trace, box in cases:
-                poly, ring = pg._wkt(trace, True)
+                poly, ring = pg._wkt(trace)
                 b = pg._box(*box)
                 cur.execute(
                     f"SELECT ST_Intersects(ring, {b}) OR ST_Intersects(poly, ST_Point({box[0]}, {box[1]})), "

@@ -227,6 +227,8 @@ def _read_binary(cur: Any, sql: str, ncols: int) -> np.ndarray:
     with cur.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)") as cp:
         data = b"".join(bytes(block) for block in cp)
     head = 19  # signature 11, flags 4, extension length 4 (0)
+    if data[:11] != b"PGCOPY\n\xff\r\n\x00" or data[15:19] != b"\x00" * 4 or data[-2:] != b"\xff\xff":
+        raise RuntimeError(f"unexpected binary COPY framing from: {sql}")
     body = data[head:-2]
     dtype = np.dtype([("count", ">i2")] + [f for i in range(ncols) for f in ((f"l{i}", ">i4"), (f"c{i}", ">i4"))])
     rows = np.frombuffer(body, dtype=dtype)
@@ -290,14 +292,14 @@ def read_pix(cur: Any, cfg: ref.Config, t: int, x0: int, y0: int, x1: int, y1: i
     return out
 
 
-def _wkt(points: Sequence[ref.Point], closed_ring: bool) -> Tuple[str, str]:
+def _wkt(points: Sequence[ref.Point]) -> Tuple[str, str]:
     """(polygon, ring) WKT of a boundary B: a point, a line, or a polygon and its closed line."""
     pts = ", ".join(f"{x} {y}" for x, y in [*points, points[0]])
     if len(points) == 1:
         p = f"POINT({points[0][0]} {points[0][1]})"
         return p, p
     line = f"LINESTRING({pts})"
-    if len(points) < 3 or not closed_ring:
+    if len(points) < 3:
         return line, line
     return f"POLYGON(({pts}))", line
 
@@ -320,7 +322,7 @@ def create_observations(cur: Any, table: str = "observations") -> None:
 def copy_observations(cur: Any, obs: Sequence[ref.Observation], table: str = "observations") -> None:
     with cur.copy(f"COPY {table} ({', '.join(OBS_COLUMNS)}) FROM STDIN") as cp:
         for o in obs:
-            poly, ring = _wkt(o.polygon, True)
+            poly, ring = _wkt(o.polygon)
             cp.write_row(
                 (o.id, o.t, o.cycle, o.cx, o.cy, o.pixel_sum, o.avg_dist, *o.bbox, len(o.polygon),
                  f"POINT({o.cx} {o.cy})", poly, ring)
