@@ -97,6 +97,7 @@ def _evict(root: Path) -> None:
             with contextlib.suppress(OSError):
                 fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
                 try:
+                    os.fdatasync(fd)  # DONTNEED drops clean pages only
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
