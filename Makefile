@@ -9,7 +9,8 @@ STAMP   := $(VENV)/.deps-stamp
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all demo test build venv rust-test py-test stress bench bench-quick bench-deps lint fmt clean fuzz ssdb-bench
+.PHONY: all demo test build venv rust-test py-test stress bench bench-quick bench-deps lint fmt clean fuzz ssdb-bench \
+	ssdb-deps ssdb-deps-optional ssdb-postgres
 
 all: test
 
@@ -38,7 +39,9 @@ demo: build
 rust-test: venv
 	cargo test --profile test-release --workspace --exclude tessera-py
 
-py-test: build
+# (ssdb-deps-optional: the PostgreSQL baseline's test needs PostgreSQL + PostGIS, and is skipped
+# with the reason when they cannot be installed.)
+py-test: build ssdb-deps-optional
 	$(PY) -m pytest -q python/tests
 
 test: rust-test py-test
@@ -112,3 +115,25 @@ SSDB_DIR ?= target/ssdb/$(CONFIG)
 ssdb-bench: venv
 	cargo build --release -q -p tessera-cli
 	$(PY) bench/ssdb_bench.py --config $(CONFIG) --dir $(SSDB_DIR) --binary target/release/tessera
+
+# SS-DB baselines (issue 14, docs/ssdb.md "Baselines"): PostgreSQL 15 with PostGIS from Debian's
+# packages. Installed with apt-get when missing and when root; otherwise says what to install.
+# The Python side (psycopg 3) is in requirements-dev.txt.
+PG_BINDIR ?= /usr/lib/postgresql/15/bin
+POSTGIS_CONTROL ?= /usr/share/postgresql/15/extension/postgis.control
+ssdb-deps:
+	@if [ -x $(PG_BINDIR)/initdb ] && [ -f $(POSTGIS_CONTROL) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15-postgis-3; \
+	else \
+		echo "ssdb-deps: PostgreSQL 15 with PostGIS is missing: install postgresql-15-postgis-3 as root" >&2; \
+		exit 1; \
+	fi
+
+# The same, never failing (for `make test`: the baseline's test then skips with the reason).
+ssdb-deps-optional:
+	-@$(MAKE) --no-print-directory ssdb-deps
+
+# The PostgreSQL/PostGIS baseline on CONFIG (micro, tiny): its report in $(SSDB_DIR)-postgres.
+ssdb-postgres: build ssdb-deps
+	$(PY) -m tessera.ssdb.postgres --config $(CONFIG) --dir $(SSDB_DIR)-postgres
