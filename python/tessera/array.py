@@ -346,8 +346,8 @@ class Array:
     # -- pickling --------------------------------------------------------------------------
     def snapshot_timestamp(self) -> int:
         """The timestamp that shows this read handle's fragments: the one it was opened at, or
-        for an array opened at the latest state, the later of its opening time and the newest
-        fragment it sees (a process may stamp fragments ahead of the clock). Reopening at it
+        for an array opened at the latest state, the later of the millisecond before its opening
+        and the newest fragment it sees (a process may stamp fragments ahead of the clock). Reopening at it
         shows the same fragments unless a write that started before then commits after, or a
         consolidation of them is vacuumed (its fragment then shows the same cells)."""
         if self._mode != "r":
@@ -355,7 +355,9 @@ class Array:
         if self._timestamp is not None:
             return self._timestamp
         newest = max((f.t1 for f in self.fragments()), default=0)
-        self._timestamp = max(newest, self._opened_at or 0)
+        # One ms before the opening: a write stamped in that same ms, committed after the open,
+        # must not show (every fragment the handle sees has t1 <= newest).
+        self._timestamp = max(newest, (self._opened_at or 1) - 1)
         return self._timestamp
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:

@@ -67,6 +67,7 @@ class TesseraBackendArray(BackendArray):
         self.config = config
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        key = _no_empty_reversed_slices(key, self.shape)
         out = indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
         return np.asarray(out)
 
@@ -108,6 +109,18 @@ class TesseraBackendArray(BackendArray):
                 data = np.take(data, p, axis=axis)
                 axis += 1
         return np.asarray(data)
+
+
+def _no_empty_reversed_slices(key: Any, shape: Tuple[int, ...]) -> Any:
+    """``key`` with empty slices of negative step made ``slice(0, 0)``: xarray's indexer
+    decomposition fails on them (an IndexError in ``_decompose_slice``)."""
+    parts = list(key.tuple)
+    changed = False
+    for i, (k, n) in enumerate(zip(parts, shape)):
+        if isinstance(k, slice) and (k.step or 1) < 0 and len(range(*k.indices(n))) == 0:
+            parts[i] = slice(0, 0)
+            changed = True
+    return type(key)(tuple(parts)) if changed else key
 
 
 def _json_meta(meta: Mapping[str, Any], key: str) -> Dict[str, Any]:

@@ -214,3 +214,17 @@ def test_first_dimension_pieces_are_disjoint_and_cover_the_ranges(
     parts_sets = [{v for lo, hi in part for v in range(lo, hi + 1)} for part in pieces]
     assert sum(len(p) for p in parts_sets) == len(set().union(*parts_sets)) if parts_sets else True
     assert sorted(set(covered)) == wanted
+
+
+def test_a_write_in_the_millisecond_of_the_opening_is_not_in_the_snapshot(tmp_path: Any, monkeypatch: Any) -> None:
+    import tessera.array
+
+    uri = ts.from_numpy(str(tmp_path / "a"), np.zeros((4, 4), np.int32))
+    opened_at = max(f.t1 for f in ts.fragments(uri)) + 1000
+    monkeypatch.setattr(tessera.array, "_now_ms", lambda: opened_at)
+    with ts.open(uri) as A:
+        blob = pickle.dumps(A)
+    with ts.open(uri, "w", timestamp=opened_at) as W:  # stamped in that same millisecond
+        W[...] = np.full((4, 4), 5, np.int32)
+    with pickle.loads(blob) as B:
+        np.testing.assert_array_equal(B[...], np.zeros((4, 4), np.int32))
