@@ -191,7 +191,7 @@ pub struct WindowOwner {
 /// clipped to the image, empty windows skipped: their count and the sha256 of the headers
 /// (int64 LE t_obs, cx, cy, pixelSum, t_img, x0, y0, x1, y1) each followed by the window's pix
 /// (int32 LE, row-major). Each image is read once, as the rectangle holding all its windows;
-/// the windows are then hashed in owner order (memory: the output's pix).
+/// the windows are then hashed in owner order from those rectangles (memory: the rectangles).
 ///
 /// # Errors
 /// Storage failures.
@@ -206,14 +206,23 @@ pub fn windows(
     let s = config.side();
     let half = config.objects().d6 / 2;
     let llcs = store.llcs(0..config.images())?;
-    // Per owner, its windows in time order: (header, pix).
-    let mut per_owner: Vec<Vec<([i64; 9], Vec<i32>)>> = vec![Vec::new(); owners.len()];
+    // Per image meeting the slab (time order): its clipped windows and the rectangle holding
+    // them, read once (little-endian int32 bytes, hashed as they are). Memory: these
+    // rectangles, not a copy of every window.
+    struct Read {
+        t: i64,
+        x0: i64,
+        y0: i64,
+        row_bytes: usize,
+        pix: Vec<u8>,
+        windows: Vec<(usize, [i64; 4])>,
+    }
+    let mut reads: Vec<Read> = Vec::new();
     for (t, &(lx, ly)) in llcs.iter().enumerate() {
         if !(lx < x + u && x < lx + s && ly < y + u && y < ly + s) {
             continue;
         }
-        // The clipped windows of this image, and the rectangle holding them.
-        let clipped: Vec<(usize, [i64; 4])> = owners
+        let windows: Vec<(usize, [i64; 4])> = owners
             .iter()
             .enumerate()
             .filter_map(|(i, o)| {
@@ -222,35 +231,41 @@ pub fn windows(
                 (x0 < x1 && y0 < y1).then_some((i, [x0, y0, x1, y1]))
             })
             .collect();
-        if clipped.is_empty() {
+        if windows.is_empty() {
             continue;
         }
-        let ux0 = clipped.iter().map(|c| c.1[0]).min().unwrap_or(lx);
-        let uy0 = clipped.iter().map(|c| c.1[1]).min().unwrap_or(ly);
-        let ux1 = clipped.iter().map(|c| c.1[2]).max().unwrap_or(lx);
-        let uy1 = clipped.iter().map(|c| c.1[3]).max().unwrap_or(ly);
-        let t32 = u32::try_from(t)?;
-        let pix = store.read_pix(images, t32, (uy0 - ly, uy1 - ly - 1), (ux0 - lx, ux1 - lx - 1))?;
-        let width = usize::try_from(ux1 - ux0)?;
-        for (i, [x0, y0, x1, y1]) in clipped {
-            let o = &owners[i];
-            let mut cells = Vec::with_capacity(usize::try_from((x1 - x0) * (y1 - y0))?);
-            let (c0, c1) = (usize::try_from(x0 - ux0)?, usize::try_from(x1 - ux0)?);
-            for row in usize::try_from(y0 - uy0)?..usize::try_from(y1 - uy0)? {
-                cells.extend_from_slice(&pix[row * width + c0..row * width + c1]);
-            }
-            per_owner[i].push(([o.t, o.cx, o.cy, o.pixel_sum, i64::try_from(t)?, x0, y0, x1, y1], cells));
+        let ux0 = windows.iter().map(|c| c.1[0]).min().unwrap_or(lx);
+        let uy0 = windows.iter().map(|c| c.1[1]).min().unwrap_or(ly);
+        let ux1 = windows.iter().map(|c| c.1[2]).max().unwrap_or(lx);
+        let uy1 = windows.iter().map(|c| c.1[3]).max().unwrap_or(ly);
+        let ti = i64::try_from(t)?;
+        let mut r = images.read(
+            &rect((ti, ti), (uy0 - ly, uy1 - ly - 1), (ux0 - lx, ux1 - lx - 1)),
+            &["pix"],
+            Layout::RowMajor,
+        )?;
+        let pix = std::mem::take(&mut r.attrs[0].data);
+        let row_bytes = 4 * usize::try_from(ux1 - ux0)?;
+        if pix.len() != row_bytes * usize::try_from(uy1 - uy0)? {
+            anyhow::bail!("image {t}: the read of [{ux0}, {ux1}) x [{uy0}, {uy1}) returned {} bytes", pix.len());
         }
+        reads.push(Read { t: ti, x0: ux0, y0: uy0, row_bytes, pix, windows });
     }
+    // Owner-major: each owner's windows in time order, straight from the images' rectangles.
+    let mut next = vec![0usize; reads.len()];
     let mut sha = Sha256::new();
     let mut count = 0u64;
-    for list in &per_owner {
-        for (header, cells) in list {
-            for v in header {
+    for (i, o) in owners.iter().enumerate() {
+        for (rd, k) in reads.iter().zip(next.iter_mut()) {
+            let Some(&(_, [x0, y0, x1, y1])) = rd.windows.get(*k).filter(|w| w.0 == i) else { continue };
+            *k += 1;
+            for v in [o.t, o.cx, o.cy, o.pixel_sum, rd.t, x0, y0, x1, y1] {
                 sha.update(v.to_le_bytes());
             }
-            let bytes: Vec<u8> = cells.iter().flat_map(|v| v.to_le_bytes()).collect();
-            sha.update(&bytes);
+            let (c0, c1) = (4 * usize::try_from(x0 - rd.x0)?, 4 * usize::try_from(x1 - rd.x0)?);
+            for row in usize::try_from(y0 - rd.y0)?..usize::try_from(y1 - rd.y0)? {
+                sha.update(&rd.pix[row * rd.row_bytes + c0..row * rd.row_bytes + c1]);
+            }
             count += 1;
         }
     }
