@@ -449,3 +449,32 @@ fn brute_geometry_agrees_with_itself_on_known_cases() {
     assert_eq!(round_away(-5, 2), -3);
     assert_eq!(round_away(-4, 3), -1);
 }
+
+fn pts() -> impl proptest::strategy::Strategy<Value = Vec<(i64, i64)>> {
+    proptest::collection::vec((0i64..12, 0i64..12), 1..9)
+}
+
+fn boxes() -> impl proptest::strategy::Strategy<Value = [i64; 4]> {
+    use proptest::strategy::Strategy;
+    (-2i64..14, -2i64..14, 0i64..6, 0i64..6).prop_map(|(x, y, w, h)| [x, y, x + w, y + h])
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+    /// The query's region test (separating axes, Sunday's winding number) against the test's
+    /// (vertex in box, side crossings, ray winding number) on random small polygons, which are
+    /// often self-touching, collinear or degenerate, and boxes that touch them.
+    #[test]
+    fn region_test_matches_brute_force(poly in pts(), bx in boxes()) {
+        let q: Vec<[i64; 2]> = poly.iter().map(|p| [p.0, p.1]).collect();
+        let b = crate::query::geometry::IBox { x0: bx[0], y0: bx[1], x1: bx[2], y1: bx[3] };
+        proptest::prop_assert_eq!(crate::query::geometry::region_meets_box(&q, &b), region_box(&poly, bx));
+        let hull = crate::query::geometry::convex_hull(&q);
+        proptest::prop_assert_eq!(crate::query::geometry::region_meets_box(&hull, &b), hull_box(&poly, bx));
+        proptest::prop_assert_eq!(
+            crate::query::geometry::polyline_meets_box(&q, &b),
+            if poly.len() == 1 { in_box(poly[0], bx) } else { poly.windows(2).any(|w| seg_box(w[0], w[1], bx)) }
+        );
+    }
+}
