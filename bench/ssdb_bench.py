@@ -2,8 +2,8 @@
 
 Runs ``tessera ssdb run --config CONFIG --dir DIR`` into a fresh DIR under ``/usr/bin/time -v``
 (peak memory of the whole process), reads DIR/report.json, and writes a table of the timings
-per cycle and in total, the query totals per start set, peak memory, bytes on disk and the compression ratio into docs/ssdb.md
-between the markers ``<!-- ssdb-bench:CONFIG -->`` and ``<!-- /ssdb-bench:CONFIG -->`` (added
+per cycle and in total, the query totals per start set, peak memory, bytes on disk and the
+compression ratio into docs/ssdb.md between the markers ``<!-- ssdb-bench:CONFIG -->`` and ``<!-- /ssdb-bench:CONFIG -->`` (added
 at the end of the "Benchmark" section when missing). Usage: ``python bench/ssdb_bench.py
 --config tiny --dir target/ssdb/tiny --binary target/release/tessera``.
 """
@@ -67,7 +67,8 @@ def table(config: str, r: Dict[str, Any]) -> str:
         f"- load + cook + group: **{s['total']:.2f} s**; F1' for verification {s['F1prime']:.2f} s",
         f"- generator: {st['images_raw_bytes'] / 44 / max(s['generate'], 1e-9) / 1e6:.0f} million cells/s "
         f"(inside the load, both threads)",
-        f"- peak memory (max RSS of the process): {r['_peak_rss'] / mb:.0f} MB",
+        f"- peak memory (max RSS of the process{', queries included' if 'queries' in s else ''}): "
+        f"{r['_peak_rss'] / mb:.0f} MB",
         f"- raw images {st['images_raw_bytes'] / mb:.0f} MB, on disk {st['images_bytes'] / mb:.1f} MB "
         f"(ratio {st['images_compression_ratio']:.2f}); whole store {st['store_bytes'] / mb:.1f} MB",
         f"- F1 {r['F1']['count']} observations, F1' {r['F1prime']['count']}, "
