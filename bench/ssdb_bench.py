@@ -3,9 +3,10 @@
 Runs ``tessera ssdb run --config CONFIG --dir DIR`` into a fresh DIR under ``/usr/bin/time -v``
 (peak memory of the whole process), reads DIR/report.json, and writes a table of the timings
 per cycle and in total, the query totals per start set, peak memory, bytes on disk and the
-compression ratio into docs/ssdb.md between the markers ``<!-- ssdb-bench:CONFIG -->`` and ``<!-- /ssdb-bench:CONFIG -->`` (added
-at the end of the "Benchmark" section when missing). Usage: ``python bench/ssdb_bench.py
---config tiny --dir target/ssdb/tiny --binary target/release/tessera``.
+compression ratio into docs/ssdb.md between the markers ``<!-- ssdb-bench:CONFIG -->`` and
+``<!-- /ssdb-bench:CONFIG -->`` (added at the end of the "Benchmark" section when missing).
+Usage: ``python bench/ssdb_bench.py --config tiny --dir target/ssdb/tiny --binary
+target/release/tessera``.
 """
 
 from __future__ import annotations
