@@ -21,9 +21,19 @@ use crate::params::{Config, CYCLE};
 use crate::raw::RawStore;
 use crate::{assign_ids, cook_image_parallel, create_observations, write_observations, CookParams};
 
-/// Little-endian int32 values of a read column.
-fn i32s(data: &[u8]) -> Vec<i32> {
-    data.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+/// Little-endian int32 values of a read column, into `out` (reused: no allocation per band).
+fn i32s_into(data: &[u8], out: &mut Vec<i32>) {
+    out.clear();
+    out.extend(data.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+}
+
+/// Little-endian bytes of int32 values, into `out` (reused).
+fn le_into(values: &[i32], out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(4 * values.len());
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
 }
 
 fn rect(t: (i64, i64), y: (i64, i64), x: (i64, i64)) -> Subarray {
@@ -137,7 +147,8 @@ pub fn q3(ctx: &Context, images: &Array, config: Config, cycle: i64, out: &Path)
     let (nn, ml) = (i64::try_from(n)?, i64::try_from(m)?);
     let mut w = result.writer(&rect((t0, t1), (0, nn - 1), (0, nn - 1)), Layout::RowMajor)?;
     let mut planes: Vec<Vec<i32>> = vec![vec![0; n * n]; ATTRS.len()];
-    let mut h = Vec::new();
+    let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); ATTRS.len()];
+    let (mut h, mut src) = (Vec::new(), Vec::new());
     let mut shas = String::with_capacity(64 * CYCLE as usize);
     for t in t0..=t1 {
         for (b, ys) in spans.chunks(BAND_OUT).enumerate() {
@@ -156,10 +167,13 @@ pub fn q3(ctx: &Context, images: &Array, config: Config, cycle: i64, out: &Path)
                     _ => Combine::Mean,
                 };
                 let out_rows = &mut plane[b * BAND_OUT * n..(b * BAND_OUT + ys.len()) * n];
-                regrid_band(&i32s(&r.attrs[a].data), m, &spans, &local, how, &mut h, out_rows);
+                i32s_into(&r.attrs[a].data, &mut src);
+                regrid_band(&src, m, &spans, &local, how, &mut h, out_rows);
             }
         }
-        let bytes: Vec<Vec<u8>> = planes.iter().map(|p| p.iter().flat_map(|v| v.to_le_bytes()).collect()).collect();
+        for (p, b) in planes.iter().zip(bytes.iter_mut()) {
+            le_into(p, b);
+        }
         let mut sha = Sha256::new();
         for b in &bytes {
             sha.update(b);
