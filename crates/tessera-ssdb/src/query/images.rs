@@ -199,13 +199,19 @@ pub struct WindowOwner {
     pub pixel_sum: i64,
 }
 
+/// Bytes of `pix` rectangles [`windows`] holds at once (one chunk of owners).
+pub const WINDOW_READ_BUDGET: usize = 256 << 20;
+
 /// Q8/Q9's output: for each owner (sorted by (t, cx, cy, pixelSum), each once) and each image
 /// whose nominal extent `[lx, lx+S) x [ly, ly+S)` meets the slab `[x, x+u) x [y, y+u)` (time
 /// order), the `pix` cells of the window `[cx - D6/2, cx + D6/2) x [cy - D6/2, cy + D6/2)`
 /// clipped to the image, empty windows skipped: their count and the sha256 of the headers
 /// (int64 LE t_obs, cx, cy, pixelSum, t_img, x0, y0, x1, y1) each followed by the window's pix
-/// (int32 LE, row-major). Each image is read once, as the rectangle holding all its windows;
-/// the windows are then hashed in owner order from those rectangles (memory: the rectangles).
+/// (int32 LE, row-major).
+///
+/// The owners go in chunks: a chunk grows while the rectangles holding its windows, one per
+/// image, stay within [`WINDOW_READ_BUDGET`] bytes (at least one owner). Each image's rectangle
+/// is read once per chunk, and the chunk's windows are hashed in owner order as slices of them.
 ///
 /// # Errors
 /// Storage failures.
@@ -216,72 +222,92 @@ pub fn windows(
     owners: &[WindowOwner],
     slab: (i64, i64, i64),
 ) -> Result<WindowsOut> {
+    windows_within(store, images, config, owners, slab, WINDOW_READ_BUDGET)
+}
+
+/// [`windows`] with a given budget (tests use small ones to force many chunks).
+pub(crate) fn windows_within(
+    store: &RawStore,
+    images: &Array,
+    config: Config,
+    owners: &[WindowOwner],
+    slab: (i64, i64, i64),
+    budget: usize,
+) -> Result<WindowsOut> {
     let (x, y, u) = slab;
     let s = config.side();
     let half = config.objects().d6 / 2;
-    let llcs = store.llcs(0..config.images())?;
-    // Per image meeting the slab (time order): its clipped windows and the rectangle holding
-    // them, read once (little-endian int32 bytes, hashed as they are). Memory: these
-    // rectangles, not a copy of every window.
-    struct Read {
-        t: i64,
-        x0: i64,
-        y0: i64,
-        row_bytes: usize,
-        pix: Vec<u8>,
-        windows: Vec<(usize, [i64; 4])>,
-    }
-    let mut reads: Vec<Read> = Vec::new();
-    for (t, &(lx, ly)) in llcs.iter().enumerate() {
-        if !(lx < x + u && x < lx + s && ly < y + u && y < ly + s) {
-            continue;
-        }
-        let windows: Vec<(usize, [i64; 4])> = owners
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| {
-                let (x0, x1) = ((o.cx - half).max(lx), (o.cx + half).min(lx + s));
-                let (y0, y1) = ((o.cy - half).max(ly), (o.cy + half).min(ly + s));
-                (x0 < x1 && y0 < y1).then_some((i, [x0, y0, x1, y1]))
-            })
-            .collect();
-        if windows.is_empty() {
-            continue;
-        }
-        let ux0 = windows.iter().map(|c| c.1[0]).min().unwrap_or(lx);
-        let uy0 = windows.iter().map(|c| c.1[1]).min().unwrap_or(ly);
-        let ux1 = windows.iter().map(|c| c.1[2]).max().unwrap_or(lx);
-        let uy1 = windows.iter().map(|c| c.1[3]).max().unwrap_or(ly);
-        let ti = i64::try_from(t)?;
-        let mut r = images.read(
-            &rect((ti, ti), (uy0 - ly, uy1 - ly - 1), (ux0 - lx, ux1 - lx - 1)),
-            &["pix"],
-            Layout::RowMajor,
-        )?;
-        let pix = std::mem::take(&mut r.attrs[0].data);
-        let row_bytes = 4 * usize::try_from(ux1 - ux0)?;
-        if pix.len() != row_bytes * usize::try_from(uy1 - uy0)? {
-            anyhow::bail!("image {t}: the read of [{ux0}, {ux1}) x [{uy0}, {uy1}) returned {} bytes", pix.len());
-        }
-        reads.push(Read { t: ti, x0: ux0, y0: uy0, row_bytes, pix, windows });
-    }
-    // Owner-major: each owner's windows in time order, straight from the images' rectangles.
-    let mut next = vec![0usize; reads.len()];
+    // The images meeting the slab, in time order: (t, lx, ly).
+    let meeting: Vec<(i64, i64, i64)> = store
+        .llcs(0..config.images())?
+        .into_iter()
+        .zip(0i64..)
+        .filter(|&((lx, ly), _)| lx < x + u && x < lx + s && ly < y + u && y < ly + s)
+        .map(|((lx, ly), t)| (t, lx, ly))
+        .collect();
+    let clip = |o: &WindowOwner, lx: i64, ly: i64| -> Option<[i64; 4]> {
+        let (x0, x1) = ((o.cx - half).max(lx), (o.cx + half).min(lx + s));
+        let (y0, y1) = ((o.cy - half).max(ly), (o.cy + half).min(ly + s));
+        (x0 < x1 && y0 < y1).then_some([x0, y0, x1, y1])
+    };
+    let union = |r: Option<[i64; 4]>, w: [i64; 4]| match r {
+        None => w,
+        Some(r) => [r[0].min(w[0]), r[1].min(w[1]), r[2].max(w[2]), r[3].max(w[3])],
+    };
+    let area = |r: &Option<[i64; 4]>| r.map_or(0, |r| 4 * usize::try_from((r[2] - r[0]) * (r[3] - r[1])).unwrap_or(0));
     let mut sha = Sha256::new();
     let mut count = 0u64;
-    for (i, o) in owners.iter().enumerate() {
-        for (rd, k) in reads.iter().zip(next.iter_mut()) {
-            let Some(&(_, [x0, y0, x1, y1])) = rd.windows.get(*k).filter(|w| w.0 == i) else { continue };
-            *k += 1;
-            for v in [o.t, o.cx, o.cy, o.pixel_sum, rd.t, x0, y0, x1, y1] {
-                sha.update(v.to_le_bytes());
+    let mut start = 0;
+    while start < owners.len() {
+        // Grow the chunk while its rectangles fit the budget.
+        let mut rects: Vec<Option<[i64; 4]>> = vec![None; meeting.len()];
+        let mut end = start;
+        while end < owners.len() {
+            let grown: Vec<Option<[i64; 4]>> = rects
+                .iter()
+                .zip(&meeting)
+                .map(|(&r, &(_, lx, ly))| clip(&owners[end], lx, ly).map_or(r, |w| Some(union(r, w))))
+                .collect();
+            if end > start && grown.iter().map(area).sum::<usize>() > budget {
+                break;
             }
-            let (c0, c1) = (4 * usize::try_from(x0 - rd.x0)?, 4 * usize::try_from(x1 - rd.x0)?);
-            for row in usize::try_from(y0 - rd.y0)?..usize::try_from(y1 - rd.y0)? {
-                sha.update(&rd.pix[row * rd.row_bytes + c0..row * rd.row_bytes + c1]);
-            }
-            count += 1;
+            rects = grown;
+            end += 1;
         }
+        // One read per image of the chunk's rectangle (little-endian int32 bytes).
+        let mut reads: Vec<Option<Vec<u8>>> = Vec::with_capacity(meeting.len());
+        for (&(t, lx, ly), r) in meeting.iter().zip(&rects) {
+            let Some([x0, y0, x1, y1]) = *r else {
+                reads.push(None);
+                continue;
+            };
+            let mut res = images.read(
+                &rect((t, t), (y0 - ly, y1 - ly - 1), (x0 - lx, x1 - lx - 1)),
+                &["pix"],
+                Layout::RowMajor,
+            )?;
+            let pix = std::mem::take(&mut res.attrs[0].data);
+            if pix.len() != area(r) {
+                anyhow::bail!("image {t}: the read of [{x0}, {x1}) x [{y0}, {y1}) returned {} bytes", pix.len());
+            }
+            reads.push(Some(pix));
+        }
+        // Owner-major: each owner's windows in time order, as slices of the rectangles.
+        for o in &owners[start..end] {
+            for ((&(t, lx, ly), r), pix) in meeting.iter().zip(&rects).zip(&reads) {
+                let (Some([x0, y0, x1, y1]), Some(rx), Some(pix)) = (clip(o, lx, ly), *r, pix) else { continue };
+                for v in [o.t, o.cx, o.cy, o.pixel_sum, t, x0, y0, x1, y1] {
+                    sha.update(v.to_le_bytes());
+                }
+                let row_bytes = 4 * usize::try_from(rx[2] - rx[0])?;
+                let (c0, c1) = (4 * usize::try_from(x0 - rx[0])?, 4 * usize::try_from(x1 - rx[0])?);
+                for row in usize::try_from(y0 - rx[1])?..usize::try_from(y1 - rx[1])? {
+                    sha.update(&pix[row * row_bytes + c0..row * row_bytes + c1]);
+                }
+                count += 1;
+            }
+        }
+        start = end;
     }
     Ok(WindowsOut { windows: count, pix_windows_sha256: hex(&sha.finalize()) })
 }

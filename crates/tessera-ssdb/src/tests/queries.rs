@@ -420,6 +420,22 @@ fn micro_queries_against_brute_force() {
             assert!(got[q]["groups"]["count"].as_u64() > Some(0), "run {r} {q} empty");
             assert!(got[q]["output"]["windows"].as_u64() > Some(0), "run {r} {q} no windows");
         }
+        // Q8's windows in chunks of owners (budget 1 byte: one owner a chunk; 200 KB: a few)
+        // hash as in one chunk.
+        if r % 5 == 3 {
+            let store = RawStore::open(&ctx, &dir, Config::Micro).unwrap();
+            let images = store.images().unwrap();
+            let slab = crate::query::geometry::IBox::slab(x, y, 53);
+            let owners =
+                crate::query::objects::window_owners(&crate::query::objects::q8_groups(&ctx, &dir, &slab).unwrap());
+            assert!(owners.len() > 2);
+            for budget in [1, 200_000] {
+                let w =
+                    crate::query::images::windows_within(&store, &images, Config::Micro, &owners, (x, y, 53), budget)
+                        .unwrap();
+                assert_eq!(serde_json::to_value(w).unwrap(), got["Q8"]["output"], "run {r} budget {budget}");
+            }
+        }
         // The stored results.
         let q2 = read_observations(&ctx, dir.join(format!("results/dense/q2_r{r:02}")), &ObsBox::all()).unwrap();
         assert_eq!(json!(observation_keys_sha256(&q2)), got["Q2"]["keys_sha256"]);
