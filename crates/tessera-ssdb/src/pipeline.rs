@@ -275,8 +275,9 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     if has(Step::Queries) {
         drop(store);
         let (queries, q_seconds) = run_queries(dir, config, &spec.engine, &spec.starts, progress)?;
-        report.insert("queries".into(), queries);
-        seconds.insert("queries".into(), q_seconds);
+        // Per start set: a set run now replaces its earlier results, other sets' stay.
+        merge_sets(&mut report, queries);
+        merge_sets(&mut seconds, q_seconds);
     }
     report.insert("seconds".into(), Value::Object(seconds));
     report.insert("storage".into(), storage_stats(config, dir));
@@ -288,6 +289,18 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(report)
+}
+
+/// Puts the start sets of `new` (an object) into `map["queries"]`, keeping the other sets there.
+fn merge_sets(map: &mut Map<String, Value>, new: Value) {
+    let mut merged = match map.remove("queries") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    if let Value::Object(m) = new {
+        merged.extend(m);
+    }
+    map.insert("queries".into(), Value::Object(merged));
 }
 
 /// Removes its folder when dropped, if empty.

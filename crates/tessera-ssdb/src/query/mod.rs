@@ -214,8 +214,8 @@ pub fn run_query(ctx: &Context, dir: &Path, config: Config, q: u32, p: &RunParam
 
 /// Runs Q1-Q9 15 times each for every set in `sets`, cold between runs; returns
 /// `(queries, seconds)`: §5's `queries` section (`<set>.runs`) and the per-query totals
-/// (`<set>.Q1..Q9` and `<set>.total`, seconds). The stored results of an earlier queries
-/// step (`DIR/results`) are removed first.
+/// (`<set>.Q1..Q9` and `<set>.total`, seconds). The stored results of an earlier run of a
+/// set (`DIR/results/<set>`) are removed first.
 ///
 /// # Errors
 /// Storage failures, a store without images, observations or groups.
@@ -227,13 +227,13 @@ pub fn run_all(
     progress: &dyn Progress,
 ) -> Result<(Value, Value)> {
     let results_root = dir.join(RESULTS_DIR);
-    if results_root.exists() {
-        std::fs::remove_dir_all(&results_root).with_context(|| format!("removing {}", results_root.display()))?;
-    }
     let mut queries = Map::new();
     let mut seconds = Map::new();
     for &set in sets {
         let results: PathBuf = results_root.join(set.name());
+        if results.exists() {
+            std::fs::remove_dir_all(&results).with_context(|| format!("removing {}", results.display()))?;
+        }
         std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
         let mut totals = [Duration::ZERO; 9];
         let mut out_runs = Vec::new();

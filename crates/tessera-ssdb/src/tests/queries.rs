@@ -399,6 +399,14 @@ fn micro_queries_against_brute_force() {
             assert!(report["seconds"]["queries"][set][format!("Q{q}")].as_f64().is_some_and(|v| v > 0.0));
         }
     }
+    // The queries step alone, on one set: that set's results are replaced, the other's kept.
+    let again = run(&RunSpec { steps: vec![Step::Queries], starts: vec![StartSet::Spec], ..spec }, &Silent)
+        .expect("queries again");
+    assert_eq!(again["queries"]["spec"], report["queries"]["spec"]);
+    assert_eq!(again["queries"]["dense"], report["queries"]["dense"]);
+    assert!(again["seconds"]["queries"]["dense"]["total"].is_number());
+    assert!(dir.join("results/dense/q3_r14").exists() && dir.join("results/spec/q3_r14").exists());
+    assert_eq!(again["F2"], report["F2"]);
     let raw = load_raw(&dir);
     let ctx = Context::new(EngineConfig::new()).unwrap();
     let obs = read_observations(&ctx, dir.join(OBSERVATIONS), &ObsBox::all()).unwrap();
