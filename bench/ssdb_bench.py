@@ -1,11 +1,12 @@
-"""SS-DB part 1 benchmark (``make ssdb-bench CONFIG=tiny``): load, cook and group one configuration.
+"""SS-DB benchmark (``make ssdb-bench CONFIG=tiny``): load, cook, group and query one configuration.
 
 Runs ``tessera ssdb run --config CONFIG --dir DIR`` into a fresh DIR under ``/usr/bin/time -v``
 (peak memory of the whole process), reads DIR/report.json, and writes a table of the timings
-per cycle and in total, peak memory, bytes on disk and the compression ratio into docs/ssdb.md
-between the markers ``<!-- ssdb-bench:CONFIG -->`` and ``<!-- /ssdb-bench:CONFIG -->`` (added
-at the end of the "Benchmark" section when missing). Usage: ``python bench/ssdb_bench.py
---config tiny --dir target/ssdb/tiny --binary target/release/tessera``.
+per cycle and in total, the query totals per start set, peak memory, bytes on disk and the
+compression ratio into docs/ssdb.md between the markers ``<!-- ssdb-bench:CONFIG -->`` and
+``<!-- /ssdb-bench:CONFIG -->`` (added at the end of the "Benchmark" section when missing).
+Usage: ``python bench/ssdb_bench.py --config tiny --dir target/ssdb/tiny --binary
+target/release/tessera``.
 """
 
 from __future__ import annotations
@@ -67,12 +68,28 @@ def table(config: str, r: Dict[str, Any]) -> str:
         f"- load + cook + group: **{s['total']:.2f} s**; F1' for verification {s['F1prime']:.2f} s",
         f"- generator: {st['images_raw_bytes'] / 44 / max(s['generate'], 1e-9) / 1e6:.0f} million cells/s "
         f"(inside the load, both threads)",
-        f"- peak memory (max RSS of the process): {r['_peak_rss'] / mb:.0f} MB",
+        f"- peak memory (max RSS of the process{', queries included' if 'queries' in s else ''}): "
+        f"{r['_peak_rss'] / mb:.0f} MB",
         f"- raw images {st['images_raw_bytes'] / mb:.0f} MB, on disk {st['images_bytes'] / mb:.1f} MB "
         f"(ratio {st['images_compression_ratio']:.2f}); whole store {st['store_bytes'] / mb:.1f} MB",
         f"- F1 {r['F1']['count']} observations, F1' {r['F1prime']['count']}, "
         f"F2 {r['F2']['groups']} groups ({r['F2']['multi_member_groups']} with several members)",
     ]
+    q = s.get("queries")
+    if q:
+        sets = list(q)
+        lines += [
+            "",
+            "Queries (seconds, total of the 15 cold runs; start sets of SSDB.md §5/§6):",
+            "",
+            "| set | " + " | ".join(f"Q{i}" for i in range(1, 10)) + " | total |",
+            "|---|" + "---|" * 10,
+        ]
+        for name in sets:
+            v = q[name]
+            lines.append(
+                f"| {name} | " + " | ".join(f"{v[f'Q{i}']:.3f}" for i in range(1, 10)) + f" | {v['total']:.2f} |"
+            )
     return "\n".join(lines)
 
 

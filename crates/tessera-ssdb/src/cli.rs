@@ -15,7 +15,8 @@ use crate::params::{Config, StartSet};
 use crate::pipeline::{run, RunSpec, Step};
 use crate::progress::Bars;
 
-/// The SS-DB benchmark (SSDB.md): generate, load, cook and group a configuration.
+/// The SS-DB benchmark (SSDB.md): generate, load, cook and group a configuration, then run
+/// the queries.
 #[derive(Debug, Args)]
 pub struct SsdbArgs {
     /// What to do.
@@ -37,8 +38,8 @@ pub struct RunArgs {
     /// Folder of the generated store and of report.json (created if missing).
     #[arg(long)]
     pub dir: PathBuf,
-    /// Steps, comma-separated: load, cook, group, queries (queries: issue 14, not implemented yet).
-    #[arg(long, value_delimiter = ',', default_value = "load,cook,group")]
+    /// Steps, comma-separated: load, cook, group, queries (Q1-Q9, 15 runs each per start set).
+    #[arg(long, value_delimiter = ',', default_value = "load,cook,group,queries")]
     pub steps: Vec<Step>,
     /// Query start sets, comma-separated: spec, dense.
     #[arg(long, value_delimiter = ',', default_value = "spec,dense")]
@@ -82,10 +83,17 @@ pub fn run_command(args: &SsdbArgs, config: &[String], out: &mut dyn Write) -> R
             };
             let report = run(&spec, &Bars::default())?;
             let seconds = &report["seconds"];
-            let times: Vec<String> = ["load", "cook", "group"]
+            let mut times: Vec<String> = ["load", "cook", "group"]
                 .iter()
                 .filter_map(|k| seconds[*k].as_f64().map(|v| format!("{k} {v:.2} s")))
                 .collect();
+            if let Some(sets) = seconds["queries"].as_object() {
+                for (set, s) in sets {
+                    if let Some(v) = s["total"].as_f64() {
+                        times.push(format!("queries {set} {v:.2} s"));
+                    }
+                }
+            }
             writeln!(
                 out,
                 "{}: {}; report in {}",

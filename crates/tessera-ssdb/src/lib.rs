@@ -1,5 +1,6 @@
 //! The SS-DB benchmark (`docs/ssdb.md`, the exact rules in SSDB.md) on Tessera: the sky tiles and
-//! image generator, the storage design, cooking (F1, F1'), grouping (F2) and the run report.
+//! image generator, the storage design, cooking (F1, F1'), grouping (F2), the queries Q1-Q9 and the run
+//! report.
 
 mod cook;
 mod group;
@@ -10,6 +11,7 @@ mod store;
 pub mod generator;
 pub mod params;
 pub mod progress;
+pub mod query;
 pub mod raw;
 pub mod tiles;
 

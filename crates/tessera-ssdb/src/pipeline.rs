@@ -2,9 +2,12 @@
 //! and group the new observations (F2); then F1' over all images for verification; the timings
 //! and summaries go to `DIR/report.json`.
 //!
-//! Steps can be run separately (`load`, then `cook,group` on the same folder); the report of an
-//! earlier run in the folder is kept and the sections of this run replace its own. The queries
-//! (part 2, issue 14) are not implemented yet.
+//! Then, with step `queries`, Q1-Q9 15 times each per start set, cold between runs
+//! ([`crate::query`]).
+//!
+//! Steps can be run separately (`load`, then `cook,group`, then `queries` on the same folder);
+//! the report of an earlier run in the folder is kept and the sections of this run replace its
+//! own.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,7 @@ use tessera::{Config as EngineConfig, Context};
 use crate::generator::Generator;
 use crate::params::{Config, StartSet, CYCLE, W};
 use crate::progress::Progress;
+use crate::query::run_all as run_queries;
 use crate::raw::{RawLayout, RawStore, IMAGES};
 use crate::tiles::{SkyTiles, FILE_SHA256};
 use crate::{
@@ -38,7 +42,7 @@ pub enum Step {
     Cook,
     /// Group the observations (F2).
     Group,
-    /// Q1-Q9 (part 2, issue 14).
+    /// Q1-Q9, 15 runs each per start set.
     Queries,
 }
 
@@ -94,13 +98,10 @@ pub struct RunSpec {
 /// Runs `spec`; returns the report written to `dir/report.json`.
 ///
 /// # Errors
-/// The queries step (not implemented yet), a load into a folder that holds images already, a
-/// cook or group step without images, sky tiles that are not the canonical ones, storage
-/// failures. A refused run changes nothing on disk.
+/// A load into a folder that holds images already, a cook or group step without images, a
+/// queries step without observations or groups, sky tiles that are not the canonical ones,
+/// storage failures. A refused run changes nothing on disk.
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
-    if spec.steps.contains(&Step::Queries) {
-        bail!("step queries: not implemented yet (issue 14); run --steps load,cook,group");
-    }
     let has = |s| spec.steps.contains(&s);
     let config = spec.config;
     let dir = &spec.dir;
@@ -118,6 +119,9 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     }
     if has(Step::Group) && dir.join(GROUPS).exists() {
         bail!("{} holds groups already: group into a new folder", dir.display());
+    }
+    if has(Step::Queries) && !has(Step::Group) && !dir.join(GROUPS).exists() {
+        bail!("{} holds no groups: run steps cook and group first (or with queries)", dir.display());
     }
     let tiles = SkyTiles::open(spec.tiles.as_deref())?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -265,7 +269,16 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     }
     let total: f64 = ["load", "cook", "group"].iter().filter_map(|k| seconds.get(*k).and_then(Value::as_f64)).sum();
     seconds.insert("total".into(), json!(total));
-    seconds.insert("cycles".into(), Value::Array(cycles));
+    if has(Step::Load) || has(Step::Cook) || has(Step::Group) {
+        seconds.insert("cycles".into(), Value::Array(cycles));
+    }
+    if has(Step::Queries) {
+        drop(store);
+        let (queries, q_seconds) = run_queries(dir, config, &spec.engine, &spec.starts, progress)?;
+        // Per start set: a set run now replaces its earlier results, other sets' stay.
+        merge_sets(&mut report, queries);
+        merge_sets(&mut seconds, q_seconds);
+    }
     report.insert("seconds".into(), Value::Object(seconds));
     report.insert("storage".into(), storage_stats(config, dir));
     report.insert("memory".into(), json!({ "peak_rss_bytes": peak_rss() }));
@@ -276,6 +289,18 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Value> {
     std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(report)
+}
+
+/// Puts the start sets of `new` (an object) into `map["queries"]`, keeping the other sets there.
+fn merge_sets(map: &mut Map<String, Value>, new: Value) {
+    let mut merged = match map.remove("queries") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    if let Value::Object(m) = new {
+        merged.extend(m);
+    }
+    map.insert("queries".into(), Value::Object(merged));
 }
 
 /// Removes its folder when dropped, if empty.
@@ -426,8 +451,6 @@ mod tests {
         assert!(e.to_string().contains("holds images already"), "{e}");
         let e = run(&spec(&dir, &[Step::Cook]), &Silent).expect_err("second cook");
         assert!(e.to_string().contains("holds observations already"), "{e}");
-        let e = run(&spec(&dir, &[Step::Queries]), &Silent).expect_err("queries");
-        assert!(e.to_string().contains("not implemented yet (issue 14)"), "{e}");
         let e = run(&spec(&dir, &[Step::Group]), &Silent).expect_err("second group");
         assert!(e.to_string().contains("holds groups already"), "{e}");
         assert_eq!(dir_listing(&dir), before);
@@ -438,6 +461,9 @@ mod tests {
         let before = dir_listing(&loaded_only);
         let e = run(&spec(&loaded_only, &[Step::Group]), &Silent).expect_err("group before cook");
         assert!(e.to_string().contains("run step cook first"), "{e}");
+        assert_eq!(dir_listing(&loaded_only), before);
+        let e = run(&spec(&loaded_only, &[Step::Queries]), &Silent).expect_err("queries before group");
+        assert!(e.to_string().contains("holds no groups"), "{e}");
         assert_eq!(dir_listing(&loaded_only), before);
         assert!(!tmp.path().join("empty").exists());
     }

@@ -3,5 +3,6 @@
 
 mod cook;
 mod group;
+mod queries;
 mod reference;
 mod store;

@@ -1,0 +1,258 @@
+//! The queries on observations and groups (SSDB.md §4): Q4 (mean pixelSum), Q5 (polygons
+//! meeting the slab), Q6 (dense windows of centres), Q7 (group centres), Q8 (trajectories) and
+//! Q9 (polygon trajectories). Each reads one world box of the observations (one cycle) or of the
+//! groups ([`read_groups_meeting`]: a superset of what can meet the box) and applies the exact
+//! test of §4 to what comes back.
+//!
+//! Pushdown points, for when the engine has query conditions and aggregates: Q4 is a COUNT and
+//! SUM(pixelSum) over the box read; Q5's bbox prefilter is a condition on `bbox` (`bbox[0] <=
+//! x1 && bbox[2] >= x0 && ...`) in [`q5`]'s read; Q7's centre test is a condition on `sumCx`,
+//! `sumCy` and the member count. Each is the one read call in its function.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use sha2::{Digest, Sha256};
+use tessera::Context;
+
+use super::geometry::{convex_hull, polyline_meets_box, region_meets_box, IBox, Pt};
+use super::images::WindowOwner;
+use super::{Q4Result, Q5Result, Q6Result, Q7Result};
+use crate::keys::{groups_sha256, hex, observation_keys_sha256};
+use crate::{read_groups_meeting, read_observations, Group, ObsBox, Observation, OBSERVATIONS};
+
+/// The observations of `cycle` whose centre lies in the closed box.
+///
+/// # Errors
+/// Storage failures, stored data that does not decode.
+fn cycle_centres_in(ctx: &Context, dir: &Path, cycle: i64, b: &IBox) -> Result<Vec<Observation>> {
+    Ok(read_observations(ctx, dir.join(OBSERVATIONS), &ObsBox::cycle(cycle, (b.x0, b.x1), (b.y0, b.y1)))?)
+}
+
+/// Q4: the observations of `cycle` with centre in the slab: count, Σ pixelSum, keys.
+///
+/// # Errors
+/// Storage failures.
+pub fn q4(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox) -> Result<Q4Result> {
+    let obs = cycle_centres_in(ctx, dir, cycle, slab)?;
+    Ok(Q4Result {
+        count: obs.len() as u64,
+        sum: obs.iter().map(|o| o.pixel_sum).sum(),
+        keys_sha256: observation_keys_sha256(&obs),
+    })
+}
+
+/// An observation's polygon as points.
+fn polygon(o: &Observation) -> Vec<Pt> {
+    o.polygon.iter().map(|p| [i64::from(p[0]), i64::from(p[1])]).collect()
+}
+
+/// Q5: the observations of `cycle` whose polygon region meets the slab. A kept object lies in
+/// its bbox, which holds its centre and has sides <= D1, so the centre box widened by D1 - 1
+/// finds every candidate; the bbox prefilter and the exact region test follow.
+///
+/// # Errors
+/// Storage failures.
+pub fn q5(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox, d1: i64) -> Result<Q5Result> {
+    let wide = IBox { x0: slab.x0 - (d1 - 1), y0: slab.y0 - (d1 - 1), x1: slab.x1 + (d1 - 1), y1: slab.y1 + (d1 - 1) };
+    let mut obs = cycle_centres_in(ctx, dir, cycle, &wide)?;
+    obs.retain(|o| {
+        let b = o.bbox.map(i64::from);
+        IBox { x0: b[0], y0: b[1], x1: b[2], y1: b[3] }.meets(slab) && region_meets_box(&polygon(o), slab)
+    });
+    Ok(Q5Result { count: obs.len() as u64, keys_sha256: observation_keys_sha256(&obs) })
+}
+
+/// Q6: the windows `[a, a+D4) x [b, b+D4)` inside the slab `[x, x+u)^2` holding more than D5
+/// of the centres of `cycle`'s observations in the slab, from 2-D prefix sums kept as a ring of
+/// D4 + 1 prefix rows (memory O(D4·u), not O(u²)); lines `"a,b,count\n"` sorted by (a, b).
+///
+/// # Errors
+/// Storage failures.
+pub fn q6(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox, d4: i64, d5: i64) -> Result<Q6Result> {
+    let obs = cycle_centres_in(ctx, dir, cycle, slab)?;
+    let u = usize::try_from(slab.x1 - slab.x0 + 1)?;
+    let d = usize::try_from(d4)?;
+    let mut lines: Vec<(i64, i64, u32)> = Vec::new();
+    if d <= u {
+        // Centres per row of the slab (local y), as local x.
+        let mut rows: Vec<Vec<usize>> = vec![Vec::new(); u];
+        for o in &obs {
+            let (lx, ly) = (i64::from(o.cx) - slab.x0, i64::from(o.cy) - slab.y0);
+            rows[usize::try_from(ly)?].push(usize::try_from(lx)?);
+        }
+        // prefix[r % (d+1)][x] = centres with local y < r and local x < x.
+        let w = u + 1;
+        let mut ring = vec![0u32; (d + 1) * w];
+        let mut counts = vec![0u32; w];
+        for r in 1..=u {
+            // Row r of the prefix table: row r-1 plus the prefix counts of slab row r-1.
+            counts.iter_mut().for_each(|c| *c = 0);
+            for &lx in &rows[r - 1] {
+                counts[lx + 1] += 1;
+            }
+            let (prev, cur) = ((r - 1) % (d + 1), r % (d + 1));
+            let mut run = 0u32;
+            for xi in 0..w {
+                run += counts[xi];
+                ring[cur * w + xi] = ring[prev * w + xi] + run;
+            }
+            if r >= d {
+                // Windows with local b = r - d: rows [r-d, r).
+                let lo = (r - d) % (d + 1);
+                let (top, bottom) = (&ring[cur * w..cur * w + w], &ring[lo * w..lo * w + w]);
+                for a in 0..=u - d {
+                    let c = (top[a + d] + bottom[a]) - (top[a] + bottom[a + d]);
+                    if i64::from(c) > d5 {
+                        lines.push((slab.x0 + a as i64, slab.y0 + (r - d) as i64, c));
+                    }
+                }
+            }
+        }
+    }
+    lines.sort_unstable();
+    let mut sha = Sha256::new();
+    for (a, b, c) in &lines {
+        sha.update(format!("{a},{b},{c}\n").as_bytes());
+    }
+    Ok(Q6Result { windows: lines.len() as u64, sha256: hex(&sha.finalize()) })
+}
+
+/// Q7: groups (singletons included) whose centre (mean of member centres) lies in the slab,
+/// exactly: `x0·|g| <= Σ cx < (x1 + 1)·|g|`, likewise for y.
+///
+/// # Errors
+/// Storage failures.
+pub fn q7(ctx: &Context, dir: &Path, slab: &IBox) -> Result<Q7Result> {
+    let mut groups = read_groups_meeting(ctx, dir, (slab.x0, slab.x1), (slab.y0, slab.y1))?;
+    groups.retain(|g| {
+        let n = i128::try_from(g.members.len()).unwrap_or(i128::MAX);
+        let (sx, sy) = g.center_sums();
+        let inside =
+            |s: i64, lo: i64, hi: i64| i128::from(lo) * n <= i128::from(s) && i128::from(s) < i128::from(hi + 1) * n;
+        inside(sx, slab.x0, slab.x1) && inside(sy, slab.y0, slab.y1)
+    });
+    Ok(Q7Result {
+        count: groups.len() as u64,
+        singletons: groups.iter().filter(|g| g.members.len() == 1).count() as u64,
+        keys_sha256: groups_sha256(groups.iter().map(Group::key).collect()),
+    })
+}
+
+/// Q8's selection: groups whose trajectory (member centres in (t, id) order; a point for one
+/// member) meets the slab.
+///
+/// # Errors
+/// Storage failures.
+pub fn q8_groups(ctx: &Context, dir: &Path, slab: &IBox) -> Result<Vec<Group>> {
+    let mut groups = read_groups_meeting(ctx, dir, (slab.x0, slab.x1), (slab.y0, slab.y1))?;
+    groups.retain(|g| {
+        let pts: Vec<Pt> = g.members.iter().map(|m| [i64::from(m.cx), i64::from(m.cy)]).collect();
+        polyline_meets_box(&pts, slab)
+    });
+    Ok(groups)
+}
+
+/// Q9's selection: with t1 < t2 < ... the distinct member times of a group, the closed convex
+/// hull of the polygon vertices of the members at tk and tk+1, for each k; a group with one
+/// distinct time uses its members' polygons. Groups where one of them meets the slab (region
+/// test as Q5). Candidates come from [`read_groups_meeting`]; a (tk, tk+1) pair whose members'
+/// bbox union misses the slab is skipped; the polygons of the members still needed are read in
+/// one box read of the observations (all times).
+///
+/// # Errors
+/// Storage failures, a member not stored.
+pub fn q9_groups(ctx: &Context, dir: &Path, slab: &IBox) -> Result<Vec<Group>> {
+    let candidates = read_groups_meeting(ctx, dir, (slab.x0, slab.x1), (slab.y0, slab.y1))?;
+    // Per candidate, the runs of members per distinct time, and the pieces to test: ranges of
+    // member indices (one time's members for a single-time group, else two consecutive times).
+    let mut pieces: Vec<(usize, std::ops::Range<usize>, bool)> = Vec::new(); // (group, members, hull)
+    for (gi, g) in candidates.iter().enumerate() {
+        let mut starts = vec![0];
+        for (i, w) in g.members.windows(2).enumerate() {
+            if w[1].t != w[0].t {
+                starts.push(i + 1);
+            }
+        }
+        starts.push(g.members.len());
+        if starts.len() == 2 {
+            pieces.push((gi, 0..g.members.len(), false));
+        } else {
+            for k in 0..starts.len() - 2 {
+                pieces.push((gi, starts[k]..starts[k + 2], true));
+            }
+        }
+    }
+    let meets_bboxes = |g: &Group, r: &std::ops::Range<usize>| {
+        g.members[r.clone()].iter().any(|m| {
+            let b = m.bbox.map(i64::from);
+            IBox { x0: b[0], y0: b[1], x1: b[2], y1: b[3] }.meets(slab)
+        })
+    };
+    pieces.retain(|(gi, r, hull)| {
+        let g = &candidates[*gi];
+        if *hull {
+            // The hull lies in the box of the members' bboxes.
+            let ms = &g.members[r.clone()];
+            let u = IBox {
+                x0: ms.iter().map(|m| i64::from(m.bbox[0])).min().unwrap_or(0),
+                y0: ms.iter().map(|m| i64::from(m.bbox[1])).min().unwrap_or(0),
+                x1: ms.iter().map(|m| i64::from(m.bbox[2])).max().unwrap_or(-1),
+                y1: ms.iter().map(|m| i64::from(m.bbox[3])).max().unwrap_or(-1),
+            };
+            u.meets(slab)
+        } else {
+            meets_bboxes(g, r)
+        }
+    });
+    // Polygons of the members of the remaining pieces: one read of the box of their centres.
+    let mut need: Vec<(i64, i64, i64)> = Vec::new(); // (id, cx, cy)
+    for (gi, r, _) in &pieces {
+        for m in &candidates[*gi].members[r.clone()] {
+            need.push((m.id, m.cx.into(), m.cy.into()));
+        }
+    }
+    let mut polygons: BTreeMap<i64, Vec<Pt>> = BTreeMap::new();
+    if !need.is_empty() {
+        let bx = (need.iter().map(|n| n.1).min().unwrap_or(0), need.iter().map(|n| n.1).max().unwrap_or(0));
+        let by = (need.iter().map(|n| n.2).min().unwrap_or(0), need.iter().map(|n| n.2).max().unwrap_or(0));
+        let all = ObsBox { cx: bx, cy: by, ..ObsBox::all() };
+        let ids: std::collections::BTreeSet<i64> = need.iter().map(|n| n.0).collect();
+        for o in read_observations(ctx, dir.join(OBSERVATIONS), &all)? {
+            if ids.contains(&o.id) {
+                polygons.insert(o.id, polygon(&o));
+            }
+        }
+        if let Some(missing) = ids.iter().find(|id| !polygons.contains_key(id)) {
+            anyhow::bail!("observation {missing} of a group is not in the observations array");
+        }
+    }
+    let mut selected = vec![false; candidates.len()];
+    for (gi, r, hull) in pieces {
+        if selected[gi] {
+            continue;
+        }
+        let ms = &candidates[gi].members[r];
+        let hit = if hull {
+            let pts: Vec<Pt> = ms.iter().flat_map(|m| polygons[&m.id].iter().copied()).collect();
+            region_meets_box(&convex_hull(&pts), slab)
+        } else {
+            ms.iter().any(|m| region_meets_box(&polygons[&m.id], slab))
+        };
+        selected[gi] = hit;
+    }
+    Ok(candidates.into_iter().zip(selected).filter_map(|(g, s)| s.then_some(g)).collect())
+}
+
+/// The member observations of `groups`, each once, sorted by (t, cx, cy, pixelSum): the owners
+/// of Q8/Q9's output windows.
+pub fn window_owners(groups: &[Group]) -> Vec<WindowOwner> {
+    let mut by_id: BTreeMap<i64, WindowOwner> = BTreeMap::new();
+    for m in groups.iter().flat_map(|g| &g.members) {
+        by_id.insert(m.id, WindowOwner { t: m.t, cx: m.cx.into(), cy: m.cy.into(), pixel_sum: m.pixel_sum });
+    }
+    let mut owners: Vec<WindowOwner> = by_id.into_values().collect();
+    owners.sort_unstable();
+    owners
+}
