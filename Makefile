@@ -107,14 +107,16 @@ bench-quick: build bench-deps
 	cargo bench -p tessera --bench stats
 	$(PY) bench/run.py --quick $(BENCH_ARGS)
 
-# SS-DB part 1 (docs/ssdb.md): load, cook and group configuration CONFIG (micro, tiny, very-small,
+# SS-DB (docs/ssdb.md): load, cook, group and query configuration CONFIG (micro, tiny, very-small,
 # small, ...) into target/ssdb/CONFIG (or SSDB_DIR), timed per cycle, with peak memory and bytes
-# on disk; the table goes into docs/ssdb.md. very-small needs ~1 GB of disk, small ~10 GB.
+# on disk; then the PostgreSQL/PostGIS and TileDB-Py baselines on the same data, every checksum
+# compared, and the paper's Table I with ratios and a chart into docs/ssdb.md. very-small needs
+# ~1 GB of disk, small ~10 GB.
 CONFIG   ?= tiny
 SSDB_DIR ?= target/ssdb/$(CONFIG)
-ssdb-bench: venv
-	cargo build --release -q -p tessera-cli
-	$(PY) bench/ssdb_bench.py --config $(CONFIG) --dir $(SSDB_DIR) --binary target/release/tessera
+ssdb-bench: build bench-deps ssdb-deps
+	$(PY) bench/ssdb_bench.py --config $(CONFIG) --dir $(SSDB_DIR) --binary target/release/tessera \
+		--baselines postgres,tiledb
 
 # SS-DB baselines (issue 14, docs/ssdb.md "Baselines"): PostgreSQL 15 with PostGIS from Debian's
 # packages. Installed with apt-get when missing and when root; otherwise says what to install.

@@ -7,6 +7,14 @@ compression ratio into docs/ssdb.md between the markers ``<!-- ssdb-bench:CONFIG
 ``<!-- /ssdb-bench:CONFIG -->`` (added at the end of the "Benchmark" section when missing).
 Usage: ``python bench/ssdb_bench.py --config tiny --dir target/ssdb/tiny --binary
 target/release/tessera``.
+
+With ``--baselines postgres,tiledb`` (what ``make ssdb-bench`` passes) the same configuration is
+also run by the PostgreSQL/PostGIS and TileDB-Py baselines (``python -m tessera.ssdb.postgres``,
+``python -m tessera.ssdb.tiledb_baseline``, in DIR-postgres and DIR-tiledb), every count and
+checksum of the three reports is compared (any difference stops the benchmark), and the paper's
+Table I (Load, Obsv, Group, L+C, Q1-Q9, Q total; seconds, start set ``spec``) with the ratios
+to Tessera goes into docs/ssdb.md between ``<!-- ssdb-table1:CONFIG -->`` markers, with a bar
+chart in ``docs/ssdb/table1_CONFIG.png``.
 """
 
 from __future__ import annotations
@@ -93,6 +101,95 @@ def table(config: str, r: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+BASELINES = {"postgres": "tessera.ssdb.postgres", "tiledb": "tessera.ssdb.tiledb_baseline"}
+LABELS = {"tessera": "Tessera", "postgres": "PostgreSQL+PostGIS", "tiledb": "TileDB-Py"}
+COLUMNS = ["Load", "Obsv", "Group", "L+C"] + [f"Q{i}" for i in range(1, 10)] + ["Q total"]
+
+
+def run_baseline(name: str, config: str, store: pathlib.Path) -> Dict[str, Any]:
+    if store.exists():
+        shutil.rmtree(store)
+    store.mkdir(parents=True)
+    cmd = [sys.executable, "-m", BASELINES[name], "--config", config, "--dir", str(store)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout + p.stderr)
+        raise SystemExit(f"the {name} baseline failed (exit {p.returncode})")
+    report: Dict[str, Any] = json.loads((store / "report.json").read_text())
+    return report
+
+
+def answers(r: Dict[str, Any]) -> Dict[str, Any]:
+    """Every count and checksum of a report (no timings)."""
+    out = {k: r[k] for k in ("F1", "F1prime", "F2")}
+    for which, v in r.get("queries", {}).items():
+        out[which] = [{k: run[k] for k in run if k.startswith("Q") or k in ("run", "X", "Y", "cycles")}
+                      for run in v["runs"]]
+    return out
+
+
+def row(r: Dict[str, Any], which: str = "spec") -> List[float]:
+    s = r["seconds"]
+    q = s["queries"][which]
+    return [s["load"], s["cook"], s["group"], s["load"] + s["cook"] + s["group"]] + [
+        q[f"Q{i}"] for i in range(1, 10)] + [q["total"]]
+
+
+def table1(config: str, reports: Dict[str, Dict[str, Any]]) -> str:
+    rows = {n: row(r) for n, r in reports.items()}
+    lines = [
+        f"Table I on `{config}` ({datetime.date.today().isoformat()}, {os.cpu_count()} cores, one run; seconds; "
+        "queries: total of the 15 cold runs of start set `spec`; every count and checksum equal in the three):",
+        "",
+        "| system | " + " | ".join(COLUMNS) + " |",
+        "|---|" + "---|" * len(COLUMNS),
+    ]
+    for n, v in rows.items():
+        lines.append(f"| {LABELS[n]} | " + " | ".join(f"{x:.3g}" for x in v) + " |")
+    base = rows["tessera"]
+    for n, v in rows.items():
+        if n != "tessera":
+            lines.append(f"| {LABELS[n]} / Tessera | " + " | ".join(
+                f"{a / b:.1f}x" if b > 0 else "n/a" for a, b in zip(v, base)) + " |")
+    return "\n".join(lines)
+
+
+def chart(config: str, reports: Dict[str, Dict[str, Any]]) -> pathlib.Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = ROOT / "docs" / "ssdb" / f"table1_{config}.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(11, 4))
+    width = 0.8 / len(reports)
+    for k, (n, r) in enumerate(reports.items()):
+        v = row(r)
+        ax.bar([i + k * width for i in range(len(COLUMNS))], [max(x, 1e-4) for x in v], width, label=LABELS[n])
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(COLUMNS))])
+    ax.set_xticklabels(COLUMNS, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds (log)")
+    ax.set_title(f"SS-DB Table I, {config}: load, cook, group and the 15 cold runs of each query")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def write_block(tag: str, config: str, text: str) -> None:
+    start, end = f"<!-- {tag}:{config} -->", f"<!-- /{tag}:{config} -->"
+    doc = DOC.read_text()
+    block = f"{start}\n{text}\n{end}"
+    if start in doc and end in doc:
+        doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    DOC.write_text(doc)
+
+
 def write_doc(config: str, text: str) -> None:
     start, end = f"<!-- ssdb-bench:{config} -->", f"<!-- /ssdb-bench:{config} -->"
     block = f"{start}\n{text}\n{end}"
@@ -116,6 +213,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="store folder (default target/ssdb/CONFIG), removed first")
     ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "tessera"))
     ap.add_argument("--no-docs", action="store_true", help="print the table only")
+    ap.add_argument("--baselines", default="", help="comma-separated: postgres, tiledb (Table I beside them)")
     a = ap.parse_args()
     store = pathlib.Path(a.dir) if a.dir else ROOT / "target" / "ssdb" / a.config
     report = run(a.binary, a.config, store)
@@ -123,6 +221,23 @@ def main() -> None:
     print(text)
     if not a.no_docs:
         write_doc(a.config, text)
+    names = [n for n in a.baselines.split(",") if n]
+    if not names:
+        return
+    reports: Dict[str, Dict[str, Any]] = {"tessera": report}
+    for n in names:
+        if n not in BASELINES:
+            raise SystemExit(f"unknown baseline {n!r} (known: {', '.join(BASELINES)})")
+        reports[n] = run_baseline(n, a.config, (store.parent / f"{store.name}-{n}").resolve())
+        mine, theirs = answers(report), answers(reports[n])
+        for key in mine:
+            if mine[key] != theirs.get(key):
+                raise SystemExit(f"{n} disagrees with Tessera on {key}: the benchmark stops")
+    t1 = table1(a.config, reports)
+    print(t1)
+    if not a.no_docs:
+        png = chart(a.config, reports)
+        write_block("ssdb-table1", a.config, t1 + f"\n\n![Table I on {a.config}](ssdb/{png.name})")
 
 
 if __name__ == "__main__":

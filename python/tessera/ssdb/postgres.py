@@ -765,6 +765,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if count and not (count.isdigit() and 1 <= int(count) <= 15):
             ap.error(f"--starts: {item!r}: the run count must be in 1..15")
         starts.append((name, int(count) if count else 15))
+    args.dir = args.dir.resolve()  # the server runs elsewhere: a relative path would miss
     cfg = ref.CONFIGS[args.config]
     try:
         rep = run(cfg, args.dir, starts, not args.warm, args.fsync, args.tiles)

@@ -463,6 +463,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if count and not (count.isdigit() and 1 <= int(count) <= 15):
             ap.error(f"--starts: {item!r}: the run count must be in 1..15")
         starts.append((name, int(count) if count else 15))
+    args.dir = args.dir.resolve()  # the server runs elsewhere: a relative path would miss
     try:
         rep = run(ref.CONFIGS[args.config], args.dir, starts, not args.warm, args.tiles)
     except (RuntimeError, FileExistsError) as e:
