@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
 import pytest
 
 import tessera as ts
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def tessera_binary() -> str:
+    """The tessera command: $TESSERA_BIN, the virtualenv's, or this checkout's release build."""
+    for cand in (
+        os.environ.get("TESSERA_BIN"),
+        str(pathlib.Path(sys.executable).parent / "tessera"),
+        str(ROOT / "target" / "release" / "tessera"),
+    ):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-cli"], cwd=ROOT, check=True)
+    return str(ROOT / "target" / "release" / "tessera")
 
 
 @pytest.fixture

@@ -19,28 +19,14 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 import pytest
 
+from conftest import tessera_binary
 from tessera.ssdb import reference as ref
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _binary() -> str:
-    """The tessera command: $TESSERA_BIN, the virtualenv's, or this checkout's release build."""
-    for cand in (
-        os.environ.get("TESSERA_BIN"),
-        str(pathlib.Path(sys.executable).parent / "tessera"),
-        str(ROOT / "target" / "release" / "tessera"),
-    ):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-cli"], cwd=ROOT, check=True)
-    return str(ROOT / "target" / "release" / "tessera")
 
 
 @pytest.fixture(scope="module")
 def tessera_micro(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     store = tmp_path_factory.mktemp("ssdb") / "micro"
-    env = dict(os.environ, TESSERA_BIN=_binary())
+    env = dict(os.environ, TESSERA_BIN=tessera_binary())
     subprocess.run(
         [sys.executable, "-m", "tessera.ssdb", "run", "--config", "micro", "--dir", str(store)],
         check=True,

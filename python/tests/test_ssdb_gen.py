@@ -20,26 +20,13 @@ import numpy as np
 import pytest
 
 import tessera as ts
+from conftest import tessera_binary
 from tessera.ssdb import tiles as sky
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 W = 1_000_000
 N, S, R = 40, 200, 267  # micro
 PI = "31415926535897932384626433832795028841971693993751058209749445923078164062862089986280348253421170679"
 ATTRS = ["pix", "var", "valid", "sat", "v0", "v1", "v2", "v3", "v4", "v5", "v6"]
-
-
-def _binary() -> str:
-    """The tessera command: $TESSERA_BIN, the virtualenv's, or this checkout's release build."""
-    for cand in (
-        os.environ.get("TESSERA_BIN"),
-        str(pathlib.Path(sys.executable).parent / "tessera"),
-        str(ROOT / "target" / "release" / "tessera"),
-    ):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "tessera-cli"], cwd=ROOT, check=True)
-    return str(ROOT / "target" / "release" / "tessera")
 
 
 def rand(t: np.ndarray) -> np.ndarray:
@@ -105,7 +92,7 @@ def tiles() -> np.ndarray:
 @pytest.fixture(scope="module")
 def micro(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     store = tmp_path_factory.mktemp("ssdb") / "micro"
-    env = dict(os.environ, TESSERA_BIN=_binary())
+    env = dict(os.environ, TESSERA_BIN=tessera_binary())
     subprocess.run(
         [sys.executable, "-m", "tessera.ssdb", "run", "--config", "micro", "--dir", str(store)]
         + ["--steps", "load,cook,group"],
@@ -158,7 +145,7 @@ def test_report_structure(micro: pathlib.Path) -> None:
 def test_queries_step(micro: pathlib.Path) -> None:
     """The queries step on the stored micro run: section 5's runs in the report, Q2's and Q3's
     results stored as arrays that read back through the Python package."""
-    env = dict(os.environ, TESSERA_BIN=_binary())
+    env = dict(os.environ, TESSERA_BIN=tessera_binary())
     subprocess.run(
         [sys.executable, "-m", "tessera.ssdb", "run", "--config", "micro", "--dir", str(micro)]
         + ["--steps", "queries", "--starts", "dense"],

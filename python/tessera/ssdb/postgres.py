@@ -757,14 +757,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--fsync", action="store_true", help="fsync, synchronous_commit and full_page_writes on")
     ap.add_argument("--tiles", type=Path, help="a tileData file (else made by the recipe)")
     args = ap.parse_args(argv)
-    starts: List[Tuple[str, int]] = []
-    for item in (s for s in args.starts.split(",") if s):
-        name, _, count = item.partition(":")
-        if name not in ("spec", "dense"):
-            ap.error(f"--starts: unknown start set {name!r}: expected spec or dense")
-        if count and not (count.isdigit() and 1 <= int(count) <= 15):
-            ap.error(f"--starts: {item!r}: the run count must be in 1..15")
-        starts.append((name, int(count) if count else 15))
+    try:
+        starts = ref.parse_starts(args.starts)
+    except ValueError as e:
+        ap.error(str(e))
     args.dir = args.dir.resolve()  # the server runs elsewhere: a relative path would miss
     cfg = ref.CONFIGS[args.config]
     try:

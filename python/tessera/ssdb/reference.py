@@ -717,6 +717,20 @@ def report(ds: Dataset, summary: Dict[str, Any], starts: Sequence[str] = ("spec"
     return out
 
 
+def parse_starts(text: str) -> List[Tuple[str, int]]:
+    """The baselines' ``--starts``: comma-separated start sets ``spec``/``dense``, each optionally
+    ``NAME:RUNS`` for its first RUNS runs (1..15); ValueError names what is wrong."""
+    starts: List[Tuple[str, int]] = []
+    for item in (s for s in text.split(",") if s):
+        name, _, count = item.partition(":")
+        if name not in ("spec", "dense"):
+            raise ValueError(f"--starts: unknown start set {name!r}: expected spec or dense")
+        if count and not (count.isdigit() and 1 <= int(count) <= 15):
+            raise ValueError(f"--starts: {item!r}: the run count must be in 1..15")
+        starts.append((name, int(count) if count else 15))
+    return starts
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tessera.ssdb.reference", description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="micro", choices=sorted(CONFIGS))
