@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import dask_bench  # noqa: E402
 import dense  # noqa: E402
+import open_cost  # noqa: E402
 import sparse_ais  # noqa: E402
 from adapters import all_adapters  # noqa: E402
 from common import Row, log  # noqa: E402
@@ -44,6 +45,7 @@ QUICK = {
                   parallel_squares=8, point_budget=0.5, parallel_write_reps=3),
     "sparse": dict(points=1_000_000, reps=3, cold_reps=1, shifts=2, targets=(10_000, 100_000)),
     "dask": dict(gib=0.5, points=1_000_000, reps=2),
+    "open": dict(counts=(100, 1000), reps=9),
 }
 FULL = {
     "dense": dict(rows=20_000, cols=13_000, tile=(2_500, 1_000), reps=5, load_reps=1, cold_reps=3, squares=20,
@@ -51,6 +53,7 @@ FULL = {
                   fragment_counts=(10, 100, 1000), parallel_squares=32, point_budget=5.0, parallel_write_reps=3),
     "sparse": dict(points=10_000_000, reps=5, cold_reps=3, shifts=5, targets=(10_000, 100_000, 1_000_000)),
     "dask": dict(gib=4.0, points=10_000_000, reps=3),
+    "open": dict(counts=(100, 1000, 10000), reps=15),
 }
 
 
@@ -408,7 +411,7 @@ make bench-quick    # the same workloads at ~100 MB / 1M points
 
 Everything lives in `bench/`: `ais.py` (the AIS-like data generator), `sparse_ais.py` (the sparse
 benchmark), `dense.py` (the dense workloads), `dask_bench.py` (Dask against Zarr and Parquet on a
-cluster of 2 worker processes), `common.py` (timing, fsync/fadvise, machine limits,
+cluster of 2 worker processes), `open_cost.py` (open time against the fragment count, against TileDB-Py), `common.py` (timing, fsync/fadvise, machine limits,
 tables), `adapters/` (one small module per engine, each documenting the method it uses),
 `run.py` (the suite, this page and the plots), `profile_tessera.py` (the engine's statistics of a
 slow sparse read). Results: `bench/out/results.json` (every run of every figure, versions, machine
@@ -441,6 +444,7 @@ def main() -> None:
     p.add_argument("--skip-dense", action="store_true")
     p.add_argument("--skip-sparse", action="store_true")
     p.add_argument("--skip-dask", action="store_true")
+    p.add_argument("--skip-open", action="store_true")
     p.add_argument("--only", default=None, metavar="GROUP[,GROUP]",
                    help='only these workload groups, e.g. "dense parallel writes,dense load none" '
                         '(matching: see the docstring of bench/run.py)')
@@ -502,6 +506,13 @@ def main() -> None:
         k["seconds"] = time.perf_counter() - t
         res["dask"] = k
         log(f"\n(dask workloads: {k['seconds'] / 60:.1f} min)")
+    if not args.skip_open and (not only or any(g.startswith("open") for g in only)):
+        t = time.perf_counter()
+        o = open_cost.run(workdir=workdir, **cfg["open"])
+        rows += o.pop("rows")
+        o["seconds"] = time.perf_counter() - t
+        res["open"] = o
+        log(f"\n(open workloads: {o['seconds'] / 60:.1f} min)")
     res["rows"] = rows
     res["load_average_end"] = common.load_average()
     res["total_seconds"] = time.perf_counter() - t0
