@@ -26,6 +26,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 
+mod arrow;
 pub mod csv;
 mod dense;
 mod info;
@@ -35,7 +36,6 @@ pub mod meta;
 mod parquet_io;
 mod sparse;
 mod spec;
-mod table;
 
 /// The example schema printed by `tessera schema-example` (valid JSON).
 pub const SCHEMA_EXAMPLE: &str = r#"{
