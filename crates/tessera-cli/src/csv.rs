@@ -12,6 +12,10 @@
 //! The first record is the header (column names, trimmed); every record must have as many fields
 //! as the header. Values are written as the shortest text that reads back to the same value
 //! (`0.1`, `1e-7`, `NaN`, `inf`); an empty string is written `""` and a null as nothing.
+//!
+//! `arrow-csv` is not used because it cannot keep this contract: it reads `""` and an absent value
+//! alike, accepts malformed quoting, names records rather than lines in errors, and writes
+//! floats in another form (`1.0e300` for `1e300`).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
