@@ -390,16 +390,19 @@ fn format_column(a: &dyn Array, delimiter: u8, text: &mut Vec<u8>, ends: &mut Ve
         }
         Ok(())
     }
-    let int = |t: &mut Vec<u8>, v: &dyn std::fmt::Display| write!(t, "{v}");
+    fn int(t: &mut Vec<u8>, v: impl itoa::Integer) -> io::Result<()> {
+        t.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
     match a.data_type() {
-        DataType::Int8 => each::<Int8Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::Int16 => each::<Int16Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::Int32 => each::<Int32Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::Int64 => each::<Int64Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::UInt8 => each::<UInt8Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::UInt16 => each::<UInt16Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::UInt32 => each::<UInt32Type>(a, text, ends, |t, v| int(t, &v)),
-        DataType::UInt64 => each::<UInt64Type>(a, text, ends, |t, v| int(t, &v)),
+        DataType::Int8 => each::<Int8Type>(a, text, ends, int),
+        DataType::Int16 => each::<Int16Type>(a, text, ends, int),
+        DataType::Int32 => each::<Int32Type>(a, text, ends, int),
+        DataType::Int64 => each::<Int64Type>(a, text, ends, int),
+        DataType::UInt8 => each::<UInt8Type>(a, text, ends, int),
+        DataType::UInt16 => each::<UInt16Type>(a, text, ends, int),
+        DataType::UInt32 => each::<UInt32Type>(a, text, ends, int),
+        DataType::UInt64 => each::<UInt64Type>(a, text, ends, int),
         DataType::Float32 => each::<Float32Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
         DataType::Float64 => each::<Float64Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
         DataType::Utf8 => {
