@@ -268,7 +268,7 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
 }
 
 /// Whether a `Utf8` column is CSV text to parse (CSV columns are the only `Utf8` columns fed to
-/// numbers: [`check_compatible`] refuses Parquet strings there) .
+/// numbers: [`check_compatible`] refuses Parquet strings there).
 fn spec_is_text(t: &DataType, spec: &ColumnSpec) -> bool {
     *t == DataType::Utf8 && !matches!(spec.kind, Kind::Str(_))
 }
