@@ -1,5 +1,5 @@
 //! CSV files as tables of cells: a strict record reader over `csv-core`, a field writer, and the
-//! [`Source`] and [`Sink`] of sparse reads and writes.
+//! [`Source`] and [`Sink`] of sparse reads and writes, which exchange Arrow record batches.
 //!
 //! `csv-core` splits the input into fields (RFC 4180: LF or CRLF records, a one-byte delimiter,
 //! quoted fields in which delimiters and line breaks are data and `""` is one quote; blank lines
@@ -12,16 +12,30 @@
 //! The first record is the header (column names, trimmed); every record must have as many fields
 //! as the header. Values are written as the shortest text that reads back to the same value
 //! (`0.1`, `1e-7`, `NaN`, `inf`); an empty string is written `""` and a null as nothing.
+//!
+//! `arrow-csv` is not used because it cannot keep this contract: it reads `""` and an absent value
+//! alike, accepts malformed quoting, names records rather than lines in errors, and writes
+//! floats in another form (`1.0e300` for `1e300`).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context as _, Result};
-use csv_core::ReadRecordResult;
-use tessera::AttrData;
+use std::sync::Arc;
 
-use crate::table::{Batch, Cell, ColumnSpec, Sink, Source, SrcColumn, SrcKind, Values};
+use anyhow::{bail, Context as _, Result};
+use arrow_array::builder::StringBuilder;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+use csv_core::ReadRecordResult;
+
+use crate::arrow::SrcKind;
+use crate::sparse::{Batch, Sink, Source, SrcColumn};
 
 /// One record: its fields' text (unescaped), which were quoted, and the line it starts on.
 #[derive(Debug, Default, Clone)]
@@ -238,7 +252,8 @@ pub fn parse_delimiter(s: &str) -> Result<u8> {
     Ok(d)
 }
 
-/// A CSV file read in batches of rows.
+/// A CSV file read in batches of rows: one nullable `Utf8` column per selected column, null for
+/// an absent value (nothing between two delimiters) and `""` for a quoted empty string.
 pub(crate) struct CsvSource {
     path: PathBuf,
     reader: Reader<BufReader<File>>,
@@ -292,7 +307,7 @@ impl Source for CsvSource {
     }
 
     fn next_batch(&mut self, max_rows: usize) -> Result<Option<Batch>> {
-        let mut cols: Vec<Values> = self.selected.iter().map(|_| Values::text()).collect();
+        let mut cols: Vec<StringBuilder> = self.selected.iter().map(|_| StringBuilder::new()).collect();
         let mut lines = Vec::new();
         while lines.len() < max_rows.max(1) {
             if !self.reader.read_record(&mut self.rec).with_context(|| format!("{}", self.path.display()))? {
@@ -308,10 +323,11 @@ impl Source for CsvSource {
                 );
             }
             for (col, &c) in cols.iter_mut().zip(&self.selected) {
-                if let Values::Text { text, ends, quoted } = col {
-                    text.push_str(self.rec.field(c));
-                    ends.push(text.len());
-                    quoted.push(self.rec.is_quoted(c));
+                let field = self.rec.field(c);
+                if field.is_empty() && !self.rec.is_quoted(c) {
+                    col.append_null();
+                } else {
+                    col.append_value(field);
                 }
             }
             lines.push(self.rec.line());
@@ -319,9 +335,9 @@ impl Source for CsvSource {
         if lines.is_empty() {
             return Ok(None);
         }
-        let rows = lines.len();
-        let batch = Batch { first_row: self.rows_done, rows, lines: Some(lines), cols };
-        self.rows_done += rows as u64;
+        let cols = cols.iter_mut().map(|c| Arc::new(c.finish()) as ArrayRef).collect();
+        let batch = Batch { first_row: self.rows_done, rows: lines.len(), lines: Some(lines), cols, text: true };
+        self.rows_done += batch.rows as u64;
         Ok(Some(batch))
     }
 
@@ -330,11 +346,13 @@ impl Source for CsvSource {
     }
 }
 
-/// Writes results as CSV.
+/// Writes results as CSV: integers in decimal, floats as the shortest text that reads back
+/// exactly, strings quoted when needed (always when empty), nulls as nothing.
 pub(crate) struct CsvSink {
     out: BufWriter<File>,
-    specs: Vec<ColumnSpec>,
     delimiter: u8,
+    /// Each column's fields of the current batch, and where each field ends.
+    fields: Vec<(Vec<u8>, Vec<usize>)>,
     line: Vec<u8>,
 }
 
@@ -343,38 +361,83 @@ impl CsvSink {
     ///
     /// # Errors
     /// A write failure.
-    pub(crate) fn new(file: File, specs: &[ColumnSpec], delimiter: u8) -> Result<Self> {
+    pub(crate) fn new(file: File, names: &[&str], delimiter: u8) -> Result<Self> {
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        for (k, s) in specs.iter().enumerate() {
+        for (k, name) in names.iter().enumerate() {
             if k > 0 {
                 out.write_all(&[delimiter])?;
             }
-            write_field(&mut out, s.name.as_bytes(), delimiter, false)?;
+            write_field(&mut out, name.as_bytes(), delimiter, false)?;
         }
         out.write_all(b"\n")?;
-        Ok(Self { out, specs: specs.to_vec(), delimiter, line: Vec::with_capacity(256) })
+        Ok(Self { out, delimiter, fields: vec![Default::default(); names.len()], line: Vec::with_capacity(2 << 20) })
+    }
+}
+
+/// Formats every entry of `a` into `text`, pushing the end of each onto `ends`.
+fn format_column(a: &dyn Array, delimiter: u8, text: &mut Vec<u8>, ends: &mut Vec<usize>) -> Result<()> {
+    fn each<T: ArrowPrimitiveType>(
+        a: &dyn Array,
+        text: &mut Vec<u8>,
+        ends: &mut Vec<usize>,
+        f: impl Fn(&mut Vec<u8>, T::Native) -> io::Result<()>,
+    ) -> Result<()> {
+        for v in a.as_primitive::<T>() {
+            if let Some(v) = v {
+                f(text, v)?;
+            }
+            ends.push(text.len());
+        }
+        Ok(())
+    }
+    fn int(t: &mut Vec<u8>, v: impl itoa::Integer) -> io::Result<()> {
+        t.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+    match a.data_type() {
+        DataType::Int8 => each::<Int8Type>(a, text, ends, int),
+        DataType::Int16 => each::<Int16Type>(a, text, ends, int),
+        DataType::Int32 => each::<Int32Type>(a, text, ends, int),
+        DataType::Int64 => each::<Int64Type>(a, text, ends, int),
+        DataType::UInt8 => each::<UInt8Type>(a, text, ends, int),
+        DataType::UInt16 => each::<UInt16Type>(a, text, ends, int),
+        DataType::UInt32 => each::<UInt32Type>(a, text, ends, int),
+        DataType::UInt64 => each::<UInt64Type>(a, text, ends, int),
+        DataType::Float32 => each::<Float32Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
+        DataType::Float64 => each::<Float64Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
+        DataType::Utf8 => {
+            for v in a.as_string::<i32>() {
+                if let Some(s) = v {
+                    write_field(text, s.as_bytes(), delimiter, s.is_empty())?;
+                }
+                ends.push(text.len());
+            }
+            Ok(())
+        }
+        t => bail!("internal error: no CSV form for Arrow type {t}"),
     }
 }
 
 impl Sink for CsvSink {
-    fn write_batch(&mut self, cols: &[AttrData], cells: usize) -> Result<()> {
-        for i in 0..cells {
-            self.line.clear();
-            for (k, (spec, col)) in self.specs.iter().zip(cols).enumerate() {
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        for ((text, ends), a) in self.fields.iter_mut().zip(batch.columns()) {
+            text.clear();
+            ends.clear();
+            format_column(a, self.delimiter, text, ends)?;
+        }
+        // Rows are assembled in `line` and written about 1 MiB at a time.
+        for i in 0..batch.num_rows() {
+            for (k, (text, ends)) in self.fields.iter().enumerate() {
                 if k > 0 {
                     self.line.push(self.delimiter);
                 }
-                match spec.cell(col, i) {
-                    Cell::Null => {}
-                    Cell::Int(v) => write!(self.line, "{v}")?,
-                    Cell::F32(v) => write!(self.line, "{v:?}")?,
-                    Cell::F64(v) => write!(self.line, "{v:?}")?,
-                    Cell::Bytes(s) => write_field(&mut self.line, s, self.delimiter, s.is_empty())?,
-                    Cell::Text(..) => return Err(anyhow!("column {}: internal error: text cell", spec.name)),
-                }
+                self.line.extend_from_slice(&text[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]);
             }
             self.line.push(b'\n');
-            self.out.write_all(&self.line)?;
+            if self.line.len() >= 1 << 20 || i + 1 == batch.num_rows() {
+                self.out.write_all(&self.line)?;
+                self.line.clear();
+            }
         }
         Ok(())
     }

@@ -14,7 +14,7 @@
 //! Variable-length and nullable attributes have no `.npy` form and are refused.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -118,22 +118,54 @@ struct Input {
 }
 
 /// Reads the header of `.npy` file `file` (shown as `shown`), leaving it at the data; returns
-/// the header and the offset of the data.
+/// the header and the offset of the data. Every size the header gives is checked before `npyz`
+/// sees it: the header length against 16 MiB and the file's length, and the shape's element
+/// count (which `npyz` multiplies out unchecked) against overflow and the bytes after the header.
 fn read_header(file: &mut File, shown: &str) -> Result<(NpyHeader, u64)> {
     let invalid = |e: &dyn std::fmt::Display| anyhow!("cannot read {shown}: not a valid .npy file: {e}");
-    // npyz allocates the header length it reads: refuse implausible ones first.
-    let mut pre = Vec::with_capacity(12);
-    Read::by_ref(file).take(12).read_to_end(&mut pre).with_context(|| format!("cannot read {shown}"))?;
-    let hlen = match (pre.get(6), pre.get(8..10), pre.get(8..12)) {
-        (Some(1), Some(b), _) => u64::from(u16::from_le_bytes([b[0], b[1]])),
-        (Some(2 | 3), _, Some(b)) => u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        _ => 0,
+    let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
+    let mut head = Vec::with_capacity(12);
+    Read::by_ref(file).take(12).read_to_end(&mut head).with_context(|| format!("cannot read {shown}"))?;
+    let (start, hlen) = match (head.get(6), head.get(8..10), head.get(8..12)) {
+        (Some(1), Some(b), _) => (10, u64::from(u16::from_le_bytes([b[0], b[1]]))),
+        (Some(2 | 3), _, Some(b)) => (12, u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        _ => (0, 0),
     };
     if hlen > 1 << 24 {
         return Err(invalid(&format!("header length {hlen} is implausibly large")));
     }
-    let header = NpyHeader::from_reader(pre.as_slice().chain(&mut *file)).map_err(|e| invalid(&e))?;
-    Ok((header, file.stream_position().with_context(|| format!("cannot read {shown}"))?))
+    let data_at = start + hlen;
+    if data_at > file_len {
+        return Err(invalid(&format!("the header ({hlen} bytes) runs past the end of the file ({file_len} bytes)")));
+    }
+    let rest = data_at.saturating_sub(head.len() as u64);
+    Read::by_ref(file).take(rest).read_to_end(&mut head).with_context(|| format!("cannot read {shown}"))?;
+    if let Some(shape) = head.get(usize::try_from(start)?..).and_then(shape_text) {
+        // Every dtype the CLI takes has at least one byte per element.
+        let nonzero = shape.iter().filter(|&&n| n != 0).try_fold(1u64, |p, &n| p.checked_mul(n));
+        let elements = if shape.contains(&0) { Some(0) } else { nonzero };
+        let room = file_len - data_at;
+        if nonzero.is_none() || elements.is_some_and(|n| n > room) {
+            let shape = shape_str(&shape);
+            return Err(invalid(&format!(
+                "shape {shape} has more elements than the {room} bytes after the header can hold"
+            )));
+        }
+    }
+    let header = NpyHeader::from_reader(head.as_slice()).map_err(|e| invalid(&e))?;
+    if head.len() as u64 != data_at {
+        return Err(invalid(&format!("the header length {hlen} does not match the header")));
+    }
+    Ok((header, data_at))
+}
+
+/// The numbers of the `'shape': (...)` tuple of a `.npy` header's text, if it has one that
+/// parses (whatever does not is left to `npyz` to refuse).
+fn shape_text(header: &[u8]) -> Option<Vec<u64>> {
+    let text = std::str::from_utf8(header).ok()?;
+    let after = &text[text.find("'shape'").or_else(|| text.find("\"shape\""))?..];
+    let tuple = &after[after.find('(')? + 1..after.find(')')?];
+    tuple.split(',').map(str::trim).filter(|n| !n.is_empty()).map(|n| n.trim_end_matches('L').parse().ok()).collect()
 }
 
 /// Checks that `header` (of file `shown`) holds cells of `a` over a subarray of shape `cells`
@@ -308,7 +340,7 @@ fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_
         let data_len = elements.zip(size).and_then(|(n, s)| n.checked_mul(s as u64));
         let data_len = data_len.ok_or_else(|| anyhow!("{shown}: the shape is too large"))?;
         let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
-        if file_len != data_at + data_len {
+        if data_at.checked_add(data_len) != Some(file_len) {
             bail!(
                 "{shown}: the data section has {} bytes but shape {} needs {data_len}",
                 file_len.saturating_sub(data_at),

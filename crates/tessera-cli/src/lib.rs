@@ -1,8 +1,9 @@
 //! The `tessera` command: create, inspect, write and read Tessera arrays from the shell, with
 //! NumPy `.npy` files as the exchange format for dense arrays and CSV or Parquet files (one row
 //! per cell) for sparse ones. A thin layer over the engine: `npyz` reads and writes `.npy`
-//! headers, `csv-core` splits CSV records, the `parquet` crate reads and writes Parquet,
-//! `comfy-table` lays out tables and `indicatif` draws progress bars.
+//! headers; sparse tables are Arrow record batches (`arrow-array`), read from and written to
+//! Parquet by the `parquet` crate's Arrow reader and writer and from and to CSV by a strict reader
+//! over `csv-core`; `comfy-table` lays out tables and `indicatif` draws progress bars.
 //!
 //! `main.rs` only parses the command line into [`Cli`] and calls [`run`]; every command is a
 //! function taking its arguments, the engine [`Config`] and a writer for its standard output, so
@@ -11,8 +12,8 @@
 //!
 //! Modules: `dense` (write and read `.npy` files), `spec` (`--subarray`), `info` (`tessera
 //! info`), [`maintenance`] (fragments, consolidate, vacuum, delete); sparse arrays: `sparse`
-//! (write, read, import) over `table` (columns of cells, exact conversion, type inference),
-//! [`csv`] and `parquet_io`.
+//! (write, read, import) over `arrow` (Arrow columns ⇄ engine columns: exact conversion, type
+//! inference), [`csv`] and `parquet_io` (files ⇄ Arrow record batches).
 //!
 //! `--stats` (or `--stats-json FILE`) records the engine's statistics during any command and
 //! prints them to stderr (writes them as JSON) at the end.
@@ -26,6 +27,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 
+mod arrow;
 pub mod csv;
 mod dense;
 mod info;
@@ -36,7 +38,6 @@ pub mod meta;
 mod parquet_io;
 mod sparse;
 mod spec;
-mod table;
 
 /// The example schema printed by `tessera schema-example` (valid JSON).
 pub const SCHEMA_EXAMPLE: &str = r#"{

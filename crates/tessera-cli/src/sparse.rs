@@ -7,28 +7,94 @@
 //! submit: one fragment, however large the file. With `--sorted` the rows are instead streamed in
 //! chunks into one global-order write (the rows must already be in the array's global order).
 //! Reading streams result batches into the file, under a temporary name renamed when complete.
+//!
+//! Files are read as Arrow record batches ([`Source`]: `csv`, `parquet_io`) and written from them
+//! ([`Sink`]); `arrow` converts between batches and the engine's columns.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Field, Schema};
 use tessera::{
     default_coord_filters, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder, CellValNum, Config,
     CoordInput, Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
 };
 
+use crate::arrow::{
+    arrow_type, check_compatible, specs_of, to_arrow, to_engine, ColumnBuf, ColumnSpec, Inference, Inferred, Kind,
+    SrcKind,
+};
 use crate::csv::{parse_delimiter, CsvSink, CsvSource};
 use crate::info::{dir_size, domain_str, human, json_name, tile_str};
 use crate::spec::{named_str, Spec};
-use crate::table::{
-    append, check_compatible, specs_of, ColumnBuf, ColumnSpec, Inference, Inferred, Sink, Source, SrcKind,
-};
 use crate::{bytes_bar, context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
 
 /// Rows per batch read from a file (and per submit with `--sorted`).
 const CHUNK_ROWS: usize = 1 << 20;
+
+/// A column of a source file.
+#[derive(Debug, Clone)]
+pub(crate) struct SrcColumn {
+    /// Its name (the CSV header or the Parquet field name).
+    pub(crate) name: String,
+    /// What it holds.
+    pub(crate) kind: SrcKind,
+    /// Its type as the file names it, for messages (e.g. `DOUBLE`).
+    pub(crate) type_name: String,
+}
+
+/// Rows read from a file: one Arrow array per selected column.
+#[derive(Debug, Clone)]
+pub(crate) struct Batch {
+    /// Data rows before this batch.
+    pub(crate) first_row: u64,
+    /// Rows in the batch.
+    pub(crate) rows: usize,
+    /// CSV: the line each row starts on.
+    pub(crate) lines: Option<Vec<u64>>,
+    /// The selected columns (see [`Source::select`]).
+    pub(crate) cols: Vec<ArrayRef>,
+    /// Whether the columns are CSV text (`Utf8`), to be parsed.
+    pub(crate) text: bool,
+}
+
+impl Batch {
+    /// "row 5 (line 6)": where row `i` of the batch is in the file (rows count from 1).
+    pub(crate) fn locate(&self, i: usize) -> String {
+        let row = self.first_row + i as u64 + 1;
+        match &self.lines {
+            Some(l) => format!("row {row} (line {})", l[i]),
+            None => format!("row {row}"),
+        }
+    }
+}
+
+/// A file of rows.
+pub(crate) trait Source {
+    /// The file.
+    fn path(&self) -> &Path;
+    /// Its columns.
+    fn columns(&self) -> &[SrcColumn];
+    /// Chooses the columns (indices into [`Source::columns`]) batches hold, in that order.
+    fn select(&mut self, cols: &[usize]);
+    /// The next at most `max_rows` rows, or `None` at the end; errors name the line or row.
+    fn next_batch(&mut self, max_rows: usize) -> Result<Option<Batch>>;
+    /// Progress for a bar: (work done, total), in bytes of the file or an estimate.
+    fn progress(&self) -> (u64, u64);
+}
+
+/// Writes record batches (dimension columns first, then attributes) to a file.
+pub(crate) trait Sink {
+    /// Writes one batch.
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<()>;
+    /// Completes the file (footer, flush, sync).
+    fn finish(self: Box<Self>) -> Result<()>;
+}
 
 /// The exchange formats: CSV with a delimiter, or Parquet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,11 +141,14 @@ fn open_source(path: &Path, format: Format) -> Result<Box<dyn Source>> {
 }
 
 /// Starts writing results to `file`.
-fn open_sink(file: File, format: Format, specs: &[ColumnSpec]) -> Result<Box<dyn Sink>> {
+fn open_sink(file: File, format: Format, schema: &Arc<Schema>) -> Result<Box<dyn Sink>> {
     match format {
-        Format::Csv(d) => Ok(Box::new(CsvSink::new(file, specs, d)?)),
+        Format::Csv(d) => {
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            Ok(Box::new(CsvSink::new(file, &names, d)?))
+        }
         #[cfg(feature = "parquet")]
-        Format::Parquet => Ok(Box::new(crate::parquet_io::ParquetSink::new(file, specs)?)),
+        Format::Parquet => Ok(Box::new(crate::parquet_io::ParquetSink::new(file, schema.clone())?)),
         #[cfg(not(feature = "parquet"))]
         Format::Parquet => bail!("{NO_PARQUET}"),
     }
@@ -112,7 +181,7 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
     let mut picked = Vec::with_capacity(specs.len());
     for s in specs {
         let i = cols.iter().position(|c| c.name == s.name).unwrap_or_default();
-        check_compatible(&cols[i], s).with_context(|| file.clone())?;
+        check_compatible(cols[i].kind, &cols[i].name, &cols[i].type_name, s).with_context(|| file.clone())?;
         picked.push(i);
     }
     src.select(&picked);
@@ -148,7 +217,7 @@ fn load(
             bufs.iter_mut().for_each(ColumnBuf::clear);
         }
         for ((spec, values), buf) in specs.iter().zip(&batch.cols).zip(bufs.iter_mut()) {
-            append(spec, values, batch.rows, buf)
+            to_engine(spec, values.as_ref(), buf)
                 .map_err(|(row, e)| anyhow!("{file}: {}, column {}: {e}", batch.locate(row), spec.name))?;
         }
         let (first, n) = (batch.first_row + 1, batch.rows as u64);
@@ -191,7 +260,7 @@ fn submit(w: &mut SparseWriter, ndim: usize, specs: &[ColumnSpec], bufs: &[Colum
         .map(|(s, b)| AttrInput {
             name: &s.name,
             data: &b.data,
-            offsets: s.is_var().then_some(b.offsets.as_slice()),
+            offsets: (s.kind == Kind::Str(None)).then_some(b.offsets.as_slice()),
             validity: s.nullable.then_some(b.validity.as_slice()),
         })
         .collect();
@@ -268,15 +337,21 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     }
     .with_context(reading)?;
     let mut temps = TempFiles::default();
-    let mut sink = open_sink(temps.create(&path)?, format, &specs)?;
+    let fields: Vec<Field> = specs.iter().map(|s| Field::new(&s.name, arrow_type(s), s.nullable)).collect();
+    let arrow_schema = Arc::new(Schema::new(fields));
+    let mut sink = open_sink(temps.create(&path)?, format, &arrow_schema)?;
     let cell_bytes: u64 = specs.iter().map(ColumnSpec::size_estimate).sum();
     let bar = bytes_bar(query.total_cells() * cell_bytes, "reading");
     let mut cells = 0u64;
     let writing = || format!("cannot write {}", path.display());
     while let Some(batch) = query.next_batch(batch_bytes).with_context(reading)? {
-        sink.write_batch(&batch.attrs, usize::try_from(batch.cells)?).with_context(writing)?;
-        cells += batch.cells;
-        bar.inc(batch.cells * cell_bytes);
+        let n = usize::try_from(batch.cells)?;
+        let cols = specs.iter().zip(batch.attrs).map(|(s, a)| to_arrow(s, a, n)).collect::<Result<_>>();
+        let batch_cells = batch.cells;
+        let rb = RecordBatch::try_new(arrow_schema.clone(), cols.with_context(reading)?).with_context(reading)?;
+        sink.write_batch(&rb).with_context(writing)?;
+        cells += batch_cells;
+        bar.inc(batch_cells * cell_bytes);
     }
     bar.finish_and_clear();
     sink.finish().with_context(writing)?;
@@ -405,7 +480,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     let bar = bytes_bar(src.progress().1, "scanning");
     while let Some(batch) = src.next_batch(CHUNK_ROWS)? {
         for (i, v) in inf.iter_mut().zip(&batch.cols) {
-            i.add(v, &batch);
+            i.add(v.as_ref(), batch.text, &|r| batch.locate(r));
         }
         bar.set_position(src.progress().0);
     }

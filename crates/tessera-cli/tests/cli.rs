@@ -474,3 +474,64 @@ fn sparse_arrays_are_described_and_refuse_npy() {
         assert!(snapshot(f.dir.path()) == before_npy);
     }
 }
+
+/// A `.npy` file made by hand: `header_text` (the dict), padded, then `data`.
+fn raw_npy(header_text: &str, data: &[u8]) -> Vec<u8> {
+    let mut text = header_text.to_string();
+    while !(10 + text.len() + 1).is_multiple_of(64) {
+        text.push(' ');
+    }
+    text.push('\n');
+    let len = u16::try_from(text.len()).unwrap().to_le_bytes();
+    [&b"\x93NUMPY\x01\x00"[..], &len, text.as_bytes(), data].concat()
+}
+
+/// Sizes in a `.npy` header are checked before anything uses them: a shape whose element count
+/// overflows 64 bits (which made `npyz` panic under overflow checks), a shape far larger than
+/// the file's data, and a header length past the end of the file are refused, naming the file.
+#[test]
+fn hostile_npy_headers_are_refused() {
+    let f = Fixture::new();
+    f.create("g", GRID);
+    let g = f.p("g");
+    let cases = [
+        (
+            "overflow.npy",
+            raw_npy("{'descr': '|u1', 'fortran_order': False, 'shape': (4294967296, 4294967296, 2), }", &[0; 8]),
+            "overflow.npy: not a valid .npy file: shape (4294967296, 4294967296, 2) has more elements than the 8 bytes",
+        ),
+        (
+            "zero.npy",
+            raw_npy("{'descr': '<i4', 'fortran_order': True, 'shape': (0, 4294967296, 4294967296), }", &[]),
+            "zero.npy: not a valid .npy file: shape (0, 4294967296, 4294967296) has more elements",
+        ),
+        (
+            "huge.npy",
+            raw_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (1099511627776, 1), }", &[0; 16]),
+            "huge.npy: not a valid .npy file: shape (1099511627776, 1) has more elements than the 16 bytes",
+        ),
+    ];
+    let mut long_header = raw_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }", &[]);
+    long_header[8..10].copy_from_slice(&u16::MAX.to_le_bytes());
+    std::fs::write(f.path("long.npy"), long_header).unwrap();
+    let before = snapshot(&f.path("g"));
+    for (name, bytes, want) in cases.iter().map(|(n, b, w)| (*n, Some(b), *w)).chain([(
+        "long.npy",
+        None,
+        "long.npy: not a valid .npy file: the header (65535 bytes) runs past the end of the file",
+    )]) {
+        if let Some(b) = bytes {
+            std::fs::write(f.path(name), b).unwrap();
+        }
+        let e = err(&["write", &g, "--subarray", "1:2,1:3", "--input", &f.p(name)]);
+        assert!(e.contains(want), "{name}: {e}");
+    }
+    assert!(snapshot(&f.path("g")) == before, "a refused write changed the array");
+    // The same header with a sane shape is accepted.
+    std::fs::write(
+        f.path("fine.npy"),
+        raw_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }", &le(&[1i32; 6], i32::to_le_bytes)),
+    )
+    .unwrap();
+    ok(&["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("fine.npy")]);
+}

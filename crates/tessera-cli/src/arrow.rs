@@ -1,0 +1,867 @@
+//! Arrow record batches ⇄ the engine's columns: the one place where table data changes form.
+//!
+//! Sparse cells travel as Arrow arrays, one per dimension and attribute (CSV files as nullable
+//! `Utf8` columns of field text, Parquet files through the `parquet` crate's Arrow reader and
+//! writer), and meet the engine here:
+//! - [`to_engine`] turns one Arrow column into the little-endian bytes (plus offsets and
+//!   validity) of a [`tessera::AttrInput`]/[`tessera::CoordInput`] for a [`ColumnSpec`] (the
+//!   dimension or attribute it feeds). Every value is checked exactly: integers within the
+//!   type's range, integers into float types only when exact, floats within float32, coordinates
+//!   inside the domain, strings of a fixed-length attribute of exactly its length, nulls only for
+//!   nullable attributes; text (CSV) is parsed. An array of exactly the target's type moves as
+//!   one copy of its value buffer; other conversions run one loop over the column and allocate
+//!   nothing per cell. The first bad value is returned with its row in the batch.
+//! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
+//!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned).
+//! - [`Inference`] learns the type and range of a column for `tessera import`.
+//!
+//! Arrow buffers are in the host's byte order and the engine's are little-endian, so the CLI
+//! builds only on little-endian targets.
+
+use std::fmt::Display;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Result};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use arrow_array::{make_array, Array, ArrayRef, OffsetSizeTrait, PrimitiveArray, StringArray};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::DataType;
+use tessera::{ArraySchema, AttrData, Attribute, CellValNum, Datatype, Dimension};
+
+#[cfg(target_endian = "big")]
+compile_error!("tessera-cli moves Arrow (host-order) buffers as the engine's little-endian bytes");
+
+/// What a column holds, as the CLI exchanges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An integer type.
+    Int(Datatype),
+    /// `float32` or `float64`.
+    Float(Datatype),
+    /// UTF-8 strings: of any length (`None`) or of exactly n bytes.
+    Str(Option<u32>),
+}
+
+impl Kind {
+    /// The schema type name, e.g. `int32` or `utf8 of 3 bytes`.
+    fn describe(self) -> String {
+        match self {
+            Kind::Int(t) | Kind::Float(t) => t.name().to_string(),
+            Kind::Str(None) => "utf8".into(),
+            Kind::Str(Some(n)) => format!("utf8 of {n} bytes"),
+        }
+    }
+}
+
+/// A dimension or attribute, as a table column.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ColumnSpec {
+    /// The dimension's or attribute's name (the column's name).
+    pub(crate) name: String,
+    /// Its values.
+    pub(crate) kind: Kind,
+    /// Whether cells may be null (nullable attributes).
+    pub(crate) nullable: bool,
+    /// For dimensions: the domain (integer bounds, or float bounds for float dimensions).
+    pub(crate) dim: Option<((i128, i128), (f64, f64))>,
+}
+
+impl ColumnSpec {
+    /// The column of dimension `d`.
+    fn of_dim(d: &Dimension) -> Self {
+        // By the datatype, not the domain's JSON form: `[0, 10]` on a float dimension parses as
+        // integers, and integer columns would store integer bits as float coordinates.
+        let (kind, bounds) = if d.is_float() {
+            (Kind::Float(d.datatype), ((0, 0), d.float_domain()))
+        } else {
+            (Kind::Int(d.datatype), (d.int_domain(), (0.0, 0.0)))
+        };
+        Self { name: d.name.clone(), kind, nullable: false, dim: Some(bounds) }
+    }
+
+    /// The column of attribute `a`; refuses attributes with several values per cell (other than
+    /// fixed-length strings), which a column of one value per cell cannot hold.
+    fn of_attr(a: &Attribute) -> Result<Self> {
+        let kind = match (a.datatype, a.cell_val_num) {
+            (Datatype::Utf8, CellValNum::Var) => Kind::Str(None),
+            (Datatype::Utf8, CellValNum::Fixed(n)) => Kind::Str(Some(n)),
+            (t, CellValNum::Fixed(1)) if t.is_integer() => Kind::Int(t),
+            (t, CellValNum::Fixed(1)) => Kind::Float(t),
+            (t, n) => {
+                let n = if let CellValNum::Fixed(n) = n { n.to_string() } else { "a variable number of".into() };
+                bail!(
+                    "attribute {} holds {n} {t} values per cell; CSV and Parquet columns hold one value per cell (use \
+                     the Python API)",
+                    a.name
+                )
+            }
+        };
+        Ok(Self { name: a.name.clone(), kind, nullable: a.nullable, dim: None })
+    }
+
+    /// "dimension x" or "attribute a" (formatted only when displayed: errors only).
+    pub(crate) fn role(&self) -> Role<'_> {
+        Role(self)
+    }
+
+    /// Bytes per cell, for progress estimates (16 for strings).
+    pub(crate) fn size_estimate(&self) -> u64 {
+        match self.kind {
+            Kind::Int(t) | Kind::Float(t) => t.size() as u64,
+            Kind::Str(_) => 16,
+        }
+    }
+}
+
+/// What a column feeds, for messages: "dimension x" or "attribute a".
+pub(crate) struct Role<'a>(&'a ColumnSpec);
+
+impl Display for Role<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", if self.0.dim.is_some() { "dimension" } else { "attribute" }, self.0.name)
+    }
+}
+
+/// The columns of a schema's dimensions followed by those of `attrs` (indices into
+/// `schema.attrs`); refuses an attribute a column cannot hold.
+pub(crate) fn specs_of(schema: &ArraySchema, attrs: &[usize]) -> Result<Vec<ColumnSpec>> {
+    let mut out: Vec<ColumnSpec> = schema.dims.iter().map(ColumnSpec::of_dim).collect();
+    for &i in attrs {
+        out.push(ColumnSpec::of_attr(&schema.attrs[i])?);
+    }
+    Ok(out)
+}
+
+/// The Arrow type of a column: the integer or float type itself, `Utf8` for strings.
+pub(crate) fn arrow_type(spec: &ColumnSpec) -> DataType {
+    match spec.kind {
+        Kind::Int(Datatype::Int8) => DataType::Int8,
+        Kind::Int(Datatype::Int16) => DataType::Int16,
+        Kind::Int(Datatype::Int32) => DataType::Int32,
+        Kind::Int(Datatype::UInt8) => DataType::UInt8,
+        Kind::Int(Datatype::UInt16) => DataType::UInt16,
+        Kind::Int(Datatype::UInt32) => DataType::UInt32,
+        Kind::Int(Datatype::UInt64) => DataType::UInt64,
+        Kind::Int(_) => DataType::Int64,
+        Kind::Float(Datatype::Float32) => DataType::Float32,
+        Kind::Float(_) => DataType::Float64,
+        Kind::Str(_) => DataType::Utf8,
+    }
+}
+
+/// The cells of one column in the engine's form.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ColumnBuf {
+    /// Values, little-endian (all cells' bytes concatenated for strings).
+    pub(crate) data: Vec<u8>,
+    /// Variable-length strings: the start of each cell in `data`.
+    pub(crate) offsets: Vec<u64>,
+    /// Nullable attributes: 1 valid, 0 null.
+    pub(crate) validity: Vec<u8>,
+}
+
+impl ColumnBuf {
+    /// Empties the buffer, keeping its memory.
+    pub(crate) fn clear(&mut self) {
+        self.data.clear();
+        self.offsets.clear();
+        self.validity.clear();
+    }
+}
+
+/// How a file column can feed the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SrcKind {
+    /// CSV text: parsed as whatever the target needs.
+    Text,
+    /// Integers (also dates, times and timestamps, as their integers).
+    Int,
+    /// Floats.
+    Float,
+    /// Strings or byte strings.
+    Bytes,
+    /// A type tessera cannot read (booleans, decimals, nested types, ...).
+    Unsupported,
+}
+
+/// What a column of Arrow type `t` holds (`text`: a CSV column, parsed).
+pub(crate) fn src_kind(t: &DataType, text: bool) -> SrcKind {
+    use DataType as D;
+    match t {
+        D::Utf8 if text => SrcKind::Text,
+        D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::UInt8 | D::UInt16 | D::UInt32 | D::UInt64 => SrcKind::Int,
+        D::Date32 | D::Date64 | D::Time32(_) | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => SrcKind::Int,
+        D::Float32 | D::Float64 => SrcKind::Float,
+        D::Utf8 | D::LargeUtf8 | D::Binary | D::LargeBinary => SrcKind::Bytes,
+        _ => SrcKind::Unsupported,
+    }
+}
+
+/// Checks that a column of kind `src` (named `name`, of type `type_name` in the file) can feed
+/// `spec`: no floats into integers, numbers into strings or strings into numbers.
+pub(crate) fn check_compatible(src: SrcKind, name: &str, type_name: &str, spec: &ColumnSpec) -> Result<()> {
+    let ok = matches!(
+        (src, spec.kind),
+        (SrcKind::Text, _)
+            | (SrcKind::Int, Kind::Int(_) | Kind::Float(_))
+            | (SrcKind::Float, Kind::Float(_))
+            | (SrcKind::Bytes, Kind::Str(_))
+    );
+    if src == SrcKind::Unsupported {
+        bail!(
+            "column {name} has Parquet type {type_name}, which tessera cannot read (supported: INT32, INT64, FLOAT, \
+             DOUBLE, BYTE_ARRAY strings)"
+        );
+    }
+    if !ok {
+        bail!("column {name} has type {type_name}, which cannot hold {} ({})", spec.role(), spec.kind.describe());
+    }
+    Ok(())
+}
+
+/// A bad value: its row in the batch and what is wrong.
+pub(crate) type RowError = (usize, String);
+
+/// Appends column `a` converted for `spec` to `buf` (see the module documentation).
+///
+/// # Errors
+/// The first value that does not convert exactly.
+pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -> Result<(), RowError> {
+    let mut p = Pusher { spec, buf };
+    let nulls = a.logical_nulls().filter(|n| n.null_count() > 0);
+    if let Some(n) = nulls.as_ref().filter(|_| !spec.nullable) {
+        return Err((n.iter().position(|v| !v).unwrap_or(0), p.null().err().unwrap_or_default()));
+    }
+    let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
+    p.buf.data.reserve(a.len() * p.size());
+    if let Some(s) = a.as_string_opt::<i32>().filter(|_| spec_is_text(a.data_type(), spec)) {
+        return (0..s.len()).try_for_each(|i| p.text(valid(i).then(|| s.value(i))).map_err(|e| (i, e)));
+    }
+    use DataType as D;
+    match a.data_type() {
+        D::Int8 => p.ints::<Int8Type>(a),
+        D::Int16 => p.ints::<Int16Type>(a),
+        D::Int32 => p.ints::<Int32Type>(a),
+        D::Int64 => p.ints::<Int64Type>(a),
+        D::UInt8 => p.ints::<UInt8Type>(a),
+        D::UInt16 => p.ints::<UInt16Type>(a),
+        D::UInt32 => p.ints::<UInt32Type>(a),
+        D::UInt64 => p.ints::<UInt64Type>(a),
+        D::Date32 | D::Time32(_) => p.ints::<Int32Type>(&reinterpret(a, D::Int32)?),
+        D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => p.ints::<Int64Type>(&reinterpret(a, D::Int64)?),
+        D::Float32 => p.floats::<Float32Type>(a),
+        D::Float64 => p.floats::<Float64Type>(a),
+        D::Utf8 => p.strings(a.as_string::<i32>().value_offsets(), a.as_string::<i32>().values(), &valid, true),
+        D::LargeUtf8 => p.strings(a.as_string::<i64>().value_offsets(), a.as_string::<i64>().values(), &valid, true),
+        D::Binary => p.strings(a.as_binary::<i32>().value_offsets(), a.as_binary::<i32>().values(), &valid, false),
+        D::LargeBinary => p.strings(a.as_binary::<i64>().value_offsets(), a.as_binary::<i64>().values(), &valid, false),
+        t => Err((0, format!("internal error: Arrow type {t} reached the conversion"))),
+    }?;
+    if spec.nullable {
+        p.buf.validity.extend((0..a.len()).map(|i| u8::from(valid(i))));
+    }
+    Ok(())
+}
+
+/// Whether a `Utf8` column is CSV text to parse (CSV columns are the only `Utf8` columns fed to
+/// numbers: [`check_compatible`] refuses Parquet strings there).
+fn spec_is_text(t: &DataType, spec: &ColumnSpec) -> bool {
+    *t == DataType::Utf8 && !matches!(spec.kind, Kind::Str(_))
+}
+
+/// Appends converted values of one spec to one buffer.
+struct Pusher<'a> {
+    spec: &'a ColumnSpec,
+    buf: &'a mut ColumnBuf,
+}
+
+impl Pusher<'_> {
+    /// Bytes per fixed-size cell (0 for variable-length strings).
+    fn size(&self) -> usize {
+        match self.spec.kind {
+            Kind::Int(t) | Kind::Float(t) => t.size(),
+            Kind::Str(n) => n.unwrap_or(0) as usize,
+        }
+    }
+
+    /// A column of integers (nulls were checked; their values are placeholders).
+    fn ints<T: ArrowPrimitiveType>(&mut self, a: &dyn Array) -> Result<(), RowError>
+    where
+        T::Native: Into<i128> + bytemuck::Pod,
+    {
+        let v: &[T::Native] = a.as_primitive::<T>().values();
+        if matches!(self.spec.kind, Kind::Int(_)) && arrow_type(self.spec) == T::DATA_TYPE {
+            if let Some(((lo, hi), _)) = self.spec.dim {
+                if let Some(i) = v.iter().position(|&x| !(lo..=hi).contains(&x.into())) {
+                    return self.int(v[i].into(), &v[i].into()).map_err(|e| (i, e));
+                }
+            }
+            self.buf.data.extend_from_slice(bytemuck::cast_slice(v));
+            return Ok(());
+        }
+        let size = self.size();
+        (0..v.len()).try_for_each(|i| {
+            if a.is_valid(i) {
+                self.int(v[i].into(), &v[i].into()).map_err(|e| (i, e))
+            } else {
+                self.buf.data.resize(self.buf.data.len() + size, 0);
+                Ok(())
+            }
+        })
+    }
+
+    /// A column of floats.
+    fn floats<T: ArrowPrimitiveType>(&mut self, a: &dyn Array) -> Result<(), RowError>
+    where
+        T::Native: Into<f64> + Display + bytemuck::Pod,
+    {
+        let v: &[T::Native] = a.as_primitive::<T>().values();
+        let f32_src = T::DATA_TYPE == DataType::Float32;
+        if arrow_type(self.spec) == T::DATA_TYPE && self.spec.dim.is_none() {
+            self.buf.data.extend_from_slice(bytemuck::cast_slice(v));
+            return Ok(());
+        }
+        let size = self.size();
+        (0..v.len()).try_for_each(|i| {
+            if a.is_valid(i) {
+                let x: f64 = v[i].into();
+                #[allow(clippy::cast_possible_truncation)]
+                self.float(x, f32_src.then_some(x as f32), &v[i]).map_err(|e| (i, e))
+            } else {
+                self.buf.data.resize(self.buf.data.len() + size, 0);
+                Ok(())
+            }
+        })
+    }
+
+    /// A column of strings (`utf8`: known to be valid UTF-8), given by Arrow offsets and values.
+    fn strings<O: OffsetSizeTrait>(
+        &mut self,
+        offsets: &[O],
+        values: &[u8],
+        valid: &dyn Fn(usize) -> bool,
+        utf8: bool,
+    ) -> Result<(), RowError> {
+        let (first, last) = (offsets[0].as_usize(), offsets[offsets.len() - 1].as_usize());
+        let all = &values[first..last];
+        if !utf8 {
+            if let Err(e) = std::str::from_utf8(all) {
+                let row = offsets.partition_point(|o| o.as_usize() - first <= e.valid_up_to()).saturating_sub(1);
+                let s = &all[offsets[row].as_usize() - first..offsets[row + 1].as_usize() - first];
+                return Err((row, format!("{} is not valid UTF-8", String::from_utf8_lossy(s).escape_debug())));
+            }
+        }
+        let cells = offsets.len() - 1;
+        match self.spec.kind {
+            Kind::Str(None) => {
+                let base = self.buf.data.len() as u64;
+                self.buf.offsets.extend(offsets[..cells].iter().map(|o| base + (o.as_usize() - first) as u64));
+                self.buf.data.extend_from_slice(all);
+            }
+            Kind::Str(Some(n)) => {
+                for (i, w) in offsets.windows(2).enumerate() {
+                    let s = &values[w[0].as_usize()..w[1].as_usize()];
+                    if !valid(i) {
+                        self.buf.data.resize(self.buf.data.len() + n as usize, 0);
+                    } else if s.len() == n as usize {
+                        self.buf.data.extend_from_slice(s);
+                    } else {
+                        let (s, len, role) = (String::from_utf8_lossy(s), s.len(), self.spec.role());
+                        return Err((
+                            i,
+                            format!("{s:?} has {len} bytes, but {role} holds strings of exactly {n} bytes"),
+                        ));
+                    }
+                }
+            }
+            _ => return Err((0, format!("{} holds numbers, not strings", self.spec.role()))),
+        }
+        Ok(())
+    }
+
+    /// One CSV field: `None` for an absent value (an unquoted empty field); blank text is absent
+    /// too for numbers.
+    fn text(&mut self, s: Option<&str>) -> Result<(), String> {
+        let role = self.spec.role();
+        let s = match s.map(str::trim) {
+            None | Some("") => {
+                self.null()?;
+                self.buf.validity.push(0);
+                return Ok(());
+            }
+            Some(s) => s,
+        };
+        if self.spec.nullable {
+            self.buf.validity.push(1);
+        }
+        match self.spec.kind {
+            Kind::Int(t) => match s.parse::<i128>() {
+                Ok(v) => self.int(v, &s),
+                Err(_) => Err(format!("{s:?} is not an integer ({role} is {t})")),
+            },
+            Kind::Float(t) => {
+                let bad = || format!("{s:?} is not a number ({role} is {t})");
+                // An infinite result is an overflow unless the text spells an infinity.
+                let overflow = |v: f64| v.is_infinite() && !s.to_ascii_lowercase().contains("inf");
+                let (v, as_f32) = if t == Datatype::Float32 {
+                    let v = s.parse::<f32>().map_err(|_| bad())?;
+                    (f64::from(v), Some(v))
+                } else {
+                    (s.parse::<f64>().map_err(|_| bad())?, None)
+                };
+                if overflow(v) {
+                    return Err(format!("{s} is out of range for {t} ({role})"));
+                }
+                self.float(v, as_f32, &s)
+            }
+            Kind::Str(_) => Err(format!("internal error: text for {role} was not moved as strings")),
+        }
+    }
+
+    /// An absent value: an error unless nullable; else placeholder bytes.
+    fn null(&mut self) -> Result<(), String> {
+        let role = self.spec.role();
+        if !self.spec.nullable {
+            return Err(match (self.spec.dim.is_some(), self.spec.kind) {
+                (true, _) => format!("no value, but {role} needs a coordinate in every row"),
+                (false, Kind::Str(_)) => {
+                    format!("no value (null), but {role} is not nullable (write \"\" for an empty string)")
+                }
+                (false, _) => format!("no value (null), but {role} is not nullable"),
+            });
+        }
+        let size = self.size();
+        self.buf.data.resize(self.buf.data.len() + size, 0);
+        Ok(())
+    }
+
+    /// An integer `v` (shown as `shown`).
+    fn int(&mut self, v: i128, shown: &dyn Display) -> Result<(), String> {
+        let role = self.spec.role();
+        match self.spec.kind {
+            Kind::Int(t) => {
+                let (lo, hi) = t.integer_bounds().unwrap_or((i128::MIN, i128::MAX));
+                if v < lo || v > hi {
+                    return Err(format!("{shown} is out of range for {t} ({role})"));
+                }
+                if let Some(((dlo, dhi), _)) = self.spec.dim {
+                    if v < dlo || v > dhi {
+                        return Err(format!("{shown} is outside the domain {dlo}:{dhi} of {role}"));
+                    }
+                }
+                self.buf.data.extend_from_slice(&v.to_le_bytes()[..t.size()]);
+                Ok(())
+            }
+            Kind::Float(t) => {
+                // Integers into floats: only when exact.
+                #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+                let (f, exact) = if t == Datatype::Float32 {
+                    let f = v as f32;
+                    (f64::from(f), f.is_finite() && f as i128 == v)
+                } else {
+                    let f = v as f64;
+                    (f, f as i128 == v)
+                };
+                if !exact {
+                    return Err(format!("{shown} cannot be represented exactly as {t} ({role})"));
+                }
+                #[allow(clippy::cast_possible_truncation)]
+                self.float(f, (t == Datatype::Float32).then_some(f as f32), shown)
+            }
+            Kind::Str(_) => Err(format!("{shown} is a number, {role} holds strings")),
+        }
+    }
+
+    /// A float `v`; `as_f32`: its float32 value when the source already had one.
+    fn float(&mut self, v: f64, as_f32: Option<f32>, shown: &dyn Display) -> Result<(), String> {
+        let role = self.spec.role();
+        let t = match self.spec.kind {
+            Kind::Float(t) => t,
+            Kind::Str(_) => return Err(format!("{shown} is a number, {role} holds strings")),
+            k => return Err(format!("{shown} is not an integer ({role} is {})", k.describe())),
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let f32v = as_f32.unwrap_or(v as f32);
+        if t == Datatype::Float32 && f32v.is_infinite() && v.is_finite() {
+            return Err(format!("{shown} is out of range for float32 ({role})"));
+        }
+        let x = if t == Datatype::Float32 { f64::from(f32v) } else { v };
+        if let Some((_, (lo, hi))) = self.spec.dim {
+            if !x.is_finite() {
+                return Err(format!("{shown} is not a finite coordinate ({role})"));
+            }
+            if x < lo || x > hi {
+                return Err(format!("{shown} is outside the domain {lo:?}:{hi:?} of {role}"));
+            }
+        }
+        if t == Datatype::Float32 {
+            self.buf.data.extend_from_slice(&f32v.to_le_bytes());
+        } else {
+            self.buf.data.extend_from_slice(&v.to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// The values of `cells` engine cells of `T` as an Arrow buffer: `data` moved, or copied when
+/// its allocation is not aligned for `T`.
+fn scalar<T: arrow_buffer::ArrowNativeType>(data: Vec<u8>, cells: usize, what: &str) -> Result<ScalarBuffer<T>> {
+    let want = cells.checked_mul(size_of::<T>()).ok_or_else(|| anyhow!("{what}: too many cells"))?;
+    if data.len() != want {
+        bail!("{what}: the engine returned {} bytes for {cells} cells of {} bytes", data.len(), size_of::<T>());
+    }
+    let mut buf = Buffer::from_vec(data);
+    if buf.as_ptr().align_offset(align_of::<T>()) != 0 {
+        buf = Buffer::from_slice_ref(buf.as_slice());
+    }
+    Ok(ScalarBuffer::new(buf, 0, cells))
+}
+
+/// Engine result column `col` of `cells` cells as an Arrow array of [`arrow_type`]`(spec)`.
+///
+/// # Errors
+/// Buffers that do not match the cell count (corrupt results), or string columns of more than
+/// 2 GiB in one batch.
+pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize) -> Result<ArrayRef> {
+    let what = format!("column {}", spec.name);
+    let nulls = match &col.validity {
+        Some(v) if v.len() != cells => bail!("{what}: {} validity bytes for {cells} cells", v.len()),
+        Some(v) => Some(NullBuffer::new(BooleanBuffer::collect_bool(cells, |i| v[i] != 0))),
+        None => None,
+    };
+    fn prim<T: ArrowPrimitiveType>(data: Vec<u8>, n: usize, nulls: Option<NullBuffer>, w: &str) -> Result<ArrayRef> {
+        Ok(Arc::new(PrimitiveArray::<T>::new(scalar(data, n, w)?, nulls)))
+    }
+    let data = col.data;
+    match spec.kind {
+        Kind::Int(Datatype::Int8) => prim::<Int8Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::Int16) => prim::<Int16Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::Int32) => prim::<Int32Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::UInt8) => prim::<UInt8Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::UInt16) => prim::<UInt16Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::UInt32) => prim::<UInt32Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::UInt64) => prim::<UInt64Type>(data, cells, nulls, &what),
+        Kind::Int(_) => prim::<Int64Type>(data, cells, nulls, &what),
+        Kind::Float(Datatype::Float32) => prim::<Float32Type>(data, cells, nulls, &what),
+        Kind::Float(_) => prim::<Float64Type>(data, cells, nulls, &what),
+        Kind::Str(n) => {
+            let len = data.len();
+            let too_big = || anyhow!("{what}: more than 2 GiB of strings in one batch");
+            let offsets: Vec<i32> = match (n, &col.offsets) {
+                (None, Some(o)) if o.len() == cells => o
+                    .iter()
+                    .chain(std::iter::once(&(len as u64)))
+                    .map(|&x| i32::try_from(x).map_err(|_| too_big()))
+                    .collect::<Result<_>>()?,
+                (Some(n), None) if cells.checked_mul(n as usize) == Some(len) => {
+                    (0..=cells).map(|i| i32::try_from(i * n as usize).map_err(|_| too_big())).collect::<Result<_>>()?
+                }
+                _ => bail!("{what}: the engine's string buffers do not match {cells} cells"),
+            };
+            if offsets.windows(2).any(|w| w[0] > w[1]) {
+                bail!("{what}: the engine returned decreasing string offsets");
+            }
+            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+            let array = StringArray::try_new(offsets, Buffer::from_vec(data), nulls)
+                .map_err(|e| anyhow!("{what}: the engine returned invalid strings: {e}"))?;
+            Ok(Arc::new(array))
+        }
+    }
+}
+
+/// What `tessera import` learns about a column by reading it all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Inference {
+    /// Rows seen, and absent values (empty CSV fields, Parquet nulls) among them.
+    pub(crate) rows: u64,
+    pub(crate) nulls: u64,
+    /// Whether a present value is not an integer, or not a number.
+    not_int: bool,
+    not_float: bool,
+    /// Integers beyond int64 (Parquet UINT_64 above 2^63 - 1).
+    big_unsigned: bool,
+    /// Smallest and largest integer, and number (NaN ignored), seen.
+    pub(crate) int_range: Option<(i128, i128)>,
+    pub(crate) float_range: Option<(f64, f64)>,
+    /// Whether a NaN or infinity was seen.
+    pub(crate) non_finite: bool,
+    /// The first value that is not a number with its row, and the row of the first absent value.
+    pub(crate) first_text: Option<(String, String)>,
+    pub(crate) first_null: Option<String>,
+}
+
+/// The inferred type of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inferred {
+    /// int64 (or uint64 for Parquet UINT_64 values beyond int64).
+    Int(Datatype),
+    /// float64.
+    Float,
+    /// utf8, variable length.
+    Str,
+}
+
+impl Inference {
+    /// The column's type: integers → int64, numbers → float64, anything else (or nothing) → utf8.
+    pub(crate) fn inferred(&self) -> Inferred {
+        if self.rows == self.nulls {
+            Inferred::Str
+        } else if !self.not_int {
+            Inferred::Int(if self.big_unsigned { Datatype::UInt64 } else { Datatype::Int64 })
+        } else if !self.not_float {
+            Inferred::Float
+        } else {
+            Inferred::Str
+        }
+    }
+
+    fn int(&mut self, v: i128) {
+        self.big_unsigned |= v > i128::from(i64::MAX);
+        self.int_range = Some(self.int_range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
+        #[allow(clippy::cast_precision_loss)]
+        self.float(v as f64);
+    }
+
+    fn float(&mut self, v: f64) {
+        if !v.is_finite() {
+            self.non_finite = true;
+            return;
+        }
+        self.float_range = Some(self.float_range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
+    }
+
+    fn text(&mut self, at: impl FnOnce() -> String, s: &str) {
+        self.not_int = true;
+        self.not_float = true;
+        if self.first_text.is_none() {
+            self.first_text = Some((s.to_string(), at()));
+        }
+    }
+
+    /// Takes in column `a` of a batch (`text`: CSV text); `locate` names row `i` of the batch.
+    pub(crate) fn add(&mut self, a: &dyn Array, text: bool, locate: &dyn Fn(usize) -> String) {
+        self.rows += a.len() as u64;
+        for i in (0..a.len()).filter(|&i| a.is_null(i)) {
+            self.null_at(locate, i);
+        }
+        match src_kind(a.data_type(), text) {
+            SrcKind::Text => {
+                let a = a.as_string::<i32>();
+                for (i, s) in a.iter().enumerate() {
+                    let Some(s) = s else { continue };
+                    match (s.trim().parse::<i64>(), s.trim().parse::<f64>()) {
+                        // Blank: absent for numbers; a quoted "" is an empty string.
+                        _ if s.trim().is_empty() && !s.is_empty() => self.null_at(locate, i),
+                        (Ok(v), _) if !self.not_int => self.int(i128::from(v)),
+                        (_, Ok(v)) if !self.not_float => {
+                            self.not_int = true;
+                            self.float(v);
+                        }
+                        _ => self.text(|| locate(i), s),
+                    }
+                }
+            }
+            SrcKind::Int => for_each_int(a, &mut |_, v| self.int(v)),
+            SrcKind::Float => {
+                self.not_int = true;
+                for_each_float(a, &mut |v| self.float(v));
+            }
+            SrcKind::Bytes | SrcKind::Unsupported => {
+                if let Some(i) = (0..a.len()).find(|&i| a.is_valid(i)) {
+                    let v = match a.data_type() {
+                        DataType::Utf8 => a.as_string::<i32>().value(i).to_string(),
+                        DataType::LargeUtf8 => a.as_string::<i64>().value(i).to_string(),
+                        _ => "(bytes)".into(),
+                    };
+                    self.text(|| locate(i), &v);
+                }
+            }
+        }
+    }
+
+    fn null_at(&mut self, locate: &dyn Fn(usize) -> String, i: usize) {
+        self.nulls += 1;
+        if self.first_null.is_none() {
+            self.first_null = Some(locate(i));
+        }
+    }
+}
+
+/// Calls `f` with the row and value of every valid entry of an integer (or temporal) column.
+fn for_each_int(a: &dyn Array, f: &mut dyn FnMut(usize, i128)) {
+    fn go<T: ArrowPrimitiveType>(a: &dyn Array, f: &mut dyn FnMut(usize, i128))
+    where
+        T::Native: Into<i128>,
+    {
+        let v = a.as_primitive::<T>().values();
+        (0..v.len()).filter(|&i| a.is_valid(i)).for_each(|i| f(i, v[i].into()));
+    }
+    use DataType as D;
+    match a.data_type() {
+        D::Int8 => go::<Int8Type>(a, f),
+        D::Int16 => go::<Int16Type>(a, f),
+        D::Int32 => go::<Int32Type>(a, f),
+        D::Date32 | D::Time32(_) => reinterpret(a, D::Int32).into_iter().for_each(|a| go::<Int32Type>(&a, f)),
+        D::UInt8 => go::<UInt8Type>(a, f),
+        D::UInt16 => go::<UInt16Type>(a, f),
+        D::UInt32 => go::<UInt32Type>(a, f),
+        D::UInt64 => go::<UInt64Type>(a, f),
+        D::Int64 => go::<Int64Type>(a, f),
+        _ => reinterpret(a, D::Int64).into_iter().for_each(|a| go::<Int64Type>(&a, f)),
+    }
+}
+
+/// Calls `f` with every valid value of a float column.
+fn for_each_float(a: &dyn Array, f: &mut dyn FnMut(f64)) {
+    if let Some(v) = a.as_primitive_opt::<Float32Type>() {
+        v.iter().flatten().for_each(|x| f(f64::from(x)));
+    } else if let Some(v) = a.as_primitive_opt::<Float64Type>() {
+        v.iter().flatten().for_each(f);
+    }
+}
+
+/// A date, time, timestamp or duration column as the integers of type `t` it stores (the same
+/// buffers).
+fn reinterpret(a: &dyn Array, t: DataType) -> Result<ArrayRef, RowError> {
+    let data = a.to_data().into_builder().data_type(t).build();
+    data.map(make_array).map_err(|e| (0, format!("cannot read {} values as integers: {e}", a.data_type())))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use arrow_array::{BinaryArray, Float64Array, Int16Array, Int64Array, UInt32Array, UInt64Array};
+
+    use super::*;
+
+    /// CSV fields as (text, quoted): an unquoted empty field is null.
+    fn text(fields: &[(&str, bool)]) -> StringArray {
+        fields.iter().map(|&(f, q)| (q || !f.is_empty()).then_some(f)).collect()
+    }
+
+    fn spec(kind: Kind, nullable: bool, dim: Option<((i128, i128), (f64, f64))>) -> ColumnSpec {
+        ColumnSpec { name: "c".into(), kind, nullable, dim }
+    }
+
+    fn convert(s: &ColumnSpec, a: &dyn Array) -> Result<ColumnBuf, String> {
+        let mut b = ColumnBuf::default();
+        to_engine(s, a, &mut b).map_err(|(row, e)| format!("row {row}: {e}"))?;
+        Ok(b)
+    }
+
+    #[test]
+    fn text_converts_exactly() {
+        let i8s = spec(Kind::Int(Datatype::Int8), false, None);
+        let b = convert(&i8s, &text(&[("-128", false), (" 127 ", false), ("+5", true)])).unwrap();
+        assert_eq!(b.data, vec![0x80, 0x7f, 5]);
+        for (f, want) in [
+            ("128", "row 0: 128 is out of range for int8 (attribute c)"),
+            ("1.5", "row 0: \"1.5\" is not an integer (attribute c is int8)"),
+            ("", "row 0: no value (null), but attribute c is not nullable"),
+            ("1e2", "row 0: \"1e2\" is not an integer"),
+        ] {
+            let e = convert(&i8s, &text(&[(f, false)])).unwrap_err();
+            assert!(e.contains(want), "{f}: {e}");
+        }
+        let dim = spec(Kind::Int(Datatype::Int64), false, Some(((0, 10), (0.0, 0.0))));
+        let e = convert(&dim, &text(&[("5", false), ("11", false)])).unwrap_err();
+        assert_eq!(e, "row 1: 11 is outside the domain 0:10 of dimension c");
+        assert!(convert(&dim, &text(&[("", false)])).unwrap_err().contains("dimension c needs a coordinate"));
+        let f32s = spec(Kind::Float(Datatype::Float32), true, None);
+        let b = convert(&f32s, &text(&[("0.1", false), ("", false), ("inf", false), ("nan", false)])).unwrap();
+        assert_eq!(
+            (&b.data[..4], b.validity.as_slice(), b.data.len()),
+            (&0.1f32.to_le_bytes()[..], &[1, 0, 1, 1][..], 16)
+        );
+        assert!(convert(&f32s, &text(&[("1e39", false)])).unwrap_err().contains("out of range for float32"));
+        assert!(convert(&f32s, &text(&[("x", false)])).unwrap_err().contains("\"x\" is not a number"));
+        let fdim = spec(Kind::Float(Datatype::Float64), false, Some(((0, 0), (-1.0, 1.0))));
+        assert!(convert(&fdim, &text(&[("nan", false)])).unwrap_err().contains("not a finite coordinate"));
+        assert!(convert(&fdim, &text(&[("1.5", false)])).unwrap_err().contains("outside the domain -1.0:1.0"));
+        // Strings: unquoted empty is null, quoted empty is "".
+        let s = spec(Kind::Str(None), true, None);
+        let b = convert(&s, &text(&[("ab", false), ("", false), ("", true), ("c,d", true)])).unwrap();
+        assert_eq!(
+            (b.data.as_slice(), b.offsets.as_slice(), b.validity.as_slice()),
+            (&b"abc,d"[..], &[0, 2, 2, 2][..], &[1, 0, 1, 1][..])
+        );
+        let s = spec(Kind::Str(None), false, None);
+        assert!(convert(&s, &text(&[("", false)])).unwrap_err().contains("write \"\" for an empty string"));
+        let fixed = spec(Kind::Str(Some(2)), false, None);
+        assert!(convert(&fixed, &text(&[("abc", false)])).unwrap_err().contains("exactly 2 bytes"));
+    }
+
+    #[test]
+    fn typed_values_convert_exactly() {
+        let u8s = spec(Kind::Int(Datatype::UInt8), false, None);
+        let e = convert(&u8s, &Int64Array::from(vec![-1])).unwrap_err();
+        assert!(e.contains("-1 is out of range for uint8"), "{e}");
+        let u64s = spec(Kind::Int(Datatype::UInt64), false, None);
+        let b = convert(&u64s, &UInt64Array::from(vec![u64::MAX])).unwrap();
+        assert_eq!(b.data, u64::MAX.to_le_bytes());
+        let f64s = spec(Kind::Float(Datatype::Float64), true, None);
+        let b = convert(&f64s, &Int64Array::from(vec![Some(3), None])).unwrap();
+        assert_eq!((&b.data[..8], b.validity.as_slice(), b.data.len()), (&3.0f64.to_le_bytes()[..], &[1, 0][..], 16));
+        let e = convert(&f64s, &Int64Array::from(vec![(1 << 53) + 1])).unwrap_err();
+        assert!(e.contains("cannot be represented exactly as float64"), "{e}");
+        let f32s = spec(Kind::Float(Datatype::Float32), false, None);
+        let e = convert(&f32s, &Float64Array::from(vec![1e300])).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        let s = spec(Kind::Str(None), false, None);
+        let e = convert(&s, &BinaryArray::from(vec![&b"ok"[..], &[0xff]])).unwrap_err();
+        assert!(e.starts_with("row 1: ") && e.contains("not valid UTF-8"), "{e}");
+        // A same-typed column moves whole, still checked against the domain.
+        let dim = spec(Kind::Int(Datatype::Int16), false, Some(((-5, 5), (0.0, 0.0))));
+        assert_eq!(convert(&dim, &Int16Array::from(vec![-5, 5])).unwrap().data, [0xfb, 0xff, 5, 0]);
+        let e = convert(&dim, &Int16Array::from(vec![1, 6])).unwrap_err();
+        assert_eq!(e, "row 1: 6 is outside the domain -5:5 of dimension c");
+        let e = convert(&dim, &Int16Array::from(vec![Some(1), None])).unwrap_err();
+        assert!(e.starts_with("row 1: no value"), "{e}");
+    }
+
+    #[test]
+    fn engine_columns_become_arrow_arrays() {
+        let col = |data: Vec<u8>, offsets, validity| AttrData { name: "c".into(), data, offsets, validity };
+        let i16s = spec(Kind::Int(Datatype::Int16), true, None);
+        let a =
+            to_arrow(&i16s, col([-2i16, 7].iter().flat_map(|v| v.to_le_bytes()).collect(), None, Some(vec![1, 0])), 2)
+                .unwrap();
+        assert_eq!(a.as_primitive::<Int16Type>().iter().collect::<Vec<_>>(), [Some(-2), None]);
+        let u32s = spec(Kind::Int(Datatype::UInt32), false, None);
+        let a = to_arrow(&u32s, col(u32::MAX.to_le_bytes().to_vec(), None, None), 1).unwrap();
+        assert_eq!(a.as_any().downcast_ref::<UInt32Array>().unwrap().value(0), u32::MAX);
+        assert!(to_arrow(&u32s, col(vec![0; 3], None, None), 1).is_err(), "short data");
+        let fixed = spec(Kind::Str(Some(2)), false, None);
+        let a = to_arrow(&fixed, col(b"abcd".to_vec(), None, None), 2).unwrap();
+        assert_eq!(a.as_string::<i32>().value(1), "cd");
+        let var = spec(Kind::Str(None), true, None);
+        let a = to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 1, 1]), Some(vec![1, 0, 1])), 3).unwrap();
+        assert_eq!(a.as_string::<i32>().iter().collect::<Vec<_>>(), [Some("a"), None, Some("bc")]);
+        assert!(to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 2, 1]), None), 3).is_err(), "decreasing");
+        assert!(to_arrow(&var, col(vec![0xff], Some(vec![0]), None), 1).is_err(), "not UTF-8");
+    }
+
+    #[test]
+    fn inference() {
+        let infer = |a: &dyn Array, text: bool| {
+            let mut inf = Inference::default();
+            inf.add(a, text, &|i| format!("row {} (line {})", i + 1, i + 2));
+            inf
+        };
+        let i = infer(&text(&[("3", false), ("", false), ("-7", false)]), true);
+        assert_eq!((i.inferred(), i.nulls, i.int_range), (Inferred::Int(Datatype::Int64), 1, Some((-7, 3))));
+        let i = infer(&text(&[("3", false), ("2.5", false), ("1e3", false)]), true);
+        assert_eq!((i.inferred(), i.float_range), (Inferred::Float, Some((2.5, 1000.0))));
+        let i = infer(&text(&[("3", false), ("x", false), ("", true)]), true);
+        assert_eq!((i.inferred(), i.first_text), (Inferred::Str, Some(("x".into(), "row 2 (line 3)".into()))));
+        assert_eq!(infer(&text(&[("", false)]), true).inferred(), Inferred::Str);
+        let i = infer(&UInt64Array::from(vec![u64::MAX]), false);
+        assert_eq!(i.inferred(), Inferred::Int(Datatype::UInt64));
+        let i = infer(&text(&[("a", false)]), false);
+        assert_eq!((i.inferred(), i.first_text), (Inferred::Str, Some(("a".into(), "row 1 (line 2)".into()))));
+    }
+}
