@@ -408,6 +408,8 @@ impl Array {
     /// request order. The cells are the ones a read returns (the newest fragment's value, after
     /// updates and deletes; on dense arrays, never-written cells hold the fill value), read in
     /// batches within `sm.memory_budget` and aggregated in parallel on the compute pool.
+    /// Several ranges of a dimension of a dense array are concatenated as in reads (a cell in
+    /// two overlapping ranges counts twice); a sparse array's cells count once.
     /// Nulls, and NaN on float attributes, are left out of sums, minima, maxima and means;
     /// see [`crate::AggregateOp`] and [`AggregateValue`].
     ///
