@@ -119,7 +119,9 @@ fn extreme<T: Copy>(a: Option<T>, b: Option<T>, is_min: bool, less: impl Fn(T, T
 pub(crate) fn accumulate(r: &Resolved, cells: &Cells<'_>, range: Range<usize>) -> Partial {
     let mut p = Partial::empty(r);
     match (&mut p, r.op) {
-        (Partial::Count(c), AggregateOp::Count) => *c = range.filter(|&i| cells.selected(i)).count() as u64,
+        (Partial::Count(c), AggregateOp::Count) => {
+            *c = cells.keep.map_or(range.len(), |k| k[range].iter().filter(|k| **k).count()) as u64;
+        }
         (Partial::Count(c), AggregateOp::CountValid) => {
             *c = range.filter(|&i| cells.selected(i) && cells.valid(i)).count() as u64;
         }
@@ -133,13 +135,26 @@ pub(crate) fn accumulate(r: &Resolved, cells: &Cells<'_>, range: Range<usize>) -
             *sum += v;
             *n += 1;
         }),
-        (Partial::IntExt(e), op) => {
-            let is_min = op == AggregateOp::Min;
-            int_values(r.datatype, cells, range, |v| *e = extreme(*e, Some(v), is_min, |x, y| x < y));
+        (Partial::IntExt(e), AggregateOp::Min) => {
+            let mut m = i128::MAX;
+            int_values(r.datatype, cells, range, |v| m = m.min(v));
+            *e = (m != i128::MAX).then_some(m);
+        }
+        (Partial::IntExt(e), _) => {
+            let mut m = i128::MIN;
+            int_values(r.datatype, cells, range, |v| m = m.max(v));
+            *e = (m != i128::MIN).then_some(m);
         }
         (Partial::FloatExt(e), op) => {
+            // NaN never reaches here; the extremes start at the infinities and a flag says
+            // whether any value was seen (an infinity may be the answer).
             let is_min = op == AggregateOp::Min;
-            float_values(r.datatype, cells, range, |v| *e = extreme(*e, Some(v), is_min, |x, y| x < y));
+            let (mut m, mut any) = (if is_min { f64::INFINITY } else { f64::NEG_INFINITY }, false);
+            float_values(r.datatype, cells, range, |v| {
+                m = if is_min { m.min(v) } else { m.max(v) };
+                any = true;
+            });
+            *e = any.then_some(m);
         }
     }
     p
@@ -178,11 +193,19 @@ fn float_values(dt: Datatype, cells: &Cells<'_>, range: Range<usize>, mut f: imp
 
 fn each<const N: usize, T>(cells: &Cells<'_>, range: Range<usize>, conv: impl Fn([u8; N]) -> T, mut f: impl FnMut(T)) {
     let data = &cells.data[range.start * N..range.end * N];
+    let read = |b: &[u8]| {
+        let mut a = [0u8; N];
+        a.copy_from_slice(b);
+        conv(a)
+    };
+    if cells.keep.is_none() && cells.validity.is_none() {
+        // Every cell counts: one tight pass.
+        data.chunks_exact(N).for_each(|b| f(read(b)));
+        return;
+    }
     for (i, b) in range.zip(data.chunks_exact(N)) {
         if cells.selected(i) && cells.valid(i) {
-            let mut a = [0u8; N];
-            a.copy_from_slice(b);
-            f(conv(a));
+            f(read(b));
         }
     }
 }
