@@ -120,8 +120,9 @@ def test_aggregate_forms_fill_values_and_errors(uri: str) -> None:
         assert got == {"a": {"sum": 10 - 2 * 32768, "max": 4}, "s": {"count": 6}}
         assert A.aggregate({"s": ["null_count", "count_valid"]}) == {"s": {"null_count": 6, "count_valid": 4}}
         assert A.aggregate({"a": "mean"}, where="a > 2") == {"a": {"mean": 3.5}}
-        with pytest.raises(ts.QueryError, match="aggregate sum of attribute s: the attribute holds text"):
+        with pytest.raises(ts.QueryError, match="aggregate sum of attribute s: the attribute holds text") as e:
             A.aggregate({"s": "sum"})
+        assert e.value.attribute == "s"
         with pytest.raises(ts.QueryError, match=r"unknown attribute \"b\""):
             A.aggregate({"b": "count"})
         with pytest.raises(ts.QueryError, match=r"unknown operation \"median\""):

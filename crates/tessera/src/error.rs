@@ -430,7 +430,8 @@ impl Error {
                 QueryError::BufferSize { attr, .. }
                 | QueryError::BadBuffer { attr, .. }
                 | QueryError::Datatype { attr, .. }
-                | QueryError::Condition { attr, .. } => named(Some(attr), None),
+                | QueryError::Condition { attr, .. }
+                | QueryError::Aggregate { attr, .. } => named(Some(attr), None),
                 QueryError::WrongMode { uri, .. } | QueryError::Timestamp { uri, .. } => {
                     ErrorContext { array: Some(PathBuf::from(uri)), ..ErrorContext::default() }
                 }
