@@ -721,6 +721,49 @@ class Array:
         layout = _layout(order)
         return self._read(self._ranges(ranges), self._attrs(attrs), layout, None, cond)
 
+    def aggregate(
+        self,
+        aggregates: Mapping[str, Union[str, Sequence[str]]],
+        ranges: Optional[RangesLike] = None,
+        where: Optional[str] = None,
+    ) -> Dict[str, Dict[str, Union[int, float, None]]]:
+        """Aggregates computed in the engine, e.g. ``A.aggregate({"a": ["sum", "mean"], "b":
+        "count"}, ranges=[(0, 9), None], where="b > 0")`` gives ``{"a": {"sum": ..., "mean":
+        ...}, "b": {"count": ...}}``. ``aggregates``: attribute name → one operation or a list:
+        ``count`` (cells, null or not), ``count_valid`` (non-null cells), ``null_count``,
+        ``sum``, ``min``, ``max``, ``mean``. ``ranges`` as for ``read`` (default: the whole
+        domain); ``where``: a query condition as for ``read``: only the cells whose current
+        value passes it count.
+
+        The cells are those a read returns: each cell's newest value, after updates and deletes;
+        on dense arrays, cells never written hold the fill value and count as such. Nulls, and NaN
+        in float attributes, are left out of ``sum``, ``min``, ``max`` and ``mean`` (as numpy's
+        ``nansum``...). Integer sums are exact Python ints (never wrapped); float sums and every
+        mean are floats; the sum of no value is 0, the min, max and mean of no value None.
+        ``sum``, ``min``, ``max`` and ``mean`` need a numeric attribute with one value per cell.
+        The array is read in batches of ``sm.memory_budget`` bytes and aggregated in parallel,
+        without holding the GIL. Unknown attributes or operations and operations the attribute
+        cannot take (the sum of strings) raise QueryError."""
+        if not isinstance(aggregates, Mapping) or not aggregates:
+            raise ArgumentTypeError(
+                "aggregates: expected a non-empty dict attribute name -> operation(s), "
+                f"got {_check.type_name(aggregates)}"
+            )
+        requests: List[Tuple[str, str]] = []
+        for name, ops in aggregates.items():
+            if not isinstance(name, str):
+                raise ArgumentTypeError(f"aggregates: attribute names are str, got {_check.type_name(name)}")
+            op_list = [ops] if isinstance(ops, str) else list(ops)
+            if not op_list or not all(isinstance(o, str) for o in op_list):
+                raise ArgumentTypeError(f"aggregates[{name!r}]: expected an operation name or a non-empty list of them")
+            requests.extend((name, o) for o in op_list)
+        cond = None if where is None else _check.text(where, "where")
+        values = self._need_read("aggregate").aggregate(self._sparse_ranges(ranges), requests, cond)
+        out: Dict[str, Dict[str, Union[int, float, None]]] = {}
+        for (name, op), v in zip(requests, values):
+            out.setdefault(name, {})[op] = v
+        return out
+
     def read_points(self, coords: Mapping[str, Any], attrs: Optional[Sequence[str]] = None) -> DenseResult:
         """Reads the cells of a dense array at ``coords`` (a dict dimension name → coordinates,
         converted as for sparse writes), in the order given: random element reads. Each tile

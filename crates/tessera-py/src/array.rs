@@ -469,6 +469,51 @@ impl PyArrayHandle {
         let q = py.detach(|| sparse_query(&array, &ranges, &names, layout, condition)).py()?;
         Ok(SparseQuery { inner: Mutex::new(q) })
     }
+
+    /// Aggregates computed in the engine over `ranges` (per dimension, inclusive; an empty list
+    /// is the whole dimension): one per (attribute, operation name) of `requests`, in order,
+    /// over the cells that pass `condition` (text) if given. Returns a list of ints, floats and
+    /// None (the min, max or mean of no value). The GIL is released while they are computed.
+    #[pyo3(signature = (ranges, requests, condition=None))]
+    fn aggregate<'py>(
+        &self,
+        py: Python<'py>,
+        ranges: SparseRanges,
+        requests: Vec<(String, String)>,
+        condition: Option<&str>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ranges = dim_ranges(ranges);
+        let reqs = requests
+            .into_iter()
+            .map(|(attr, op)| match tessera::AggregateOp::parse(&op) {
+                Some(op) => Ok(tessera::AggregateRequest::new(attr, op)),
+                None => {
+                    let known: Vec<&str> = tessera::AggregateOp::ALL.iter().map(|o| o.name()).collect();
+                    Err(QueryError::new_err(format!(
+                        "aggregate of attribute {attr}: unknown operation {op:?} (known: {})",
+                        known.join(", ")
+                    )))
+                }
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let array = self.array()?;
+        let values = py
+            .detach(|| {
+                let cond = condition.map(tessera::Condition::parse).transpose()?;
+                array.aggregate(&ranges, cond.as_ref(), &reqs)
+            })
+            .py()?;
+        let out = PyList::empty(py);
+        for v in values {
+            match v {
+                tessera::AggregateValue::Count(c) => out.append(c)?,
+                tessera::AggregateValue::Int(i) => out.append(i)?,
+                tessera::AggregateValue::Float(f) => out.append(f)?,
+                _ => out.append(py.None())?,
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// A dense read query, with the condition `condition` (text) if given.

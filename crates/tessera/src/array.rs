@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::aggregate::{AggregateRequest, AggregateValue};
 use crate::commit::{COMMITS_DIR, GATE_FILE, LOCK_FILE};
 use crate::condition::Condition;
 use crate::context::Context;
@@ -400,6 +401,30 @@ impl Array {
             return Err(QueryError::Layout("read_query reads dense arrays; use sparse_query".into()).into());
         }
         ReadQuery::new(&self.snap, subarray, attrs, layout)
+    }
+
+    /// Computes aggregates over the cells of `ranges` (per dimension, inclusive; an empty list
+    /// is the whole dimension) that pass `condition`, in the engine: one value per request, in
+    /// request order. The cells are the ones a read returns (the newest fragment's value, after
+    /// updates and deletes; on dense arrays, never-written cells hold the fill value), read in
+    /// batches within `sm.memory_budget` and aggregated in parallel on the compute pool.
+    /// Several ranges of a dimension of a dense array are concatenated as in reads (a cell in
+    /// two overlapping ranges counts twice); a sparse array's cells count once.
+    /// Nulls, and NaN on float attributes, are left out of sums, minima, maxima and means;
+    /// see [`crate::AggregateOp`] and [`AggregateValue`].
+    ///
+    /// # Errors
+    /// Wrong mode, no request, unknown attributes, an operation the attribute's type cannot
+    /// take (`QueryError::Aggregate`: the sum of text, ...), an integer sum beyond `i128`, the
+    /// condition's errors ([`Condition::bind`]), bad ranges, storage failures, corrupt tiles.
+    pub fn aggregate(
+        &self,
+        ranges: &[Vec<DimRange>],
+        condition: Option<&Condition>,
+        requests: &[AggregateRequest],
+    ) -> Result<Vec<AggregateValue>> {
+        self.require(Mode::Read, "aggregate")?;
+        crate::aggregate::aggregate(&self.snap, ranges, condition, requests)
     }
 
     /// Reads `attrs` over `subarray` into new buffers.

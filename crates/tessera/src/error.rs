@@ -192,6 +192,17 @@ pub enum QueryError {
         /// What is wrong.
         detail: String,
     },
+    /// An aggregate the attribute cannot take (the sum of strings, ...) or whose result does
+    /// not fit (an integer sum beyond the range of `i128`).
+    #[error("aggregate {op} of attribute {attr}: {detail}")]
+    Aggregate {
+        /// The attribute.
+        attr: String,
+        /// The aggregate's name ("sum", "mean", ...).
+        op: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
     /// A datatype other than the attribute's.
     #[error("attribute {attr}: buffer type {got} does not match the attribute type {expected}")]
     Datatype {
@@ -419,7 +430,8 @@ impl Error {
                 QueryError::BufferSize { attr, .. }
                 | QueryError::BadBuffer { attr, .. }
                 | QueryError::Datatype { attr, .. }
-                | QueryError::Condition { attr, .. } => named(Some(attr), None),
+                | QueryError::Condition { attr, .. }
+                | QueryError::Aggregate { attr, .. } => named(Some(attr), None),
                 QueryError::WrongMode { uri, .. } | QueryError::Timestamp { uri, .. } => {
                     ErrorContext { array: Some(PathBuf::from(uri)), ..ErrorContext::default() }
                 }

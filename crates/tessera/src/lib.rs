@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod aggregate;
 mod array;
 pub mod cache;
 mod commit;
@@ -53,6 +54,7 @@ pub mod stats;
 mod storage;
 mod write;
 
+pub use aggregate::{AggregateOp, AggregateRequest, AggregateValue};
 pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR};
 pub use commit::COMMITS_DIR;
 pub use condition::{AttrRef, Bound as BoundCondition, CmpOp, Condition, Value as ConditionValue};

@@ -1,6 +1,7 @@
 //! Integration tests of the engine, built as one binary.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::type_complexity, missing_docs, unreachable_pub)]
 
+mod aggregate_model;
 mod common;
 mod concurrency;
 mod crash_model;

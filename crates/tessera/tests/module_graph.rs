@@ -32,6 +32,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("read", 9),
     ("write", 9),
     ("consolidate", 10),
+    ("aggregate", 10),
     ("array", 11),
     ("group", 12),
     ("fuzz", 12),

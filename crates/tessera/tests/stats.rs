@@ -290,3 +290,37 @@ fn conditions_fetch_other_attributes_only_for_tiles_with_passing_cells() {
         assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 10 + 1, "sparse {sparse}");
     }
 }
+
+/// Aggregates count the cells they aggregate (after the condition), their batches (within
+/// `sm.memory_budget`) and, through the read, the tiles they read.
+#[test]
+fn aggregates_count_cells_batches_and_tiles() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::new();
+    c.set("sm.tile_cache_size", "0").unwrap();
+    // 400 bytes: a batch holds 100 cells of `a` (int32), so 10 tiles of 10 cells make 10 batches.
+    c.set("sm.memory_budget", "400").unwrap();
+    let ctx = Context::new(c).unwrap();
+    let uri = dir.path().join("d");
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, 999), 100))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let a: Vec<i32> = (0..1000).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&a))]).unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let cond = Condition::parse("a >= 900").unwrap();
+    let mut got = None;
+    let s = measured(|| {
+        got = Some(r.aggregate(&[vec![]], Some(&cond), &[AggregateRequest::new("a", AggregateOp::Sum)]).unwrap());
+    });
+    assert_eq!(got.unwrap(), vec![AggregateValue::Int((900..1000).sum())]);
+    assert_eq!(counter(&s, Counter::ReaderAggregateCells), 100);
+    assert_eq!(counter(&s, Counter::ReaderAggregateBatches), 10);
+    assert_eq!(counter(&s, Counter::ReaderConditionCells), 1000);
+    assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 10);
+}

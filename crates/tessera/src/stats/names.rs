@@ -108,6 +108,12 @@ stat_names! {
         /// Dense reads with a condition: copies from tiles dropped because none of their result
         /// cells passed (those tiles are not fetched for the other attributes).
         ReaderConditionCopiesSkipped => "reader_condition_copies_skipped",
+        /// Result cells aggregates were computed on (after the merge of fragments and the
+        /// condition, if any).
+        ReaderAggregateCells => "reader_aggregate_cells",
+        /// Batches of result cells aggregates were computed on (each read within
+        /// `sm.memory_budget`).
+        ReaderAggregateBatches => "reader_aggregate_batches",
 
         // ---- writer: write queries ----
         /// Tiles written by write queries: one per tile of each fragment file written.
