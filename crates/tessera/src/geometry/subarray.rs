@@ -30,7 +30,7 @@ impl Subarray {
     /// list is the whole dimension.
     ///
     /// # Errors
-    /// As [`ordinal_ranges`]: a wrong dimension count, NaN bounds, a reversed range or one
+    /// As `ordinal_ranges`: a wrong dimension count, NaN bounds, a reversed range or one
     /// outside the domain; and a range holding no integer (a dense result has a place for every
     /// coordinate of its ranges, so it cannot leave a dimension empty), or a float dimension.
     pub fn from_dim_ranges(schema: &ArraySchema, ranges: &[Vec<DimRange>]) -> Result<Self, QueryError> {
