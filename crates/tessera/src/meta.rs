@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::context::Context;
 use crate::error::{Error, QueryError, Result};
@@ -73,8 +74,20 @@ struct MetaFile {
 }
 
 /// The file name of a metadata write at `t0..=t1`: `__<t0>_<t1>_<uuid>.meta`.
+///
+/// `<id>` is 32 hex digits: a nanosecond clock, strictly increasing within a process, then 64
+/// random bits. Entries of equal timestamp apply in origin-name order, so of two writes at one
+/// timestamp (a write timestamp given to the array, or two writes in one millisecond) the later
+/// one wins, as it would with distinct timestamps.
 fn file_name(t0: u64, t1: u64) -> String {
-    format!("__{t0}_{t1}_{}.meta", uuid::Uuid::new_v4().simple())
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now =
+        u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()))
+            .unwrap_or(u64::MAX);
+    let prev = LAST.fetch_max(now, Ordering::SeqCst);
+    let ns = if now > prev { now } else { LAST.fetch_add(1, Ordering::SeqCst) + 1 };
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    format!("__{t0}_{t1}_{ns:016x}{random:016x}.meta")
 }
 
 /// The timestamps `(t0, t1)` of a metadata file name, or `None` for other names.
@@ -430,6 +443,22 @@ pub(crate) fn fuzz_seeds() -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn of_two_writes_at_one_timestamp_the_later_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Context::new(crate::Config::new()).unwrap();
+        let text = |s: &str| Some(MetaValue { datatype: Some(Datatype::Utf8), data: s.as_bytes().to_vec() });
+        for i in 0..64u64 {
+            let key = format!("k{i}");
+            write_meta(&ctx, dir.path(), Some(7), &[(key.as_str(), text("put"))]).unwrap();
+            write_meta(&ctx, dir.path(), Some(7), &[(key.as_str(), None)]).unwrap();
+            write_meta(&ctx, dir.path(), Some(7), &[("last", text(&key))]).unwrap();
+        }
+        let m = read_meta(&ctx, dir.path(), u64::MAX).unwrap();
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["last"], "a delete lost to the put before it");
+        assert_eq!(m["last"].data, b"k63");
+    }
 
     #[test]
     fn a_reader_lists_again_when_files_vanish_under_it() {
