@@ -13,7 +13,7 @@
 //!   (their tiles are not fetched for the other attributes), and every cell that fails reads as
 //!   the fill value (null for nullable attributes), as TileDB does.
 
-use super::execute::{execute, DataSink, Sink, FILL_BLOB};
+use super::execute::{execute, sink_buffers, sinks, DataSink, Sink, FILL_BLOB};
 use super::overlay::overlay;
 use super::plan::{CopyOp, FillOp, ResultSpace};
 use super::query::assemble_var;
@@ -80,28 +80,8 @@ pub(super) fn dense_selection(
     let schema = array.schema();
     let n = (c1 - c0) as usize;
     let attrs = bound.attr_indices();
-    let mut fixed: Vec<Vec<u8>> = attrs
-        .iter()
-        .map(|&i| if schema.attrs[i].is_var() { Vec::new() } else { vec![0; n * schema.attrs[i].cell_size()] })
-        .collect();
-    let mut valid: Vec<Vec<u8>> =
-        attrs.iter().map(|&i| if schema.attrs[i].nullable { vec![0; n] } else { Vec::new() }).collect();
-    let mut sinks: Vec<Sink<'_>> = attrs
-        .iter()
-        .zip(fixed.iter_mut().zip(valid.iter_mut()))
-        .map(|(&i, (f, v))| {
-            let a = &schema.attrs[i];
-            Sink {
-                attr: i,
-                data: if a.is_var() {
-                    DataSink::Var { refs: vec![(FILL_BLOB, 0, 0); n], blobs: Vec::new() }
-                } else {
-                    DataSink::Fixed(f.as_mut_slice())
-                },
-                validity: a.nullable.then_some(v.as_mut_slice()),
-            }
-        })
-        .collect();
+    let (mut fixed, mut valid) = sink_buffers(schema, attrs, n);
+    let mut sinks = sinks(schema, attrs, n, &mut fixed, &mut valid);
     execute(array, copies.to_vec(), fills, &mut sinks)?;
     overlay(array, space, c0, c1, &mut sinks)?;
     let vars: Vec<Option<(Vec<u64>, Vec<u8>)>> = sinks

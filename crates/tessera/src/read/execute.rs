@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{verify_tile, FileKind, FileSpec};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
+use crate::schema::ArraySchema;
 use crate::snapshot::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, Snapshot, TileKey, Tiles};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
@@ -33,6 +34,43 @@ pub(crate) struct Sink<'a> {
     pub attr: usize,
     pub data: DataSink<'a>,
     pub validity: Option<&'a mut [u8]>,
+}
+
+/// Buffers for `n` result cells of attributes `attrs` (zeroed fixed-size values and validity
+/// bytes; variable-length values gather references): `(fixed, valid)`, one entry per attribute.
+pub(crate) fn sink_buffers(schema: &ArraySchema, attrs: &[usize], n: usize) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let fixed = attrs
+        .iter()
+        .map(|&i| if schema.attrs[i].is_var() { Vec::new() } else { vec![0u8; n * schema.attrs[i].cell_size()] })
+        .collect();
+    let valid = attrs.iter().map(|&i| if schema.attrs[i].nullable { vec![0u8; n] } else { Vec::new() }).collect();
+    (fixed, valid)
+}
+
+/// Sinks writing `n` result cells of attributes `attrs` into the buffers of [`sink_buffers`].
+pub(crate) fn sinks<'a>(
+    schema: &ArraySchema,
+    attrs: &[usize],
+    n: usize,
+    fixed: &'a mut [Vec<u8>],
+    valid: &'a mut [Vec<u8>],
+) -> Vec<Sink<'a>> {
+    attrs
+        .iter()
+        .zip(fixed.iter_mut().zip(valid.iter_mut()))
+        .map(|(&i, (f, v))| {
+            let a = &schema.attrs[i];
+            Sink {
+                attr: i,
+                data: if a.is_var() {
+                    DataSink::Var { refs: vec![(FILL_BLOB, 0, 0); n], blobs: Vec::new() }
+                } else {
+                    DataSink::Fixed(f.as_mut_slice())
+                },
+                validity: a.nullable.then_some(v.as_mut_slice()),
+            }
+        })
+        .collect()
 }
 
 /// Runs `copies` and `fills` into `sinks`.

@@ -3,7 +3,7 @@
 //! caller's own buffers filled as far as they go (the read then resumes on the next submit).
 
 use super::condition::{dense_selection, mask_failing, selected_copies};
-use super::execute::{execute, DataSink, Sink, FILL_BLOB};
+use super::execute::{execute, sink_buffers, sinks, DataSink, Sink, FILL_BLOB};
 use super::overlay::overlay;
 use super::plan::{plan, ResultSpace};
 use crate::condition::{Bound, Condition};
@@ -312,30 +312,8 @@ impl ReadQuery {
         });
         let per_cell = self.estimate_cell_bytes().saturating_add(var_refs).saturating_add(cond);
         let n = check_result_size(self.array.ctx.config(), c1 - c0, per_cell)?;
-        let mut fixed: Vec<Vec<u8>> = Vec::new();
-        let mut valid: Vec<Vec<u8>> = Vec::new();
-        for &i in &self.attrs {
-            let a = &schema.attrs[i];
-            fixed.push(if a.is_var() { Vec::new() } else { vec![0u8; n * a.cell_size()] });
-            valid.push(if a.nullable { vec![0u8; n] } else { Vec::new() });
-        }
-        let mut sinks: Vec<Sink<'_>> = self
-            .attrs
-            .iter()
-            .zip(fixed.iter_mut().zip(valid.iter_mut()))
-            .map(|(&i, (f, v))| {
-                let a = &schema.attrs[i];
-                Sink {
-                    attr: i,
-                    data: if a.is_var() {
-                        DataSink::Var { refs: vec![(FILL_BLOB, 0, 0); n], blobs: Vec::new() }
-                    } else {
-                        DataSink::Fixed(f.as_mut_slice())
-                    },
-                    validity: a.nullable.then_some(v.as_mut_slice()),
-                }
-            })
-            .collect();
+        let (mut fixed, mut valid) = sink_buffers(schema, &self.attrs, n);
+        let mut sinks = sinks(schema, &self.attrs, n, &mut fixed, &mut valid);
         self.fill(c0, c1, &mut sinks)?;
         let vars: Vec<Option<(Vec<u64>, Vec<u8>)>> = sinks
             .into_iter()
