@@ -1,0 +1,280 @@
+//! [`Store`]: the S3 implementation behind the server, s3s-fs's `FileSystem` with the fixes
+//! Tessera's commit protocol depends on.
+//!
+//! - **Atomic conditional writes.** s3s-fs checks `If-None-Match: *` / `If-Match` and then
+//!   writes (check-then-act), so two concurrent conditional PUTs of one key can both succeed.
+//!   Here every write of a key (PutObject, CopyObject's destination, CompleteMultipartUpload,
+//!   DeleteObject, DeleteObjects) holds that key's lock for its whole check + write, and reads
+//!   (GetObject, HeadObject) hold it shared while they open the file and load its ETag, so a
+//!   read never pairs new bytes with an old ETag. Locks are striped by a hash of bucket + key:
+//!   different keys may share a stripe (only costing concurrency), each operation takes its
+//!   stripes in ascending order, so there is no deadlock.
+//! - **Read conditions.** s3s-fs ignores `If-Match`, `If-None-Match`, `If-Modified-Since` and
+//!   `If-Unmodified-Since` on GET and HEAD; they are evaluated here (412 / 304 as S3 answers).
+//! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
+//!   a bucket that does not exist answer `NoSuchBucket` like S3.
+//!
+//! Plain PUTs are already atomic for readers in s3s-fs: the body goes to a temporary file in the
+//! root, which is renamed over the object.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+
+use s3s::dto::*;
+use s3s::{S3, S3Request, S3Response, S3Result, s3_error};
+use s3s_fs::FileSystem;
+use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
+
+/// Number of lock stripes; a power of two is not needed, only enough to keep unrelated keys
+/// mostly apart.
+const STRIPES: usize = 64;
+
+/// s3s-fs's `FileSystem` with atomic conditional writes, read conditions and bucket checks.
+pub(crate) struct Store {
+    inner: FileSystem,
+    root: PathBuf,
+    stripes: Vec<std::sync::Arc<RwLock<()>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// A store serving the buckets (folders) under `root`.
+    pub(crate) fn new(root: PathBuf) -> std::io::Result<Self> {
+        let inner = FileSystem::new(&root)
+            .map_err(|e| std::io::Error::other(format!("s3s-fs on {}: {e:?}", root.display())))?;
+        let stripes = (0..STRIPES).map(|_| std::sync::Arc::new(RwLock::new(()))).collect();
+        Ok(Self { inner, root, stripes })
+    }
+
+    fn stripe(&self, bucket: &str, key: &str) -> usize {
+        let mut h = DefaultHasher::new();
+        (bucket, key).hash(&mut h);
+        // The remainder is < STRIPES, so it fits a usize on every platform.
+        usize::try_from(h.finish() % STRIPES as u64).unwrap_or(0)
+    }
+
+    fn lock(&self, bucket: &str, key: &str) -> &std::sync::Arc<RwLock<()>> {
+        &self.stripes[self.stripe(bucket, key)]
+    }
+
+    /// Write locks on the stripes of all `keys`, taken in ascending stripe order.
+    async fn lock_all(&self, bucket: &str, keys: &[&str]) -> Vec<OwnedRwLockWriteGuard<()>> {
+        let mut ids: Vec<usize> = keys.iter().map(|k| self.stripe(bucket, k)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut guards = Vec::with_capacity(ids.len());
+        for id in ids {
+            guards.push(self.stripes[id].clone().write_owned().await);
+        }
+        guards
+    }
+
+    fn require_bucket(&self, bucket: &str) -> S3Result<()> {
+        if s3s::path::check_bucket_name(bucket) && self.root.join(bucket).is_dir() {
+            Ok(())
+        } else {
+            Err(s3_error!(NoSuchBucket))
+        }
+    }
+}
+
+/// The `If-*` headers of a GET or HEAD.
+#[derive(Clone, Copy)]
+struct ReadConditions<'a> {
+    if_match: Option<&'a ETagCondition>,
+    if_none_match: Option<&'a ETagCondition>,
+    if_modified_since: Option<&'a Timestamp>,
+    if_unmodified_since: Option<&'a Timestamp>,
+}
+
+/// Evaluates read conditions against an object's ETag and last-modified time as S3 does:
+/// a failed `If-Match` (or, without `If-Match`, a failed `If-Unmodified-Since`) is 412; a
+/// matching `If-None-Match` (or, without `If-None-Match`, an unmet `If-Modified-Since`) is 304.
+/// Times compare at whole seconds, the resolution of HTTP dates.
+fn check_read_conditions(
+    c: &ReadConditions<'_>,
+    etag: Option<&ETag>,
+    last_modified: Option<&Timestamp>,
+) -> S3Result<()> {
+    let secs = |t: &Timestamp| time::OffsetDateTime::from(t.clone()).unix_timestamp();
+    let matches = |cond: &ETagCondition, weak: bool| match (cond, etag) {
+        (ETagCondition::Any, _) => true,
+        (ETagCondition::ETag(want), Some(have)) => {
+            if weak {
+                have.weak_cmp(want)
+            } else {
+                have.strong_cmp(want)
+            }
+        }
+        (ETagCondition::ETag(_), None) => false,
+    };
+    match (c.if_match, c.if_unmodified_since) {
+        (Some(cond), _) if !matches(cond, false) => return Err(s3_error!(PreconditionFailed)),
+        (None, Some(since)) if last_modified.is_some_and(|lm| secs(lm) > secs(since)) => {
+            return Err(s3_error!(PreconditionFailed));
+        }
+        _ => {}
+    }
+    match (c.if_none_match, c.if_modified_since) {
+        (Some(cond), _) if matches(cond, true) => Err(s3_error!(NotModified)),
+        (None, Some(since)) if last_modified.is_some_and(|lm| secs(lm) <= secs(since)) => Err(s3_error!(NotModified)),
+        _ => Ok(()),
+    }
+}
+
+/// Delegates the listed operations to s3s-fs unchanged; the remaining items (the operations
+/// this module changes) are passed through into the same `impl S3 for Store`.
+macro_rules! impl_s3 {
+    ($($op:ident($input:ty) -> $output:ty;)* ; $($rest:tt)*) => {
+        #[async_trait::async_trait]
+        impl S3 for Store {
+            $(
+                async fn $op(&self, req: S3Request<$input>) -> S3Result<S3Response<$output>> {
+                    self.inner.$op(req).await
+                }
+            )*
+            $($rest)*
+        }
+    };
+}
+
+impl_s3! {
+    create_bucket(CreateBucketInput) -> CreateBucketOutput;
+    delete_bucket(DeleteBucketInput) -> DeleteBucketOutput;
+    get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
+    head_bucket(HeadBucketInput) -> HeadBucketOutput;
+    list_buckets(ListBucketsInput) -> ListBucketsOutput;
+    list_objects(ListObjectsInput) -> ListObjectsOutput;
+    list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
+    upload_part(UploadPartInput) -> UploadPartOutput;
+    upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
+    list_parts(ListPartsInput) -> ListPartsOutput;
+    abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
+    ;
+
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        self.require_bucket(&req.input.bucket)?;
+        let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.inner.put_object(req).await
+    }
+
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        self.require_bucket(&req.input.bucket)?;
+        // Only the destination is locked: locking the source too could take two stripes out
+        // of order against another copy.
+        let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.inner.copy_object(req).await
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.require_bucket(&req.input.bucket)?;
+        self.inner.create_multipart_upload(req).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        let resp = self.inner.complete_multipart_upload(req).await?;
+        // s3s-fs defers building the output into a future; run it under the lock too.
+        let S3Response { output, status, headers, extensions } = resp;
+        let output = match output.future {
+            Some(fut) => fut.await?,
+            None => output,
+        };
+        Ok(S3Response { output, status, headers, extensions })
+    }
+
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.inner.delete_object(req).await
+    }
+
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        self.require_bucket(&req.input.bucket)?;
+        let keys: Vec<String> = req.input.delete.objects.iter().map(|o| o.key.clone()).collect();
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let _guards = self.lock_all(&req.input.bucket, &key_refs).await;
+        self.inner.delete_objects(req).await
+    }
+
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        let _guard = self.lock(&req.input.bucket, &req.input.key).read().await;
+        let i = &req.input;
+        let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
+        // The body streams from the file opened inside this call, so the bytes and the ETag
+        // checked here belong to the same version even after the lock is released.
+        let resp = self.inner.get_object(req).await?;
+        let conds = ReadConditions { if_match: m.as_ref(), if_none_match: nm.as_ref(), if_modified_since: ms.as_ref(), if_unmodified_since: us.as_ref() };
+        check_read_conditions(&conds, resp.output.e_tag.as_ref(), resp.output.last_modified.as_ref())?;
+        Ok(resp)
+    }
+
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        let _guard = self.lock(&req.input.bucket, &req.input.key).read().await;
+        let i = &req.input;
+        let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
+        let resp = self.inner.head_object(req).await?;
+        let conds = ReadConditions { if_match: m.as_ref(), if_none_match: nm.as_ref(), if_modified_since: ms.as_ref(), if_unmodified_since: us.as_ref() };
+        check_read_conditions(&conds, resp.output.e_tag.as_ref(), resp.output.last_modified.as_ref())?;
+        Ok(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(secs: i64, nanos: u32) -> Timestamp {
+        let t =
+            time::OffsetDateTime::from_unix_timestamp(secs).unwrap() + time::Duration::nanoseconds(i64::from(nanos));
+        Timestamp::from(t)
+    }
+
+    #[test]
+    fn read_conditions_follow_s3_precedence() {
+        let etag = ETag::Strong("abc".into());
+        let other = ETagCondition::ETag(ETag::Strong("zzz".into()));
+        let same = ETagCondition::ETag(ETag::Strong("abc".into()));
+        let lm = ts(100, 500_000_000);
+        let none =
+            ReadConditions { if_match: None, if_none_match: None, if_modified_since: None, if_unmodified_since: None };
+        let check =
+            |c: &ReadConditions<'_>| check_read_conditions(c, Some(&etag), Some(&lm)).map_err(|e| e.code().clone());
+
+        assert!(check(&none).is_ok());
+        assert!(check(&ReadConditions { if_match: Some(&same), ..none }).is_ok());
+        assert_eq!(
+            check(&ReadConditions { if_match: Some(&other), ..none }),
+            Err(s3s::S3ErrorCode::PreconditionFailed)
+        );
+        assert_eq!(check(&ReadConditions { if_none_match: Some(&same), ..none }), Err(s3s::S3ErrorCode::NotModified));
+        assert!(check(&ReadConditions { if_none_match: Some(&other), ..none }).is_ok());
+        // Whole seconds: modified at 100.5 s is not modified since 100 s.
+        let t100 = ts(100, 0);
+        let t99 = ts(99, 0);
+        assert_eq!(
+            check(&ReadConditions { if_modified_since: Some(&t100), ..none }),
+            Err(s3s::S3ErrorCode::NotModified)
+        );
+        assert!(check(&ReadConditions { if_modified_since: Some(&t99), ..none }).is_ok());
+        assert_eq!(
+            check(&ReadConditions { if_unmodified_since: Some(&t99), ..none }),
+            Err(s3s::S3ErrorCode::PreconditionFailed)
+        );
+        // If-Match true overrides a failed If-Unmodified-Since; If-None-Match false overrides
+        // an unmet If-Modified-Since.
+        assert!(check(&ReadConditions { if_match: Some(&same), if_unmodified_since: Some(&t99), ..none }).is_ok());
+        assert!(check(&ReadConditions { if_none_match: Some(&other), if_modified_since: Some(&t100), ..none }).is_ok());
+    }
+}

@@ -1,0 +1,374 @@
+//! The server as Tessera's S3 backend sees it: `object_store`'s `AmazonS3` client (SigV4,
+//! path-style, plain HTTP) against an in-process [`S3Server`]. Covers the operations the engine
+//! uses, s3s-fs's conformance (fixed where Tessera depends on it) and each fault kind as the
+//! client observes it.
+
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+    UpdateVersion, WriteMultipart,
+};
+use tessera_s3_server::{FaultKind, Faults, S3Server, ServerOptions};
+
+const BUCKET: &str = "tessera";
+
+fn start() -> (tempfile::TempDir, S3Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ServerOptions { buckets: vec![BUCKET.into()], ..ServerOptions::default() };
+    let server = S3Server::start(&dir.path().join("root"), opts).unwrap();
+    (dir, server)
+}
+
+/// A client as the engine configures one: path-style, plain HTTP, quick retries.
+fn client_with(server: &S3Server, bucket: &str, secret: &str) -> AmazonS3 {
+    let retry = RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(50),
+            base: 2.0,
+        },
+        max_retries: 10,
+        retry_timeout: Duration::from_secs(20),
+    };
+    AmazonS3Builder::new()
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_access_key_id(server.access_key())
+        .with_secret_access_key(secret)
+        .with_region("us-east-1")
+        .with_bucket_name(bucket)
+        .with_virtual_hosted_style_request(false)
+        .with_retry(retry)
+        .build()
+        .unwrap()
+}
+
+fn client(server: &S3Server) -> AmazonS3 {
+    client_with(server, BUCKET, server.secret_key())
+}
+
+fn md5_hex(data: &[u8]) -> String {
+    use s3s::crypto::Checksum;
+    let mut h = s3s::crypto::Md5::new();
+    h.update(data);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn create() -> PutOptions {
+    PutOptions { mode: PutMode::Create, ..PutOptions::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_get_range_head_copy_delete() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("arr/__fragments/f1/data.bin");
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let put = s3.put(&path, PutPayload::from(data.clone())).await.unwrap();
+    let etag = put.e_tag.clone().unwrap();
+    assert_eq!(etag.trim_matches('"'), md5_hex(&data), "single-part ETag is the MD5");
+
+    let got = s3.get(&path).await.unwrap();
+    assert_eq!(got.meta.size, 10_000);
+    assert_eq!(got.meta.e_tag.as_deref(), Some(etag.as_str()));
+    assert_eq!(got.bytes().await.unwrap(), Bytes::from(data.clone()));
+
+    assert_eq!(s3.get_range(&path, 100..356).await.unwrap(), &data[100..356]);
+    let ranges = s3.get_ranges(&path, &[0..1, 9_990..10_000]).await.unwrap();
+    assert_eq!(ranges[1], &data[9_990..]);
+    let suffix = GetOptions { range: Some(GetRange::Suffix(10)), ..GetOptions::default() };
+    assert_eq!(s3.get_opts(&path, suffix).await.unwrap().bytes().await.unwrap(), &data[9_990..]);
+    let offset = GetOptions { range: Some(GetRange::Offset(9_995)), ..GetOptions::default() };
+    assert_eq!(s3.get_opts(&path, offset).await.unwrap().bytes().await.unwrap(), &data[9_995..]);
+
+    let head = s3.head(&path).await.unwrap();
+    assert_eq!((head.size, head.e_tag.as_deref()), (10_000, Some(etag.as_str())));
+
+    let copy = Path::from("arr/copy.bin");
+    s3.copy(&path, &copy).await.unwrap();
+    assert_eq!(s3.get(&copy).await.unwrap().bytes().await.unwrap(), Bytes::from(data));
+
+    s3.delete(&path).await.unwrap();
+    assert!(matches!(s3.head(&path).await, Err(object_store::Error::NotFound { .. })));
+    assert!(matches!(s3.get(&path).await, Err(object_store::Error::NotFound { .. })));
+    s3.delete(&path).await.unwrap(); // deleting a missing key succeeds, as on S3
+
+    let counts = server.counts();
+    assert_eq!(counts.requests_of("PutObject"), 1);
+    assert_eq!(counts.requests_of("CopyObject"), 1);
+    assert!(counts.requests_of("GetObject") >= 5);
+    assert_eq!(counts.status(404), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_with_delimiter_and_pagination_beyond_1000_keys() {
+    let (_dir, server) = start();
+    let s3 = Arc::new(client(&server));
+    // 1 100 keys in one "folder" (more than a ListObjectsV2 page), plus nested prefixes.
+    let mut keys: Vec<String> = (0..1100).map(|i| format!("arr/__fragments/{i:05}")).collect();
+    keys.extend(["arr/__schema/s1", "arr/__schema/s2", "arr/__meta/m/x", "arr/top"].map(String::from));
+    futures::stream::iter(keys.clone())
+        .map(|k| {
+            let s3 = s3.clone();
+            async move { s3.put(&Path::from(k.as_str()), PutPayload::from_static(b"x")).await }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+
+    let listed: BTreeSet<String> =
+        s3.list(Some(&Path::from("arr"))).map_ok(|m| m.location.to_string()).try_collect().await.unwrap();
+    assert_eq!(listed, keys.iter().cloned().collect::<BTreeSet<_>>());
+    assert!(server.counts().requests_of("ListObjectsV2") >= 2, "the listing took more than one page");
+
+    let top = s3.list_with_delimiter(Some(&Path::from("arr"))).await.unwrap();
+    let prefixes: Vec<String> = top.common_prefixes.iter().map(ToString::to_string).collect();
+    assert_eq!(prefixes, ["arr/__fragments", "arr/__meta", "arr/__schema"]);
+    let objects: Vec<String> = top.objects.iter().map(|m| m.location.to_string()).collect();
+    assert_eq!(objects, ["arr/top"]);
+
+    let after: Vec<String> = s3
+        .list_with_offset(Some(&Path::from("arr/__fragments")), &Path::from("arr/__fragments/01097"))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(after, ["arr/__fragments/01098", "arr/__fragments/01099"]);
+
+    // Bulk delete (DeleteObjects) of the whole fragment folder.
+    let doomed = s3.list(Some(&Path::from("arr/__fragments"))).map_ok(|m| m.location).boxed();
+    let deleted: Vec<Path> = s3.delete_stream(doomed).try_collect().await.unwrap();
+    assert_eq!(deleted.len(), 1100);
+    assert!(server.counts().requests_of("DeleteObjects") >= 2, "1 100 keys need two bulk deletes");
+    let rest: Vec<String> =
+        s3.list(Some(&Path::from("arr"))).map_ok(|m| m.location.to_string()).try_collect().await.unwrap();
+    assert_eq!(rest.len(), 4, "{rest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_upload_of_20_mib() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("big/object.bin");
+    let data: Vec<u8> = (0..20u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let upload = s3.put_multipart(&path).await.unwrap();
+    let mut writer = WriteMultipart::new_with_chunk_size(upload, 5 << 20);
+    for chunk in data.chunks(1 << 20) {
+        writer.write(chunk);
+    }
+    let result = writer.finish().await.unwrap();
+    assert!(result.e_tag.unwrap().trim_matches('"').ends_with("-4"), "multipart ETag is md5-of-md5s-PARTS");
+    let got = s3.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "multipart object differs from what was written");
+    let counts = server.counts();
+    assert_eq!(counts.requests_of("UploadPart"), 4);
+    assert_eq!(counts.requests_of("CompleteMultipartUpload"), 1);
+}
+
+/// s3s-fs checks `If-None-Match: *` and then writes, so racing creates could all succeed;
+/// the store's per-key lock makes exactly one win. 1 MiB bodies keep the write window wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_create_race_has_exactly_one_winner() {
+    let (_dir, server) = start();
+    let s3 = Arc::new(client(&server));
+    for round in 0..3 {
+        let path = Path::from(format!("arr/__commits/c{round}"));
+        let barrier = Arc::new(tokio::sync::Barrier::new(12));
+        let tasks: Vec<_> = (0..12u8)
+            .map(|i| {
+                let (s3, path, barrier) = (s3.clone(), path.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    let body = vec![i; 1 << 20];
+                    barrier.wait().await;
+                    (i, s3.put_opts(&path, PutPayload::from(body), create()).await)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                (i, Ok(_)) => winners.push(i),
+                (_, Err(object_store::Error::AlreadyExists { .. })) => {}
+                (i, Err(e)) => panic!("racer {i}: unexpected error {e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        let got = s3.get(&path).await.unwrap().bytes().await.unwrap();
+        assert!(got.len() == 1 << 20 && got.iter().all(|b| *b == winners[0]), "round {round}: not the winner's bytes");
+    }
+    assert_eq!(server.counts().status(412), 33);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_update_and_read_conditions() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("arr/__latest");
+    let v1 = s3.put_opts(&path, PutPayload::from_static(b"one"), create()).await.unwrap();
+    let update = |r: &object_store::PutResult| PutOptions {
+        mode: PutMode::Update(UpdateVersion { e_tag: r.e_tag.clone(), version: None }),
+        ..PutOptions::default()
+    };
+    let v2 = s3.put_opts(&path, PutPayload::from_static(b"two"), update(&v1)).await.unwrap();
+    let stale = s3.put_opts(&path, PutPayload::from_static(b"three"), update(&v1)).await;
+    assert!(matches!(stale, Err(object_store::Error::Precondition { .. })), "{stale:?}");
+    assert_eq!(s3.get(&path).await.unwrap().bytes().await.unwrap(), &b"two"[..]);
+
+    let get = |o: GetOptions| {
+        let s3 = &s3;
+        let path = &path;
+        async move { s3.get_opts(path, o).await.map(|_| ()) }
+    };
+    let e2 = v2.e_tag.clone();
+    get(GetOptions { if_match: e2.clone(), ..GetOptions::default() }).await.unwrap();
+    let r = get(GetOptions { if_match: v1.e_tag.clone(), ..GetOptions::default() }).await;
+    assert!(matches!(r, Err(object_store::Error::Precondition { .. })), "{r:?}");
+    let r = get(GetOptions { if_none_match: e2.clone(), ..GetOptions::default() }).await;
+    assert!(matches!(r, Err(object_store::Error::NotModified { .. })), "{r:?}");
+    get(GetOptions { if_none_match: v1.e_tag.clone(), ..GetOptions::default() }).await.unwrap();
+    let r = get(GetOptions { if_match: v1.e_tag.clone(), head: true, ..GetOptions::default() }).await;
+    assert!(matches!(r, Err(object_store::Error::Precondition { .. })), "HEAD: {r:?}");
+}
+
+/// A plain PUT replaces the object atomically (s3s-fs writes a temporary file and renames it),
+/// and a GET's ETag always belongs to the bytes it returns (the store's read lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_partial_objects_or_mismatched_etags() {
+    let (_dir, server) = start();
+    let s3 = Arc::new(client(&server));
+    let path = Path::from("arr/hot");
+    const SIZE: usize = 512 << 10;
+    s3.put(&path, PutPayload::from(vec![0u8; SIZE])).await.unwrap();
+    let writer = {
+        let (s3, path) = (s3.clone(), path.clone());
+        tokio::spawn(async move {
+            for i in 1..=40u8 {
+                s3.put(&path, PutPayload::from(vec![i; SIZE])).await.unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    while !writer.is_finished() {
+        let got = s3.get(&path).await.unwrap();
+        let etag = got.meta.e_tag.clone().unwrap();
+        let bytes = got.bytes().await.unwrap();
+        assert_eq!(bytes.len(), SIZE, "partial object");
+        assert!(bytes.iter().all(|b| *b == bytes[0]), "mixed versions in one object");
+        assert_eq!(etag.trim_matches('"'), md5_hex(&bytes), "ETag of another version");
+        reads += 1;
+    }
+    writer.await.unwrap();
+    assert!(reads > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_secret_and_missing_bucket_are_rejected() {
+    let (_dir, server) = start();
+    let bad = client_with(&server, BUCKET, "not-the-secret");
+    let r = bad.put(&Path::from("k"), PutPayload::from_static(b"x")).await;
+    assert!(r.is_err(), "a request signed with the wrong secret was accepted");
+    assert_eq!(server.counts().status(403), 1);
+
+    let missing = client_with(&server, "no-such-bucket", server.secret_key());
+    let r = missing.put(&Path::from("k"), PutPayload::from_static(b"x")).await;
+    assert!(r.is_err(), "a put into a missing bucket succeeded");
+    assert!(!server.root().join("no-such-bucket").exists(), "the put created the bucket");
+    server.create_bucket("no-such-bucket").unwrap();
+    missing.put(&Path::from("k"), PutPayload::from_static(b"x")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_errors_and_drops_are_retried_by_the_client() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    for (kind, faults) in [
+        (FaultKind::Error, Faults { seed: 1, error_rate: 0.3, ..Faults::default() }),
+        (FaultKind::Error, Faults { seed: 2, error_rate: 0.3, error_status: 500, ..Faults::default() }),
+        (FaultKind::Drop, Faults { seed: 3, drop_rate: 0.3, ..Faults::default() }),
+    ] {
+        server.reset_counts();
+        server.set_faults(faults).unwrap();
+        for i in 0..30 {
+            let path = Path::from(format!("f/{kind:?}/{i}"));
+            let body = format!("value {i}");
+            s3.put(&path, PutPayload::from(body.clone())).await.unwrap();
+            assert_eq!(s3.get(&path).await.unwrap().bytes().await.unwrap(), body.as_bytes());
+        }
+        let c = server.counts();
+        let injected = match kind {
+            FaultKind::Error => c.faults.error,
+            _ => c.faults.drop,
+        };
+        assert!(injected >= 5, "{kind:?}: only {injected} faults in {c:?}");
+        assert_eq!(c.requests_of("PutObject") + c.requests_of("GetObject"), 60 + injected, "one retry per fault");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_requests_are_delayed_and_filters_apply() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    s3.put(&Path::from("a/slow-me"), PutPayload::from_static(b"x")).await.unwrap();
+    s3.put(&Path::from("a/fast"), PutPayload::from_static(b"y")).await.unwrap();
+    let faults = Faults {
+        slow_rate: 1.0,
+        slow_ms: 300,
+        methods: vec!["GetObject".into()],
+        key_contains: Some("slow".into()),
+        ..Faults::default()
+    };
+    server.set_faults(faults).unwrap();
+    let t = Instant::now();
+    s3.get(&Path::from("a/fast")).await.unwrap();
+    s3.head(&Path::from("a/slow-me")).await.unwrap();
+    assert!(t.elapsed() < Duration::from_millis(250), "unfiltered requests were slowed");
+    let t = Instant::now();
+    s3.get(&Path::from("a/slow-me")).await.unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert_eq!(server.counts().faults.slow, 1);
+}
+
+/// The ambiguous case (crate docs): the conditional create is applied, the answer is lost, the
+/// client retries and is told `AlreadyExists` about its own object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_after_on_conditional_create_reports_already_exists_for_own_write() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let faults = Faults { drop_after_rate: 1.0, conditional_only: true, limit: Some(1), ..Faults::default() };
+    server.set_faults(faults).unwrap();
+    let path = Path::from("arr/__commits/c1");
+    let r = s3.put_opts(&path, PutPayload::from_static(b"mine"), create()).await;
+    assert!(matches!(r, Err(object_store::Error::AlreadyExists { .. })), "{r:?}");
+    assert_eq!(s3.get(&path).await.unwrap().bytes().await.unwrap(), &b"mine"[..], "the write did happen");
+    let c = server.counts();
+    assert_eq!((c.faults.drop_after, c.requests_of("PutObject"), c.status(412)), (1, 2, 1));
+
+    // A plain (unconditional) put under drop_after is retried and simply succeeds.
+    server.set_faults(Faults { drop_after_rate: 1.0, limit: Some(1), ..Faults::default() }).unwrap();
+    s3.put(&Path::from("p"), PutPayload::from_static(b"v")).await.unwrap();
+    assert_eq!(server.counts().faults.drop_after, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_shuts_down_promptly_with_idle_client_connections() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    s3.put(&Path::from("k"), PutPayload::from_static(b"x")).await.unwrap();
+    let endpoint = server.endpoint();
+    let t = Instant::now();
+    drop(server);
+    assert!(t.elapsed() < Duration::from_secs(3), "shutdown took {:?}", t.elapsed());
+    let addr = endpoint.trim_start_matches("http://");
+    assert!(std::net::TcpStream::connect(addr).is_err(), "still listening after drop");
+}
