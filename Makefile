@@ -23,12 +23,14 @@ $(STAMP): requirements-dev.txt
 venv: $(STAMP)
 
 # The Python extension (release build of the engine) and the `tessera` command, both installed
-# into .venv (`.venv/bin/tessera`; on PATH once the virtualenv is active). Cargo rebuilds only
-# what changed, so a repeated `make build` is quick.
+# into .venv (`.venv/bin/tessera`; on PATH once the virtualenv is active), and the S3 test server
+# the Python tests start (target/release/tessera-s3-server, see python/tests/s3server.py). Cargo
+# rebuilds only what changed, so a repeated `make build` is quick.
 build: venv
 	$(VENV)/bin/maturin develop --release -q
 	cargo build --release --locked -q -p tessera-cli
 	install -m 755 target/release/tessera $(VENV)/bin/tessera
+	cargo build --release --locked -q -p tessera-s3-server
 
 demo: build
 	$(PY) examples/quickstart.py

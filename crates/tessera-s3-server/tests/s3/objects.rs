@@ -1,9 +1,7 @@
 //! The server as Tessera's S3 backend sees it: `object_store`'s `AmazonS3` client (SigV4,
-//! path-style, plain HTTP) against an in-process [`S3Server`]. Covers the operations the engine
+//! path-style, plain HTTP) against an in-process `S3Server`. Covers the operations the engine
 //! uses, s3s-fs's conformance (fixed where Tessera depends on it) and each fault kind as the
 //! client observes it.
-
-#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,50 +9,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
-    UpdateVersion, WriteMultipart,
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion, WriteMultipart,
 };
-use tessera_s3_server::{FaultKind, Faults, S3Server, ServerOptions};
+use tessera_s3_server::{FaultKind, Faults};
 
-const BUCKET: &str = "tessera";
-
-fn start() -> (tempfile::TempDir, S3Server) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = ServerOptions { buckets: vec![BUCKET.into()], ..ServerOptions::default() };
-    let server = S3Server::start(&dir.path().join("root"), opts).unwrap();
-    (dir, server)
-}
-
-/// A client as the engine configures one: path-style, plain HTTP, quick retries.
-fn client_with(server: &S3Server, bucket: &str, secret: &str) -> AmazonS3 {
-    let retry = RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(5),
-            max_backoff: Duration::from_millis(50),
-            base: 2.0,
-        },
-        max_retries: 10,
-        retry_timeout: Duration::from_secs(20),
-    };
-    AmazonS3Builder::new()
-        .with_endpoint(server.endpoint())
-        .with_allow_http(true)
-        .with_access_key_id(server.access_key())
-        .with_secret_access_key(secret)
-        .with_region("us-east-1")
-        .with_bucket_name(bucket)
-        .with_virtual_hosted_style_request(false)
-        .with_retry(retry)
-        .build()
-        .unwrap()
-}
-
-fn client(server: &S3Server) -> AmazonS3 {
-    client_with(server, BUCKET, server.secret_key())
-}
+use crate::common::{BUCKET, client, client_with, start};
 
 fn md5_hex(data: &[u8]) -> String {
     use s3s::crypto::Checksum;
