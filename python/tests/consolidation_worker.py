@@ -29,6 +29,11 @@ import tessera as ts
 SHAPE = (64, 64)
 #: How long vacuum waits for readers in the consolidator (a busy array is retried later).
 VACUUM_WAIT_MS = 2000
+#: Extra configuration of every role from the environment: on S3 (test_s3.py) a short vacuum
+#: grace period, so the consolidator's vacuums remove fragments during the run.
+EXTRA_CONFIG = (
+    {"sm.vacuum.grace_ms": os.environ["TESSERA_TEST_GRACE_MS"]} if "TESSERA_TEST_GRACE_MS" in os.environ else {}
+)
 #: How long a reader waits for the writer to save the state of a snapshot it saw.
 REF_WAIT_S = 30.0
 
@@ -70,7 +75,7 @@ def write_loop(uri: str, refdir: str, deadline: float, seed: int) -> Dict[str, i
     with ts.open(uri) as A:
         ref = as_ndarray(A[:, :])
     counts = {"slabs": 0, "updates": 0}
-    with ts.open(uri, "w") as W:
+    with ts.open(uri, "w", config=EXTRA_CONFIG) as W:
         while time.time() < deadline:
             if rng.random() < 0.6:
                 r0, c0 = (int(x) for x in rng.integers(0, 60, 2))
@@ -95,7 +100,8 @@ def write_loop(uri: str, refdir: str, deadline: float, seed: int) -> Dict[str, i
 def consolidate_loop(uri: str, deadline: float, seed: int) -> Dict[str, int]:
     rng = np.random.default_rng(seed)
     counts = {"consolidations": 0, "vacuums": 0, "removed": 0, "busy": 0}
-    config = {"sm.vacuum.lock_timeout_ms": str(VACUUM_WAIT_MS), "sm.consolidation.buffer_size": "20000"}
+    config = {"sm.vacuum.lock_timeout_ms": str(VACUUM_WAIT_MS), "sm.consolidation.buffer_size": "20000",
+              **EXTRA_CONFIG}
     while time.time() < deadline:
         frs = ts.fragments(uri)
         how = rng.integers(0, 4)

@@ -1,5 +1,6 @@
-"""Array locations: local paths and ``file://`` URIs; other ``scheme://`` URIs are refused (no
-object storage yet) without creating anything."""
+"""Array locations: local paths, ``file://`` and ``s3://`` URIs (S3 itself is tested in
+test_s3.py); other ``scheme://`` URIs and malformed ``s3://`` ones are refused without creating
+anything."""
 
 from __future__ import annotations
 
@@ -17,7 +18,17 @@ def schema() -> ts.ArraySchema:
 
 
 @pytest.mark.parametrize(
-    "uri", ["s3://bucket/a", "gs://bucket/a", "az://c/a", "http://host/a", "file://host/a", "file:///tmp/x%ff"]
+    "uri",
+    [
+        "gs://bucket/a",
+        "az://c/a",
+        "http://host/a",
+        "file://host/a",
+        "file:///tmp/x%ff",
+        "s3://Bad_Bucket/a",
+        "s3://bucket/a//b",
+        "s3://bucket/../b",
+    ],
 )
 def test_unknown_schemes_are_refused_and_nothing_is_created(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, uri: str

@@ -48,10 +48,35 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "3600000",
         "age after which vacuum deletes temporary files that killed processes left behind",
     ),
+    (
+        "sm.vacuum.grace_ms",
+        "3600000",
+        "on storage without locks (object stores): how long vacuum keeps a fragment after it was replaced or abandoned; readers must finish with a snapshot, and writers commit, within it (writers within half)",
+    ),
     ("vfs.read_mode", "pread", "how tiles are read: pread or mmap"),
     ("vfs.coalesce_gap", "1048576", "byte ranges of one file closer than this are read as one"),
     ("vfs.coalesce_max", "134217728", "largest byte range a coalesced read may span"),
+    ("vfs.s3.endpoint", "", "S3 server URL, e.g. http://127.0.0.1:9000 (empty: AWS_ENDPOINT_URL, else AWS)"),
+    ("vfs.s3.region", "", "S3 region (empty: AWS_REGION / AWS_DEFAULT_REGION)"),
+    ("vfs.s3.access_key_id", "", "S3 access key (empty: AWS_ACCESS_KEY_ID)"),
+    ("vfs.s3.secret_access_key", "", "S3 secret key (empty: AWS_SECRET_ACCESS_KEY)"),
+    ("vfs.s3.session_token", "", "S3 session token (empty: AWS_SESSION_TOKEN)"),
+    ("vfs.s3.allow_http", "", "true to allow a plain-HTTP endpoint (empty: AWS_ALLOW_HTTP)"),
+    ("vfs.s3.virtual_hosted_style", "false", "true: bucket in the host name; false: in the path"),
+    ("vfs.s3.max_retries", "10", "retries of a failed S3 request (5xx, 429, transport errors), with backoff"),
+    ("vfs.s3.retry_timeout_ms", "180000", "no S3 retry starts later than this after the first attempt"),
+    ("vfs.s3.connect_timeout_ms", "5000", "S3 connection timeout"),
+    ("vfs.s3.request_timeout_ms", "60000", "timeout of one S3 request attempt, headers and body"),
+    ("vfs.s3.multipart_part_size", "16777216", "S3 files larger than this are uploaded in parts of this size (at least 5 MiB)"),
+    ("vfs.s3.upload_concurrency", "4", "parts of one S3 file uploaded at once"),
 ];
+
+/// Keys whose values are text (any other key but `vfs.read_mode` takes a non-negative integer).
+const TEXT_KEYS: &[&str] =
+    &["vfs.s3.endpoint", "vfs.s3.region", "vfs.s3.access_key_id", "vfs.s3.secret_access_key", "vfs.s3.session_token"];
+
+/// Keys whose values are `true` or `false` (or empty where the default is empty).
+const BOOL_KEYS: &[&str] = &["vfs.s3.allow_http", "vfs.s3.virtual_hosted_style"];
 
 /// Limits that bound what bytes on disk (or a schema) can make a read or write allocate; each is
 /// a configuration key (`sm.limits.*`).
@@ -110,6 +135,14 @@ impl Config {
         if key == "vfs.read_mode" {
             if value != "pread" && value != "mmap" {
                 return Err(err(format!("{value:?} is not pread or mmap")));
+            }
+        } else if TEXT_KEYS.contains(&key) {
+            if value.contains(['\n', '\r', '\0']) {
+                return Err(err("holds a line break or NUL".into()));
+            }
+        } else if BOOL_KEYS.contains(&key) {
+            if !matches!(value, "true" | "false" | "") {
+                return Err(err(format!("{value:?} is not true or false")));
             }
         } else if value.parse::<u64>().is_err() {
             return Err(err(format!("{value:?} is not a non-negative integer")));

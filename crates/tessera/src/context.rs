@@ -2,9 +2,10 @@
 //! see every I/O), the tile cache, and the thread pool that filters and unfilters tiles. Cheap to
 //! clone; shared by every array and query opened with it.
 //!
-//! Array locations are local paths, or `file://` URIs naming one; any other `scheme://` URI
-//! (`s3://`, `gs://`, ...) is refused by [`Context::resolve_uri`] until object storage exists,
-//! rather than being taken for a relative folder called `s3:`.
+//! Array locations are local paths, `file://` URIs naming one, or `s3://bucket/path` URIs of an
+//! S3-compatible object store (configured by the `vfs.s3.*` keys and the AWS environment); any
+//! other `scheme://` URI (`gs://`, ...) is refused by [`Context::resolve_uri`] rather than being
+//! taken for a relative folder called `gs:`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +13,9 @@ use std::sync::Arc;
 use crate::cache::TileCache;
 use crate::config::Config;
 use crate::error::{ArrayError, Error, Result};
-use crate::storage::{InstrumentedStorage, LocalStorage, Storage};
+use crate::storage::{
+    InstrumentedStorage, LocalStorage, ObjectStoreOptions, RequestTally, RoutedStorage, Storage, S3_SCHEME,
+};
 
 /// Configuration, storage and compute threads.
 #[derive(Clone, Debug)]
@@ -24,19 +27,38 @@ pub struct Context {
 struct Inner {
     config: Config,
     storage: Arc<dyn Storage>,
+    /// The router under `storage` when the context made it (`Context::new`).
+    routed: Option<Arc<RoutedStorage>>,
     cache: TileCache,
     pool: rayon::ThreadPool,
     io_pool: rayon::ThreadPool,
 }
 
 impl Context {
-    /// A context over local files.
+    /// A context over local files and S3-compatible object stores (`s3://` URIs).
     ///
     /// # Errors
     /// The thread pool cannot be started.
     pub fn new(config: Config) -> Result<Self> {
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(config.read_mode()));
-        Self::with_storage(config, storage)
+        let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(config.read_mode()));
+        let routed = Arc::new(RoutedStorage::new(local, ObjectStoreOptions::from_config(&config)));
+        let mut ctx = Self::with_storage(config, Arc::clone(&routed) as Arc<dyn Storage>)?;
+        if let Some(inner) = Arc::get_mut(&mut ctx.inner) {
+            inner.routed = Some(routed);
+        }
+        Ok(ctx)
+    }
+
+    /// The requests this context has sent to the object store holding `uri` so far, by kind
+    /// (every attempt); `None` for a local path or a context made with
+    /// [`Context::with_storage`].
+    ///
+    /// # Errors
+    /// The bucket's options are incomplete or malformed.
+    pub fn object_store_requests(&self, uri: impl AsRef<Path>) -> Result<Option<RequestTally>> {
+        let Some(routed) = &self.inner.routed else { return Ok(None) };
+        let uri = self.resolve_uri(uri.as_ref())?;
+        Ok(routed.object_storage(&uri)?.map(|s| s.requests()))
     }
 
     /// A context over the given storage backend.
@@ -56,16 +78,18 @@ impl Context {
             .map_err(|e| ArrayError::Config { key: "sm.io_concurrency".into(), detail: e.to_string() })?;
         let storage: Arc<dyn Storage> = Arc::new(InstrumentedStorage::new(storage));
         let cache = TileCache::new(config.tile_cache_size());
-        Ok(Self { inner: Arc::new(Inner { config, storage, cache, pool, io_pool }) })
+        Ok(Self { inner: Arc::new(Inner { config, storage, routed: None, cache, pool, io_pool }) })
     }
 
-    /// The storage location of the array at `uri`: a local path as given, or the path of a
-    /// `file://` URI (`file:///data/a` or `file://localhost/data/a`, percent-escapes decoded).
-    /// Every entry point that takes an array's location resolves it first.
+    /// The storage location of the array at `uri`: a local path as given, the path of a
+    /// `file://` URI (`file:///data/a` or `file://localhost/data/a`, percent-escapes decoded), or
+    /// an `s3://bucket/key` URI (without a trailing `/`). Every entry point that takes an
+    /// array's location resolves it first.
     ///
     /// # Errors
-    /// `ArrayError::UnsupportedUri` for any other `scheme://` URI (object storage is not
-    /// supported yet) and for a `file://` URI that names no local absolute path.
+    /// `ArrayError::UnsupportedUri` for any other `scheme://` URI, for a `file://` URI that names
+    /// no local absolute path, and for an `s3://` URI without a valid bucket name or with empty,
+    /// `.` or `..` path segments.
     pub fn resolve_uri(&self, uri: &Path) -> Result<PathBuf> {
         resolve_uri(uri)
     }
@@ -110,9 +134,12 @@ fn resolve_uri(uri: &Path) -> Result<PathBuf> {
         return Ok(uri.to_path_buf());
     }
     let bad = |detail: String| -> Error { ArrayError::UnsupportedUri { uri: text.to_string(), detail }.into() };
+    if scheme.eq_ignore_ascii_case("s3") {
+        return resolve_s3(rest).map_err(bad);
+    }
     if !scheme.eq_ignore_ascii_case("file") {
         return Err(bad(format!(
-            "scheme {scheme}:// is not supported (object storage is not supported yet); give a local path or a file:// URI"
+            "scheme {scheme}:// is not supported; give a local path, a file:// URI or an s3://bucket/path URI"
         )));
     }
     let path = rest.strip_prefix("localhost").unwrap_or(rest);
@@ -125,6 +152,27 @@ fn resolve_uri(uri: &Path) -> Result<PathBuf> {
         return Err(bad("the decoded path holds a NUL byte".into()));
     }
     Ok(PathBuf::from(decoded))
+}
+
+/// The location of `s3://` + `rest`: `s3://bucket/a/b`, checked (S3 bucket naming rules) and
+/// without trailing `/`.
+fn resolve_s3(rest: &str) -> std::result::Result<PathBuf, String> {
+    let rest = rest.trim_end_matches('/');
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    let bucket_ok = (3..=63).contains(&bucket.len())
+        && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !bucket_ok {
+        return Err(format!("{bucket:?} is not an S3 bucket name (3 to 63 lower-case letters, digits, '-' and '.')"));
+    }
+    if !key.is_empty() && key.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+        return Err("the path holds an empty, '.' or '..' segment".into());
+    }
+    if key.contains(|c: char| c.is_control()) {
+        return Err("the path holds a control character".into());
+    }
+    Ok(PathBuf::from(format!("{S3_SCHEME}{rest}")))
 }
 
 /// `%XX` escapes decoded to bytes; `None` for a `%` not followed by two hex digits.
@@ -151,7 +199,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn local_paths_and_file_uris_resolve_other_schemes_are_refused() {
+    fn local_paths_file_and_s3_uris_resolve_other_schemes_are_refused() {
         for p in ["a", "/data/a", "./s3/a", "C://x", "weird:/one/slash", "1ab://x", "a b://c"] {
             assert_eq!(resolve_uri(Path::new(p)).unwrap(), PathBuf::from(p), "{p}");
         }
@@ -163,8 +211,16 @@ mod tests {
         ] {
             assert_eq!(resolve_uri(Path::new(u)).unwrap(), PathBuf::from(p), "{u}");
         }
+        for (u, p) in [("s3://bucket/a", "s3://bucket/a"), ("S3://my.bucket-1/a/b/", "s3://my.bucket-1/a/b")] {
+            assert_eq!(resolve_uri(Path::new(u)).unwrap(), PathBuf::from(p), "{u}");
+        }
         for (u, what) in [
-            ("s3://bucket/a", "s3://"),
+            ("s3://Bucket/a", "bucket name"),
+            ("s3://ab/a", "bucket name"),
+            ("s3://-ab/a", "bucket name"),
+            ("s3://bucket/a//b", "segment"),
+            ("s3://bucket/a/../b", "segment"),
+            ("s3://bucket/a/\u{7}", "control"),
             ("gs://b/a", "gs://"),
             ("az+blob://c/a", "az+blob://"),
             ("http://host/a", "http://"),

@@ -261,8 +261,24 @@ pub enum ArrayError {
         /// What happened.
         detail: String,
     },
-    /// An array location that is not a local path: a `scheme://` URI other than `file://`
-    /// (object storage is not supported yet), or a malformed `file://` URI.
+    /// A write (or consolidation) on storage without locks that took longer than half of
+    /// `sm.vacuum.grace_ms` from starting its fragment to committing it: a vacuum may have
+    /// deleted the fragment's files meanwhile, so it was not committed.
+    #[error(
+        "{path}: fragment {fragment} was not committed: writing it took {elapsed_ms} ms, more than half of sm.vacuum.grace_ms ({grace_ms} ms) on storage without locks; write less at a time or raise sm.vacuum.grace_ms"
+    )]
+    CommitTooLate {
+        /// The array.
+        path: PathBuf,
+        /// The fragment.
+        fragment: String,
+        /// From the start of the fragment to its commit.
+        elapsed_ms: u64,
+        /// `sm.vacuum.grace_ms`.
+        grace_ms: u64,
+    },
+    /// An array location that is not a local path, a `file://` URI or an `s3://` URI (another
+    /// `scheme://`), or a malformed `file://` or `s3://` URI.
     #[error("{uri}: {detail}")]
     UnsupportedUri {
         /// The location given.
@@ -414,7 +430,8 @@ impl Error {
                 | ArrayError::NotAGroup { path }
                 | ArrayError::AlreadyExists { path }
                 | ArrayError::Busy { path, .. } => ErrorContext::of_path(path, true),
-                ArrayError::ConsolidationConflict { path, fragment, .. } => {
+                ArrayError::ConsolidationConflict { path, fragment, .. }
+                | ArrayError::CommitTooLate { path, fragment, .. } => {
                     ErrorContext { fragment: Some(fragment.clone()), ..ErrorContext::of_path(path, true) }
                 }
                 _ => ErrorContext::default(),

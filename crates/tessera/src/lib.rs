@@ -81,7 +81,8 @@ pub use schema::{
     Dimension, Domain, Extent, SchemaError, SCHEMA_DIR, SCHEMA_VERSION,
 };
 pub use storage::{
-    Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, PowerLossStorage,
-    ReadMode, Storage, StorageError, WriteHandle,
+    Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ObjectStorage,
+    ObjectStoreOptions, PowerLossStorage, ReadMode, RequestKind, RequestTally, RoutedStorage, Storage, StorageError,
+    WriteHandle, S3_SCHEME,
 };
 pub use write::{DenseWriter, SparseWriter};

@@ -228,12 +228,11 @@ fn list(storage: &dyn Storage, uri: &Path) -> Result<Vec<(String, u64, u64)>> {
 }
 
 fn read_file(ctx: &Context, path: &Path) -> Result<MetaFile> {
-    let storage = ctx.storage();
-    let size = storage.file_size(path)?;
-    if size > MAX_META_FILE_BYTES {
-        return Err(Error::corrupt(path, format!("{size} bytes, more than a metadata file may hold")));
+    let bytes = ctx.storage().read_at_most(path, MAX_META_FILE_BYTES + 1)?;
+    if bytes.len() as u64 > MAX_META_FILE_BYTES {
+        return Err(Error::corrupt(path, "more bytes than a metadata file may hold"));
     }
-    decode(&storage.read_all(path)?, path)
+    decode(&bytes, path)
 }
 
 /// Every metadata file but those a consolidated file replaces (it holds their entries), parsed.

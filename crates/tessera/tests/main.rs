@@ -17,6 +17,7 @@ mod golden;
 mod hostile;
 mod metadata;
 mod module_graph;
+mod object_store;
 mod races;
 mod sparse_errors;
 mod sparse_model;

@@ -24,6 +24,10 @@ pub use crate::paths::COMMITS_DIR;
 /// up (each loss means another commit succeeded, so the array is making progress).
 const MAX_CLAIMS: usize = 100_000;
 
+/// How many times a reader lists the log again when records it listed vanished (each time means
+/// a vacuum deleted records behind a newer checkpoint between its listing and its reads).
+const MAX_RELISTS: usize = 16;
+
 /// The commit log of an array as read from `__commits/`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Log {
@@ -75,11 +79,10 @@ fn has_gap(seqs: &[u64]) -> bool {
 }
 
 fn read_record(storage: &dyn Storage, path: &Path) -> Result<Record> {
-    let size = storage.file_size(path)?;
-    if size > MAX_RECORD_BYTES {
-        return Err(Error::corrupt(path, format!("commit record of {size} bytes exceeds {MAX_RECORD_BYTES}")));
+    let bytes = storage.read_at_most(path, MAX_RECORD_BYTES + 1)?;
+    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        return Err(Error::corrupt(path, format!("commit record of more than {MAX_RECORD_BYTES} bytes")));
     }
-    let bytes = storage.read_all(path)?;
     stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
     Record::decode(&bytes, path)
 }
@@ -124,8 +127,27 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path) -> Result<Log> {
             Err(e) => Err(e),
         }
     };
-    let mut records: Vec<(u64, Record)> =
-        listing.seqs.par_iter().map(read).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+    let mut records: Vec<(u64, Record)>;
+    let mut attempts = 0;
+    loop {
+        let read_all: Vec<Option<(u64, Record)>> = listing.seqs.par_iter().map(read).collect::<Result<_>>()?;
+        let last_vanished = listing.seqs.iter().zip(&read_all).filter(|(_, r)| r.is_none()).map(|(s, _)| *s).max();
+        records = read_all.into_iter().flatten().collect();
+        // Records vanish only when a vacuum deletes them after writing a newer checkpoint,
+        // which this listing may not show (on storage without locks a vacuum runs beside
+        // readers): list again until every listed record is read, or a checkpoint read follows
+        // the vanished ones.
+        let covered =
+            last_vanished.is_none_or(|v| records.iter().any(|(seq, r)| *seq > v && matches!(r, Record::Checkpoint(_))));
+        if covered {
+            break;
+        }
+        attempts += 1;
+        if attempts >= MAX_RELISTS {
+            return Err(ArrayError::Busy { path: uri.to_path_buf(), waited_ms: 0 }.into());
+        }
+        listing = list(storage, &dir)?;
+    }
     let max_seq = records.last().map_or(0, |r| r.0).max(listing.seqs.last().copied().unwrap_or(0));
     let mut log = Log { max_seq, ..Log::default() };
     if let Some(k) = records.iter().rposition(|(_, r)| matches!(r, Record::Checkpoint(_))) {

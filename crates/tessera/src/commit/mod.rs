@@ -17,5 +17,5 @@ pub use log::COMMITS_DIR;
 pub(crate) use log::{commit_consolidation, commit_write, read_log, write_checkpoint, Log};
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use record::RECORD_MAGIC;
-pub(crate) use record::{Placed, Position, Record};
+pub(crate) use record::{record_file, Placed, Position, Record};
 pub(crate) use resolve::resolve;

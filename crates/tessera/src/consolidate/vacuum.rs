@@ -1,6 +1,11 @@
 //! Vacuum: deletes what no reader can see any more, under the array's lock held exclusively
 //! (`crate::commit::lock_exclusive`; it waits until every reader, writer and consolidation, in
-//! any process, has finished).
+//! any process, has finished). On storage without locks (object stores,
+//! [`Storage::lock_free_grace`]) it takes no lock and deletes a fragment folder only when the
+//! grace period has passed since it stopped being needed: since the commit record that replaced
+//! it was written (superseded fragments), or since anything in it was last written (folders that
+//! were never committed: a writer may still be writing one, and commits only within half the
+//! grace of starting it). Younger ones are kept for a later vacuum (`VacuumReport::deferred`).
 //!
 //! It first appends a checkpoint to the commit log (the visible fragments, in order), which makes
 //! every earlier record and the `.ok`/`.vac` files of format 1 and 2 obsolete; then it deletes
@@ -10,7 +15,7 @@
 //! left in the array's folders. A crash at any point leaves the array readable with the same
 //! fragments, and the next vacuum finishes the work.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,6 +39,9 @@ pub struct VacuumReport {
     pub metadata: Vec<String>,
     /// Consolidated fragment metadata files removed (a newer one exists).
     pub fragment_metadata: Vec<String>,
+    /// Fragments no reader can see that were kept because they stopped being needed less than
+    /// the grace period ago (storage without locks only); a later vacuum removes them.
+    pub deferred: Vec<String>,
 }
 
 /// Vacuums the array at `uri`.
@@ -47,8 +55,9 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     if !storage.is_dir(&uri.join(COMMITS_DIR)) {
         return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into());
     }
+    let grace = storage.lock_free_grace(uri);
     let timeout = Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
-    let _guard = lock_exclusive(storage, uri, timeout)?;
+    let _guard = if grace.is_none() { Some(lock_exclusive(storage, uri, timeout)?) } else { None };
     let commits = uri.join(COMMITS_DIR);
     let frags = uri.join(FRAGMENTS_DIR);
     let before = ctx.install(|| read_log(storage, uri))?;
@@ -58,6 +67,11 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     } else {
         let live = crate::commit::resolve(&before, &commits, u64::MAX)?.live;
         (before, live)
+    };
+    // Read before the records that tell it are deleted below.
+    let replaced_at = match grace {
+        Some(_) => Some(replacement_times(storage, &commits, &log)?),
+        None => None,
     };
     for f in &log.obsolete {
         remove_if_present(storage, &commits.join(f), false)?;
@@ -69,6 +83,12 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     for f in storage.list_dir(&frags)? {
         if FragmentName::parse(&f).is_none() || live.contains(&f) {
             continue;
+        }
+        if let (Some(grace), Some(times)) = (grace, &replaced_at) {
+            if !past_grace(storage, &frags.join(&f), &f, times, grace)? {
+                report.deferred.push(f);
+                continue;
+            }
         }
         remove_if_present(storage, &frags.join(&f), true)?;
         if committed.contains(&f) {
@@ -87,6 +107,56 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
         report.temporary.extend(remove_old_temps(storage, &dir, grace)?);
     }
     Ok(report)
+}
+
+/// When fragments stopped being visible, as far as `log` tells (times in ms since the epoch,
+/// from the modification times of commit records).
+struct ReplacementTimes {
+    /// Inputs of consolidation records: the time of the record that replaced them.
+    by_record: HashMap<String, u64>,
+    /// The time of the log's checkpoint: fragments committed but not listed in it were replaced
+    /// before it.
+    checkpoint: Option<u64>,
+}
+
+fn replacement_times(storage: &dyn Storage, commits: &Path, log: &Log) -> Result<ReplacementTimes> {
+    let time_of = |seq: u64| storage.modified_ms(&commits.join(crate::commit::record_file(seq)));
+    let checkpoint = log.checkpoint.as_ref().map(|(seq, _)| time_of(*seq)).transpose()?;
+    let mut by_record = HashMap::new();
+    for (seq, r) in &log.records {
+        if let Record::Consolidation(_, inputs) = r {
+            let t = time_of(*seq)?;
+            for p in inputs {
+                by_record.insert(p.name.to_string(), t);
+            }
+        }
+    }
+    Ok(ReplacementTimes { by_record, checkpoint })
+}
+
+/// Whether the fragment folder `dir` (named `name`) stopped being needed at least `grace` ago.
+/// A fragment a record of the log replaced counts from that record. Any other (replaced behind
+/// the checkpoint, whose records are gone, or never committed: a writer may still be at work on
+/// it) counts from the later of the checkpoint and the newest write into the folder.
+fn past_grace(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    times: &ReplacementTimes,
+    grace: Duration,
+) -> Result<bool> {
+    let since = match times.by_record.get(name) {
+        Some(&t) => t,
+        None => {
+            let written = match storage.modified_ms(dir) {
+                Ok(t) => t,
+                Err(StorageError::NotFound { .. }) => return Ok(true),
+                Err(e) => return Err(e.into()),
+            };
+            written.max(times.checkpoint.unwrap_or(0))
+        }
+    };
+    Ok(now_ms().saturating_sub(since) >= u64::try_from(grace.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Whether the log is more than one checkpoint: then a new checkpoint lets vacuum delete files.

@@ -146,7 +146,8 @@ impl Snapshot {
 /// it exclusively) never deletes what they use.
 pub(crate) fn shared_lock(ctx: &Context, uri: &Path, want: bool) -> Result<Option<Arc<LockGuard>>> {
     let path = uri.join(LOCK_FILE);
-    if !want || !ctx.storage().is_file(&path) {
+    // Storage without locks (object stores) protects readers by vacuum's grace period instead.
+    if !want || ctx.storage().lock_free_grace(uri).is_some() || !ctx.storage().is_file(&path) {
         return Ok(None);
     }
     let timeout = std::time::Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());

@@ -68,6 +68,23 @@ stat_names! {
         VfsWriteTotalBytes => "vfs_write_total_bytes",
         /// Write requests made to storage.
         VfsWriteNumRequests => "vfs_write_num_requests",
+        /// HTTP GET requests of objects or byte ranges of them sent to an object store (every
+        /// attempt, retries included).
+        VfsObjectGetRequests => "vfs_object_get_requests",
+        /// HTTP HEAD requests (object sizes and existence) sent to an object store.
+        VfsObjectHeadRequests => "vfs_object_head_requests",
+        /// HTTP PUT requests (whole objects and multipart parts) sent to an object store.
+        VfsObjectPutRequests => "vfs_object_put_requests",
+        /// Listing requests (one page of up to 1,000 keys each) sent to an object store.
+        VfsObjectListRequests => "vfs_object_list_requests",
+        /// Delete requests (single and bulk) sent to an object store.
+        VfsObjectDeleteRequests => "vfs_object_delete_requests",
+        /// Requests that start, complete or abort a multipart upload.
+        VfsObjectMultipartRequests => "vfs_object_multipart_requests",
+        /// Attempts that failed with a retryable answer (HTTP 5xx or 429) or a transport error
+        /// (refused, reset or timed-out connection); each is retried with backoff while
+        /// `vfs.s3.max_retries` and `vfs.s3.retry_timeout_ms` allow.
+        VfsObjectFailedAttempts => "vfs_object_failed_attempts",
 
         // ---- reader: read queries ----
         /// Attribute tiles needed by read queries, whether served by the tile cache or fetched
@@ -172,6 +189,18 @@ stat_names! {
         VfsWrite => "vfs_write",
         /// Storage fsyncs (files and folders).
         VfsSync => "vfs_sync",
+        /// Object-store GET requests (time to the response headers and body).
+        VfsObjectGet => "vfs_object_get",
+        /// Object-store HEAD requests.
+        VfsObjectHead => "vfs_object_head",
+        /// Object-store PUT requests.
+        VfsObjectPut => "vfs_object_put",
+        /// Object-store listing requests.
+        VfsObjectList => "vfs_object_list",
+        /// Object-store delete requests.
+        VfsObjectDelete => "vfs_object_delete",
+        /// Object-store multipart start, complete and abort requests.
+        VfsObjectMultipart => "vfs_object_multipart",
 
         // ---- filters ----
         /// Running a filter pipeline forward (filtering a tile for writing).

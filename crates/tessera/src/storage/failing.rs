@@ -176,4 +176,12 @@ impl Storage for FailingStorage {
     fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError> {
         self.inner.lock(path, kind, wait)
     }
+
+    fn lock_free_grace(&self, path: &Path) -> Option<std::time::Duration> {
+        self.inner.lock_free_grace(path)
+    }
+
+    fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
+        self.inner.modified_ms(path)
+    }
 }

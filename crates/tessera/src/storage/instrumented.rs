@@ -88,6 +88,12 @@ impl Storage for InstrumentedStorage {
         read_done(b.len() as u64);
         Ok(b)
     }
+    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        let b = self.inner.read_at_most(path, max)?;
+        read_done(b.len() as u64);
+        Ok(b)
+    }
     fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
         self.inner.file_size(path)
     }
@@ -135,5 +141,13 @@ impl Storage for InstrumentedStorage {
     }
     fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError> {
         self.inner.lock(path, kind, wait)
+    }
+
+    fn lock_free_grace(&self, path: &Path) -> Option<std::time::Duration> {
+        self.inner.lock_free_grace(path)
+    }
+
+    fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
+        self.inner.modified_ms(path)
     }
 }

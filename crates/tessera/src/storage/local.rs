@@ -502,4 +502,30 @@ impl Storage for LocalStorage {
             Err(std::fs::TryLockError::Error(e)) => Err(StorageError::io("lock", path, e)),
         }
     }
+
+    fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
+        newest_mtime(path).map_err(|e| StorageError::io("modified time", path, e))
+    }
+}
+
+/// The modification time of a file, or the newest of a folder's entries (recursively) and the
+/// folder itself, in milliseconds since the epoch.
+fn newest_mtime(path: &Path) -> std::io::Result<u64> {
+    let meta = fs::metadata(path)?;
+    let ms = |m: &fs::Metadata| -> std::io::Result<u64> {
+        let t = m.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Ok(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
+    };
+    let mut newest = ms(&meta)?;
+    if meta.is_dir() {
+        for entry in fs::read_dir(path)? {
+            match newest_mtime(&entry?.path()) {
+                Ok(t) => newest = newest.max(t),
+                // Removed while being walked.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(newest)
 }

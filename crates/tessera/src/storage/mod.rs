@@ -1,8 +1,10 @@
-//! Storage: the only code that touches the file system. This module owns the small [`Storage`]
-//! trait and its shared vocabulary ([`StorageError`], [`Bytes`], [`WriteHandle`], [`LockGuard`],
-//! [`ReadMode`], [`LockKind`]), plus the backends: [`LocalStorage`] (std::fs, pread or mmap),
-//! [`MemoryStorage`] (in memory, for tests), [`FailingStorage`] (fault injection, for crash
-//! tests) and [`PowerLossStorage`] (in memory, tracking what is durable, for power-loss tests).
+//! Storage: the only code that touches the file system or the network. This module owns the
+//! small [`Storage`] trait and its shared vocabulary ([`StorageError`], [`Bytes`],
+//! [`WriteHandle`], [`LockGuard`], [`ReadMode`], [`LockKind`]), plus the backends:
+//! [`LocalStorage`] (std::fs, pread or mmap), [`ObjectStorage`] (S3-compatible object stores),
+//! [`RoutedStorage`] (each path to its backend by URI scheme), [`MemoryStorage`] (in memory, for
+//! tests), [`FailingStorage`] (fault injection, for crash tests) and [`PowerLossStorage`] (in
+//! memory, tracking what is durable, for power-loss tests).
 //!
 //! Contract shared by every backend (checked by one conformance suite run against all of them):
 //! files are created new, appended to and finished once, and never modified afterwards (except
@@ -18,16 +20,24 @@ mod failing;
 mod instrumented;
 mod local;
 mod memory;
+mod object;
+mod object_http;
 mod power_loss;
+mod router;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod s3_testing;
 
 pub use failing::FailingStorage;
 pub use instrumented::InstrumentedStorage;
 pub use local::LocalStorage;
 pub use memory::MemoryStorage;
+pub use object::{ObjectStorage, ObjectStoreOptions, S3_SCHEME};
+pub use object_http::{RequestKind, RequestTally};
 pub use power_loss::PowerLossStorage;
+pub use router::RoutedStorage;
 
 /// Errors of the storage layer; each names the path and the operation.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +183,8 @@ enum Owner {
     Vec(Arc<Vec<u8>>),
     /// A read-only memory map of an immutable file.
     Mmap(Arc<memmap2::Mmap>),
+    /// A buffer of an HTTP client (object stores).
+    Shared(bytes::Bytes),
 }
 
 impl Owner {
@@ -180,6 +192,7 @@ impl Owner {
         match self {
             Owner::Vec(v) => v,
             Owner::Mmap(m) => m,
+            Owner::Shared(b) => b,
         }
     }
 }
@@ -208,6 +221,12 @@ impl Bytes {
     pub(crate) fn from_arc(v: Arc<Vec<u8>>) -> Self {
         let len = v.len();
         Self { owner: Owner::Vec(v), start: 0, len }
+    }
+
+    /// Wraps a buffer of an HTTP client (no copy).
+    pub(crate) fn from_shared(b: bytes::Bytes) -> Self {
+        let len = b.len();
+        Self { owner: Owner::Shared(b), start: 0, len }
     }
 
     /// `len` bytes of a memory map starting at `start` (no copy). The caller has checked the
@@ -364,6 +383,16 @@ pub trait Storage: Send + Sync + Debug {
     /// # Errors
     /// [`StorageError::NotFound`] if the file is missing, [`StorageError::Io`] otherwise.
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError>;
+    /// Reads the first `min(size, max)` bytes of the file: the whole file when it holds at most
+    /// `max` bytes, which a caller that passes its size limit plus one can tell from the length
+    /// (object stores: one ranged GET instead of a HEAD and a GET).
+    ///
+    /// # Errors
+    /// As [`Storage::read_all`].
+    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
+        let size = self.file_size(path)?;
+        self.read_range(path, 0, size.min(max))
+    }
     /// The size of the file in bytes.
     ///
     /// # Errors
@@ -436,4 +465,23 @@ pub trait Storage: Send + Sync + Debug {
     /// [`StorageError::WouldBlock`] if `wait` is false and the lock is taken,
     /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
     fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> Result<LockGuard, StorageError>;
+    /// `None` when the backend has the advisory locks of [`Storage::lock`]: the array's lock
+    /// keeps vacuum from deleting what a reader or writer uses. `Some(grace)` when it has none
+    /// (object stores; `lock` excludes nothing): vacuum then deletes a file only `grace` after it
+    /// stopped being needed, readers must be done with a snapshot within `grace` of a
+    /// consolidation replacing its fragments, and a writer commits only within `grace / 2` of
+    /// starting its fragment (docs/format.md, "Object stores").
+    fn lock_free_grace(&self, path: &Path) -> Option<std::time::Duration> {
+        let _ = path;
+        None
+    }
+    /// When the file was last written, in milliseconds since the epoch; for a folder, the
+    /// newest of everything in it. Vacuum uses it on backends without locks.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the path is missing, [`StorageError::Io`] otherwise (kind
+    /// `Unsupported` for backends that keep no times: the in-memory ones).
+    fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
+        Err(StorageError::kind("modified time", path, std::io::ErrorKind::Unsupported))
+    }
 }

@@ -51,6 +51,9 @@ pub(crate) struct FragmentWriter {
     committed: bool,
     /// `sm.limits.tile_bytes`: no tile larger than readers accept is written.
     tile_limit: u64,
+    /// When the fragment's folder was made (storage without locks: the commit must follow
+    /// within half the vacuum grace period).
+    started: Option<std::time::Instant>,
 }
 
 impl Drop for FragmentWriter {
@@ -99,6 +102,7 @@ impl FragmentWriter {
             replaces: None,
             committed: false,
             tile_limit,
+            started: None,
         }
     }
 
@@ -109,6 +113,7 @@ impl FragmentWriter {
 
     fn start(&mut self) -> Result<()> {
         if self.handles.is_empty() {
+            self.started.get_or_insert_with(std::time::Instant::now);
             self.storage.create_dir_all(&self.dir)?;
             for s in &self.specs {
                 self.handles.push(self.storage.create(&self.dir.join(&s.name))?);
@@ -296,6 +301,7 @@ impl FragmentWriter {
         // names them (docs/format.md, "Committing").
         self.storage.sync_dir(&self.dir)?;
         self.storage.sync_dir(&self.array.join(FRAGMENTS_DIR))?;
+        self.check_commit_deadline()?;
         self.committed = true;
         let storage = self.storage.as_ref();
         let committed = match &self.replaces {
@@ -310,6 +316,33 @@ impl FragmentWriter {
             return Err(e);
         }
         Ok(meta)
+    }
+}
+
+impl FragmentWriter {
+    /// On storage without locks, a vacuum deletes a folder never committed once the grace
+    /// period has passed since anything was written into it: a fragment is committed only
+    /// within half the grace of starting it (the other half covers clock differences and the
+    /// commit itself). Refused otherwise; the folder is then removed as for any failed write.
+    fn check_commit_deadline(&self) -> Result<()> {
+        let (Some(grace), Some(started)) = (self.storage.lock_free_grace(&self.dir), self.started) else {
+            return Ok(());
+        };
+        if grace.is_zero() {
+            // No grace: vacuum deletes at once; the user runs none beside writers.
+            return Ok(());
+        }
+        let elapsed = started.elapsed();
+        if elapsed < grace / 2 {
+            return Ok(());
+        }
+        Err(ArrayError::CommitTooLate {
+            path: self.array.clone(),
+            fragment: self.name.to_string(),
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        }
+        .into())
     }
 }
 

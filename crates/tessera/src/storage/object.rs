@@ -1,0 +1,515 @@
+//! The object-store backend: [`ObjectStorage`] keeps arrays in an S3-compatible bucket through the
+//! `object_store` crate, behind the same [`Storage`] trait as local files (docs/format.md,
+//! "Object stores").
+//!
+//! A path `s3://bucket/a/b` is the object `a/b` of `bucket`. Object stores have no folders, no
+//! rename and no locks, so:
+//! - a folder is a zero-byte marker object `<folder>/.tessera-folder` written by
+//!   `create_dir_all` (hidden from listings), or any object under the folder's prefix;
+//! - `write_atomic` is one PUT (objects are replaced whole) and `write_new` a conditional PUT
+//!   (`If-None-Match: *`); `sync_dir` does nothing (an acknowledged PUT is durable);
+//! - files being written are buffered and sent as one PUT when finished, or as a multipart
+//!   upload once they pass `vfs.s3.multipart_part_size`: nothing is visible before `finish`,
+//!   and a handle dropped unfinished aborts its upload;
+//! - `lock` hands out guards that exclude nothing, and [`Storage::lock_free_grace`] tells the
+//!   engine to protect readers and writers from vacuum by a grace period instead.
+//!
+//! Retries with exponential backoff (of 5xx and 429 answers and transport errors) are
+//! `object_store`'s; the HTTP client under it counts every attempt (`object_http.rs`).
+//!
+//! A conditional PUT retried after a lost answer meets its own first attempt and fails with
+//! "already exists": `write_new` then reads the object back and reports success when it holds
+//! exactly the bytes written. The engine only ever writes distinct contents under one name with
+//! `write_new` (commit records name unique fragments), so equal bytes mean this call won.
+
+use std::future::Future;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as Key;
+use object_store::{
+    BackoffConfig, ClientOptions, MultipartUpload, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig,
+};
+
+use super::object_http::{CountingConnector, RequestCounts, RequestTally};
+use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use crate::config::Config;
+
+/// The marker object that makes an empty folder exist.
+pub(crate) const FOLDER_MARKER: &str = ".tessera-folder";
+
+/// The URI scheme of S3-compatible stores.
+pub const S3_SCHEME: &str = "s3://";
+
+/// How an object-store backend connects and behaves; each field is a `vfs.s3.*` key of
+/// [`Config`], or (when the key is empty) the usual AWS environment variable.
+#[derive(Debug, Clone)]
+pub struct ObjectStoreOptions {
+    /// `vfs.s3.endpoint` / `AWS_ENDPOINT_URL`: the server, e.g. `http://127.0.0.1:9000`.
+    pub endpoint: Option<String>,
+    /// `vfs.s3.region` / `AWS_REGION`.
+    pub region: Option<String>,
+    /// `vfs.s3.access_key_id` / `AWS_ACCESS_KEY_ID`.
+    pub access_key_id: Option<String>,
+    /// `vfs.s3.secret_access_key` / `AWS_SECRET_ACCESS_KEY`.
+    pub secret_access_key: Option<String>,
+    /// `vfs.s3.session_token` / `AWS_SESSION_TOKEN`.
+    pub session_token: Option<String>,
+    /// `vfs.s3.allow_http` / `AWS_ALLOW_HTTP`: plain HTTP (a local endpoint).
+    pub allow_http: Option<bool>,
+    /// `vfs.s3.virtual_hosted_style`: bucket in the host name instead of the path.
+    pub virtual_hosted_style: bool,
+    /// `vfs.s3.max_retries`.
+    pub max_retries: usize,
+    /// `vfs.s3.retry_timeout_ms`: no retry starts later than this after the first attempt.
+    pub retry_timeout: Duration,
+    /// `vfs.s3.connect_timeout_ms`.
+    pub connect_timeout: Duration,
+    /// `vfs.s3.request_timeout_ms`: one attempt, headers and body.
+    pub request_timeout: Duration,
+    /// `vfs.s3.multipart_part_size`: files larger than this are uploaded in parts of this size.
+    pub part_size: usize,
+    /// `vfs.s3.upload_concurrency`: parts of one file uploaded at once.
+    pub upload_concurrency: usize,
+    /// `sm.vacuum.grace_ms`: see [`Storage::lock_free_grace`].
+    pub grace: Duration,
+}
+
+impl ObjectStoreOptions {
+    /// The options `config` gives.
+    pub fn from_config(config: &Config) -> Self {
+        let text = |key: &str| config.get(key).filter(|v| !v.is_empty()).map(str::to_string);
+        let ms = |key: &str| Duration::from_millis(config.get(key).and_then(|v| v.parse().ok()).unwrap_or(0));
+        let num = |key: &str| config.get(key).and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+        Self {
+            endpoint: text("vfs.s3.endpoint"),
+            region: text("vfs.s3.region"),
+            access_key_id: text("vfs.s3.access_key_id"),
+            secret_access_key: text("vfs.s3.secret_access_key"),
+            session_token: text("vfs.s3.session_token"),
+            allow_http: text("vfs.s3.allow_http").map(|v| v == "true"),
+            virtual_hosted_style: config.get("vfs.s3.virtual_hosted_style") == Some("true"),
+            max_retries: num("vfs.s3.max_retries"),
+            retry_timeout: ms("vfs.s3.retry_timeout_ms"),
+            connect_timeout: ms("vfs.s3.connect_timeout_ms"),
+            request_timeout: ms("vfs.s3.request_timeout_ms"),
+            part_size: num("vfs.s3.multipart_part_size").max(5 << 20),
+            upload_concurrency: num("vfs.s3.upload_concurrency").max(1),
+            grace: ms("sm.vacuum.grace_ms"),
+        }
+    }
+}
+
+/// The state shared by an [`ObjectStorage`] and its write handles.
+#[derive(Debug)]
+struct Shared {
+    store: Arc<dyn ObjectStore>,
+    /// `s3://bucket`: paths start with it.
+    root: String,
+    runtime: tokio::runtime::Runtime,
+    counts: Arc<RequestCounts>,
+    options: ObjectStoreOptions,
+}
+
+/// One bucket of an S3-compatible object store. See the module doc.
+#[derive(Debug)]
+pub struct ObjectStorage {
+    shared: Arc<Shared>,
+}
+
+fn io_error(op: &'static str, path: &Path, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Io { op, path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) }
+}
+
+/// Maps an `object_store` error of `op` on `path` to the storage layer's.
+fn map_error(op: &'static str, path: &Path, e: object_store::Error) -> StorageError {
+    match e {
+        object_store::Error::NotFound { .. } => StorageError::NotFound { path: path.to_path_buf() },
+        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. } => {
+            StorageError::kind(op, path, std::io::ErrorKind::AlreadyExists)
+        }
+        other => io_error(op, path, other),
+    }
+}
+
+impl Shared {
+    /// Runs `fut` on the backend's runtime and waits for it from any thread (also one of
+    /// another runtime).
+    fn run<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> Result<T, StorageError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv().map_err(|_| io_error("run", Path::new(&self.root), "the object-store task stopped"))
+    }
+
+    /// The object key of `path` (`s3://bucket/a/b` -> `a/b`).
+    fn key(&self, path: &Path) -> Result<Key, StorageError> {
+        let bad = |why: &str| io_error("resolve", path, format!("not an object of {}: {why}", self.root));
+        let text = path.to_str().ok_or_else(|| bad("not UTF-8"))?;
+        let rest = text.strip_prefix(self.root.as_str()).ok_or_else(|| bad("another bucket"))?;
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return Err(bad("another bucket"));
+        }
+        let rest = rest.trim_matches('/');
+        if rest.split('/').any(|s| s.is_empty() || s == "." || s == "..") && !rest.is_empty() {
+            return Err(bad("empty, . or .. path segments"));
+        }
+        Key::parse(rest).map_err(|e| bad(&e.to_string()))
+    }
+
+    fn head(&self, path: &Path) -> Result<object_store::ObjectMeta, StorageError> {
+        let (store, key) = (Arc::clone(&self.store), self.key(path)?);
+        self.run(async move { store.head(&key).await })?.map_err(|e| map_error("head", path, e))
+    }
+
+    fn put(&self, path: &Path, data: PutPayload, mode: PutMode) -> Result<(), StorageError> {
+        let (store, key) = (Arc::clone(&self.store), self.key(path)?);
+        let opts = PutOptions { mode, ..PutOptions::default() };
+        self.run(async move { store.put_opts(&key, data, opts).await })?
+            .map(|_| ())
+            .map_err(|e| map_error("put", path, e))
+    }
+
+    /// A conditional create of `data` at `path`; `Ok(false)` when another object is there. A
+    /// retried attempt that finds its own first attempt's object counts as created.
+    fn put_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        match self.put(path, PutPayload::from(data.to_vec()), PutMode::Create) {
+            Ok(()) => Ok(true),
+            Err(StorageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                match self.get(path, None) {
+                    Ok(existing) => Ok(*existing == *data),
+                    // Removed since: it existed, so it was not this call's.
+                    Err(StorageError::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn get(&self, path: &Path, range: Option<Range<u64>>) -> Result<Bytes, StorageError> {
+        let (store, key) = (Arc::clone(&self.store), self.key(path)?);
+        let got = self.run(async move {
+            match range {
+                Some(r) => store.get_range(&key, r).await,
+                None => store.get(&key).await?.bytes().await,
+            }
+        })?;
+        got.map(Bytes::from_shared).map_err(|e| map_error("read", path, e))
+    }
+
+    /// The objects under folder `path` (recursively), markers included.
+    fn list_all(&self, path: &Path) -> Result<Vec<object_store::ObjectMeta>, StorageError> {
+        let (store, key) = (Arc::clone(&self.store), self.key(path)?);
+        let prefix = (!key.as_ref().is_empty()).then_some(key);
+        self.run(async move { store.list(prefix.as_ref()).try_collect::<Vec<_>>().await })?
+            .map_err(|e| map_error("list", path, e))
+    }
+
+    fn delete_all(&self, path: &Path, keys: Vec<Key>) -> Result<(), StorageError> {
+        let store = Arc::clone(&self.store);
+        let results = self.run(async move {
+            let stream = futures::stream::iter(keys.into_iter().map(Ok)).boxed();
+            store.delete_stream(stream).collect::<Vec<_>>().await
+        })?;
+        for r in results {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(map_error("remove", path, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ObjectStorage {
+    /// The backend of bucket `bucket`.
+    ///
+    /// # Errors
+    /// `StorageError::Io` when the options are incomplete or malformed (no region, a bad
+    /// endpoint URL) or the runtime cannot start.
+    pub fn new(bucket: &str, options: ObjectStoreOptions) -> Result<Self, StorageError> {
+        let root = format!("{S3_SCHEME}{bucket}");
+        let counts = Arc::new(RequestCounts::default());
+        let mut b = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_virtual_hosted_style_request(options.virtual_hosted_style)
+            .with_http_connector(CountingConnector { counts: Arc::clone(&counts) })
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: options.max_retries,
+                retry_timeout: options.retry_timeout,
+            })
+            .with_client_options(
+                ClientOptions::new()
+                    .with_connect_timeout(options.connect_timeout)
+                    .with_timeout(options.request_timeout)
+                    .with_allow_http(options.allow_http.unwrap_or_else(allow_http_from_env)),
+            );
+        if let Some(v) = &options.endpoint {
+            b = b.with_endpoint(v);
+        }
+        if let Some(v) = &options.region {
+            b = b.with_region(v);
+        }
+        if let Some(v) = &options.access_key_id {
+            b = b.with_access_key_id(v);
+        }
+        if let Some(v) = &options.secret_access_key {
+            b = b.with_secret_access_key(v);
+        }
+        if let Some(v) = &options.session_token {
+            b = b.with_token(v);
+        }
+        let store = b.build().map_err(|e| io_error("configure", Path::new(&root), e))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tessera-object-io")
+            .enable_all()
+            .build()
+            .map_err(|e| StorageError::Io { op: "start runtime", path: PathBuf::from(&root), source: e })?;
+        let shared = Shared { store: Arc::new(store), root, runtime, counts, options };
+        Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// Requests sent so far, by kind (every attempt).
+    pub fn requests(&self) -> RequestTally {
+        self.shared.counts.snapshot()
+    }
+
+    /// The bucket's root, `s3://bucket`.
+    pub fn root(&self) -> &str {
+        &self.shared.root
+    }
+}
+
+/// `AWS_ALLOW_HTTP=true` in the environment.
+fn allow_http_from_env() -> bool {
+    std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// A file being written: bytes are buffered, then sent as one PUT at `finish`, or as a multipart
+/// upload once more than a part has been written.
+struct ObjectWriter {
+    shared: Arc<Shared>,
+    path: PathBuf,
+    key: Key,
+    buf: Vec<u8>,
+    upload: Option<Box<dyn MultipartUpload>>,
+    /// Parts being uploaded, oldest first.
+    in_flight: std::collections::VecDeque<tokio::task::JoinHandle<object_store::Result<()>>>,
+    position: u64,
+}
+
+impl ObjectWriter {
+    /// Sends whole parts of the buffer once it holds more than one, keeping at most
+    /// `vfs.s3.upload_concurrency` in flight.
+    fn send_parts(&mut self, all: bool) -> Result<(), StorageError> {
+        let part = self.shared.options.part_size;
+        while self.buf.len() > part || (all && !self.buf.is_empty()) {
+            if self.upload.is_none() {
+                let (store, key) = (Arc::clone(&self.shared.store), self.key.clone());
+                let up = self.shared.run(async move { store.put_multipart(&key).await })?;
+                self.upload = Some(up.map_err(|e| map_error("start upload", &self.path, e))?);
+            }
+            let rest = self.buf.split_off(part.min(self.buf.len()));
+            let chunk = std::mem::replace(&mut self.buf, rest);
+            let Some(upload) = self.upload.as_mut() else { unreachable!("started above") };
+            let fut = upload.put_part(PutPayload::from(chunk));
+            self.in_flight.push_back(self.shared.runtime.spawn(fut));
+            while self.in_flight.len() > self.shared.options.upload_concurrency {
+                self.wait_oldest()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_oldest(&mut self) -> Result<(), StorageError> {
+        let Some(h) = self.in_flight.pop_front() else { return Ok(()) };
+        match self.shared.run(h)? {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(map_error("upload part", &self.path, e)),
+            Err(e) => Err(io_error("upload part", &self.path, e)),
+        }
+    }
+}
+
+impl WriteHandle for ObjectWriter {
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        self.buf.extend_from_slice(data);
+        self.position += data.len() as u64;
+        self.send_parts(false)
+    }
+    fn position(&self) -> u64 {
+        self.position
+    }
+    fn finish(mut self: Box<Self>) -> Result<(), StorageError> {
+        if self.upload.is_none() {
+            // One PUT that creates the object only if the path is free.
+            let data = std::mem::take(&mut self.buf);
+            return match self.shared.put_new(&self.path, &data)? {
+                true => Ok(()),
+                false => Err(StorageError::kind("create", &self.path, std::io::ErrorKind::AlreadyExists)),
+            };
+        }
+        self.send_parts(true)?;
+        while !self.in_flight.is_empty() {
+            self.wait_oldest()?;
+        }
+        let Some(mut upload) = self.upload.take() else { unreachable!("checked above") };
+        let done = self.shared.run(async move { upload.complete().await })?;
+        done.map(|_| ()).map_err(|e| map_error("complete upload", &self.path, e))
+    }
+}
+
+impl Drop for ObjectWriter {
+    fn drop(&mut self) {
+        // Unfinished: abort the upload so no part lingers (best effort).
+        if let Some(mut upload) = self.upload.take() {
+            for h in self.in_flight.drain(..) {
+                h.abort();
+            }
+            let _ = self.shared.run(async move { upload.abort().await });
+        }
+    }
+}
+
+impl Storage for ObjectStorage {
+    fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
+        let oob = |size| StorageError::OutOfBounds { path: path.to_path_buf(), offset, len, size };
+        let Some(end) = offset.checked_add(len) else {
+            return Err(oob(self.file_size(path)?));
+        };
+        if len == 0 {
+            let size = self.file_size(path)?;
+            return if offset <= size { Ok(Bytes::default()) } else { Err(oob(size)) };
+        }
+        match self.shared.get(path, Some(offset..end)) {
+            Ok(b) if b.len() as u64 == len => Ok(b),
+            Ok(_) => Err(oob(self.file_size(path)?)),
+            Err(StorageError::NotFound { .. }) => Err(StorageError::NotFound { path: path.to_path_buf() }),
+            Err(e) => match self.file_size(path) {
+                Ok(size) if end > size => Err(oob(size)),
+                _ => Err(e),
+            },
+        }
+    }
+    fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
+        self.shared.get(path, None)
+    }
+    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
+        // A range past the end gives what there is; an empty object (or `max` 0) has no range.
+        if max > 0 {
+            match self.shared.get(path, Some(0..max)) {
+                Err(StorageError::NotFound { .. }) => return Err(StorageError::NotFound { path: path.to_path_buf() }),
+                Ok(b) => return Ok(b),
+                Err(_) => {}
+            }
+        }
+        let size = self.file_size(path)?;
+        self.read_range(path, 0, size.min(max))
+    }
+    fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
+        Ok(self.shared.head(path)?.size)
+    }
+    fn create(&self, path: &Path) -> Result<Box<dyn WriteHandle>, StorageError> {
+        let key = self.shared.key(path)?;
+        Ok(Box::new(ObjectWriter {
+            shared: Arc::clone(&self.shared),
+            path: path.to_path_buf(),
+            key,
+            buf: Vec::new(),
+            upload: None,
+            in_flight: std::collections::VecDeque::new(),
+            position: 0,
+        }))
+    }
+    fn write_atomic(&self, path: &Path, data: &[u8]) -> Result<(), StorageError> {
+        self.shared.put(path, PutPayload::from(data.to_vec()), PutMode::Overwrite)
+    }
+    fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
+        self.shared.put_new(path, data)
+    }
+    fn list_temps(&self, _dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
+        // Objects are written whole: there are no temporary files.
+        Ok(Vec::new())
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<(), StorageError> {
+        self.shared.put(&path.join(FOLDER_MARKER), PutPayload::default(), PutMode::Overwrite)
+    }
+    fn sync_dir(&self, _path: &Path) -> Result<(), StorageError> {
+        Ok(())
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>, StorageError> {
+        let (store, key) = (Arc::clone(&self.shared.store), self.shared.key(path)?);
+        let prefix = (!key.as_ref().is_empty()).then_some(key);
+        let listed = self.shared.run(async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+        let listed = listed.map_err(|e| map_error("list", path, e))?;
+        let mut marker = false;
+        let mut names: Vec<String> = Vec::with_capacity(listed.objects.len() + listed.common_prefixes.len());
+        for o in &listed.objects {
+            match o.location.filename() {
+                Some(FOLDER_MARKER) => marker = true,
+                Some(n) => names.push(n.to_string()),
+                None => {}
+            }
+        }
+        names.extend(listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)));
+        if names.is_empty() && !marker {
+            return Err(StorageError::NotFound { path: path.to_path_buf() });
+        }
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        if self.shared.head(&path.join(FOLDER_MARKER)).is_ok() {
+            return true;
+        }
+        let Ok(key) = self.shared.key(path) else { return false };
+        let store = Arc::clone(&self.shared.store);
+        let prefix = (!key.as_ref().is_empty()).then_some(key);
+        let first = self.shared.run(async move { store.list(prefix.as_ref()).next().await });
+        matches!(first, Ok(Some(Ok(_))))
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        self.shared.head(path).is_ok()
+    }
+    fn remove_file(&self, path: &Path) -> Result<(), StorageError> {
+        self.shared.head(path)?;
+        self.shared.delete_all(path, vec![self.shared.key(path)?])
+    }
+    fn remove_dir_all(&self, path: &Path) -> Result<(), StorageError> {
+        let objects = self.shared.list_all(path)?;
+        if objects.is_empty() {
+            return Err(StorageError::NotFound { path: path.to_path_buf() });
+        }
+        // The marker last: a folder stays visible until everything in it is gone.
+        let (markers, mut keys): (Vec<Key>, Vec<Key>) =
+            objects.into_iter().map(|o| o.location).partition(|k| k.filename() == Some(FOLDER_MARKER));
+        self.shared.delete_all(path, std::mem::take(&mut keys))?;
+        self.shared.delete_all(path, markers)
+    }
+    fn lock(&self, _path: &Path, _kind: LockKind, _wait: bool) -> Result<LockGuard, StorageError> {
+        // Object stores have no locks; see `lock_free_grace`.
+        Ok(LockGuard::new(Box::new(())))
+    }
+    fn lock_free_grace(&self, _path: &Path) -> Option<Duration> {
+        Some(self.shared.options.grace)
+    }
+    fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
+        let newest = match self.shared.head(path) {
+            Ok(meta) => Some(meta.last_modified),
+            Err(StorageError::NotFound { .. }) => self.shared.list_all(path)?.iter().map(|o| o.last_modified).max(),
+            Err(e) => return Err(e),
+        };
+        let newest = newest.ok_or_else(|| StorageError::NotFound { path: path.to_path_buf() })?;
+        Ok(u64::try_from(newest.timestamp_millis()).unwrap_or(0))
+    }
+}

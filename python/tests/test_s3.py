@@ -1,0 +1,233 @@
+"""Arrays on S3: a real S3 server (``tessera-s3-server``, s3s over a temporary folder on
+127.0.0.1) started by the tests. Round trips from numpy, configuration from ``ts.Config`` and
+from the AWS environment variables, statistics of requests, writers, consolidators, vacuums and
+readers in separate processes, faults injected between the engine and the server, and Dask
+workers writing one array in parallel."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Tuple
+
+import numpy as np
+import pytest
+
+import tessera as ts
+
+import consolidation_worker as worker
+from s3server import running_s3_server
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with running_s3_server(str(tmp_path_factory.mktemp("s3root")), bucket="tessera") as server:
+        yield server
+
+
+def config(server: Any, **extra: str) -> Dict[str, str]:
+    return {
+        "vfs.s3.endpoint": server.endpoint,
+        "vfs.s3.region": "us-east-1",
+        "vfs.s3.access_key_id": server.access_key,
+        "vfs.s3.secret_access_key": server.secret_key,
+        "vfs.s3.allow_http": "true",
+        **extra,
+    }
+
+
+_names = iter(range(10**9))
+
+
+def fresh(server: Any) -> str:
+    """A new array location in the server's bucket."""
+    return f"s3://{server.bucket}/t{os.getpid()}_{next(_names)}"
+
+
+def test_numpy_round_trip_dense_and_sparse(s3: Any) -> None:
+    cfg = config(s3)
+    data = np.random.default_rng(1).normal(size=(300, 200))
+    uri = fresh(s3)
+    ts.from_numpy(uri, data, tile=(64, 64), filters=[ts.Zstd(level=3)], config=cfg)
+    with ts.open(uri, config=cfg) as A:
+        np.testing.assert_array_equal(A[...], data)
+        np.testing.assert_array_equal(A[17:250, 33:34], data[17:250, 33:34])
+    assert ts.object_kind(uri, config=cfg) == "array"
+    schema = ts.ArraySchema([ts.Dim("x", (0, 999), 100), ts.Dim("y", (0, 999), 100)],
+                            [ts.Attr("v", "float32")], sparse=True)
+    sp = fresh(s3)
+    ts.create(sp, schema, config=cfg)
+    rng = np.random.default_rng(2)
+    xs, ys = rng.choice(1000, 500, replace=False), rng.integers(0, 1000, 500)
+    vs = rng.normal(size=500).astype(np.float32)
+    with ts.open(sp, "w", config=cfg) as A:
+        A.write({"x": xs, "y": ys}, vs)
+    with ts.open(sp, config=cfg) as A:
+        got = A.read()
+    order = np.lexsort((got["y"], got["x"]))
+    want = np.lexsort((ys, xs))
+    np.testing.assert_array_equal(got["x"][order], xs[want])
+    np.testing.assert_array_equal(got["v"][order], vs[want])
+
+
+def test_the_aws_environment_configures_the_store(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    uri = fresh(s3)
+    # A configuration no other test uses: a new engine context reads the environment.
+    cfg = {"sm.io_concurrency": "3"}
+    ts.from_numpy(uri, np.arange(100, dtype=np.int64), config=cfg)
+    with ts.open(uri, config=cfg) as A:
+        np.testing.assert_array_equal(A[...], np.arange(100))
+
+
+def test_statistics_count_requests_by_kind(s3: Any) -> None:
+    cfg = config(s3, **{"sm.tile_cache_size": "0"})
+    uri = fresh(s3)
+    ts.from_numpy(uri, np.arange(64 * 64, dtype=np.int32).reshape(64, 64), tile=(16, 16), config=cfg)
+    with ts.open(uri, config=cfg) as A:
+        ts.stats.reset()
+        ts.stats.enable()
+        try:
+            A[0:16, 0:16]
+        finally:
+            ts.stats.disable()
+    counters = ts.stats.json()["counters"]
+    # One tile of one attribute: one GET, nothing else; the open before it fetched the metadata.
+    assert counters["vfs_object_get_requests"] == 1, counters
+    assert counters["vfs_object_head_requests"] == counters["vfs_object_list_requests"] == 0, counters
+    assert "vfs_object_get_requests" in ts.stats.dumps()
+
+
+def test_bad_s3_locations_and_settings_are_clear_errors(s3: Any) -> None:
+    with pytest.raises(ts.ArrayError, match="bucket name"):
+        ts.open("s3://NO/a")
+    with pytest.raises(ts.ConfigError, match="vfs.s3.allow_http"):
+        ts.Config({"vfs.s3.allow_http": "maybe"})
+    # A bucket that does not exist: an error naming it, nothing created.
+    cfg = config(s3)
+    with pytest.raises(ts.TesseraError, match="no-such-bucket"):
+        ts.create("s3://no-such-bucket/a", ts.ArraySchema([ts.Dim("r", (0, 3), 2)], [ts.Attr("a", "int32")]),
+                  config=cfg)
+
+
+def test_faults_between_engine_and_server_lose_no_write(s3: Any) -> None:
+    cfg = config(s3, **{"vfs.s3.max_retries": "20", "sm.tile_cache_size": "0"})
+    uri = fresh(s3)
+    ref = np.zeros((40, 40), dtype=np.int32)
+    ts.from_numpy(uri, ref, tile=(10, 10), config=cfg)
+    s3.set_faults(seed=3, error_rate=0.15, drop_rate=0.05, drop_after_rate=0.1)
+    try:
+        rng = np.random.default_rng(5)
+        for i in range(15):
+            r0, c0 = (int(x) for x in rng.integers(0, 35, 2))
+            vals = rng.integers(-1000, 1000, size=(5, 5), dtype=np.int32)
+            with ts.open(uri, "w", config=cfg) as W:
+                W[r0:r0 + 5, c0:c0 + 5] = vals
+            ref[r0:r0 + 5, c0:c0 + 5] = vals
+            with ts.open(uri, config=cfg) as A:
+                np.testing.assert_array_equal(A[...], ref, err_msg=f"after write {i}")
+        ts.consolidate(uri, config=cfg)
+        ts.vacuum(uri, config=cfg)
+        injected = s3.counts()["faults"]
+    finally:
+        s3.set_faults()
+    assert injected["error"] > 0 and injected["drop_after"] > 0, injected
+    with ts.open(uri, config=cfg) as A:
+        np.testing.assert_array_equal(A[...], ref)
+        assert len(A.fragments()) == 1
+
+
+def test_writer_consolidator_and_readers_in_separate_processes(
+    s3: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """test_consolidate.py's process test on S3: no locks there, so vacuum deletes replaced
+    fragments only after its grace period (here 2 s) and readers must stay right meanwhile."""
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("TESSERA_TEST_GRACE_MS", "2000")
+    cfg = {"sm.vacuum.grace_ms": "2000"}
+    uri = fresh(s3)
+    refdir = tmp_path / "refs"
+    refdir.mkdir()
+    ts.create(uri, ts.ArraySchema([ts.Dim("r", (0, 63), 16), ts.Dim("c", (0, 63), 16)], [ts.Attr("a", "int32")]),
+              config=cfg)
+    init = np.random.default_rng(0).integers(-100, 100, size=worker.SHAPE, dtype=np.int32)
+    with ts.open(uri, "w", config=cfg) as A:
+        A[:, :] = init
+    worker.save_ref(str(refdir), worker.newest_t1(uri), init)
+
+    run_for = 12.0
+    deadline = time.time() + run_for + 1.0
+    script = str(pathlib.Path(worker.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs: Dict[str, Tuple["subprocess.Popen[bytes]", Any]] = {}
+    thread_errors: List[BaseException] = []
+    with contextlib.ExitStack() as logs:
+        try:
+            for seed, role in enumerate(("writer", "consolidator", "reader")):
+                log = logs.enter_context(open(tmp_path / f"{role}.log", "w+"))
+                p = subprocess.Popen([sys.executable, script, role, uri, str(refdir), str(deadline), str(seed + 20)],
+                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+                procs[role] = (p, log)
+
+            def reader() -> None:
+                try:
+                    worker.read_loop(uri, str(refdir), deadline, 99)
+                except BaseException as e:
+                    thread_errors.append(e)
+
+            t = threading.Thread(target=reader)
+            t.start()
+            t.join(timeout=run_for + 60)
+            outputs: Dict[str, Dict[str, int]] = {}
+            for role, (p, log) in procs.items():
+                rc = p.wait(timeout=60)
+                log.seek(0)
+                text = log.read()
+                assert rc == 0, f"{role} failed (status {rc}):\n{text}"
+                outputs[role] = json.loads(text.strip().splitlines()[-1])
+        finally:
+            for p, _ in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    assert not thread_errors, thread_errors[0]
+    w, c, r = outputs["writer"], outputs["consolidator"], outputs["reader"]
+    print(f"\nwriter {w}\nconsolidator {c}\nreader {r}")
+    assert w["slabs"] >= 3 and c["consolidations"] >= 2 and c["vacuums"] >= 1, (w, c)
+    assert c["removed"] >= 1, c
+    assert r["reads"] >= 10 and r["snapshots"] >= 2, r
+    last = np.load(refdir / f"{worker.newest_t1(uri)}.npy")
+    with ts.open(uri) as A:
+        np.testing.assert_array_equal(A[...], last)
+
+
+def test_dask_workers_write_one_array_in_parallel(s3: Any) -> None:
+    da = pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    tsd = pytest.importorskip("tessera.dask")
+    cfg = config(s3)
+    x = np.arange(120 * 90, dtype=np.float64).reshape(120, 90)
+    uri = fresh(s3)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=40)
+    client = distributed.Client(cluster)
+    try:
+        tsd.to_tessera(da.from_array(x, chunks=(40, 30)), uri, attr="v", config=cfg)
+        pids = set(client.run(os.getpid).values())
+        assert len(pids) == 2
+        with ts.open(uri, config=cfg) as A:
+            assert len(A.fragments()) == 9
+            np.testing.assert_array_equal(A[...], x)
+        back = tsd.from_tessera(uri, config=cfg).compute()
+        np.testing.assert_array_equal(back, x)
+    finally:
+        client.close()
+        cluster.close()
