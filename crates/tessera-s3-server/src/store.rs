@@ -11,6 +11,9 @@
 //!   stripes in ascending order, so there is no deadlock.
 //! - **Read conditions.** s3s-fs ignores `If-Match`, `If-None-Match`, `If-Modified-Since` and
 //!   `If-Unmodified-Since` on GET and HEAD; they are evaluated here (412 / 304 as S3 answers).
+//! - **Digests before the write.** s3s-fs compares `Content-MD5` and `x-amz-checksum-*` headers
+//!   with the body only after renaming it over the object, so a rejected PUT (`BadDigest`) had
+//!   already replaced it; here they are checked first (the body is in memory anyway).
 //! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
 //!   a bucket that does not exist answer `NoSuchBucket` like S3.
 //!
@@ -82,6 +85,58 @@ impl Store {
             Err(s3_error!(NoSuchBucket))
         }
     }
+}
+
+/// Checks a PUT's `Content-MD5` and `x-amz-checksum-*` headers against its body, which is read
+/// into memory and put back. Checksums sent as trailers (aws-chunked uploads) are left to
+/// s3s-fs, which checks them after the write.
+async fn verify_digests(input: &mut PutObjectInput) -> S3Result<()> {
+    use futures::TryStreamExt;
+    use s3s::crypto::Checksum as _;
+    let has_checksum = input.checksum_crc32.is_some()
+        || input.checksum_crc32c.is_some()
+        || input.checksum_sha1.is_some()
+        || input.checksum_sha256.is_some()
+        || input.checksum_crc64nvme.is_some();
+    if input.content_md5.is_none() && !has_checksum {
+        return Ok(());
+    }
+    let Some(body) = input.body.take() else { return Err(s3_error!(IncompleteBody)) };
+    let chunks: Vec<bytes::Bytes> = body.try_collect().await.map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
+    let data: bytes::Bytes = chunks.concat().into();
+
+    if let Some(want) = &input.content_md5 {
+        let mut md5 = s3s::crypto::Md5::new();
+        md5.update(&data);
+        if base64_simd::STANDARD.encode_to_string(md5.finalize()) != *want {
+            return Err(s3_error!(BadDigest, "Content-MD5 does not match the body"));
+        }
+    }
+    let mut hasher = s3s::checksum::ChecksumHasher::default();
+    fn on<T: Default>(wanted: Option<&String>) -> Option<T> {
+        wanted.map(|_| T::default())
+    }
+    hasher.crc32 = on(input.checksum_crc32.as_ref());
+    hasher.crc32c = on(input.checksum_crc32c.as_ref());
+    hasher.sha1 = on(input.checksum_sha1.as_ref());
+    hasher.sha256 = on(input.checksum_sha256.as_ref());
+    hasher.crc64nvme = on(input.checksum_crc64nvme.as_ref());
+    hasher.update(&data);
+    let got = hasher.finalize();
+    let pairs = [
+        ("crc32", &input.checksum_crc32, &got.checksum_crc32),
+        ("crc32c", &input.checksum_crc32c, &got.checksum_crc32c),
+        ("sha1", &input.checksum_sha1, &got.checksum_sha1),
+        ("sha256", &input.checksum_sha256, &got.checksum_sha256),
+        ("crc64nvme", &input.checksum_crc64nvme, &got.checksum_crc64nvme),
+    ];
+    for (name, want, got) in pairs {
+        if want.is_some() && want != got {
+            return Err(s3_error!(BadDigest, "x-amz-checksum-{name} does not match the body"));
+        }
+    }
+    input.body = Some(StreamingBlob::from(s3s::Body::from(data)));
+    Ok(())
 }
 
 /// The `If-*` headers of a GET or HEAD.
@@ -158,8 +213,9 @@ impl_s3! {
     abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
     ;
 
-    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         self.require_bucket(&req.input.bucket)?;
+        verify_digests(&mut req.input).await?;
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
         self.inner.put_object(req).await
     }
@@ -234,6 +290,64 @@ impl_s3! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request<T>(input: T) -> S3Request<T> {
+        S3Request {
+            input,
+            method: http::Method::PUT,
+            uri: http::Uri::from_static("/"),
+            headers: http::HeaderMap::new(),
+            extensions: http::Extensions::new(),
+            credentials: None,
+            region: None,
+            service: None,
+            trailing_headers: None,
+        }
+    }
+
+    fn put(key: &str, body: &'static [u8], md5: Option<&[u8]>, sha256: Option<&str>) -> S3Request<PutObjectInput> {
+        use s3s::crypto::Checksum as _;
+        let mut b = PutObjectInput::builder();
+        b.set_bucket("bkt".into());
+        b.set_key(key.into());
+        b.set_body(Some(StreamingBlob::from(s3s::Body::from(bytes::Bytes::from_static(body)))));
+        b.set_content_md5(md5.map(|m| {
+            let mut h = s3s::crypto::Md5::new();
+            h.update(m);
+            base64_simd::STANDARD.encode_to_string(h.finalize())
+        }));
+        b.set_checksum_sha256(sha256.map(String::from));
+        request(b.build().unwrap())
+    }
+
+    async fn read(store: &Store, key: &str) -> Vec<u8> {
+        use futures::TryStreamExt;
+        let mut b = GetObjectInput::builder();
+        b.set_bucket("bkt".into());
+        b.set_key(key.into());
+        let resp = store.get_object(request(b.build().unwrap())).await.unwrap();
+        let chunks: Vec<bytes::Bytes> = resp.output.body.unwrap().try_collect().await.unwrap();
+        chunks.concat()
+    }
+
+    /// s3s-fs renamed the body over the object before comparing digests, so a rejected PUT
+    /// replaced the object.
+    #[tokio::test]
+    async fn a_put_with_a_wrong_digest_leaves_the_object_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("bkt")).unwrap();
+        let store = Store::new(dir.path().to_path_buf()).unwrap();
+        store.put_object(put("k", b"old", Some(b"old"), None)).await.unwrap();
+        let err = store.put_object(put("k", b"new", Some(b"other"), None)).await.unwrap_err();
+        assert_eq!(*err.code(), s3s::S3ErrorCode::BadDigest);
+        assert_eq!(read(&store, "k").await, b"old");
+        let wrong_sha = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="; // sha256 of ""
+        let err = store.put_object(put("k", b"new", None, Some(wrong_sha))).await.unwrap_err();
+        assert_eq!(*err.code(), s3s::S3ErrorCode::BadDigest);
+        assert_eq!(read(&store, "k").await, b"old");
+        store.put_object(put("k", b"", None, Some(wrong_sha))).await.unwrap();
+        assert_eq!(read(&store, "k").await, b"");
+    }
 
     fn ts(secs: i64, nanos: u32) -> Timestamp {
         let t =
