@@ -14,6 +14,11 @@
 //! - **Digests before the write.** s3s-fs compares `Content-MD5` and `x-amz-checksum-*` headers
 //!   with the body only after renaming it over the object, so a rejected PUT (`BadDigest`) had
 //!   already replaced it; here they are checked first (the body is in memory anyway).
+//! - **Keys that are folders.** s3s-fs stores keys as paths, so a key that is a prefix of other
+//!   keys (`a` beside `a/b`) is a folder: HEAD, GET and DELETE of it answered 500, which clients
+//!   retry. Here it is a missing object (404, and a DELETE that does nothing), as on S3. Writing a
+//!   key that would need a path to be both a file and a folder is refused with 400
+//!   `InvalidRequest` naming the conflict (S3 would store both).
 //! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
 //!   a bucket that does not exist answer `NoSuchBucket` like S3.
 //!
@@ -76,6 +81,47 @@ impl Store {
             guards.push(self.stripes[id].clone().write_owned().await);
         }
         guards
+    }
+
+    fn object_path(&self, bucket: &str, key: &str) -> PathBuf {
+        self.root.join(bucket).join(key)
+    }
+
+    /// Whether `key` is a folder (a prefix of other keys), which S3 would call no object.
+    fn is_folder(&self, bucket: &str, key: &str) -> bool {
+        !key.ends_with('/') && self.object_path(bucket, key).is_dir()
+    }
+
+    /// Refuses an object key whose path, or one of whose parent paths, has the other kind
+    /// (file or folder) already.
+    fn check_storable(&self, bucket: &str, key: &str) -> S3Result<()> {
+        if key.ends_with('/') {
+            return Ok(());
+        }
+        let conflict = || {
+            s3_error!(
+                InvalidRequest,
+                "key {key:?} would need one path to be both a file and a folder: this test server stores keys as \
+                 paths, so a key cannot also be a prefix of other keys (S3 allows it)"
+            )
+        };
+        let path = self.object_path(bucket, key);
+        // A folder left empty by deletes holds no keys any more: it may become the object.
+        if path.is_dir() && std::fs::remove_dir(&path).is_err() {
+            return Err(conflict());
+        }
+        let bucket_dir = self.root.join(bucket);
+        let mut parent = path.parent();
+        while let Some(p) = parent {
+            if p == bucket_dir || !p.starts_with(&bucket_dir) {
+                break;
+            }
+            if p.is_file() {
+                return Err(conflict());
+            }
+            parent = p.parent();
+        }
+        Ok(())
     }
 
     fn require_bucket(&self, bucket: &str) -> S3Result<()> {
@@ -217,6 +263,7 @@ impl_s3! {
         self.require_bucket(&req.input.bucket)?;
         verify_digests(&mut req.input).await?;
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         self.inner.put_object(req).await
     }
 
@@ -225,6 +272,7 @@ impl_s3! {
         // Only the destination is locked: locking the source too could take two stripes out
         // of order against another copy.
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         self.inner.copy_object(req).await
     }
 
@@ -233,6 +281,7 @@ impl_s3! {
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         self.require_bucket(&req.input.bucket)?;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         self.inner.create_multipart_upload(req).await
     }
 
@@ -241,6 +290,7 @@ impl_s3! {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         let resp = self.inner.complete_multipart_upload(req).await?;
         // s3s-fs defers building the output into a future; run it under the lock too.
         let S3Response { output, status, headers, extensions } = resp;
@@ -253,19 +303,37 @@ impl_s3! {
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        if self.is_folder(&req.input.bucket, &req.input.key) {
+            return Ok(S3Response::new(DeleteObjectOutput::default()));
+        }
         self.inner.delete_object(req).await
     }
 
-    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    async fn delete_objects(&self, mut req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         self.require_bucket(&req.input.bucket)?;
         let keys: Vec<String> = req.input.delete.objects.iter().map(|o| o.key.clone()).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let _guards = self.lock_all(&req.input.bucket, &key_refs).await;
-        self.inner.delete_objects(req).await
+        // Folders are not objects: report them deleted without passing them on (s3s-fs would
+        // fail the whole request on them).
+        let (folders, objects): (Vec<ObjectIdentifier>, Vec<ObjectIdentifier>) =
+            std::mem::take(&mut req.input.delete.objects).into_iter().partition(|o| self.is_folder(&req.input.bucket, &o.key));
+        let mut resp = if objects.is_empty() {
+            S3Response::new(DeleteObjectsOutput::default())
+        } else {
+            req.input.delete.objects = objects;
+            self.inner.delete_objects(req).await?
+        };
+        let deleted = resp.output.deleted.get_or_insert_with(Vec::new);
+        deleted.extend(folders.into_iter().map(|o| DeletedObject { key: Some(o.key), version_id: o.version_id, ..Default::default() }));
+        Ok(resp)
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).read().await;
+        if self.is_folder(&req.input.bucket, &req.input.key) {
+            return Err(s3_error!(NoSuchKey));
+        }
         let i = &req.input;
         let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
         // The body streams from the file opened inside this call, so the bytes and the ETag
@@ -278,6 +346,9 @@ impl_s3! {
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).read().await;
+        if self.is_folder(&req.input.bucket, &req.input.key) {
+            return Err(s3_error!(NoSuchKey));
+        }
         let i = &req.input;
         let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
         let resp = self.inner.head_object(req).await?;
