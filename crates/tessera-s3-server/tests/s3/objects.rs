@@ -366,3 +366,35 @@ async fn prefix_keys_behave_like_missing_objects() {
     s3.put(&dir, PutPayload::from_static(b"now a file")).await.unwrap();
     assert_eq!(s3.get(&dir).await.unwrap().bytes().await.unwrap(), &b"now a file"[..]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_with_escaped_characters_and_conditional_copy() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let odd = Path::from("arr/a b=c&d/ü+%.bin");
+    s3.put(&odd, PutPayload::from_static(b"odd")).await.unwrap();
+    assert_eq!(s3.get(&odd).await.unwrap().bytes().await.unwrap(), &b"odd"[..]);
+    let listed: Vec<Path> = s3.list(Some(&Path::from("arr"))).map_ok(|m| m.location).try_collect().await.unwrap();
+    assert_eq!(listed, std::slice::from_ref(&odd));
+
+    // copy_if_not_exists through a multipart upload (UploadPartCopy, then
+    // CompleteMultipartUpload with If-None-Match: *), the conditional copy object_store offers.
+    let s3 = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_access_key_id(server.access_key())
+        .with_secret_access_key(server.secret_key())
+        .with_region("us-east-1")
+        .with_bucket_name(crate::common::BUCKET)
+        .with_copy_if_not_exists(object_store::aws::S3CopyIfNotExists::Multipart)
+        .build()
+        .unwrap();
+    let (a, b, target) = (Path::from("arr/a"), Path::from("arr/b"), Path::from("arr/target"));
+    s3.put(&a, PutPayload::from_static(b"from a")).await.unwrap();
+    s3.put(&b, PutPayload::from_static(b"from b")).await.unwrap();
+    s3.copy_if_not_exists(&a, &target).await.unwrap();
+    let r = s3.copy_if_not_exists(&b, &target).await;
+    assert!(matches!(r, Err(object_store::Error::AlreadyExists { .. })), "{r:?}");
+    assert_eq!(s3.get(&target).await.unwrap().bytes().await.unwrap(), &b"from a"[..]);
+    assert_eq!(server.counts().requests_of("UploadPartCopy"), 2);
+}
