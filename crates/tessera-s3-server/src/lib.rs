@@ -13,8 +13,11 @@
 //! # Conformance fixes over s3s-fs
 //! See `src/store.rs` for details: conditional writes (`If-None-Match: *`,
 //! `If-Match`) are atomic per key, so of N racing creates exactly one wins, as on S3; GET and
-//! HEAD honour `If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`; writes
-//! to a missing bucket answer `NoSuchBucket`.
+//! HEAD honour `If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`; a PUT
+//! whose `Content-MD5` or `x-amz-checksum-*` header does not match its body is refused before it
+//! touches the object; a key that is a prefix of other keys (a folder on disk) is a missing
+//! object for HEAD, GET and DELETE instead of a 500; writes to a missing bucket answer
+//! `NoSuchBucket`.
 //!
 //! # Faults
 //! Configured by [`Faults`] (at start, with [`S3Server::set_faults`], or via the binary's
@@ -39,10 +42,12 @@
 //! update) and for deletes (a retried delete of an object it already removed succeeds).
 //!
 //! # Known s3s-fs differences from S3 (not fixed here)
-//! Keys map to paths, so `a` and `a/b` cannot both exist (`a` would be a file and a folder);
+//! Keys map to paths, so `a` and `a/b` cannot both exist (`a` would be a file and a folder):
+//! the second write is refused with 400 `InvalidRequest` saying so;
 //! list pagination is by continuation token (the last key) and rescans the bucket on every
-//! page; a PUT with a wrong `Content-MD5` or checksum is rejected only after the object was
-//! replaced.
+//! page; a checksum sent as an aws-chunked *trailer* is still compared only after the object
+//! was replaced; a deleted object's ETag/checksum side file stays behind (a later multipart
+//! upload of the same key reuses its stale checksums); no versioning, ACLs or tagging.
 
 mod classify;
 mod faults;

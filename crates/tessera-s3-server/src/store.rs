@@ -11,6 +11,14 @@
 //!   stripes in ascending order, so there is no deadlock.
 //! - **Read conditions.** s3s-fs ignores `If-Match`, `If-None-Match`, `If-Modified-Since` and
 //!   `If-Unmodified-Since` on GET and HEAD; they are evaluated here (412 / 304 as S3 answers).
+//! - **Digests before the write.** s3s-fs compares `Content-MD5` and `x-amz-checksum-*` headers
+//!   with the body only after renaming it over the object, so a rejected PUT (`BadDigest`) had
+//!   already replaced it; here they are checked first (the body is in memory anyway).
+//! - **Keys that are folders.** s3s-fs stores keys as paths, so a key that is a prefix of other
+//!   keys (`a` beside `a/b`) is a folder: HEAD, GET and DELETE of it answered 500, which clients
+//!   retry. Here it is a missing object (404, and a DELETE that does nothing), as on S3. Writing a
+//!   key that would need a path to be both a file and a folder is refused with 400
+//!   `InvalidRequest` naming the conflict (S3 would store both).
 //! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
 //!   a bucket that does not exist answer `NoSuchBucket` like S3.
 //!
@@ -75,6 +83,47 @@ impl Store {
         guards
     }
 
+    fn object_path(&self, bucket: &str, key: &str) -> PathBuf {
+        self.root.join(bucket).join(key)
+    }
+
+    /// Whether `key` is a folder (a prefix of other keys), which S3 would call no object.
+    fn is_folder(&self, bucket: &str, key: &str) -> bool {
+        !key.ends_with('/') && self.object_path(bucket, key).is_dir()
+    }
+
+    /// Refuses an object key whose path, or one of whose parent paths, has the other kind
+    /// (file or folder) already.
+    fn check_storable(&self, bucket: &str, key: &str) -> S3Result<()> {
+        if key.ends_with('/') {
+            return Ok(());
+        }
+        let conflict = || {
+            s3_error!(
+                InvalidRequest,
+                "key {key:?} would need one path to be both a file and a folder: this test server stores keys as \
+                 paths, so a key cannot also be a prefix of other keys (S3 allows it)"
+            )
+        };
+        let path = self.object_path(bucket, key);
+        // A folder left empty by deletes holds no keys any more: it may become the object.
+        if path.is_dir() && std::fs::remove_dir(&path).is_err() {
+            return Err(conflict());
+        }
+        let bucket_dir = self.root.join(bucket);
+        let mut parent = path.parent();
+        while let Some(p) = parent {
+            if p == bucket_dir || !p.starts_with(&bucket_dir) {
+                break;
+            }
+            if p.is_file() {
+                return Err(conflict());
+            }
+            parent = p.parent();
+        }
+        Ok(())
+    }
+
     fn require_bucket(&self, bucket: &str) -> S3Result<()> {
         if s3s::path::check_bucket_name(bucket) && self.root.join(bucket).is_dir() {
             Ok(())
@@ -82,6 +131,58 @@ impl Store {
             Err(s3_error!(NoSuchBucket))
         }
     }
+}
+
+/// Checks a PUT's `Content-MD5` and `x-amz-checksum-*` headers against its body, which is read
+/// into memory and put back. Checksums sent as trailers (aws-chunked uploads) are left to
+/// s3s-fs, which checks them after the write.
+async fn verify_digests(input: &mut PutObjectInput) -> S3Result<()> {
+    use futures::TryStreamExt;
+    use s3s::crypto::Checksum as _;
+    let has_checksum = input.checksum_crc32.is_some()
+        || input.checksum_crc32c.is_some()
+        || input.checksum_sha1.is_some()
+        || input.checksum_sha256.is_some()
+        || input.checksum_crc64nvme.is_some();
+    if input.content_md5.is_none() && !has_checksum {
+        return Ok(());
+    }
+    let Some(body) = input.body.take() else { return Err(s3_error!(IncompleteBody)) };
+    let chunks: Vec<bytes::Bytes> = body.try_collect().await.map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
+    let data: bytes::Bytes = chunks.concat().into();
+
+    if let Some(want) = &input.content_md5 {
+        let mut md5 = s3s::crypto::Md5::new();
+        md5.update(&data);
+        if base64_simd::STANDARD.encode_to_string(md5.finalize()) != *want {
+            return Err(s3_error!(BadDigest, "Content-MD5 does not match the body"));
+        }
+    }
+    let mut hasher = s3s::checksum::ChecksumHasher::default();
+    fn on<T: Default>(wanted: Option<&String>) -> Option<T> {
+        wanted.map(|_| T::default())
+    }
+    hasher.crc32 = on(input.checksum_crc32.as_ref());
+    hasher.crc32c = on(input.checksum_crc32c.as_ref());
+    hasher.sha1 = on(input.checksum_sha1.as_ref());
+    hasher.sha256 = on(input.checksum_sha256.as_ref());
+    hasher.crc64nvme = on(input.checksum_crc64nvme.as_ref());
+    hasher.update(&data);
+    let got = hasher.finalize();
+    let pairs = [
+        ("crc32", &input.checksum_crc32, &got.checksum_crc32),
+        ("crc32c", &input.checksum_crc32c, &got.checksum_crc32c),
+        ("sha1", &input.checksum_sha1, &got.checksum_sha1),
+        ("sha256", &input.checksum_sha256, &got.checksum_sha256),
+        ("crc64nvme", &input.checksum_crc64nvme, &got.checksum_crc64nvme),
+    ];
+    for (name, want, got) in pairs {
+        if want.is_some() && want != got {
+            return Err(s3_error!(BadDigest, "x-amz-checksum-{name} does not match the body"));
+        }
+    }
+    input.body = Some(StreamingBlob::from(s3s::Body::from(data)));
+    Ok(())
 }
 
 /// The `If-*` headers of a GET or HEAD.
@@ -158,9 +259,11 @@ impl_s3! {
     abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
     ;
 
-    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         self.require_bucket(&req.input.bucket)?;
+        verify_digests(&mut req.input).await?;
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         self.inner.put_object(req).await
     }
 
@@ -169,6 +272,7 @@ impl_s3! {
         // Only the destination is locked: locking the source too could take two stripes out
         // of order against another copy.
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         self.inner.copy_object(req).await
     }
 
@@ -177,6 +281,7 @@ impl_s3! {
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         self.require_bucket(&req.input.bucket)?;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         self.inner.create_multipart_upload(req).await
     }
 
@@ -185,6 +290,7 @@ impl_s3! {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        self.check_storable(&req.input.bucket, &req.input.key)?;
         let resp = self.inner.complete_multipart_upload(req).await?;
         // s3s-fs defers building the output into a future; run it under the lock too.
         let S3Response { output, status, headers, extensions } = resp;
@@ -197,19 +303,37 @@ impl_s3! {
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
+        if self.is_folder(&req.input.bucket, &req.input.key) {
+            return Ok(S3Response::new(DeleteObjectOutput::default()));
+        }
         self.inner.delete_object(req).await
     }
 
-    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    async fn delete_objects(&self, mut req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         self.require_bucket(&req.input.bucket)?;
         let keys: Vec<String> = req.input.delete.objects.iter().map(|o| o.key.clone()).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let _guards = self.lock_all(&req.input.bucket, &key_refs).await;
-        self.inner.delete_objects(req).await
+        // Folders are not objects: report them deleted without passing them on (s3s-fs would
+        // fail the whole request on them).
+        let (folders, objects): (Vec<ObjectIdentifier>, Vec<ObjectIdentifier>) =
+            std::mem::take(&mut req.input.delete.objects).into_iter().partition(|o| self.is_folder(&req.input.bucket, &o.key));
+        let mut resp = if objects.is_empty() {
+            S3Response::new(DeleteObjectsOutput::default())
+        } else {
+            req.input.delete.objects = objects;
+            self.inner.delete_objects(req).await?
+        };
+        let deleted = resp.output.deleted.get_or_insert_with(Vec::new);
+        deleted.extend(folders.into_iter().map(|o| DeletedObject { key: Some(o.key), version_id: o.version_id, ..Default::default() }));
+        Ok(resp)
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).read().await;
+        if self.is_folder(&req.input.bucket, &req.input.key) {
+            return Err(s3_error!(NoSuchKey));
+        }
         let i = &req.input;
         let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
         // The body streams from the file opened inside this call, so the bytes and the ETag
@@ -222,6 +346,9 @@ impl_s3! {
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let _guard = self.lock(&req.input.bucket, &req.input.key).read().await;
+        if self.is_folder(&req.input.bucket, &req.input.key) {
+            return Err(s3_error!(NoSuchKey));
+        }
         let i = &req.input;
         let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
         let resp = self.inner.head_object(req).await?;
@@ -234,6 +361,64 @@ impl_s3! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request<T>(input: T) -> S3Request<T> {
+        S3Request {
+            input,
+            method: http::Method::PUT,
+            uri: http::Uri::from_static("/"),
+            headers: http::HeaderMap::new(),
+            extensions: http::Extensions::new(),
+            credentials: None,
+            region: None,
+            service: None,
+            trailing_headers: None,
+        }
+    }
+
+    fn put(key: &str, body: &'static [u8], md5: Option<&[u8]>, sha256: Option<&str>) -> S3Request<PutObjectInput> {
+        use s3s::crypto::Checksum as _;
+        let mut b = PutObjectInput::builder();
+        b.set_bucket("bkt".into());
+        b.set_key(key.into());
+        b.set_body(Some(StreamingBlob::from(s3s::Body::from(bytes::Bytes::from_static(body)))));
+        b.set_content_md5(md5.map(|m| {
+            let mut h = s3s::crypto::Md5::new();
+            h.update(m);
+            base64_simd::STANDARD.encode_to_string(h.finalize())
+        }));
+        b.set_checksum_sha256(sha256.map(String::from));
+        request(b.build().unwrap())
+    }
+
+    async fn read(store: &Store, key: &str) -> Vec<u8> {
+        use futures::TryStreamExt;
+        let mut b = GetObjectInput::builder();
+        b.set_bucket("bkt".into());
+        b.set_key(key.into());
+        let resp = store.get_object(request(b.build().unwrap())).await.unwrap();
+        let chunks: Vec<bytes::Bytes> = resp.output.body.unwrap().try_collect().await.unwrap();
+        chunks.concat()
+    }
+
+    /// s3s-fs renamed the body over the object before comparing digests, so a rejected PUT
+    /// replaced the object.
+    #[tokio::test]
+    async fn a_put_with_a_wrong_digest_leaves_the_object_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("bkt")).unwrap();
+        let store = Store::new(dir.path().to_path_buf()).unwrap();
+        store.put_object(put("k", b"old", Some(b"old"), None)).await.unwrap();
+        let err = store.put_object(put("k", b"new", Some(b"other"), None)).await.unwrap_err();
+        assert_eq!(*err.code(), s3s::S3ErrorCode::BadDigest);
+        assert_eq!(read(&store, "k").await, b"old");
+        let wrong_sha = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="; // sha256 of ""
+        let err = store.put_object(put("k", b"new", None, Some(wrong_sha))).await.unwrap_err();
+        assert_eq!(*err.code(), s3s::S3ErrorCode::BadDigest);
+        assert_eq!(read(&store, "k").await, b"old");
+        store.put_object(put("k", b"", None, Some(wrong_sha))).await.unwrap();
+        assert_eq!(read(&store, "k").await, b"");
+    }
 
     fn ts(secs: i64, nanos: u32) -> Timestamp {
         let t =

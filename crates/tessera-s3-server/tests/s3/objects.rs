@@ -333,3 +333,68 @@ async fn drop_shuts_down_promptly_with_idle_client_connections() {
     let addr = endpoint.trim_start_matches("http://");
     assert!(std::net::TcpStream::connect(addr).is_err(), "still listening after drop");
 }
+
+/// Keys are paths in s3s-fs, so a key that is a prefix of other keys is a folder. S3 treats
+/// such a key as a missing object; s3s-fs answered 500 (retried by clients) for HEAD, GET and
+/// DELETE of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_keys_behave_like_missing_objects() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    s3.put(&Path::from("arr/dir/x"), PutPayload::from_static(b"x")).await.unwrap();
+    let dir = Path::from("arr/dir");
+    let t = Instant::now();
+    assert!(matches!(s3.head(&dir).await, Err(object_store::Error::NotFound { .. })));
+    assert!(matches!(s3.get(&dir).await, Err(object_store::Error::NotFound { .. })));
+    s3.delete(&dir).await.unwrap();
+    let deleted: Vec<Path> =
+        s3.delete_stream(futures::stream::iter([Ok(dir.clone())]).boxed()).try_collect().await.unwrap();
+    assert_eq!(deleted, std::slice::from_ref(&dir));
+    assert_eq!(s3.get(&Path::from("arr/dir/x")).await.unwrap().bytes().await.unwrap(), &b"x"[..]);
+
+    // A key that would need a path to be both a file and a folder cannot be stored here: the
+    // answer is an immediate 400 naming the conflict, not a 500 the client retries.
+    let r = s3.put(&dir, PutPayload::from_static(b"y")).await;
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("file and a folder")), "{r:?}");
+    let r = s3.put(&Path::from("arr/dir/x/y"), PutPayload::from_static(b"y")).await;
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("file and a folder")), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "errors were retried: {:?}", t.elapsed());
+    assert_eq!(server.counts().status(500), 0);
+
+    // Once the keys under it are gone, the prefix may become an object.
+    s3.delete(&Path::from("arr/dir/x")).await.unwrap();
+    s3.put(&dir, PutPayload::from_static(b"now a file")).await.unwrap();
+    assert_eq!(s3.get(&dir).await.unwrap().bytes().await.unwrap(), &b"now a file"[..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_with_escaped_characters_and_conditional_copy() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let odd = Path::from("arr/a b=c&d/ü+%.bin");
+    s3.put(&odd, PutPayload::from_static(b"odd")).await.unwrap();
+    assert_eq!(s3.get(&odd).await.unwrap().bytes().await.unwrap(), &b"odd"[..]);
+    let listed: Vec<Path> = s3.list(Some(&Path::from("arr"))).map_ok(|m| m.location).try_collect().await.unwrap();
+    assert_eq!(listed, std::slice::from_ref(&odd));
+
+    // copy_if_not_exists through a multipart upload (UploadPartCopy, then
+    // CompleteMultipartUpload with If-None-Match: *), the conditional copy object_store offers.
+    let s3 = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_access_key_id(server.access_key())
+        .with_secret_access_key(server.secret_key())
+        .with_region("us-east-1")
+        .with_bucket_name(crate::common::BUCKET)
+        .with_copy_if_not_exists(object_store::aws::S3CopyIfNotExists::Multipart)
+        .build()
+        .unwrap();
+    let (a, b, target) = (Path::from("arr/a"), Path::from("arr/b"), Path::from("arr/target"));
+    s3.put(&a, PutPayload::from_static(b"from a")).await.unwrap();
+    s3.put(&b, PutPayload::from_static(b"from b")).await.unwrap();
+    s3.copy_if_not_exists(&a, &target).await.unwrap();
+    let r = s3.copy_if_not_exists(&b, &target).await;
+    assert!(matches!(r, Err(object_store::Error::AlreadyExists { .. })), "{r:?}");
+    assert_eq!(s3.get(&target).await.unwrap().bytes().await.unwrap(), &b"from a"[..]);
+    assert_eq!(server.counts().requests_of("UploadPartCopy"), 2);
+}
