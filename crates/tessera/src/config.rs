@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::ArrayError;
-use crate::storage::ReadMode;
+use crate::storage::{ObjectStoreOptions, ReadMode};
 
 /// Every key `Config` understands, with its default and meaning.
 pub const KEYS: &[(&str, &str, &str)] = &[
@@ -233,7 +233,33 @@ impl Config {
     pub fn coalesce_max(&self) -> u64 {
         self.num("vfs.coalesce_max")
     }
-    /// The values set explicitly.
+
+    /// The options of object-store backends (the `vfs.s3.*` keys and `sm.vacuum.grace_ms`).
+    pub fn object_store_options(&self) -> ObjectStoreOptions {
+        let config = self;
+        let text = |key: &str| config.get(key).filter(|v| !v.is_empty()).map(str::to_string);
+        let ms =
+            |key: &str| std::time::Duration::from_millis(config.get(key).and_then(|v| v.parse().ok()).unwrap_or(0));
+        let num = |key: &str| config.get(key).and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+        ObjectStoreOptions {
+            endpoint: text("vfs.s3.endpoint"),
+            region: text("vfs.s3.region"),
+            access_key_id: text("vfs.s3.access_key_id"),
+            secret_access_key: text("vfs.s3.secret_access_key"),
+            session_token: text("vfs.s3.session_token"),
+            allow_http: text("vfs.s3.allow_http").map(|v| v == "true"),
+            virtual_hosted_style: config.get("vfs.s3.virtual_hosted_style") == Some("true"),
+            max_retries: num("vfs.s3.max_retries"),
+            retry_timeout: ms("vfs.s3.retry_timeout_ms"),
+            connect_timeout: ms("vfs.s3.connect_timeout_ms"),
+            request_timeout: ms("vfs.s3.request_timeout_ms"),
+            part_size: num("vfs.s3.multipart_part_size").max(5 << 20),
+            upload_concurrency: num("vfs.s3.upload_concurrency").max(1),
+            grace: ms("sm.vacuum.grace_ms"),
+        }
+    }
+
+    /// Every key set explicitly.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }

@@ -13,9 +13,7 @@ use std::sync::Arc;
 use crate::cache::TileCache;
 use crate::config::Config;
 use crate::error::{ArrayError, Error, Result};
-use crate::storage::{
-    InstrumentedStorage, LocalStorage, ObjectStoreOptions, RequestTally, RoutedStorage, Storage, S3_SCHEME,
-};
+use crate::storage::{InstrumentedStorage, LocalStorage, RequestTally, RoutedStorage, Storage, S3_SCHEME};
 
 /// Configuration, storage and compute threads.
 #[derive(Clone, Debug)]
@@ -41,7 +39,7 @@ impl Context {
     /// The thread pool cannot be started.
     pub fn new(config: Config) -> Result<Self> {
         let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(config.read_mode()));
-        let routed = Arc::new(RoutedStorage::new(local, ObjectStoreOptions::from_config(&config)));
+        let routed = Arc::new(RoutedStorage::new(local, config.object_store_options()));
         let mut ctx = Self::with_storage(config, Arc::clone(&routed) as Arc<dyn Storage>)?;
         if let Some(inner) = Arc::get_mut(&mut ctx.inner) {
             inner.routed = Some(routed);

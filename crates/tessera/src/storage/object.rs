@@ -38,7 +38,6 @@ use object_store::{
 
 use super::object_http::{CountingConnector, RequestCounts, RequestTally};
 use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
-use crate::config::Config;
 
 /// The marker object that makes an empty folder exist.
 pub(crate) const FOLDER_MARKER: &str = ".tessera-folder";
@@ -47,7 +46,8 @@ pub(crate) const FOLDER_MARKER: &str = ".tessera-folder";
 pub const S3_SCHEME: &str = "s3://";
 
 /// How an object-store backend connects and behaves; each field is a `vfs.s3.*` key of
-/// [`Config`], or (when the key is empty) the usual AWS environment variable.
+/// `Config` (`Config::object_store_options`), or (when the key is empty) the usual AWS
+/// environment variable.
 #[derive(Debug, Clone)]
 pub struct ObjectStoreOptions {
     /// `vfs.s3.endpoint` / `AWS_ENDPOINT_URL`: the server, e.g. `http://127.0.0.1:9000`.
@@ -78,31 +78,6 @@ pub struct ObjectStoreOptions {
     pub upload_concurrency: usize,
     /// `sm.vacuum.grace_ms`: see [`Storage::lock_free_grace`].
     pub grace: Duration,
-}
-
-impl ObjectStoreOptions {
-    /// The options `config` gives.
-    pub fn from_config(config: &Config) -> Self {
-        let text = |key: &str| config.get(key).filter(|v| !v.is_empty()).map(str::to_string);
-        let ms = |key: &str| Duration::from_millis(config.get(key).and_then(|v| v.parse().ok()).unwrap_or(0));
-        let num = |key: &str| config.get(key).and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
-        Self {
-            endpoint: text("vfs.s3.endpoint"),
-            region: text("vfs.s3.region"),
-            access_key_id: text("vfs.s3.access_key_id"),
-            secret_access_key: text("vfs.s3.secret_access_key"),
-            session_token: text("vfs.s3.session_token"),
-            allow_http: text("vfs.s3.allow_http").map(|v| v == "true"),
-            virtual_hosted_style: config.get("vfs.s3.virtual_hosted_style") == Some("true"),
-            max_retries: num("vfs.s3.max_retries"),
-            retry_timeout: ms("vfs.s3.retry_timeout_ms"),
-            connect_timeout: ms("vfs.s3.connect_timeout_ms"),
-            request_timeout: ms("vfs.s3.request_timeout_ms"),
-            part_size: num("vfs.s3.multipart_part_size").max(5 << 20),
-            upload_concurrency: num("vfs.s3.upload_concurrency").max(1),
-            grace: ms("sm.vacuum.grace_ms"),
-        }
-    }
 }
 
 /// The state shared by an [`ObjectStorage`] and its write handles.
