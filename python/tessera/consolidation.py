@@ -13,7 +13,7 @@ consolidation no longer finds them.
 >>> ts.consolidate(uri, timestamp=(t0, t1))                          # doctest: +SKIP
 >>> ts.consolidate(uri, policy="size-tiered", ratio=4.0, min_fragments=4)     # doctest: +SKIP
 >>> ts.vacuum(uri)                                                   # doctest: +SKIP
-VacuumReport(removed=(...), uncommitted=())
+VacuumReport(removed=(...), uncommitted=(), deferred=())
 """
 
 from __future__ import annotations
@@ -41,8 +41,12 @@ class VacuumReport:
 
     #: Names of the fragments consolidations had superseded.
     removed: Tuple[str, ...]
-    #: Names of fragment folders that were never committed (left by crashed writers).
+    #: Names of fragment folders that were never committed (left by crashed writers), or, on
+    #: object stores, whose commit records an earlier vacuum's checkpoint already dropped.
     uncommitted: Tuple[str, ...]
+    #: Object stores only: fragments no reader can see that were kept because they stopped being
+    #: needed less than ``sm.vacuum.grace_ms`` ago (a later vacuum removes them).
+    deferred: Tuple[str, ...] = ()
 
 
 def _selection(
@@ -160,9 +164,11 @@ def vacuum(uri: PathLike, config: Optional[ConfigLike] = None) -> VacuumReport:
     ``ArrayError``) and deletes nothing. The GIL is released while it waits, so other threads
     can finish and close their arrays; an array the calling thread itself keeps open makes it
     wait for the whole timeout. Readers and writers that start while vacuum holds the lock wait
-    for it (for at most the same timeout)."""
-    removed, uncommitted = _core.vacuum(_uri(uri), as_items(config))
-    return VacuumReport(tuple(removed), tuple(uncommitted))
+    for it (for at most the same timeout). Object stores (``s3://``) have no locks: there vacuum
+    waits for nobody and keeps fragments replaced less than ``sm.vacuum.grace_ms`` ago (an hour)
+    for later (``report.deferred``), so readers may use a snapshot that long."""
+    removed, uncommitted, deferred = _core.vacuum(_uri(uri), as_items(config))
+    return VacuumReport(tuple(removed), tuple(uncommitted), tuple(deferred))
 
 
 def consolidate_fragment_metadata(uri: PathLike, config: Optional[ConfigLike] = None) -> int:

@@ -99,7 +99,7 @@ def write_loop(uri: str, refdir: str, deadline: float, seed: int) -> Dict[str, i
 
 def consolidate_loop(uri: str, deadline: float, seed: int) -> Dict[str, int]:
     rng = np.random.default_rng(seed)
-    counts = {"consolidations": 0, "vacuums": 0, "removed": 0, "busy": 0}
+    counts = {"consolidations": 0, "vacuums": 0, "removed": 0, "uncommitted": 0, "busy": 0}
     config = {"sm.vacuum.lock_timeout_ms": str(VACUUM_WAIT_MS), "sm.consolidation.buffer_size": "20000",
               **EXTRA_CONFIG}
     while time.time() < deadline:
@@ -127,6 +127,7 @@ def consolidate_loop(uri: str, deadline: float, seed: int) -> Dict[str, int]:
             else:
                 counts["vacuums"] += 1
                 counts["removed"] += len(report.removed)
+                counts["uncommitted"] += len(report.uncommitted)
         time.sleep(float(rng.uniform(0.02, 0.1)))
     return counts
 

@@ -202,7 +202,9 @@ def test_writer_consolidator_and_readers_in_separate_processes(
     w, c, r = outputs["writer"], outputs["consolidator"], outputs["reader"]
     print(f"\nwriter {w}\nconsolidator {c}\nreader {r}")
     assert w["slabs"] >= 3 and c["consolidations"] >= 2 and c["vacuums"] >= 1, (w, c)
-    assert c["removed"] >= 1, c
+    # (On S3 replaced fragments outlive the checkpoint that drops their records, so a later
+    # vacuum removes them without knowing they were committed: "uncommitted".)
+    assert c["removed"] + c["uncommitted"] >= 1, c
     assert r["reads"] >= 10 and r["snapshots"] >= 2, r
     last = np.load(refdir / f"{worker.newest_t1(uri)}.npy")
     with ts.open(uri) as A:

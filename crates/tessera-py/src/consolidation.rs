@@ -110,10 +110,14 @@ fn plan_consolidation<'py>(
 /// uncommitted fragments).
 #[pyfunction]
 #[pyo3(signature = (uri, config=None))]
-fn vacuum(py: Python<'_>, uri: &str, config: Option<HashMap<String, String>>) -> PyResult<(Vec<String>, Vec<String>)> {
+fn vacuum(
+    py: Python<'_>,
+    uri: &str,
+    config: Option<HashMap<String, String>>,
+) -> PyResult<(Vec<String>, Vec<String>, Vec<String>)> {
     let (_, ctx) = context(config)?;
     let report = py.detach(|| tessera::vacuum(&ctx, uri)).map_err(to_py)?;
-    Ok((report.removed, report.uncommitted))
+    Ok((report.removed, report.uncommitted, report.deferred))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

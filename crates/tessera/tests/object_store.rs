@@ -264,3 +264,32 @@ fn faults_between_engine_and_server_lose_no_commit_and_show_nothing_partial() {
     let r = Array::open(&s3.ctx(3_600_000, &[]), &u, Mode::Read).unwrap();
     assert_eq!(r.fragments().len(), 1);
 }
+
+#[test]
+fn opening_many_fragments_takes_few_requests_once_their_metadata_is_consolidated() {
+    let s3 = S3::start();
+    let ctx = s3.ctx(0, &[]);
+    let u = uri("many");
+    Array::create(&ctx, &u, &schema_2d(20, 4, 5, 4)).unwrap();
+    for row in 1..=20 {
+        write_box(&ctx, &u, (row, row), (1, 4), row as i32);
+    }
+    let open_cost = |extra: &[(&str, &str)]| {
+        let c = s3.ctx(0, extra);
+        let before = requests(&c, &u);
+        let r = Array::open(&c, &u, Mode::Read).unwrap();
+        assert_eq!(r.fragments().len(), 20);
+        requests(&c, &u).since(&before)
+    };
+    let each = open_cost(&[]);
+    // One GET per commit record and per fragment's metadata, in parallel.
+    assert!(each.get >= 40, "{each:?}");
+    consolidate_fragment_metadata(&ctx, &u).unwrap();
+    vacuum(&ctx, &u).unwrap();
+    let few = open_cost(&[("sm.io_concurrency", "3")]);
+    // The checkpoint and the consolidated metadata: a handful whatever the fragment count.
+    assert!(few.total() <= 10, "{few:?}");
+    assert!(few.get <= 4, "{few:?}");
+    let expect: Vec<i32> = (1..=20).flat_map(|r| [r; 4]).collect();
+    assert_eq!(read_all(&ctx, &u, 20, 4), expect);
+}

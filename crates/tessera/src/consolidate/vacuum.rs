@@ -80,6 +80,7 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     let live: HashSet<String> = live.iter().map(|p| p.name.to_string()).collect();
     let committed = committed_names(&log);
     let mut report = VacuumReport::default();
+    let mut doomed = Vec::new();
     for f in storage.list_dir(&frags)? {
         if FragmentName::parse(&f).is_none() || live.contains(&f) {
             continue;
@@ -90,6 +91,18 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
                 continue;
             }
         }
+        doomed.push(f);
+    }
+    if grace.is_some() {
+        // Without locks a writer may have committed one of them since the log was read (it
+        // commits within half the grace of starting, and each was checked older than the grace
+        // after that read): a log read now shows every such commit.
+        let now_named = named_since(ctx, uri, log.max_seq)?;
+        let (kept, gone): (Vec<String>, Vec<String>) = doomed.into_iter().partition(|f| now_named.contains(f));
+        report.deferred.extend(kept);
+        doomed = gone;
+    }
+    for f in doomed {
         remove_if_present(storage, &frags.join(&f), true)?;
         if committed.contains(&f) {
             report.removed.push(f);
@@ -157,6 +170,34 @@ fn past_grace(
         }
     };
     Ok(now_ms().saturating_sub(since) >= u64::try_from(grace.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The fragments visible now or named by a record after sequence number `after` (committed or
+/// replaced since a vacuum read the log).
+fn named_since(ctx: &Context, uri: &Path, after: u64) -> Result<HashSet<String>> {
+    let storage = ctx.storage().as_ref();
+    let log = ctx.install(|| read_log(storage, uri))?;
+    let mut out: HashSet<String> = crate::commit::resolve(&log, &uri.join(COMMITS_DIR), u64::MAX)?
+        .live
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect();
+    for (seq, r) in &log.records {
+        if *seq <= after {
+            continue;
+        }
+        match r {
+            Record::Write(n) => {
+                out.insert(n.to_string());
+            }
+            Record::Consolidation(n, inputs) => {
+                out.insert(n.to_string());
+                out.extend(inputs.iter().map(|p| p.name.to_string()));
+            }
+            Record::Checkpoint(live) => out.extend(live.iter().map(|p| p.name.to_string())),
+        }
+    }
+    Ok(out)
 }
 
 /// Whether the log is more than one checkpoint: then a new checkpoint lets vacuum delete files.

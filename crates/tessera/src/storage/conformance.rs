@@ -97,6 +97,34 @@ fn large_writes(s: &dyn Storage, root: &Path) {
     assert_eq!(&*mid, &big[(1 << 20) - 2..(1 << 20) - 2 + 4096]);
 }
 
+/// Files larger than an object store's part size (5 MiB in the tests) are uploaded in parts;
+/// a handle dropped before `finish` leaves no object behind there.
+fn multipart_files(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("parts");
+    let chunk: Vec<u8> = (0..(1u32 << 20) + 3).map(|i| (i % 253) as u8).collect();
+    let mut h = s.create(&p).unwrap();
+    for _ in 0..12 {
+        h.write_all(&chunk).unwrap();
+    }
+    h.finish().unwrap();
+    assert_eq!(s.file_size(&p).unwrap(), 12 * chunk.len() as u64);
+    let all = s.read_all(&p).unwrap();
+    assert!(all.chunks(chunk.len()).all(|c| c == &chunk[..]));
+    let off = 7 * chunk.len() as u64 - 5;
+    assert_eq!(&*s.read_range(&p, off, 10).unwrap(), &[&chunk[chunk.len() - 5..], &chunk[..5]].concat()[..]);
+    let q = root.join("abandoned");
+    let mut h = s.create(&q).unwrap();
+    for _ in 0..7 {
+        h.write_all(&chunk).unwrap();
+    }
+    drop(h);
+    if !has_folders(s, root) {
+        assert!(!s.is_file(&q));
+        assert_eq!(s.list_dir(root).unwrap(), vec!["parts"]);
+    }
+}
+
 fn empty_file(s: &dyn Storage, root: &Path) {
     s.create_dir_all(root).unwrap();
     let p = root.join("empty");
@@ -468,6 +496,7 @@ macro_rules! conformance_s3 {
 conformance_s3!(
     write_and_read,
     large_writes,
+    multipart_files,
     empty_file,
     create_existing_fails,
     out_of_bounds,
@@ -484,6 +513,7 @@ conformance_s3!(
 conformance!(
     write_and_read,
     large_writes,
+    multipart_files,
     empty_file,
     create_existing_fails,
     out_of_bounds,
