@@ -19,9 +19,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy as np
 import pytest
 
-import tessera as ts
-
 import consolidation_worker as worker
+import tessera as ts
 from s3server import running_s3_server
 
 
@@ -108,7 +107,7 @@ def test_statistics_count_requests_by_kind(s3: Any) -> None:
 def test_bad_s3_locations_and_settings_are_clear_errors(s3: Any) -> None:
     with pytest.raises(ts.ArrayError, match="bucket name"):
         ts.open("s3://NO/a")
-    with pytest.raises(ts.ConfigError, match="vfs.s3.allow_http"):
+    with pytest.raises(ts.ConfigError, match=r"vfs\.s3\.allow_http"):
         ts.Config({"vfs.s3.allow_http": "maybe"})
     # A bucket that does not exist: an error naming it, nothing created.
     cfg = config(s3)
