@@ -28,7 +28,8 @@ def test_dense_round_trip_under_every_order(tmp_path: object, cell_order: str, t
     ts.create(uri, schema)
     full = np.arange(13 * 11 * 7, dtype=np.int32).reshape(13, 11, 7)
     with ts.open(uri, "w") as A:
-        A[1:14, 0:11, -2:5] = {"a": full, "s": np.array([str(x) for x in full.ravel()], dtype=object).reshape(full.shape)}
+        text = np.array([str(x) for x in full.ravel()], dtype=object).reshape(full.shape)
+        A[1:14, 0:11, -2:5] = {"a": full, "s": text}
         A[3:9, 2:7, 0:3] = {"a": -full[2:8, 2:7, 2:5], "s": np.full((6, 5, 3), "x", dtype=object)}
     want = full.copy()
     want[2:8, 2:7, 2:5] = -full[2:8, 2:7, 2:5]
@@ -53,9 +54,9 @@ def test_sparse_round_trip_under_curve_orders(tmp_path: object, cell_order: str,
     ts.create(uri, schema)
     rng = np.random.default_rng(7)
     model: Dict[tuple, int] = {}
-    for w in range(3):
-        xs = rng.integers(0, 100, 300)
-        ys = rng.integers(-50, 50, 300)
+    for _ in range(3):
+        cells = rng.choice(100 * 100, 300, replace=False)  # distinct within a write
+        xs, ys = cells // 100, cells % 100 - 50
         vals = rng.integers(-(10**9), 10**9, 300)
         with ts.open(uri, "w") as A:
             A.write({"x": xs, "y": ys}, {"a": vals})

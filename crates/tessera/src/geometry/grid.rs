@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::order::{ranked_tiles, tile_permutation, Curve, TilePermutation};
+use super::order::{ranked_tiles, tile_permutation, Curve, RankedTiles, TilePermutation};
 use super::rect::{strides, Rect};
 use crate::schema::{ArraySchema, CellOrder, Dimension};
 
@@ -96,11 +96,11 @@ impl TileGrid {
 
     /// Tile coordinates in `trange`, in tile order, one at a time: a range may hold more tiles
     /// than memory could list (callers stop early, e.g. at the end of a batch).
-    /// Curve orders list the range's tiles (ranked once per range and cached): as many as the
-    /// cells a read or write of the range handles at least.
+    /// Curve orders rank the range's tiles first (not cached: query pieces rarely repeat): as
+    /// many as the cells a read or write of the range handles at least.
     pub(crate) fn tiles_in<'a>(&self, trange: &'a [[u64; 2]]) -> Box<dyn Iterator<Item = Vec<u64>> + 'a> {
         if let Some(c) = &self.tile_curve {
-            let ranked = ranked_tiles(c, trange);
+            let ranked = RankedTiles::build(c, trange);
             return Box::new((0..ranked.len()).map(move |r| Self::row_major_tile(trange, ranked.lin(r))));
         }
         let n = trange.len();

@@ -227,7 +227,7 @@ pub(crate) struct RankedTiles {
 
 impl RankedTiles {
     /// The tiles of `trange` (absolute tile coordinates) ranked by `curve`.
-    fn build(curve: &Curve, trange: &[[u64; 2]]) -> Self {
+    pub(crate) fn build(curve: &Curve, trange: &[[u64; 2]]) -> Self {
         let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
         let total: u64 = shape.iter().product();
         let n = shape.len();
@@ -264,16 +264,19 @@ impl RankedTiles {
     }
 }
 
-/// A small process-wide cache of tables built from a key: the last `CAP` kept.
+/// A small process-wide cache of tables built from a key: the last `CAP` kept, fewer when
+/// their cells (`weight`) pass `MAX_WEIGHT` (the newest is always kept).
 struct Memo<K, V> {
     entries: Mutex<Vec<(K, Arc<V>)>>,
+    weight: fn(&V) -> usize,
 }
 
 impl<K: PartialEq + Clone, V> Memo<K, V> {
     const CAP: usize = 16;
+    const MAX_WEIGHT: usize = 1 << 22;
 
-    const fn new() -> Self {
-        Self { entries: Mutex::new(Vec::new()) }
+    const fn new(weight: fn(&V) -> usize) -> Self {
+        Self { entries: Mutex::new(Vec::new()), weight }
     }
 
     fn get_or(&self, key: &K, build: impl FnOnce() -> V) -> Arc<V> {
@@ -286,23 +289,26 @@ impl<K: PartialEq + Clone, V> Memo<K, V> {
         // Built outside the lock: other shapes need not wait.
         let v = Arc::new(build());
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= Self::CAP {
+        entries.push((key.clone(), v.clone()));
+        let mut total: usize = entries.iter().map(|e| (self.weight)(&e.1)).sum();
+        while entries.len() > 1 && (entries.len() > Self::CAP || total > Self::MAX_WEIGHT) {
+            total -= (self.weight)(&entries[0].1);
             entries.remove(0);
         }
-        entries.push((key.clone(), v.clone()));
         v
     }
 }
 
-static PERMUTATIONS: Memo<(Curve, Vec<u64>), TilePermutation> = Memo::new();
-static RANKINGS: Memo<(Curve, Vec<[u64; 2]>), RankedTiles> = Memo::new();
+static PERMUTATIONS: Memo<(Curve, Vec<u64>), TilePermutation> = Memo::new(|p| p.to_logical.len());
+static RANKINGS: Memo<(Curve, Vec<[u64; 2]>), RankedTiles> = Memo::new(|r| r.keys.len());
 
 /// The permutation of a dense tile of `extents` under `curve` (cached per curve and shape).
 pub(crate) fn tile_permutation(curve: &Curve, extents: &[u64]) -> Arc<TilePermutation> {
     PERMUTATIONS.get_or(&(curve.clone(), extents.to_vec()), || TilePermutation::build(curve, extents))
 }
 
-/// The tiles of `trange` ranked by `curve` (cached per curve and range).
+/// The tiles of `trange` ranked by `curve`, cached per curve and range: for the ranges of
+/// fragments, which every copy from a fragment's tile looks up.
 pub(crate) fn ranked_tiles(curve: &Curve, trange: &[[u64; 2]]) -> Arc<RankedTiles> {
     RANKINGS.get_or(&(curve.clone(), trange.to_vec()), || RankedTiles::build(curve, trange))
 }
