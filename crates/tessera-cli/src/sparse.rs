@@ -521,10 +521,10 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         let null = if a.nullable { ", nullable" } else { "" };
         writeln!(out, "  attribute {}: {}{var}{null}", a.name, a.datatype)?;
     }
-    let order = json_name(schema.cell_order);
+    let (order, tiles) = (json_name(schema.cell_order), json_name(schema.tile_order));
     writeln!(
         out,
-        "  cell order {order}, capacity {}, duplicates {}",
+        "  cell order {order}, tile order {tiles}, capacity {}, duplicates {}",
         schema.capacity,
         if schema.allows_duplicates { "allowed" } else { "not allowed" }
     )?;

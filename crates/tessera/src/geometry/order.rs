@@ -150,20 +150,17 @@ impl TilePermutation {
     fn build(curve: &Curve, extents: &[u64]) -> Self {
         let n = extents.len();
         let total: u64 = extents.iter().product();
-        let mut keyed: Vec<(u128, u32)> = (0..total)
-            .into_par_iter()
-            .map(|i| {
-                let mut x = [0u64; 32];
-                let mut rest = i;
-                for d in (0..n).rev() {
-                    x[d] = rest % extents[d];
-                    rest /= extents[d];
-                }
-                // Tiles of curve orders hold at most 2^32 cells (a schema rule).
-                (curve.key(&x[..n]), i as u32)
-            })
-            .collect();
-        keyed.par_sort_unstable();
+        let key = |i: u64| {
+            let mut x = [0u64; 32];
+            let mut rest = i;
+            for d in (0..n).rev() {
+                x[d] = rest % extents[d];
+                rest /= extents[d];
+            }
+            // Tiles of curve orders hold at most 2^32 cells (a schema rule).
+            (curve.key(&x[..n]), i as u32)
+        };
+        let keyed = sorted_keys(total, key);
         let to_logical: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
         let mut to_physical = vec![0u32; to_logical.len()];
         for (k, &i) in to_logical.iter().enumerate() {
@@ -217,6 +214,20 @@ fn gather(elem: usize, src: &[u8], from: &[u32]) -> Vec<u8> {
     }
 }
 
+/// `key(i)` for `i` in `0..total`, sorted (in parallel only when there are many: a hand-over to
+/// the thread pool costs more than ranking a few tiles).
+fn sorted_keys<T: Ord + Send>(total: u64, key: impl Fn(u64) -> T + Sync + Send) -> Vec<T> {
+    const PARALLEL: u64 = 1 << 14;
+    if total < PARALLEL {
+        let mut v: Vec<T> = (0..total).map(key).collect();
+        v.sort_unstable();
+        return v;
+    }
+    let mut v: Vec<T> = (0..total).into_par_iter().map(key).collect();
+    v.par_sort_unstable();
+    v
+}
+
 /// The tiles of a tile range in curve order: their keys ascending, and each one's row-major
 /// number inside the range.
 #[derive(Debug)]
@@ -231,19 +242,16 @@ impl RankedTiles {
         let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
         let total: u64 = shape.iter().product();
         let n = shape.len();
-        let mut keyed: Vec<(u128, u64)> = (0..total)
-            .into_par_iter()
-            .map(|i| {
-                let mut x = [0u64; 32];
-                let mut rest = i;
-                for d in (0..n).rev() {
-                    x[d] = trange[d][0] + rest % shape[d];
-                    rest /= shape[d];
-                }
-                (curve.key(&x[..n]), i)
-            })
-            .collect();
-        keyed.par_sort_unstable();
+        let key = |i: u64| {
+            let mut x = [0u64; 32];
+            let mut rest = i;
+            for d in (0..n).rev() {
+                x[d] = trange[d][0] + rest % shape[d];
+                rest /= shape[d];
+            }
+            (curve.key(&x[..n]), i)
+        };
+        let keyed = sorted_keys(total, key);
         let (keys, lins) = keyed.into_iter().unzip();
         Self { keys, lins }
     }
