@@ -123,8 +123,9 @@ pub fn default_coord_filters() -> crate::filter::FilterPipeline {
     crate::filter::FilterPipeline::new(vec![Filter::Delta, Filter::Zstd { level: 3 }])
 }
 
+/// The version of a schema JSON without one (docs/format.md §3).
 fn schema_version() -> u32 {
-    SCHEMA_VERSION
+    1
 }
 
 fn default_capacity() -> u64 {
@@ -488,6 +489,70 @@ mod tests {
         let text = schema.to_json().replace("\"tile\": 5", "\"tile\": 5, \"tiel\": 5");
         let e = ArraySchema::from_json(&text).unwrap_err().to_string();
         assert!(e.contains("tiel"), "{e}");
+    }
+
+    #[test]
+    fn curve_orders_take_version_2_and_keys_of_at_most_128_bits() {
+        let a = || Attribute::new("a", Datatype::Int32);
+        let dense = |co, to| {
+            ArraySchema::builder(ArrayType::Dense)
+                .dim(dim("r", 1, 100, 10))
+                .dim(dim("c", 1, 30, 7))
+                .attr(a())
+                .cell_order(co)
+                .tile_order(to)
+        };
+        // Row- and col-major stay version 1 (older readers open them); curves need 2.
+        assert_eq!(dense(CellOrder::ColMajor, CellOrder::RowMajor).build().unwrap().version, 1);
+        for (co, to) in [(CellOrder::Z, CellOrder::RowMajor), (CellOrder::RowMajor, CellOrder::Hilbert)] {
+            let s = dense(co, to).build().unwrap();
+            assert_eq!((s.version, s.cell_order, s.tile_order), (2, co, to));
+            let back = ArraySchema::from_json(&s.to_json()).unwrap();
+            assert_eq!(back, s);
+            // A version-1 JSON with a curve order is refused, naming the version it needs.
+            let v1 = s.to_json().replace("\"version\": 2", "\"version\": 1");
+            let e = ArraySchema::from_json(&v1).unwrap_err().to_string();
+            assert!(e.contains("needs schema version 2"), "{e}");
+        }
+        // Without a version the JSON is version 1: a sparse Hilbert order keeps its first meaning.
+        let sparse = ArraySchema::builder(ArrayType::Sparse)
+            .dim(dim("x", 0, 99, 10))
+            .attr(a())
+            .cell_order(CellOrder::Hilbert)
+            .build()
+            .unwrap();
+        assert_eq!(sparse.version, 2);
+        let text = sparse.to_json().replace("\"version\": 2,", "");
+        let old = ArraySchema::from_json(&text).unwrap();
+        assert!(old.version == 1 && old.legacy_hilbert() && !sparse.legacy_hilbert());
+        // Three dimensions of 2^62 coordinates: Z keys of 3 * 62 bits, Hilbert keys of 3 * 62.
+        for o in [CellOrder::Z, CellOrder::Hilbert] {
+            let mut b = ArraySchema::builder(ArrayType::Sparse).attr(a()).cell_order(o);
+            for n in ["x", "y", "z"] {
+                let mut d = dim(n, 0, (1 << 62) - 1, 1);
+                d.tile = None;
+                b = b.dim(d);
+            }
+            let e = b.build().unwrap_err().to_string();
+            assert!(e.contains("needs keys of 186 bits here, more than 128"), "{e}");
+        }
+        // Hilbert tile order: 3 dimensions of which the widest needs 60 bits: 180 bits.
+        let e = ArraySchema::builder(ArrayType::Dense)
+            .dim(dim("x", 0, (1 << 60) - 1, 1))
+            .dim(dim("y", 0, 1, 1))
+            .dim(dim("z", 0, 1, 1))
+            .attr(a())
+            .tile_order(CellOrder::Hilbert)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tile order \"hilbert\" needs keys of 180 bits"), "{e}");
+        assert_eq!(CellOrder::Z.curve_bits(&[3, 0, 5]), 8);
+        assert_eq!(CellOrder::Hilbert.curve_bits(&[3, 0, 5]), 10);
+        assert_eq!((bit_width(1), bit_width(2), bit_width(3), bit_width(4), bit_width(5)), (0, 1, 2, 2, 3));
+        for o in [CellOrder::RowMajor, CellOrder::ColMajor, CellOrder::Z, CellOrder::Hilbert] {
+            assert_eq!(CellOrder::parse(o.name()), Some(o));
+        }
     }
 
     #[test]
