@@ -203,6 +203,8 @@ class Attr:
 
 @final
 class ArraySchema:
+    # cell_order and tile_order: "row-major" ("C", the default), "col-major" ("F"), or the
+    # space-filling curves "hilbert" and "z" (Morton), in dense and sparse arrays.
     def __init__(
         self,
         dims: Sequence[Dim],

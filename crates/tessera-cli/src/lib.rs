@@ -66,7 +66,7 @@ const SCHEMA_HELP: &str = r#"Schema file: the engine's JSON form of a schema. `t
 prints the example below without the comments (JSON has none).
 
   {
-    "version": 1,                     // schema format version: 1
+    "version": 1,                     // schema format version: 1 (2 for z and hilbert orders)
     "array_type": "dense",            // only "dense" arrays are supported for now
     "dims": [                         // slowest-varying first (as in C order)
       { "name": "y",
@@ -87,7 +87,8 @@ prints the example below without the comments (JSON has none).
         "fill": ["nan"] }             // optional: value of never-written cells, one per
     ],                                //   cell value (default: type min/max, NaN)
     "cell_order": "row-major",        // order of cells in a tile: row-major | col-major
-    "tile_order": "row-major"         // order of the tiles: row-major | col-major
+                                      //   | z | hilbert (space-filling curves, version 2)
+    "tile_order": "row-major"         // order of the tiles: the same four
   }"#;
 
 const LONG_ABOUT: &str = "Create, inspect, write and read Tessera arrays (dense and sparse \
@@ -345,6 +346,9 @@ pub struct ImportArgs {
     /// Order of the cells inside a space tile.
     #[arg(long, value_enum, default_value_t = CellOrderArg::RowMajor)]
     pub cell_order: CellOrderArg,
+    /// Order of the space tiles.
+    #[arg(long, value_enum, default_value_t = CellOrderArg::RowMajor)]
+    pub tile_order: CellOrderArg,
     /// Compress attributes with zstd at LEVEL (-7..=22), and coordinates with delta + zstd at LEVEL
     /// (default: attributes unfiltered, coordinates delta + zstd level 3).
     #[arg(long, value_name = "LEVEL", allow_hyphen_values = true)]
@@ -357,7 +361,7 @@ pub struct ImportArgs {
     pub delimiter: Option<String>,
 }
 
-/// `--cell-order` values.
+/// `--cell-order` and `--tile-order` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CellOrderArg {
     /// Last dimension fastest.
@@ -366,6 +370,19 @@ pub enum CellOrderArg {
     ColMajor,
     /// Along a Hilbert curve (keeps nearby cells together).
     Hilbert,
+    /// Along a Z (Morton) curve: coordinate bits interleaved.
+    Z,
+}
+
+impl From<CellOrderArg> for tessera::CellOrder {
+    fn from(a: CellOrderArg) -> Self {
+        match a {
+            CellOrderArg::RowMajor => tessera::CellOrder::RowMajor,
+            CellOrderArg::ColMajor => tessera::CellOrder::ColMajor,
+            CellOrderArg::Hilbert => tessera::CellOrder::Hilbert,
+            CellOrderArg::Z => tessera::CellOrder::Z,
+        }
+    }
 }
 
 /// `--layout` values.

@@ -21,8 +21,8 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
 use tessera::{
-    default_coord_filters, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder, CellValNum, Config,
-    CoordInput, Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
+    default_coord_filters, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellValNum, Config, CoordInput,
+    Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
 };
 
 use crate::arrow::{
@@ -32,7 +32,7 @@ use crate::arrow::{
 use crate::csv::{parse_delimiter, CsvSink, CsvSource};
 use crate::info::{dir_size, domain_str, human, json_name, tile_str};
 use crate::spec::{named_str, Spec};
-use crate::{bytes_bar, context, open, plural, CellOrderArg, ImportArgs, ReadArgs, TempFiles, WriteArgs};
+use crate::{bytes_bar, context, open, plural, ImportArgs, ReadArgs, TempFiles, WriteArgs};
 
 /// Rows per batch read from a file (and per submit with `--sorted`).
 const CHUNK_ROWS: usize = 1 << 20;
@@ -521,10 +521,10 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         let null = if a.nullable { ", nullable" } else { "" };
         writeln!(out, "  attribute {}: {}{var}{null}", a.name, a.datatype)?;
     }
-    let order = json_name(schema.cell_order);
+    let (order, tiles) = (json_name(schema.cell_order), json_name(schema.tile_order));
     writeln!(
         out,
-        "  cell order {order}, capacity {}, duplicates {}",
+        "  cell order {order}, tile order {tiles}, capacity {}, duplicates {}",
         schema.capacity,
         if schema.allows_duplicates { "allowed" } else { "not allowed" }
     )?;
@@ -659,11 +659,7 @@ fn infer_schema(
     if let Some(c) = args.capacity {
         b = b.capacity(c);
     }
-    b = b.cell_order(match args.cell_order {
-        CellOrderArg::RowMajor => CellOrder::RowMajor,
-        CellOrderArg::ColMajor => CellOrder::ColMajor,
-        CellOrderArg::Hilbert => CellOrder::Hilbert,
-    });
+    b = b.cell_order(args.cell_order.into()).tile_order(args.tile_order.into());
     b = b.allows_duplicates(args.allows_duplicates);
     Ok((b.build().context("cannot build the inferred schema")?, notes))
 }

@@ -384,14 +384,18 @@ fn import_infers_the_schema() {
         "2",
         "--cell-order",
         "hilbert",
+        "--tile-order",
+        "z",
         "--zstd",
         "7",
         "--allows-duplicates",
     ]);
     assert!(out.contains("note: t holds integers but is float64"), "{out}");
     assert!(out.contains("dimension t: float64, domain -10.0:10.0, tile 2.5"), "{out}");
-    assert!(out.contains("cell order hilbert, capacity 2, duplicates allowed"), "{out}");
+    assert!(out.contains("cell order hilbert, tile order z, capacity 2, duplicates allowed"), "{out}");
     let info: serde_json::Value = serde_json::from_str(&ok(&["info", &f.p("mixed"), "--json"])).unwrap();
+    assert_eq!((&info["schema"]["cell_order"], &info["schema"]["tile_order"]), (&"hilbert".into(), &"z".into()));
+    assert_eq!(info["schema"]["version"], 2);
     assert_eq!(info["schema"]["dims"][1]["domain"], serde_json::json!([-1000.0, 1000.0]));
     assert_eq!(info["schema"]["attrs"][0]["filters"], serde_json::json!([{"name": "zstd", "level": 7}]));
     assert_eq!(

@@ -1014,7 +1014,7 @@ fn parse_order(o: &Bound<'_, PyAny>) -> PyResult<CellOrder> {
         None => "",
     };
     serde_json::from_value(Value::from(canonical)).map_err(|_| {
-        schema_err(format!("order {} is not row-major, col-major or hilbert", repr(o).unwrap_or_default()))
+        schema_err(format!("order {} is not row-major, col-major, hilbert or z", repr(o).unwrap_or_default()))
     })
 }
 
@@ -1106,7 +1106,7 @@ impl PySchema {
             engine_attrs.push(pa.get().inner.clone());
         }
         let order = |o: Option<&Bound<'_, PyAny>>| o.map_or(Ok(CellOrder::RowMajor), parse_order);
-        let inner = ArraySchema {
+        let mut inner = ArraySchema {
             version: tessera::SCHEMA_VERSION,
             array_type: if sparse { ArrayType::Sparse } else { ArrayType::Dense },
             dims: engine_dims,
@@ -1116,6 +1116,7 @@ impl PySchema {
             capacity: capacity.map_or(Ok(10_000), capacity_arg)?,
             allows_duplicates: truthy(allows_duplicates)?,
         };
+        inner.version = inner.lowest_version();
         inner.validate().py()?;
         Self::from_engine(py, inner)
     }

@@ -2,7 +2,8 @@
 //! the same run: memcpy of the same bytes and a sequential fsynced file write of the same bytes.
 //!
 //! `cargo bench -p tessera --bench dense -- [--rows R] [--cols C] [--tile-rows TR]
-//! [--tile-cols TC] [--reps N] [--dir PATH]`. Defaults: 15000 x 17500 int32 (1.05 GB), tiles of
+//! [--tile-cols TC] [--reps N] [--dir PATH] [--cell-order O] [--tile-order O]` (orders:
+//! row-major, col-major, z, hilbert). Defaults: 15000 x 17500 int32 (1.05 GB), tiles of
 //! 1000 x 2500 cells (10 MB), value at (i, j) = i % ncols + j.
 #![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
 
@@ -18,6 +19,8 @@ struct Args {
     tile_cols: u64,
     reps: usize,
     dir: std::path::PathBuf,
+    cell_order: CellOrder,
+    tile_order: CellOrder,
 }
 
 fn parse_args() -> Args {
@@ -28,6 +31,8 @@ fn parse_args() -> Args {
         tile_cols: 2500,
         reps: 7,
         dir: std::env::temp_dir().join("tessera-bench-dense"),
+        cell_order: CellOrder::RowMajor,
+        tile_order: CellOrder::RowMajor,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -40,6 +45,8 @@ fn parse_args() -> Args {
             "--tile-cols" => a.tile_cols = next().parse().unwrap(),
             "--reps" => a.reps = next().parse().unwrap(),
             "--dir" => a.dir = next().into(),
+            "--cell-order" => a.cell_order = CellOrder::parse(&next()).unwrap(),
+            "--tile-order" => a.tile_order = CellOrder::parse(&next()).unwrap(),
             _ => {
                 i += 1;
                 continue;
@@ -82,13 +89,16 @@ fn main() {
     let cells = (a.rows * a.cols) as usize;
     let bytes = cells as u64 * 4;
     println!(
-        "# dense benchmark: {} x {} int32 ({:.2} GB), tiles {} x {} ({:.1} MB), {} reps (median), {} threads",
+        "# dense benchmark: {} x {} int32 ({:.2} GB), tiles {} x {} ({:.1} MB), cell order {}, tile order {}, \
+         {} reps (median), {} threads",
         a.rows,
         a.cols,
         bytes as f64 / 1e9,
         a.tile_rows,
         a.tile_cols,
         (a.tile_rows * a.tile_cols * 4) as f64 / 1e6,
+        a.cell_order.name(),
+        a.tile_order.name(),
         a.reps,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
@@ -135,6 +145,8 @@ fn main() {
                 .dim(Dimension::new("rows", Datatype::Int64, (1, a.rows), a.tile_rows))
                 .dim(Dimension::new("cols", Datatype::Int64, (1, a.cols), a.tile_cols))
                 .attr(attr)
+                .cell_order(a.cell_order)
+                .tile_order(a.tile_order)
                 .build()
                 .unwrap();
             if mode == "pread" {

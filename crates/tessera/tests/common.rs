@@ -75,8 +75,24 @@ pub fn schema_2d(rows: i128, cols: i128, tr: u64, tc: u64) -> ArraySchema {
 /// Coordinates of one cell, one per dimension.
 pub type Coord = Vec<i128>;
 
+/// Every cell and tile order: row-major, col-major, and the Z and Hilbert curves.
 pub fn order_strategy() -> impl Strategy<Value = CellOrder> {
-    prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor)]
+    prop_oneof![Just(CellOrder::RowMajor), Just(CellOrder::ColMajor), Just(CellOrder::Z), Just(CellOrder::Hilbert)]
+}
+
+/// Bits that number `count` things (docs/format.md §5.1).
+pub fn bit_width(count: u64) -> u32 {
+    64 - count.saturating_sub(1).leading_zeros()
+}
+
+/// Sorts tile coordinates `tiles` (normalized, one per dimension) into a curve `order`
+/// over `counts` tiles per dimension; row- and col-major leave them as they are.
+pub fn sort_tiles_by_curve(tiles: &mut [Vec<u64>], order: CellOrder, counts: &[u64]) {
+    if !matches!(order, CellOrder::Z | CellOrder::Hilbert) {
+        return;
+    }
+    let widths: Vec<u32> = counts.iter().map(|&c| bit_width(c)).collect();
+    tiles.sort_by_key(|t| curve_key(order, &widths, t).expect("a key of a valid schema"));
 }
 
 pub fn layout_strategy() -> impl Strategy<Value = Layout> {
@@ -186,34 +202,44 @@ impl Storage for Hooked {
     }
 }
 
-/// Where cells of a dense array go: each dimension's (domain start, tile extent) and the orders.
+/// Where cells of a dense array go: each dimension's (domain start, tile extent, domain size)
+/// and the orders.
 pub struct GridOrder {
-    pub dims: Vec<(i128, u64)>,
+    pub dims: Vec<(i128, u64, u64)>,
     pub cell_order: CellOrder,
     pub tile_order: CellOrder,
 }
 
 impl GridOrder {
     /// The cells of rectangle `w` in the array's global order (tiles in tile order, cells of a
-    /// tile in cell order).
+    /// tile in cell order; the global layout of a dense array gives the cells of a tile whose
+    /// cell order is a curve row-major, docs/format.md §5.1).
     pub fn global_order(&self, w: &[(i128, i128)]) -> Vec<Coord> {
         let tile_lists: Vec<Vec<i128>> = w
             .iter()
             .zip(&self.dims)
-            .map(|(&(a, b), &(lo, t))| ((a - lo) / i128::from(t)..=(b - lo) / i128::from(t)).collect())
+            .map(|(&(a, b), &(lo, t, _))| ((a - lo) / i128::from(t)..=(b - lo) / i128::from(t)).collect())
             .collect();
+        let mut tiles = enumerate_box(&tile_lists, self.tile_order);
+        let counts: Vec<u64> = self.dims.iter().map(|&(_, t, size)| size.div_ceil(t)).collect();
+        let mut as_u64: Vec<Vec<u64>> = tiles.iter().map(|t| t.iter().map(|&x| x as u64).collect()).collect();
+        sort_tiles_by_curve(&mut as_u64, self.tile_order, &counts);
+        if self.tile_order.is_curve() {
+            tiles = as_u64.iter().map(|t| t.iter().map(|&x| i128::from(x)).collect()).collect();
+        }
+        let cell_order = if self.cell_order.is_curve() { CellOrder::RowMajor } else { self.cell_order };
         let mut out = Vec::new();
-        for tc in enumerate_box(&tile_lists, self.tile_order) {
+        for tc in tiles {
             let lists: Vec<Vec<i128>> = tc
                 .iter()
                 .zip(w)
                 .zip(&self.dims)
-                .map(|((&t, &(a, b)), &(lo, ext))| {
+                .map(|((&t, &(a, b)), &(lo, ext, _))| {
                     let t0 = lo + t * i128::from(ext);
                     (a.max(t0)..=b.min(t0 + i128::from(ext) - 1)).collect()
                 })
                 .collect();
-            out.extend(enumerate_box(&lists, self.cell_order));
+            out.extend(enumerate_box(&lists, cell_order));
         }
         out
     }

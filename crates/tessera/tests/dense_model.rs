@@ -109,7 +109,7 @@ fn schema_of(c: &Case) -> ArraySchema {
 }
 
 fn cells_in_layout(c: &Case, ranges: &[Vec<(i128, i128)>], layout: Layout) -> Vec<Coord> {
-    let dims = c.dims.iter().map(|&(lo, _, t)| (lo, t)).collect();
+    let dims = c.dims.iter().map(|&(lo, size, t)| (lo, t, size)).collect();
     GridOrder { dims, cell_order: c.cell_order, tile_order: c.tile_order }.cells_in_layout(ranges, layout)
 }
 

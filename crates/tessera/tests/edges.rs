@@ -100,7 +100,9 @@ fn schema_of(c: &EdgeCase) -> Option<ArraySchema> {
     match b.attr(Attribute::new("a", Datatype::Int32)).build() {
         Ok(s) => Some(s),
         Err(e) => {
-            assert!(e.to_string().contains("2^64 or more space tiles"), "{e}");
+            // Curve orders over domains of that many tiles need keys of more than 128 bits.
+            let e = e.to_string();
+            assert!(e.contains("2^64 or more space tiles") || e.contains("more than 128"), "{e}");
             None
         }
     }
@@ -108,7 +110,7 @@ fn schema_of(c: &EdgeCase) -> Option<ArraySchema> {
 
 /// The cells of rectangle `w` in the array's global order (tiles in tile order, cells of a tile
 fn cells_in_layout(c: &EdgeCase, ranges: &[Vec<(i128, i128)>], layout: Layout) -> Vec<Coord> {
-    let dims = c.dims.iter().map(|&(lo, _, t)| (lo, t)).collect();
+    let dims = c.dims.iter().map(|&(lo, hi, t)| (lo, t, (hi - lo + 1) as u64)).collect();
     GridOrder { dims, cell_order: c.cell_order, tile_order: c.tile_order }.cells_in_layout(ranges, layout)
 }
 

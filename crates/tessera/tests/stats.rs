@@ -324,3 +324,43 @@ fn aggregates_count_cells_batches_and_tiles() {
     assert_eq!(counter(&s, Counter::ReaderConditionCells), 1000);
     assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 10);
 }
+
+/// The tile order decides where a box's tiles lie in a fragment's files: a 2 x 2 block of tiles
+/// is one run of tiles under the Z and Hilbert orders (one read request, ranges not coalesced
+/// across gaps) and two runs of two tiles under row- and col-major order.
+#[test]
+fn tile_order_decides_the_runs_a_box_read_fetches() {
+    let _g = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (order, runs) in
+        [(CellOrder::RowMajor, 2), (CellOrder::ColMajor, 2), (CellOrder::Z, 1), (CellOrder::Hilbert, 1)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Config::new();
+        c.set("sm.tile_cache_size", "0").unwrap();
+        c.set("vfs.coalesce_gap", "0").unwrap();
+        let ctx = Context::new(c).unwrap();
+        // 8 x 8 cells in 2 x 2 tiles: a 4 x 4 grid of tiles, unfiltered.
+        let schema = ArraySchema::builder(ArrayType::Dense)
+            .dim(Dimension::new("r", Datatype::Int64, (0, 7), 2))
+            .dim(Dimension::new("c", Datatype::Int64, (0, 7), 2))
+            .attr(Attribute::new("a", Datatype::Int32))
+            .tile_order(order)
+            .build()
+            .unwrap();
+        let uri = dir.path().join("a");
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let vals: Vec<i32> = (0..64).collect();
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))])
+            .unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        // The tiles (0..=1, 0..=1): cells (0..=3, 0..=3).
+        let s = measured(|| {
+            let res = r.read(&Subarray::from_ranges(&[(0, 3), (0, 3)]), &["a"], Layout::RowMajor).unwrap();
+            let v: &[i32] = bytemuck::cast_slice(&res.attrs[0].data);
+            assert_eq!(v, (0..4).flat_map(|i| (0..4).map(move |j| i * 8 + j)).collect::<Vec<i32>>().as_slice());
+        });
+        assert_eq!(counter(&s, Counter::VfsReadNumRequests), runs, "{order:?}");
+        assert_eq!(counter(&s, Counter::VfsReadTotalBytes), 4 * 4 * 4, "{order:?}");
+    }
+}

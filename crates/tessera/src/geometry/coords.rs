@@ -3,11 +3,12 @@
 //! `x - domain.lo` for integers, and for floats the IEEE bits mapped so that unsigned order is
 //! numeric order (`b = bits(x as f64)`: `!b` when the sign is set, else `b | 1 << 63`; -0.0 is
 //! stored as +0.0). Ordinals give the global order of cells (space tiles in tile order, then the
-//! cell order, or a Hilbert curve) and the MBRs of data tiles (docs/format.md, "Sparse
-//! fragments").
+//! cell order; either may be a Z or Hilbert curve, whose keys `order.rs` computes) and the MBRs
+//! of data tiles (docs/format.md, "Sparse fragments").
 
 use rayon::prelude::*;
 
+use super::order::{hilbert_index, Curve};
 use crate::schema::{ArraySchema, CellOrder, Datatype, Dimension};
 
 /// Why a coordinate is not accepted.
@@ -352,7 +353,11 @@ pub(crate) fn value_text(dim: &Dimension, o: u64) -> String {
 /// How one dimension is cut into space tiles: integer extent, or float (lo, width); tile count.
 type Tiling = (Option<u64>, Option<(f64, f64)>, u64);
 
-/// Computes global-order keys: `width()` u64 words per cell, compared lexicographically.
+/// Computes global-order keys: `width()` u64 words per cell, compared lexicographically:
+/// the tile part (the tile id, or a tile-order curve key in two words), then the cell part
+/// (the ordinals in the cell order, or a cell-order curve key in two words and the ordinals
+/// row-major to break ties). Version 1's sparse Hilbert order has its own key: the Hilbert index
+/// over the whole domain, then the ordinals.
 #[derive(Clone)]
 pub(crate) struct OrderKeys {
     ndim: usize,
@@ -360,9 +365,13 @@ pub(crate) struct OrderKeys {
     tile_order: CellOrder,
     /// Per dimension: (integer tile extent in ordinal units, float (lo, width), tiles along it).
     tiling: Vec<Tiling>,
-    /// Per dimension, Hilbert grid scaling: (float domain (lo, width) or integer size).
+    /// Bits per dimension of version 1's Hilbert order.
     hilbert_bits: u32,
     dims: Vec<Dimension>,
+    /// Version 1's sparse Hilbert order.
+    legacy: bool,
+    tile_curve: Option<Curve>,
+    cell_curve: Option<Curve>,
 }
 
 impl std::fmt::Debug for OrderKeys {
@@ -374,21 +383,21 @@ impl std::fmt::Debug for OrderKeys {
 impl OrderKeys {
     pub(crate) fn new(schema: &ArraySchema) -> Self {
         let n = schema.ndim();
+        let counts = schema.order_tile_counts();
         let tiling = schema
             .dims
             .iter()
-            .map(|d| {
+            .zip(counts)
+            .map(|(d, count)| {
                 if d.is_float() {
-                    let (lo, hi) = d.float_domain();
-                    match d.float_tile() {
-                        Some(w) => (None, Some((lo, w)), ((hi - lo) / w).floor() as u64 + 1),
-                        None => (None, None, 1),
-                    }
+                    let (lo, _) = d.float_domain();
+                    (None, d.float_tile().map(|w| (lo, w)), count)
                 } else {
-                    (Some(d.tile_extent()), None, d.tile_count())
+                    (Some(d.tile_extent()), None, count)
                 }
             })
             .collect();
+        let legacy = schema.legacy_hilbert();
         Self {
             ndim: n,
             cell_order: schema.cell_order,
@@ -396,34 +405,83 @@ impl OrderKeys {
             tiling,
             hilbert_bits: (64 / n as u32).clamp(1, 32),
             dims: schema.dims.clone(),
+            legacy,
+            tile_curve: Curve::new(schema.tile_order, &schema.tile_curve_widths()),
+            cell_curve: if legacy { None } else { Curve::new(schema.cell_order, &schema.cell_curve_widths()) },
         }
     }
 
     /// Key words per cell.
     pub(crate) fn width(&self) -> usize {
-        self.ndim + 1
+        if self.legacy {
+            return self.ndim + 1;
+        }
+        let tile = if self.tile_curve.is_some() { 2 } else { 1 };
+        let cell = if self.cell_curve.is_some() { 2 + self.ndim } else { self.ndim };
+        tile + cell
     }
 
     /// The key of one cell given its ordinals.
     pub(crate) fn key(&self, ords: &[u64], out: &mut [u64]) {
         let n = self.ndim;
-        if self.cell_order == CellOrder::Hilbert {
-            let mut x = [0u32; 64];
+        if self.legacy {
+            let mut x = [0u64; 64];
             for d in 0..n {
-                x[d] = self.hilbert_coord(d, ords[d]);
+                x[d] = u64::from(self.hilbert_coord(d, ords[d]));
             }
-            out[0] = hilbert_index(&mut x[..n], self.hilbert_bits);
+            // n * bits <= 64: the index fits the low word.
+            out[0] = hilbert_index(&mut x[..n], self.hilbert_bits) as u64;
             out[1..=n].copy_from_slice(&ords[..n]);
             return;
         }
-        out[0] = self.tile_id(|d| self.tile_coord(d, ords[d]));
-        match self.cell_order {
-            CellOrder::ColMajor => {
+        let mut at = 1;
+        match &self.tile_curve {
+            Some(c) => {
+                let mut tc = [0u64; 64];
+                for d in 0..n {
+                    tc[d] = self.tile_coord(d, ords[d]);
+                }
+                split_key(c.key(&tc[..n]), &mut out[..2]);
+                at = 2;
+            }
+            None => out[0] = self.tile_id(|d| self.tile_coord(d, ords[d])),
+        }
+        let out = &mut out[at..];
+        match (&self.cell_curve, self.cell_order) {
+            (Some(c), _) => {
+                let mut x = [0u64; 64];
+                for d in 0..n {
+                    x[d] = self.in_tile(d, ords[d]);
+                }
+                split_key(c.key(&x[..n]), &mut out[..2]);
+                out[2..2 + n].copy_from_slice(&ords[..n]);
+            }
+            (None, CellOrder::ColMajor) => {
                 for (k, d) in (0..n).rev().enumerate() {
-                    out[1 + k] = ords[d];
+                    out[k] = ords[d];
                 }
             }
-            _ => out[1..=n].copy_from_slice(&ords[..n]),
+            (None, _) => out[..n].copy_from_slice(&ords[..n]),
+        }
+    }
+
+    /// The coordinate of ordinal `o` inside its space tile along dimension `d`, as cell-order
+    /// curves take it: the offset from the tile's first ordinal (integers), or the position in
+    /// the tile's width scaled to 32 bits (floats).
+    fn in_tile(&self, d: usize, o: u64) -> u64 {
+        let t = self.tile_coord(d, o);
+        match self.tiling[d] {
+            (Some(e), _, _) => o - t * e,
+            (None, fl, _) => {
+                let (dlo, dhi) = self.dims[d].float_domain();
+                let (lo, w) = match fl {
+                    Some((lo, w)) => (lo + t as f64 * w, w),
+                    None => (dlo, dhi - dlo),
+                };
+                let f = if w > 0.0 { (ordinal_float(o) - lo) / w } else { 0.0 };
+                let top = (1u64 << 32) as f64;
+                (f * top).floor().clamp(0.0, top - 1.0) as u64
+            }
         }
     }
 
@@ -438,7 +496,8 @@ impl OrderKeys {
         t.min(count.saturating_sub(1))
     }
 
-    /// The id in tile order of the space tile whose coordinate along dimension `d` is `tc(d)`.
+    /// The id in tile order of the space tile whose coordinate along dimension `d` is `tc(d)`
+    /// (row- or col-major tile orders).
     pub(crate) fn tile_id(&self, tc: impl Fn(usize) -> u64) -> u64 {
         let n = self.ndim;
         let col_major = self.tile_order == CellOrder::ColMajor;
@@ -451,12 +510,14 @@ impl OrderKeys {
     }
 
     /// The dimension that varies slowest inside a space tile (the second key word), or `None`
-    /// for the Hilbert order, whose keys are not tile-major.
+    /// when a curve orders tiles or cells (then keys are not the tile id and the ordinals).
     pub(crate) fn lead_dim(&self) -> Option<usize> {
+        if self.legacy || self.tile_curve.is_some() || self.cell_curve.is_some() {
+            return None;
+        }
         match self.cell_order {
-            CellOrder::RowMajor => Some(0),
             CellOrder::ColMajor => Some(self.ndim - 1),
-            CellOrder::Hilbert => None,
+            _ => Some(0),
         }
     }
 
@@ -520,6 +581,12 @@ pub(crate) fn pack_keys(keys: &[u64], w: usize) -> Option<Vec<u128>> {
     )
 }
 
+/// A `u128` key as two words, high first.
+fn split_key(k: u128, out: &mut [u64]) {
+    out[0] = (k >> 64) as u64;
+    out[1] = k as u64;
+}
+
 /// The permutation that sorts cells by their keys (`w` words each), stable for equal keys. The
 /// caller keeps the cell count within `u32::MAX` (the sparse writer refuses larger unordered
 /// writes).
@@ -538,51 +605,6 @@ pub(crate) fn sort_permutation(keys: &[u64], w: usize) -> Vec<u32> {
         keys[a..a + w].cmp(&keys[b..b + w])
     });
     perm
-}
-
-/// Skilling's transform ("Programming the Hilbert curve", 2004): the Hilbert index of a point of
-/// `x.len()` coordinates of `bits` bits each (`x.len() * bits <= 64`).
-pub(crate) fn hilbert_index(x: &mut [u32], bits: u32) -> u64 {
-    let n = x.len();
-    if n == 0 || bits == 0 {
-        return 0;
-    }
-    let m = 1u32 << (bits - 1);
-    let mut q = m;
-    while q > 1 {
-        let p = q - 1;
-        for i in 0..n {
-            if x[i] & q != 0 {
-                x[0] ^= p;
-            } else {
-                let t = (x[0] ^ x[i]) & p;
-                x[0] ^= t;
-                x[i] ^= t;
-            }
-        }
-        q >>= 1;
-    }
-    for i in 1..n {
-        x[i] ^= x[i - 1];
-    }
-    let mut t = 0u32;
-    let mut q = m;
-    while q > 1 {
-        if x[n - 1] & q != 0 {
-            t ^= q - 1;
-        }
-        q >>= 1;
-    }
-    for v in x.iter_mut() {
-        *v ^= t;
-    }
-    let mut h = 0u64;
-    for b in (0..bits).rev() {
-        for v in x.iter() {
-            h = (h << 1) | u64::from((v >> b) & 1);
-        }
-    }
-    h
 }
 
 #[cfg(test)]
@@ -784,27 +806,6 @@ mod tests {
             let (oa, ob) = (float_ordinal(a), float_ordinal(b));
             prop_assert_eq!(a.partial_cmp(&b).unwrap(), if a == b { std::cmp::Ordering::Equal } else { oa.cmp(&ob) });
             prop_assert_eq!(ordinal_float(oa), if a == 0.0 { 0.0 } else { a });
-        }
-    }
-
-    #[test]
-    fn hilbert_2d_order_visits_neighbours() {
-        // On a 2^k grid consecutive Hilbert indices are always adjacent cells.
-        let bits = 3;
-        let side = 1u32 << bits;
-        let mut cells: Vec<(u64, u32, u32)> = Vec::new();
-        for a in 0..side {
-            for b in 0..side {
-                cells.push((hilbert_index(&mut [a, b], bits), a, b));
-            }
-        }
-        cells.sort();
-        for (i, c) in cells.iter().enumerate() {
-            assert_eq!(c.0, i as u64, "a bijection onto 0..side^2");
-        }
-        for w in cells.windows(2) {
-            let d = w[0].1.abs_diff(w[1].1) + w[0].2.abs_diff(w[1].2);
-            assert_eq!(d, 1, "{w:?}");
         }
     }
 }

@@ -1,6 +1,10 @@
 //! The space-tile grid of a dense array: tile extents, tile coordinates, and the tile order in
-//! which fragments store their tiles.
+//! which fragments store their tiles (row-major, col-major, or a curve of `order.rs`: the tiles
+//! of a range sorted by their keys over the domain's tile coordinates).
 
+use std::sync::Arc;
+
+use super::order::{ranked_tiles, tile_permutation, Curve, RankedTiles, TilePermutation};
 use super::rect::{strides, Rect};
 use crate::schema::{ArraySchema, CellOrder, Dimension};
 
@@ -19,6 +23,10 @@ pub(crate) struct TileGrid {
     pub cell_strides: Vec<u64>,
     /// The last normalized coordinate per dimension (domain size - 1).
     pub last: Vec<u64>,
+    /// The tile order's curve over tile coordinates, if it is one.
+    pub tile_curve: Option<Curve>,
+    /// The cell order's curve over offsets inside a tile, if it is one (stored tiles only).
+    pub cell_curve: Option<Curve>,
 }
 
 impl TileGrid {
@@ -33,7 +41,31 @@ impl TileGrid {
             tile_order: schema.tile_order,
             cell_strides,
             last: schema.dims.iter().map(|d| d.domain_size() - 1).collect(),
+            tile_curve: Curve::new(schema.tile_order, &schema.tile_curve_widths()),
+            cell_curve: if schema.legacy_hilbert() {
+                None
+            } else {
+                Curve::new(schema.cell_order, &schema.cell_curve_widths())
+            },
         }
+    }
+
+    /// The permutation between a tile's working (row-major) and stored cell order, when the cell
+    /// order is a curve (computed once per tile shape).
+    pub(crate) fn permutation(&self) -> Option<Arc<TilePermutation>> {
+        self.cell_curve.as_ref().map(|c| tile_permutation(c, &self.extents))
+    }
+
+    /// Tile coordinates of the tile numbered `lin` row-major inside `trange`.
+    fn row_major_tile(trange: &[[u64; 2]], lin: u64) -> Vec<u64> {
+        let mut tc = vec![0u64; trange.len()];
+        let mut rest = lin;
+        for d in (0..trange.len()).rev() {
+            let side = trange[d][1] - trange[d][0] + 1;
+            tc[d] = trange[d][0] + rest % side;
+            rest /= side;
+        }
+        tc
     }
 
     /// Cells per tile.
@@ -64,14 +96,20 @@ impl TileGrid {
 
     /// Tile coordinates in `trange`, in tile order, one at a time: a range may hold more tiles
     /// than memory could list (callers stop early, e.g. at the end of a batch).
-    pub(crate) fn tiles_in<'a>(&self, trange: &'a [[u64; 2]]) -> impl Iterator<Item = Vec<u64>> + 'a {
+    /// Curve orders rank the range's tiles first (not cached: query pieces rarely repeat): as
+    /// many as the cells a read or write of the range handles at least.
+    pub(crate) fn tiles_in<'a>(&self, trange: &'a [[u64; 2]]) -> Box<dyn Iterator<Item = Vec<u64>> + 'a> {
+        if let Some(c) = &self.tile_curve {
+            let ranked = RankedTiles::build(c, trange);
+            return Box::new((0..ranked.len()).map(move |r| Self::row_major_tile(trange, ranked.lin(r))));
+        }
         let n = trange.len();
         let fastest_first: Vec<usize> = match self.tile_order {
-            CellOrder::RowMajor | CellOrder::Hilbert => (0..n).rev().collect(),
             CellOrder::ColMajor => (0..n).collect(),
+            _ => (0..n).rev().collect(),
         };
         let mut next: Option<Vec<u64>> = Some(trange.iter().map(|r| r[0]).collect());
-        std::iter::from_fn(move || {
+        Box::new(std::iter::from_fn(move || {
             let tc = next.take()?;
             let mut after = tc.clone();
             for &d in &fastest_first {
@@ -83,11 +121,14 @@ impl TileGrid {
                 after[d] = trange[d][0];
             }
             Some(tc)
-        })
+        }))
     }
 
     /// Position of tile `tc` among the tiles of `trange` in tile order.
     pub(crate) fn tile_index(&self, trange: &[[u64; 2]], tc: &[u64]) -> u64 {
+        if let Some(c) = &self.tile_curve {
+            return ranked_tiles(c, trange).rank(c.key(tc));
+        }
         let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
         let st = strides(&shape, self.tile_order);
         tc.iter().zip(trange).zip(&st).map(|((t, r), s)| (t - r[0]) * s).sum()
@@ -96,14 +137,17 @@ impl TileGrid {
     /// The tile at position `index` among the tiles of `trange` in tile order (the inverse of
     /// [`TileGrid::tile_index`]).
     pub(crate) fn tile_at(&self, trange: &[[u64; 2]], index: u64) -> Vec<u64> {
+        if let Some(c) = &self.tile_curve {
+            return Self::row_major_tile(trange, ranked_tiles(c, trange).lin(index));
+        }
         let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
         let st = strides(&shape, self.tile_order);
         let mut rest = index;
         let mut tc = vec![0u64; trange.len()];
         // Slowest dimension first.
         let dims: Vec<usize> = match self.tile_order {
-            CellOrder::RowMajor | CellOrder::Hilbert => (0..trange.len()).collect(),
             CellOrder::ColMajor => (0..trange.len()).rev().collect(),
+            _ => (0..trange.len()).collect(),
         };
         for d in dims {
             tc[d] = trange[d][0] + rest / st[d];
@@ -125,7 +169,11 @@ mod tests {
 
     /// A grid over domains of `sizes` coordinates with tile `extents` (cell strides unused).
     fn grid(sizes: &[u64], extents: &[u64], order: CellOrder) -> TileGrid {
+        let counts: Vec<u64> = sizes.iter().zip(extents).map(|(s, e)| s.div_ceil(*e)).collect();
+        let widths: Vec<u32> = counts.iter().map(|&c| crate::schema::bit_width(c)).collect();
         TileGrid {
+            tile_curve: Curve::new(order, &widths),
+            cell_curve: None,
             extents: extents.to_vec(),
             counts: sizes.iter().zip(extents).map(|(s, e)| s.div_ceil(*e)).collect(),
             cell_order: order,
@@ -150,11 +198,14 @@ mod tests {
     proptest! {
         /// Tile coordinates, rectangles and positions against a reference in u128.
         #[test]
-        fn tiles_at_the_end_of_u64_domains(dims in prop::collection::vec(dim(), 1..4), col in any::<bool>()) {
-            let order = if col { CellOrder::ColMajor } else { CellOrder::RowMajor };
+        fn tiles_at_the_end_of_u64_domains(dims in prop::collection::vec(dim(), 1..4), o in 0..4usize) {
+            let order = [CellOrder::RowMajor, CellOrder::ColMajor, CellOrder::Z, CellOrder::Hilbert][o];
             let sizes: Vec<u64> = dims.iter().map(|d| d.0).collect();
             let extents: Vec<u64> = dims.iter().map(|d| d.1).collect();
             let g = grid(&sizes, &extents, order);
+            // Schemas whose curve keys need more than 128 bits are refused.
+            let widths: Vec<u32> = g.counts.iter().map(|&c| crate::schema::bit_width(c)).collect();
+            prop_assume!(order.curve_bits(&widths) <= 128);
             let at: Vec<u64> = dims.iter().map(|d| d.2).collect();
             let point: Rect = at.iter().map(|&x| [x, x]).collect();
             let tr = g.tile_range(&point);

@@ -1,5 +1,6 @@
 //! Geometry of the cell space: inclusive rectangles over normalized (zero-based `u64`)
-//! coordinates, the space-tile grid, cell orders, and the two kernels every read and write runs
+//! coordinates, the space-tile grid, cell and tile orders (row-major, col-major, and the Z and
+//! Hilbert curves of `order.rs`), and the two kernels every read and write runs
 //! through: splitting a run of cells of an ordered box into sub-boxes, and copying a box between
 //! two strided buffers in whole contiguous runs.
 
@@ -7,6 +8,7 @@ mod coords;
 mod copy;
 mod grid;
 mod layout;
+mod order;
 mod rect;
 mod subarray;
 
@@ -17,6 +19,8 @@ pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell
 pub(crate) use grid::TileGrid;
 pub(crate) use layout::layout_counter;
 pub use layout::Layout;
+pub use order::curve_key;
+pub(crate) use order::TilePermutation;
 pub(crate) use rect::{bounding_box, cells, checked_cells, intersect, split_interval, strides, subtract, Rect};
 pub(crate) use subarray::ordinal_ranges;
 pub use subarray::{DimRange, Subarray};

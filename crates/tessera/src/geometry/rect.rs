@@ -64,13 +64,15 @@ pub(crate) fn subtract(a: &[[u64; 2]], b: &[[u64; 2]]) -> Vec<Rect> {
     out
 }
 
-/// Element strides of a box of `shape` whose cells are laid out in `order`.
+/// Element strides of a box of `shape` whose cells are laid out in `order`. Curve orders give
+/// row-major strides: inside the engine a tile's cells are row-major, and only stored tiles
+/// follow the curve (`order.rs`).
 pub(crate) fn strides(shape: &[u64], order: CellOrder) -> Vec<u64> {
     let n = shape.len();
     let mut s = vec![0u64; n];
     let mut acc = 1u64;
     match order {
-        CellOrder::RowMajor | CellOrder::Hilbert => {
+        CellOrder::RowMajor | CellOrder::Hilbert | CellOrder::Z => {
             for d in (0..n).rev() {
                 s[d] = acc;
                 acc *= shape[d];
@@ -87,12 +89,13 @@ pub(crate) fn strides(shape: &[u64], order: CellOrder) -> Vec<u64> {
 }
 
 /// Splits the cells `[c0, c1)` of a box of `shape` (enumerated in `order`) into at most
-/// `2 * ndim - 1` sub-boxes, returned as rectangles relative to the box, in enumeration order.
+/// `2 * ndim - 1` sub-boxes, returned as rectangles relative to the box, in enumeration order
+/// (curve orders enumerate row-major, as [`strides`]).
 pub(crate) fn split_interval(shape: &[u64], order: CellOrder, c0: u64, c1: u64) -> Vec<Rect> {
     let n = shape.len();
     // Dimensions from slowest to fastest.
     let dims: Vec<usize> = match order {
-        CellOrder::RowMajor | CellOrder::Hilbert => (0..n).collect(),
+        CellOrder::RowMajor | CellOrder::Hilbert | CellOrder::Z => (0..n).collect(),
         CellOrder::ColMajor => (0..n).rev().collect(),
     };
     let mut out = Vec::new();

@@ -215,6 +215,10 @@ fn direct_reads(
 ) -> Vec<Direct> {
     let cells_per_tile = array.grid.cells_per_tile();
     let mut direct = Vec::new();
+    if array.grid.cell_curve.is_some() {
+        // Stored in curve order: tiles go through `fetch_tiles`, which moves them back.
+        return direct;
+    }
     for (si, s) in sinks.iter().enumerate() {
         let (DataSink::Fixed(_), Some(fd)) = (&s.data, AttrFiles::of(specs, s.attr).data) else { continue };
         let cs = array.schema().attrs[s.attr].cell_size();
@@ -270,7 +274,9 @@ fn copy_tile(
             let data = get(files.data).ok_or_else(|| missing("data tile"))?;
             let offs = get(files.offsets).ok_or_else(|| missing("offsets tile"))?;
             let _t = stats::timer(Timer::ReaderCopyVarCells);
-            copy_var_refs(array.grid.cells_per_tile(), data, offs, ops, refs, blobs).map_err(|c| {
+            let perm = array.grid.permutation();
+            let at = |c: u64| perm.as_ref().map_or(c, |p| u64::from(p.to_physical[c as usize]));
+            copy_var_refs(array.grid.cells_per_tile(), data, offs, ops, refs, blobs, at).map_err(|c| {
                 Error::corrupt_tile(
                     file_path(array, key.0, &specs[files.offsets.unwrap_or(0)].name),
                     key.1,
@@ -305,7 +311,9 @@ fn copy_from_runs(cs: u64, runs: &BlockRuns, ops: &[CopyOp], buf: &mut [u8]) -> 
 }
 
 /// Points the result cells of variable-length copies at their values in data tile `data` (kept
-/// in `blobs`), by the tile's offsets. On a bad offset, the first bad cell of the tile.
+/// in `blobs`), by the tile's offsets; `stored(c)` is where row-major tile cell `c` is stored
+/// (the cell itself, or its place along the cell order's curve). On a bad offset, the first bad
+/// cell of the tile.
 fn copy_var_refs(
     cells_per_tile: u64,
     data: &Bytes,
@@ -313,6 +321,7 @@ fn copy_var_refs(
     ops: &[CopyOp],
     refs: &mut [(u32, u64, u64)],
     blobs: &mut Vec<Bytes>,
+    stored: impl Fn(u64) -> u64,
 ) -> std::result::Result<(), u64> {
     let blob = blobs.len() as u32;
     blobs.push(data.clone());
@@ -326,7 +335,8 @@ fn copy_var_refs(
     let mut bad = None;
     let mut copied = 0u64;
     for op in ops {
-        for_each_cell_pair(&op.shape, &op.src, &op.dst, |sc, d| {
+        for_each_cell_pair(&op.shape, &op.src, &op.dst, |c, d| {
+            let sc = stored(c);
             let start = off_at(sc);
             let end = if sc + 1 < cells_per_tile { off_at(sc + 1) } else { dlen };
             if start > end || end > dlen {
@@ -365,7 +375,8 @@ fn partial_blocks(
 ) -> Option<Vec<(u64, u64)>> {
     let spec = &specs[f];
     let attr = &array.schema().attrs[spec.attr];
-    if spec.kind != FileKind::Data || !spec.filters.is_empty() || attr.is_var() {
+    // Blocks of a tile stored in curve order do not hold a box's row-major runs.
+    if spec.kind != FileKind::Data || !spec.filters.is_empty() || attr.is_var() || array.grid.cell_curve.is_some() {
         return None;
     }
     let frag = &array.fragments[key.0];

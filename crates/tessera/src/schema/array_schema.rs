@@ -6,8 +6,18 @@ use serde::{Deserialize, Serialize};
 
 use super::{Attribute, Dimension, SchemaError};
 
-/// Version of the schema JSON written by this build.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Newest version of the schema JSON this build reads and writes. A schema is written with the
+/// lowest version that expresses it: 1, or 2 when it uses a curve order (Z, or Hilbert as a tile
+/// order or in a dense array). In version 1, Hilbert cell order in sparse arrays keeps its first
+/// definition (one curve over the whole domain; docs/format.md, "Global order").
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Most bits a curve key may take (docs/format.md §5.1).
+pub(crate) const MAX_CURVE_BITS: u32 = 128;
+
+/// Largest number of cells in one space tile of a dense array with a curve cell order (its
+/// permutation holds a `u32` per cell).
+const MAX_CURVE_TILE_CELLS: u64 = 1 << 32;
 
 /// Largest number of cells in one space tile (keeps one tile of one attribute addressable).
 const MAX_TILE_CELLS: u64 = 1 << 34;
@@ -31,8 +41,55 @@ pub enum CellOrder {
     RowMajor,
     /// The first dimension varies fastest (Fortran order).
     ColMajor,
-    /// Cells ordered along a Hilbert curve over the domain (sparse arrays, cell order only).
+    /// Along an N-dimensional Hilbert curve (docs/format.md §5.1).
     Hilbert,
+    /// Along a Z (Morton) curve: coordinate bits interleaved (docs/format.md §5.1).
+    Z,
+}
+
+impl CellOrder {
+    /// Whether the order follows a space-filling curve (Hilbert or Z).
+    pub fn is_curve(self) -> bool {
+        matches!(self, CellOrder::Hilbert | CellOrder::Z)
+    }
+
+    /// The name in the schema JSON: "row-major", "col-major", "hilbert" or "z".
+    pub fn name(self) -> &'static str {
+        match self {
+            CellOrder::RowMajor => "row-major",
+            CellOrder::ColMajor => "col-major",
+            CellOrder::Hilbert => "hilbert",
+            CellOrder::Z => "z",
+        }
+    }
+
+    /// Parses a name of [`CellOrder::name`] (also "C" for row-major and "F" for col-major).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "row-major" | "C" => Some(CellOrder::RowMajor),
+            "col-major" | "F" => Some(CellOrder::ColMajor),
+            "hilbert" => Some(CellOrder::Hilbert),
+            "z" | "Z" | "morton" => Some(CellOrder::Z),
+            _ => None,
+        }
+    }
+
+    /// Bits of a key of this curve order over coordinates of `widths` bits (docs/format.md
+    /// §5.1): Z takes their sum, Hilbert the largest width times the number of dimensions of
+    /// non-zero width; 0 for row- and col-major.
+    pub fn curve_bits(self, widths: &[u32]) -> u64 {
+        let active = widths.iter().filter(|&&w| w > 0).count() as u64;
+        match self {
+            CellOrder::Z => widths.iter().map(|&w| u64::from(w)).sum(),
+            CellOrder::Hilbert => active * u64::from(widths.iter().copied().max().unwrap_or(0)),
+            CellOrder::RowMajor | CellOrder::ColMajor => 0,
+        }
+    }
+}
+
+/// Bits needed to number `count` things `0..count` (0 for one thing).
+pub(crate) fn bit_width(count: u64) -> u32 {
+    64 - count.saturating_sub(1).leading_zeros()
 }
 
 /// A validated array schema.
@@ -66,8 +123,9 @@ pub fn default_coord_filters() -> crate::filter::FilterPipeline {
     crate::filter::FilterPipeline::new(vec![Filter::Delta, Filter::Zstd { level: 3 }])
 }
 
+/// The version of a schema JSON without one (docs/format.md §3).
 fn schema_version() -> u32 {
-    SCHEMA_VERSION
+    1
 }
 
 fn default_capacity() -> u64 {
@@ -132,6 +190,98 @@ impl ArraySchema {
         self.dims.iter().position(|d| d.name == name)
     }
 
+    /// Whether the schema needs version 2 (a curve order other than version 1's sparse Hilbert
+    /// cell order).
+    pub fn needs_v2(&self) -> bool {
+        self.tile_order.is_curve()
+            || self.cell_order == CellOrder::Z
+            || (self.cell_order == CellOrder::Hilbert && self.array_type == ArrayType::Dense)
+    }
+
+    /// The lowest schema version that expresses this schema as meant today: 1, or 2 for curve
+    /// orders (Hilbert cell order included: version 1's sparse Hilbert order is the old one).
+    /// New schemas take it, so older readers open whatever they can read correctly.
+    pub fn lowest_version(&self) -> u32 {
+        if self.needs_v2() || self.cell_order == CellOrder::Hilbert {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Whether the cell order is version 1's sparse Hilbert order: one curve over the whole
+    /// domain, tiles ignored (docs/format.md §10, "Global order").
+    pub fn legacy_hilbert(&self) -> bool {
+        self.version < 2 && self.cell_order == CellOrder::Hilbert
+    }
+
+    /// Number of space tiles along each dimension as the global order counts them: integer
+    /// dimensions `ceil(size / tile)`, float dimensions with a tile width
+    /// `floor((hi - lo) / tile) + 1`, others 1 (docs/format.md §10).
+    pub fn order_tile_counts(&self) -> Vec<u64> {
+        self.dims
+            .iter()
+            .map(|d| {
+                if d.is_float() {
+                    let (lo, hi) = d.float_domain();
+                    d.float_tile().map_or(1, |w| ((hi - lo) / w).floor() as u64 + 1)
+                } else {
+                    d.tile_count()
+                }
+            })
+            .collect()
+    }
+
+    /// Bit width of each dimension's coordinate in tile-order curve keys: enough for its tile
+    /// coordinates (docs/format.md §5.1).
+    pub fn tile_curve_widths(&self) -> Vec<u32> {
+        self.order_tile_counts().into_iter().map(bit_width).collect()
+    }
+
+    /// Bit width of each dimension's coordinate in cell-order curve keys: enough for a cell's
+    /// offset inside its space tile (integer dimensions: the tile extent, the domain size when
+    /// absent); 32 for float dimensions (docs/format.md §5.1, §10).
+    pub fn cell_curve_widths(&self) -> Vec<u32> {
+        self.dims.iter().map(|d| if d.is_float() { 32 } else { bit_width(d.tile_extent()) }).collect()
+    }
+
+    /// Checks the rules on orders: the version that defines them, and curve keys of at most
+    /// [`MAX_CURVE_BITS`] bits.
+    fn validate_orders(&self) -> Result<(), SchemaError> {
+        if self.version < 2 && self.needs_v2() {
+            return Err(SchemaError::Invalid(format!(
+                "cell order {:?} with tile order {:?} in a {} array needs schema version 2 (\"version\": 2)",
+                self.cell_order.name(),
+                self.tile_order.name(),
+                if self.is_sparse() { "sparse" } else { "dense" }
+            )));
+        }
+        if self.legacy_hilbert() {
+            return Ok(());
+        }
+        let checks = [
+            ("tile", self.tile_order, self.tile_curve_widths(), "fewer space tiles (larger tile extents)"),
+            ("cell", self.cell_order, self.cell_curve_widths(), "smaller tile extents"),
+        ];
+        for (what, order, widths, fix) in checks {
+            let bits = order.curve_bits(&widths);
+            if bits > u64::from(MAX_CURVE_BITS) {
+                return Err(SchemaError::Invalid(format!(
+                    "the {what} order {:?} needs keys of {bits} bits here, more than {MAX_CURVE_BITS}: use {fix}, \
+                     fewer dimensions, or another order",
+                    order.name()
+                )));
+            }
+        }
+        if !self.is_sparse() && self.cell_order.is_curve() && self.cells_per_tile() > MAX_CURVE_TILE_CELLS {
+            return Err(SchemaError::Invalid(format!(
+                "cell order {:?} takes space tiles of at most 2^32 cells (product of the tile extents)",
+                self.cell_order.name()
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks every rule of a valid schema.
     ///
     /// # Errors
@@ -171,9 +321,6 @@ impl ArraySchema {
         for a in &self.attrs {
             a.validate()?;
         }
-        if self.tile_order == CellOrder::Hilbert {
-            return Err(SchemaError::Invalid("the tile order is row-major or col-major".into()));
-        }
         let tiles: f64 = self.dims.iter().map(Dimension::tile_count_any).product();
         if tiles >= 2f64.powi(64) {
             return Err(SchemaError::Invalid("the domain holds 2^64 or more space tiles".into()));
@@ -188,9 +335,6 @@ impl ArraySchema {
                     if d.tile.is_none() {
                         return Err(bad("dense arrays need a tile extent on every dimension"));
                     }
-                }
-                if self.cell_order == CellOrder::Hilbert {
-                    return Err(SchemaError::Invalid("Hilbert cell order is for sparse arrays".into()));
                 }
                 if self.allows_duplicates {
                     // A dense cell holds one value: a newer write replaces it.
@@ -214,7 +358,8 @@ impl ArraySchema {
                 }
             }
         }
-        Ok(())
+        // After the tile-count and tile-size rules, which bound what the curve widths take.
+        self.validate_orders()
     }
 }
 
@@ -262,6 +407,7 @@ impl ArraySchemaBuilder {
     /// # Errors
     /// The first violated rule.
     pub fn build(mut self) -> Result<ArraySchema, SchemaError> {
+        self.schema.version = self.schema.lowest_version();
         if self.schema.array_type == ArrayType::Sparse {
             for d in &mut self.schema.dims {
                 if d.filters.is_empty() {
@@ -343,6 +489,70 @@ mod tests {
         let text = schema.to_json().replace("\"tile\": 5", "\"tile\": 5, \"tiel\": 5");
         let e = ArraySchema::from_json(&text).unwrap_err().to_string();
         assert!(e.contains("tiel"), "{e}");
+    }
+
+    #[test]
+    fn curve_orders_take_version_2_and_keys_of_at_most_128_bits() {
+        let a = || Attribute::new("a", Datatype::Int32);
+        let dense = |co, to| {
+            ArraySchema::builder(ArrayType::Dense)
+                .dim(dim("r", 1, 100, 10))
+                .dim(dim("c", 1, 30, 7))
+                .attr(a())
+                .cell_order(co)
+                .tile_order(to)
+        };
+        // Row- and col-major stay version 1 (older readers open them); curves need 2.
+        assert_eq!(dense(CellOrder::ColMajor, CellOrder::RowMajor).build().unwrap().version, 1);
+        for (co, to) in [(CellOrder::Z, CellOrder::RowMajor), (CellOrder::RowMajor, CellOrder::Hilbert)] {
+            let s = dense(co, to).build().unwrap();
+            assert_eq!((s.version, s.cell_order, s.tile_order), (2, co, to));
+            let back = ArraySchema::from_json(&s.to_json()).unwrap();
+            assert_eq!(back, s);
+            // A version-1 JSON with a curve order is refused, naming the version it needs.
+            let v1 = s.to_json().replace("\"version\": 2", "\"version\": 1");
+            let e = ArraySchema::from_json(&v1).unwrap_err().to_string();
+            assert!(e.contains("needs schema version 2"), "{e}");
+        }
+        // Without a version the JSON is version 1: a sparse Hilbert order keeps its first meaning.
+        let sparse = ArraySchema::builder(ArrayType::Sparse)
+            .dim(dim("x", 0, 99, 10))
+            .attr(a())
+            .cell_order(CellOrder::Hilbert)
+            .build()
+            .unwrap();
+        assert_eq!(sparse.version, 2);
+        let text = sparse.to_json().replace("\"version\": 2,", "");
+        let old = ArraySchema::from_json(&text).unwrap();
+        assert!(old.version == 1 && old.legacy_hilbert() && !sparse.legacy_hilbert());
+        // Three dimensions of 2^62 coordinates: Z keys of 3 * 62 bits, Hilbert keys of 3 * 62.
+        for o in [CellOrder::Z, CellOrder::Hilbert] {
+            let mut b = ArraySchema::builder(ArrayType::Sparse).attr(a()).cell_order(o);
+            for n in ["x", "y", "z"] {
+                let mut d = dim(n, 0, (1 << 62) - 1, 1);
+                d.tile = None;
+                b = b.dim(d);
+            }
+            let e = b.build().unwrap_err().to_string();
+            assert!(e.contains("needs keys of 186 bits here, more than 128"), "{e}");
+        }
+        // Hilbert tile order: 3 dimensions of which the widest needs 60 bits: 180 bits.
+        let e = ArraySchema::builder(ArrayType::Dense)
+            .dim(dim("x", 0, (1 << 60) - 1, 1))
+            .dim(dim("y", 0, 1, 1))
+            .dim(dim("z", 0, 1, 1))
+            .attr(a())
+            .tile_order(CellOrder::Hilbert)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tile order \"hilbert\" needs keys of 180 bits"), "{e}");
+        assert_eq!(CellOrder::Z.curve_bits(&[3, 0, 5]), 8);
+        assert_eq!(CellOrder::Hilbert.curve_bits(&[3, 0, 5]), 10);
+        assert_eq!((bit_width(1), bit_width(2), bit_width(3), bit_width(4), bit_width(5)), (0, 1, 2, 2, 3));
+        for o in [CellOrder::RowMajor, CellOrder::ColMajor, CellOrder::Z, CellOrder::Hilbert] {
+            assert_eq!(CellOrder::parse(o.name()), Some(o));
+        }
     }
 
     #[test]

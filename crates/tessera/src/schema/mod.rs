@@ -8,6 +8,9 @@ mod dimension;
 mod file;
 
 pub use crate::error::SchemaError;
+#[cfg(test)]
+pub(crate) use array_schema::bit_width;
+pub(crate) use array_schema::MAX_CURVE_BITS;
 pub use array_schema::{default_coord_filters, ArraySchema, ArraySchemaBuilder, ArrayType, CellOrder, SCHEMA_VERSION};
 pub use attribute::{Attribute, CellValNum};
 pub use datatype::Datatype;

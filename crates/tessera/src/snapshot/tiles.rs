@@ -2,6 +2,9 @@
 //! file closer than `vfs.coalesce_gap` are read as one request, requests run in parallel on the
 //! I/O pool, every tile's index entry is checked before a byte is read, its checksum verified
 //! and the tile unfiltered on the compute pool (unfiltered tiles are used in place, no copy).
+//! Fixed-size and validity tiles of dense fragments stored in a curve cell order are moved back
+//! to row-major order here, once per fetch (cached tiles are row-major); their offsets tiles
+//! stay in stored order (readers map cells through the permutation).
 
 use std::path::PathBuf;
 
@@ -196,6 +199,7 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
             .map_err(|e| tile_err(e.to_string()))?;
         Bytes::from_vec(out)
     };
+    let tile = to_row_major(array, spec, fragment.sparse.is_none(), tile);
     if spec.kind == FileKind::Offsets {
         // Checked once here (cached tiles were checked when fetched): every reader then slices
         // data tiles by these offsets without checks.
@@ -208,6 +212,27 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
     }
     count_fetched(array.schema(), spec, entry.stored_size, entry.unfiltered_size);
     Ok(tile)
+}
+
+/// A dense fragment's fixed-size data or validity tile in row-major order: as stored, or moved
+/// back from the cell order's curve.
+fn to_row_major(array: &Snapshot, spec: &FileSpec, dense: bool, tile: Bytes) -> Bytes {
+    if !dense || array.grid.cell_curve.is_none() {
+        return tile;
+    }
+    let Some(attr) = array.schema().attrs.get(spec.attr) else { return tile };
+    let elem = match spec.kind {
+        FileKind::Data if !attr.is_var() => attr.cell_size(),
+        FileKind::Validity => 1,
+        _ => return tile,
+    };
+    match array.grid.permutation() {
+        Some(p) => {
+            let _t = stats::timer(Timer::ReaderUnfilterTiles);
+            Bytes::from_vec(p.stored_to_row_major(elem, &tile))
+        }
+        _ => tile,
+    }
 }
 
 /// Checks the tile index entry of tile `key` of file `f` before anything is read: the unfiltered

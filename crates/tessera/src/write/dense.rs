@@ -3,7 +3,9 @@
 //! `W`'s cells in global order. Cells are copied into space tiles in whole contiguous runs; a tile
 //! is filtered and written as soon as every one of its cells inside `W` has arrived, so memory
 //! stays bounded by the tiles in progress. Cells of a tile outside `W` hold the fill value and are
-//! never returned by reads (they lie outside the fragment's non-empty domain).
+//! never returned by reads (they lie outside the fragment's non-empty domain). Tiles are built
+//! row-major; under a curve cell order each finished tile's cells are moved into curve order
+//! with the tile shape's cached permutation (`geometry/order.rs`) just before filtering.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use crate::fragment::{FileKind, FileSpec, FragmentMetadata, FragmentName, TileEn
 use crate::geometry::Layout;
 use crate::geometry::{
     cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
-    Strided, Subarray,
+    Strided, Subarray, TilePermutation,
 };
 use crate::input::{validate, AttrInput};
 use crate::schema::{ArraySchema, CellOrder};
@@ -358,7 +360,12 @@ impl DenseWriter {
                     let tc = grid.tile_at(&self.trange, idx);
                     let inside = intersect(&self.rect, &grid.tile_rect(&tc)).map_or(0, |r| cells(&r));
                     let covered: u64 = ps.iter().map(|p| p.shape.iter().product::<u64>()).sum();
-                    let direct = direct_files(schema, &self.specs, &ps, tile_cells);
+                    // Tiles stored in curve order are permuted first: none goes straight out.
+                    let direct = if grid.cell_curve.is_some() {
+                        vec![false; self.specs.len()]
+                    } else {
+                        direct_files(schema, &self.specs, &ps, tile_cells)
+                    };
                     new_tile(schema, &self.specs, fills, tile_cells, inside, covered == tile_cells, direct)
                 }
             };
@@ -391,8 +398,11 @@ impl DenseWriter {
         }
         if !done.is_empty() {
             let chunks = &self.var_chunks;
+            let perm = self.snap.grid.permutation();
             let ready: Vec<UnfilteredTile> = self.snap.ctx.install(|| {
-                done.into_par_iter().map(|(idx, t)| finish_tile(specs, schema, chunks, fills, idx, t)).collect()
+                done.into_par_iter()
+                    .map(|(idx, t)| finish_tile(specs, schema, chunks, fills, perm.as_deref(), idx, t))
+                    .collect()
             });
             let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
             self.snap.ctx.install(|| frag.write_tiles(ready))?;
@@ -566,15 +576,30 @@ fn new_tile(
     PartialTile { buffers, var, remaining: inside, direct }
 }
 
-/// Turns a complete tile into its unfiltered buffers (building offsets and data of var files).
+/// Turns a complete tile into its unfiltered buffers (building offsets and data of var files),
+/// its cells in stored order: row-major, or moved by `perm` into the cell order's curve.
 fn finish_tile(
     specs: &[FileSpec],
     schema: &ArraySchema,
     chunks: &[Vec<VarChunk>],
     fills: &[Vec<u8>],
+    perm: Option<&TilePermutation>,
     idx: u64,
     mut tile: PartialTile,
 ) -> UnfilteredTile {
+    if let Some(p) = perm {
+        for refs in &mut tile.var {
+            *refs = p.to_logical.iter().map(|&i| refs[i as usize]).collect();
+        }
+        for (f, s) in specs.iter().enumerate() {
+            let elem = match s.kind {
+                FileKind::Data if !schema.attrs[s.attr].is_var() => schema.attrs[s.attr].cell_size(),
+                FileKind::Validity => 1,
+                _ => continue,
+            };
+            tile.buffers[f] = p.row_major_to_stored(elem, &tile.buffers[f]);
+        }
+    }
     let mut var_k = 0;
     let mut built: Vec<Option<(Vec<u8>, Vec<u8>)>> = vec![None; schema.attrs.len()];
     for (i, a) in schema.attrs.iter().enumerate() {
