@@ -116,6 +116,25 @@ def test_bad_s3_locations_and_settings_are_clear_errors(s3: Any) -> None:
                   config=cfg)
 
 
+def test_the_command_line_takes_s3_uris_and_options(s3: Any) -> None:
+    tessera_cmd = pathlib.Path(sys.executable).parent / "tessera"
+    if not tessera_cmd.exists():
+        pytest.fail(f"{tessera_cmd} is missing: `make build` installs it")
+    cfg = config(s3)
+    uri = fresh(s3)
+    ts.from_numpy(uri, np.arange(12, dtype=np.int32).reshape(3, 4), config=cfg)
+    opts = [a for k, v in cfg.items() for a in ("--config", f"{k}={v}")]
+    info = subprocess.run([str(tessera_cmd), *opts, "info", uri, "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["nonempty_domain"] == [[0, 2], [0, 3]]
+    # Without the endpoint it cannot reach the server: a clear error, exit code 1.
+    bad = subprocess.run([str(tessera_cmd), "--config", "vfs.s3.max_retries=0", "--config",
+                          "vfs.s3.endpoint=http://127.0.0.1:1", "--config", "vfs.s3.allow_http=true", "--config",
+                          "vfs.s3.region=us-east-1", "info", uri], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: "), bad.stderr
+
+
 def test_faults_between_engine_and_server_lose_no_write(s3: Any) -> None:
     cfg = config(s3, **{"vfs.s3.max_retries": "20", "sm.tile_cache_size": "0"})
     uri = fresh(s3)

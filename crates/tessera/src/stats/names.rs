@@ -81,6 +81,10 @@ stat_names! {
         VfsObjectDeleteRequests => "vfs_object_delete_requests",
         /// Requests that start, complete or abort a multipart upload.
         VfsObjectMultipartRequests => "vfs_object_multipart_requests",
+        /// Bytes of object bodies received from an object store (GETs).
+        VfsObjectBytesReceived => "vfs_object_bytes_received",
+        /// Bytes of object bodies sent to an object store (PUTs and parts).
+        VfsObjectBytesSent => "vfs_object_bytes_sent",
         /// Attempts that failed with a retryable answer (HTTP 5xx or 429) or a transport error
         /// (refused, reset or timed-out connection); each is retried with backoff while
         /// `vfs.s3.max_retries` and `vfs.s3.retry_timeout_ms` allow.

@@ -38,6 +38,7 @@ use object_store::{
 
 use super::object_http::{CountingConnector, RequestCounts, RequestTally};
 use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use crate::stats::{self, Counter};
 
 /// The marker object that makes an empty folder exist.
 pub(crate) const FOLDER_MARKER: &str = ".tessera-folder";
@@ -145,6 +146,7 @@ impl Shared {
 
     fn put(&self, path: &Path, data: PutPayload, mode: PutMode) -> Result<(), StorageError> {
         let (store, key) = (Arc::clone(&self.store), self.key(path)?);
+        stats::add(Counter::VfsObjectBytesSent, data.content_length() as u64);
         let opts = PutOptions { mode, ..PutOptions::default() };
         self.run(async move { store.put_opts(&key, data, opts).await })?
             .map(|_| ())
@@ -176,7 +178,9 @@ impl Shared {
                 None => store.get(&key).await?.bytes().await,
             }
         })?;
-        got.map(Bytes::from_shared).map_err(|e| map_error("read", path, e))
+        let got = got.map_err(|e| map_error("read", path, e))?;
+        stats::add(Counter::VfsObjectBytesReceived, got.len() as u64);
+        Ok(Bytes::from_shared(got))
     }
 
     /// The objects under folder `path` (recursively), markers included.
@@ -295,6 +299,7 @@ impl ObjectWriter {
             }
             let rest = self.buf.split_off(part.min(self.buf.len()));
             let chunk = std::mem::replace(&mut self.buf, rest);
+            stats::add(Counter::VfsObjectBytesSent, chunk.len() as u64);
             let Some(upload) = self.upload.as_mut() else { unreachable!("started above") };
             let fut = upload.put_part(PutPayload::from(chunk));
             self.in_flight.push_back(self.shared.runtime.spawn(fut));
