@@ -85,7 +85,8 @@ fuzz:
 # Benchmarks (not tests): dense load/read at full size (~1 GiB), statistics overhead and the
 # tile cache; then the peer suite (bench/, issue 6): Tessera against TileDB-Py, HDF5, Zarr,
 # TensorStore, DuckDB and Parquet on the TileDB paper's workloads (~1 GiB dense, 10M sparse
-# points; results in bench/out/ and docs/benchmarks.md).
+# points; results in bench/out/ and docs/benchmarks.md); then the S3 benchmark (issue 16: Tessera,
+# Zarr + obstore and TileDB-Py on a local tessera-s3-server, ~2 minutes).
 BENCH_STAMP := $(VENV)/.bench-deps-stamp
 BENCH_ARGS  ?=   # extra options of bench/run.py, e.g. BENCH_ARGS="--engines tessera,h5py --no-docs"
 
@@ -102,6 +103,7 @@ bench: build bench-deps
 	cargo bench -p tessera --bench fragments_sparse
 	cargo bench -p tessera --bench sparse
 	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) bench/s3_bench.py
 
 # A short run of the same benchmarks (~100 MB dense, 1M sparse points; a few minutes).
 bench-quick: build bench-deps

@@ -394,6 +394,20 @@ CAVEATS = """\
 """
 
 
+def s3_section(path: str) -> str:
+    """The "Object storage (S3)" section of the page at ``path`` (from its heading to the end),
+    written by bench/s3_bench.py: kept when this suite rewrites the page. Empty when absent."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        old = f.read()
+    at = old.find(S3_HEADING)
+    return "" if at < 0 else "\n" + old[at:]
+
+
+S3_HEADING = "\n## Object storage (S3)\n"
+
+
 def write_docs(res: Dict[str, Any], md: str, pngs: List[str], path: str) -> None:
     rel = [os.path.relpath(p, os.path.dirname(path)) for p in pngs]
     head = f"""# Benchmarks
@@ -411,8 +425,9 @@ make bench-quick    # the same workloads at ~100 MB / 1M points
 
 Everything lives in `bench/`: `ais.py` (the AIS-like data generator), `sparse_ais.py` (the sparse
 benchmark), `dense.py` (the dense workloads), `dask_bench.py` (Dask against Zarr and Parquet on a
-cluster of 2 worker processes), `open_cost.py` (open time against the fragment count, against TileDB-Py), `common.py` (timing, fsync/fadvise, machine limits,
-tables), `adapters/` (one small module per engine, each documenting the method it uses),
+cluster of 2 worker processes), `open_cost.py` (open time against the fragment count, against
+TileDB-Py), `s3_bench.py` (object storage: Tessera, Zarr and TileDB-Py on a local S3 server; the
+last section of this page), `common.py` (timing, fsync/fadvise, machine limits, tables), `adapters/` (one small module per engine, each documenting the method it uses),
 `run.py` (the suite, this page and the plots), `profile_tessera.py` (the engine's statistics of a
 slow sparse read). Results: `bench/out/results.json` (every run of every figure, versions, machine
 facts, limits), `bench/out/results.md`; plots in `docs/bench/`.
@@ -432,6 +447,7 @@ names: check it against the tables when they are newer).
         with open(apath) as f:
             analysis = f.read().strip() + "\n\n"
     text = (head + analysis + "## Tables\n\n" + body + "\n\n## Plots\n\n" + figs + "\n\n## Caveats\n\n" + CAVEATS)
+    text = text.rstrip("\n") + "\n" + s3_section(path)
     with open(path, "w") as f:
         f.write(text)
 
