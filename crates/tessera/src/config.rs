@@ -69,6 +69,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.s3.request_timeout_ms", "60000", "timeout of one S3 request attempt, headers and body"),
     ("vfs.s3.multipart_part_size", "16777216", "S3 files larger than this are uploaded in parts of this size (at least 5 MiB)"),
     ("vfs.s3.upload_concurrency", "4", "parts of one S3 file uploaded at once"),
+    ("vfs.s3.read_chunk_size", "8388608", "S3 byte ranges longer than this are fetched in pieces of this size, in parallel"),
+    ("vfs.s3.read_concurrency", "8", "pieces of one S3 byte range fetched at once"),
 ];
 
 /// Keys whose values are text (any other key but `vfs.read_mode` takes a non-negative integer).
@@ -255,6 +257,8 @@ impl Config {
             request_timeout: ms("vfs.s3.request_timeout_ms"),
             part_size: num("vfs.s3.multipart_part_size").max(5 << 20),
             upload_concurrency: num("vfs.s3.upload_concurrency").max(1),
+            read_chunk_size: num("vfs.s3.read_chunk_size").max(1) as u64,
+            read_concurrency: num("vfs.s3.read_concurrency").max(1),
             grace: ms("sm.vacuum.grace_ms"),
         }
     }

@@ -61,6 +61,8 @@ pub(crate) fn options(server: &S3Server, grace: Duration) -> ObjectStoreOptions 
         request_timeout: Duration::from_secs(30),
         part_size: 5 << 20,
         upload_concurrency: 4,
+        read_chunk_size: 1 << 20,
+        read_concurrency: 4,
         grace,
     }
 }
