@@ -16,11 +16,14 @@ process with a traceback and a non-zero status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
+import threading
 import time
-from typing import Dict
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -163,6 +166,54 @@ def read_loop(uri: str, refdir: str, deadline: float, seed: int) -> Dict[str, in
         time.sleep(float(rng.uniform(0, 0.003)))
     counts["snapshots"] = len(seen)
     return counts
+
+
+def run_roles(uri: str, refdir: str, logdir: str, run_for: float, seed: int,
+              reader_threads: int) -> Tuple[Dict[str, Dict[str, int]], List[Dict[str, int]]]:
+    """Runs a writer, a consolidator and a reader, each in its own process, plus
+    ``reader_threads`` reader threads here, for ``run_for`` seconds; returns each process's
+    counts by role and the threads' counts. Any failure (a process's status, a thread's
+    exception) raises with the process's output; every process is gone when it returns."""
+    deadline = time.time() + run_for + 1.0  # + the children's start-up
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs: Dict[str, Tuple["subprocess.Popen[bytes]", Any]] = {}
+    thread_errors: List[BaseException] = []
+    thread_counts: List[Dict[str, int]] = []
+    outputs: Dict[str, Dict[str, int]] = {}
+    with contextlib.ExitStack() as logs:  # closes every log opened, even if a Popen fails
+        try:
+            for i, role in enumerate(("writer", "consolidator", "reader")):
+                log = logs.enter_context(open(os.path.join(logdir, f"{role}.log"), "w+"))
+                p = subprocess.Popen([sys.executable, __file__, role, uri, refdir, str(deadline), str(seed + i)],
+                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+                procs[role] = (p, log)
+
+            def reader(k: int) -> None:
+                try:
+                    thread_counts.append(read_loop(uri, refdir, deadline, seed + 100 + k))
+                except BaseException as e:
+                    thread_errors.append(e)
+
+            threads = [threading.Thread(target=reader, args=(k,)) for k in range(reader_threads)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=run_for + 60)
+            for role, (p, log) in procs.items():
+                rc = p.wait(timeout=60)
+                log.seek(0)
+                text = log.read()
+                assert rc == 0, f"{role} failed (status {rc}):\n{text}"
+                outputs[role] = json.loads(text.strip().splitlines()[-1])
+        finally:
+            for p, _ in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    if thread_errors:
+        raise thread_errors[0]
+    assert len(thread_counts) == reader_threads
+    return outputs, thread_counts
 
 
 def main() -> None:

@@ -6,16 +6,13 @@ once in separate processes."""
 from __future__ import annotations
 
 import collections
-import contextlib
-import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -489,46 +486,8 @@ def test_writer_consolidator_and_readers_in_separate_processes(tmp_path: pathlib
         A[:, :] = init
     worker.save_ref(str(refdir), newest(uri).t1, init)
 
-    run_for = 15.0
-    deadline = time.time() + run_for + 1.0  # + the children's start-up
-    script = str(pathlib.Path(worker.__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    procs: Dict[str, Tuple["subprocess.Popen[bytes]", Any]] = {}
-    thread_errors: List[BaseException] = []
-    thread_counts: List[Dict[str, int]] = []
-    with contextlib.ExitStack() as logs:  # closes every log opened, even if a Popen fails
-        try:
-            for seed, role in enumerate(("writer", "consolidator", "reader")):
-                log = logs.enter_context(open(tmp_path / f"{role}.log", "w+"))
-                p = subprocess.Popen([sys.executable, script, role, uri, str(refdir), str(deadline), str(seed + 10)],
-                                     stdout=log, stderr=subprocess.STDOUT, env=env)
-                procs[role] = (p, log)
-
-            def reader(seed: int) -> None:
-                try:
-                    thread_counts.append(worker.read_loop(uri, str(refdir), deadline, seed))
-                except BaseException as e:
-                    thread_errors.append(e)
-
-            threads = [threading.Thread(target=reader, args=(100 + i,)) for i in range(2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(timeout=run_for + 60)
-            outputs: Dict[str, Dict[str, int]] = {}
-            for role, (p, log) in procs.items():
-                rc = p.wait(timeout=60)
-                log.seek(0)
-                text = log.read()
-                assert rc == 0, f"{role} failed (status {rc}):\n{text}"
-                outputs[role] = json.loads(text.strip().splitlines()[-1])
-        finally:
-            for p, _ in procs.values():
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    assert not thread_errors, thread_errors[0]
-    assert len(thread_counts) == 2
+    outputs, thread_counts = worker.run_roles(uri, str(refdir), str(tmp_path), run_for=15.0, seed=10,
+                                              reader_threads=2)
     w, c, r = outputs["writer"], outputs["consolidator"], outputs["reader"]
     print(f"\nwriter {w}\nconsolidator {c}\nreader process {r}\nreader threads {thread_counts}")
     # Everything took part: writes of both kinds, consolidations, vacuums that removed

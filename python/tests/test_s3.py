@@ -6,15 +6,12 @@ workers writing one array in parallel."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pathlib
 import subprocess
 import sys
-import threading
-import time
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator
 
 import numpy as np
 import pytest
@@ -181,42 +178,7 @@ def test_writer_consolidator_and_readers_in_separate_processes(
         A[:, :] = init
     worker.save_ref(str(refdir), worker.newest_t1(uri), init)
 
-    run_for = 12.0
-    deadline = time.time() + run_for + 1.0
-    script = str(pathlib.Path(worker.__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    procs: Dict[str, Tuple["subprocess.Popen[bytes]", Any]] = {}
-    thread_errors: List[BaseException] = []
-    with contextlib.ExitStack() as logs:
-        try:
-            for seed, role in enumerate(("writer", "consolidator", "reader")):
-                log = logs.enter_context(open(tmp_path / f"{role}.log", "w+"))
-                p = subprocess.Popen([sys.executable, script, role, uri, str(refdir), str(deadline), str(seed + 20)],
-                                     stdout=log, stderr=subprocess.STDOUT, env=env)
-                procs[role] = (p, log)
-
-            def reader() -> None:
-                try:
-                    worker.read_loop(uri, str(refdir), deadline, 99)
-                except BaseException as e:
-                    thread_errors.append(e)
-
-            t = threading.Thread(target=reader)
-            t.start()
-            t.join(timeout=run_for + 60)
-            outputs: Dict[str, Dict[str, int]] = {}
-            for role, (p, log) in procs.items():
-                rc = p.wait(timeout=60)
-                log.seek(0)
-                text = log.read()
-                assert rc == 0, f"{role} failed (status {rc}):\n{text}"
-                outputs[role] = json.loads(text.strip().splitlines()[-1])
-        finally:
-            for p, _ in procs.values():
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    assert not thread_errors, thread_errors[0]
+    outputs, _ = worker.run_roles(uri, str(refdir), str(tmp_path), run_for=12.0, seed=20, reader_threads=1)
     w, c, r = outputs["writer"], outputs["consolidator"], outputs["reader"]
     print(f"\nwriter {w}\nconsolidator {c}\nreader {r}")
     assert w["slabs"] >= 3 and c["consolidations"] >= 2 and c["vacuums"] >= 1, (w, c)

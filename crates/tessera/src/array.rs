@@ -87,6 +87,9 @@ impl Array {
         if storage.is_dir(uri) && !storage.list_dir(uri)?.is_empty() {
             return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
         }
+        // The array folder itself too: on object stores its marker answers an open's first
+        // question (is there a folder?) with one HEAD.
+        storage.create_dir_all(uri)?;
         for dir in [FRAGMENTS_DIR, COMMITS_DIR, META_DIR, SCHEMA_DIR] {
             storage.create_dir_all(&uri.join(dir))?;
         }

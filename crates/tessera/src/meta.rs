@@ -228,10 +228,10 @@ fn list(storage: &dyn Storage, uri: &Path) -> Result<Vec<(String, u64, u64)>> {
 }
 
 fn read_file(ctx: &Context, path: &Path) -> Result<MetaFile> {
-    let bytes = ctx.storage().read_at_most(path, MAX_META_FILE_BYTES + 1)?;
-    if bytes.len() as u64 > MAX_META_FILE_BYTES {
-        return Err(Error::corrupt(path, "more bytes than a metadata file may hold"));
-    }
+    let bytes = match ctx.storage().read_all_within(path, MAX_META_FILE_BYTES)? {
+        Ok(bytes) => bytes,
+        Err(size) => return Err(Error::corrupt(path, format!("{size} bytes, more than a metadata file may hold"))),
+    };
     decode(&bytes, path)
 }
 

@@ -79,10 +79,12 @@ fn has_gap(seqs: &[u64]) -> bool {
 }
 
 fn read_record(storage: &dyn Storage, path: &Path) -> Result<Record> {
-    let bytes = storage.read_at_most(path, MAX_RECORD_BYTES + 1)?;
-    if bytes.len() as u64 > MAX_RECORD_BYTES {
-        return Err(Error::corrupt(path, format!("commit record of more than {MAX_RECORD_BYTES} bytes")));
-    }
+    let bytes = match storage.read_all_within(path, MAX_RECORD_BYTES)? {
+        Ok(bytes) => bytes,
+        Err(size) => {
+            return Err(Error::corrupt(path, format!("commit record of {size} bytes exceeds {MAX_RECORD_BYTES}")))
+        }
+    };
     stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
     Record::decode(&bytes, path)
 }

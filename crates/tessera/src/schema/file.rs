@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::ArraySchema;
 use crate::config::{check_limit, Limits};
-use crate::error::{Error, Result};
+use crate::error::{ArrayError, Error, Result};
 use crate::footer::unseal;
 use crate::stats::{self, Counter};
 use crate::storage::Storage;
@@ -23,9 +23,14 @@ pub(crate) const SCHEMA_MAGIC: &[u8; 8] = b"TSRASCHM";
 /// Storage failures, `ArrayError::Limit` for a file or schema beyond the limits, `Corrupt` for a
 /// file that is not a valid schema.
 pub(crate) fn read_schema_file(storage: &dyn Storage, path: &Path, limits: &Limits) -> Result<ArraySchema> {
-    let size = storage.file_size(path)?;
-    check_limit("sm.limits.schema_bytes", || format!("schema file {}", path.display()), size, limits.schema_bytes)?;
-    let bytes = storage.read_all(path)?;
+    let what = || format!("schema file {}", path.display());
+    let bytes = match storage.read_all_within(path, limits.schema_bytes)? {
+        Ok(bytes) => bytes,
+        Err(size) => {
+            let (key, limit) = ("sm.limits.schema_bytes", limits.schema_bytes);
+            return Err(ArrayError::Limit { key, what: what(), needed: size, limit }.into());
+        }
+    };
     stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
     decode_schema_file(&bytes, path, limits)
 }

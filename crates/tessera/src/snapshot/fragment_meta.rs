@@ -94,11 +94,11 @@ pub(crate) fn read_newest(ctx: &Context, uri: &Path) -> Result<Option<Copies>> {
     let Some(name) = list(ctx, uri)?.pop() else { return Ok(None) };
     let path = uri.join(FRAGMENT_META_DIR).join(name);
     let storage = ctx.storage();
-    let bytes = match storage.read_at_most(&path, MAX_FILE_BYTES + 1) {
-        Ok(bytes) if bytes.len() as u64 > MAX_FILE_BYTES => {
-            return Err(Error::corrupt(&path, "more bytes than a consolidated metadata file may hold"))
+    let bytes = match storage.read_all_within(&path, MAX_FILE_BYTES) {
+        Ok(Err(size)) => {
+            return Err(Error::corrupt(&path, format!("{size} bytes, more than a consolidated metadata file may hold")))
         }
-        Ok(bytes) => bytes,
+        Ok(Ok(bytes)) => bytes,
         // Removed by a vacuum after the listing (a newer one exists): the copies are only a
         // shortcut, so each fragment's own metadata is read instead.
         Err(StorageError::NotFound { .. }) => return Ok(None),

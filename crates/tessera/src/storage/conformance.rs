@@ -128,6 +128,21 @@ fn multipart_files(s: &dyn Storage, root: &Path) {
     }
 }
 
+/// `read_all_within` reads a file no larger than its bound and only tells the size of a larger one.
+fn read_all_within_bounds(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    let p = root.join("ten");
+    write_file(s, &p, &[b"0123456789"]);
+    assert_eq!(&*s.read_all_within(&p, 10).unwrap().unwrap(), b"0123456789");
+    assert_eq!(&*s.read_all_within(&p, u64::MAX).unwrap().unwrap(), b"0123456789");
+    assert_eq!(s.read_all_within(&p, 9).unwrap().unwrap_err(), 10);
+    assert_eq!(s.read_all_within(&p, 0).unwrap().unwrap_err(), 10);
+    let e = root.join("empty");
+    write_file(s, &e, &[]);
+    assert!(s.read_all_within(&e, 0).unwrap().unwrap().is_empty());
+    assert_not_found(s.read_all_within(&root.join("nope"), 10));
+}
+
 fn empty_file(s: &dyn Storage, root: &Path) {
     s.create_dir_all(root).unwrap();
     let p = root.join("empty");
@@ -483,8 +498,7 @@ macro_rules! conformance {
     };
 }
 
-/// The checks that hold on object stores, run against an S3 server on loopback
-/// (`tessera-s3-server`, in process): every check but the lock checks.
+/// The checks run against an S3 server on loopback (`tessera-s3-server`, in process).
 macro_rules! conformance_s3 {
     ($($check:ident),* $(,)?) => {
         mod s3 {
@@ -496,41 +510,34 @@ macro_rules! conformance_s3 {
     };
 }
 
-conformance_s3!(
-    write_and_read,
-    large_writes,
-    multipart_files,
-    empty_file,
-    create_existing_fails,
-    out_of_bounds,
-    missing_paths,
-    write_atomic_replaces,
-    write_new_creates_once,
-    list_dir_sorted,
-    remove,
-    read_while_writing,
-    immutable_reads,
-    concurrent_reads,
-);
+/// Every check but the lock checks runs on every backend, the S3 server included; the lock
+/// checks on the backends with locks.
+macro_rules! all_conformance {
+    ([$($check:ident),* $(,)?], [$($lock:ident),* $(,)?]) => {
+        conformance_s3!($($check),*);
+        conformance!($($check,)* $($lock),*);
+    };
+}
 
-conformance!(
-    write_and_read,
-    large_writes,
-    multipart_files,
-    empty_file,
-    create_existing_fails,
-    out_of_bounds,
-    missing_paths,
-    write_atomic_replaces,
-    write_new_creates_once,
-    list_dir_sorted,
-    remove,
-    read_while_writing,
-    immutable_reads,
-    concurrent_reads,
-    lock_exclusive_excludes,
-    lock_shared_coexist,
-    lock_wait_granted_after_release,
+all_conformance!(
+    [
+        write_and_read,
+        large_writes,
+        multipart_files,
+        read_all_within_bounds,
+        empty_file,
+        create_existing_fails,
+        out_of_bounds,
+        missing_paths,
+        write_atomic_replaces,
+        write_new_creates_once,
+        list_dir_sorted,
+        remove,
+        read_while_writing,
+        immutable_reads,
+        concurrent_reads,
+    ],
+    [lock_exclusive_excludes, lock_shared_coexist, lock_wait_granted_after_release]
 );
 
 // ---------------------------------------------------------------------------------------------

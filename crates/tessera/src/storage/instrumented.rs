@@ -88,10 +88,12 @@ impl Storage for InstrumentedStorage {
         read_done(b.len() as u64);
         Ok(b)
     }
-    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
+    fn read_all_within(&self, path: &Path, max: u64) -> Result<Result<Bytes, u64>, StorageError> {
         let _t = stats::timer(Timer::VfsRead);
-        let b = self.inner.read_at_most(path, max)?;
-        read_done(b.len() as u64);
+        let b = self.inner.read_all_within(path, max)?;
+        if let Ok(b) = &b {
+            read_done(b.len() as u64);
+        }
         Ok(b)
     }
     fn file_size(&self, path: &Path) -> Result<u64, StorageError> {

@@ -383,15 +383,18 @@ pub trait Storage: Send + Sync + Debug {
     /// # Errors
     /// [`StorageError::NotFound`] if the file is missing, [`StorageError::Io`] otherwise.
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError>;
-    /// Reads the first `min(size, max)` bytes of the file: the whole file when it holds at most
-    /// `max` bytes, which a caller that passes its size limit plus one can tell from the length
-    /// (object stores: one ranged GET instead of a HEAD and a GET).
+    /// Reads the whole file if it holds at most `max` bytes (`Ok(Ok(bytes))`); otherwise reads
+    /// nothing and gives its size (`Ok(Err(size))`). Object stores: one GET whose body is left
+    /// unread when its length is beyond `max`, instead of a HEAD and a GET.
     ///
     /// # Errors
     /// As [`Storage::read_all`].
-    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
+    fn read_all_within(&self, path: &Path, max: u64) -> Result<Result<Bytes, u64>, StorageError> {
         let size = self.file_size(path)?;
-        self.read_range(path, 0, size.min(max))
+        if size > max {
+            return Ok(Err(size));
+        }
+        self.read_all(path).map(Ok)
     }
     /// The size of the file in bytes.
     ///

@@ -187,6 +187,26 @@ impl Shared {
         Ok(Bytes::from_shared(got))
     }
 
+    /// The whole object if it holds at most `max` bytes, else its size: one GET, whose body is
+    /// dropped unread (the connection closed) when the length its headers give is beyond `max`.
+    fn get_within(&self, path: &Path, max: u64) -> Result<Result<Bytes, u64>, StorageError> {
+        let (store, key) = (Arc::clone(&self.store), self.key(path)?);
+        let got = self.run(async move {
+            let r = store.get(&key).await?;
+            if r.meta.size > max {
+                return Ok(Err(r.meta.size));
+            }
+            r.bytes().await.map(Ok)
+        })?;
+        match got.map_err(|e| map_error("read", path, e))? {
+            Ok(b) => {
+                stats::add(Counter::VfsObjectBytesReceived, b.len() as u64);
+                Ok(Ok(Bytes::from_shared(b)))
+            }
+            Err(size) => Ok(Err(size)),
+        }
+    }
+
     /// `range` of an object at least that long, in `vfs.s3.read_chunk_size` pieces fetched
     /// `vfs.s3.read_concurrency` at a time (one stream from a store is slower than several)
     /// and joined; one GET when it is no longer than a piece.
@@ -421,17 +441,8 @@ impl Storage for ObjectStorage {
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         self.shared.get(path, None)
     }
-    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
-        // A range past the end gives what there is; an empty object (or `max` 0) has no range.
-        if max > 0 {
-            match self.shared.get(path, Some(0..max)) {
-                Err(StorageError::NotFound { .. }) => return Err(StorageError::NotFound { path: path.to_path_buf() }),
-                Ok(b) => return Ok(b),
-                Err(_) => {}
-            }
-        }
-        let size = self.file_size(path)?;
-        self.read_range(path, 0, size.min(max))
+    fn read_all_within(&self, path: &Path, max: u64) -> Result<Result<Bytes, u64>, StorageError> {
+        self.shared.get_within(path, max)
     }
     fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
         Ok(self.shared.head(path)?.size)

@@ -70,8 +70,8 @@ impl Storage for RoutedStorage {
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         self.route(path)?.read_all(path)
     }
-    fn read_at_most(&self, path: &Path, max: u64) -> Result<Bytes, StorageError> {
-        self.route(path)?.read_at_most(path, max)
+    fn read_all_within(&self, path: &Path, max: u64) -> Result<Result<Bytes, u64>, StorageError> {
+        self.route(path)?.read_all_within(path, max)
     }
     fn file_size(&self, path: &Path) -> Result<u64, StorageError> {
         self.route(path)?.file_size(path)
