@@ -3,7 +3,6 @@
 //! `comfy-table`) or JSON for scripts.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
@@ -19,7 +18,8 @@ use crate::spec::coords_str;
 /// The array's folder cannot be walked, or `out` cannot be written.
 pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> Result<()> {
     let uri = array.uri();
-    let (disk_bytes, disk_files) = dir_size(uri).with_context(|| format!("cannot measure {}", uri.display()))?;
+    let (disk_bytes, disk_files) =
+        array.context().storage().usage(uri).with_context(|| format!("cannot measure {}", uri.display()))?;
     let (schema, frags) = (array.schema(), array.fragments());
     let stored: u64 = frags.iter().map(FragmentMetadata::stored_bytes).sum();
     let unfiltered: u64 = frags.iter().map(FragmentMetadata::unfiltered_bytes).sum();
@@ -214,20 +214,6 @@ pub(crate) fn iso_ms(ms: u64) -> String {
         return format!("{ms} ms");
     }
     s
-}
-
-/// Bytes and number of the files under `path` (symbolic links are counted, not followed).
-pub(crate) fn dir_size(path: &Path) -> std::io::Result<(u64, u64)> {
-    let meta = std::fs::symlink_metadata(path)?;
-    if !meta.is_dir() {
-        return Ok((meta.len(), 1));
-    }
-    let mut total = (0, 0);
-    for entry in std::fs::read_dir(path)? {
-        let (b, n) = dir_size(&entry?.path())?;
-        total = (total.0 + b, total.1 + n);
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

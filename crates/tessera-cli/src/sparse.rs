@@ -30,7 +30,7 @@ use crate::arrow::{
     SrcKind,
 };
 use crate::csv::{parse_delimiter, CsvSink, CsvSource};
-use crate::info::{dir_size, domain_str, human, json_name, tile_str};
+use crate::info::{domain_str, human, json_name, tile_str};
 use crate::spec::{named_str, Spec};
 use crate::{bytes_bar, context, open, plural, ImportArgs, ReadArgs, TempFiles, WriteArgs};
 
@@ -499,7 +499,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     let array = open(config, uri, Mode::Write)?;
     let meta = load(&array, path, format, true, args.sorted, CHUNK_ROWS)?;
     guard.done = true;
-    let disk = dir_size(uri).map(|(b, _)| b).unwrap_or(0);
+    let disk = ctx.storage().usage(uri).map(|(b, _)| b).unwrap_or(0);
 
     writeln!(
         out,

@@ -290,6 +290,10 @@ fn list_dir_sorted(s: &dyn Storage, root: &Path) {
     assert_eq!(s.list_dir(root).unwrap(), vec!["Mid", "a", "alpha", "beta", "sub", "zeta"]);
     assert_eq!(s.list_dir(&root.join("sub")).unwrap(), vec!["deeper", "inner"]);
     assert!(s.list_dir(&root.join("sub").join("deeper")).unwrap().is_empty());
+    // Usage counts files (folders and their markers are not files).
+    assert_eq!(s.usage(&root.join("sub")).unwrap(), (1, 1));
+    assert_eq!(s.usage(&root.join("zeta")).unwrap(), (4, 1));
+    assert_eq!(s.usage(root).unwrap(), (4 + 5 + 3 + 4 + 1 + 1, 6));
     assert!(s.list_dir(&root.join("zeta")).is_err());
     // create_dir_all is idempotent and refuses to go through a file.
     s.create_dir_all(&root.join("sub")).unwrap();

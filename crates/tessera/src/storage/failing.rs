@@ -184,4 +184,8 @@ impl Storage for FailingStorage {
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         self.inner.modified_ms(path)
     }
+
+    fn usage(&self, path: &Path) -> Result<(u64, u64), StorageError> {
+        self.inner.usage(path)
+    }
 }

@@ -152,4 +152,8 @@ impl Storage for InstrumentedStorage {
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         self.inner.modified_ms(path)
     }
+
+    fn usage(&self, path: &Path) -> Result<(u64, u64), StorageError> {
+        self.inner.usage(path)
+    }
 }

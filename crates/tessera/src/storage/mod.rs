@@ -487,4 +487,23 @@ pub trait Storage: Send + Sync + Debug {
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         Err(StorageError::kind("modified time", path, std::io::ErrorKind::Unsupported))
     }
+    /// Bytes and number of the files under `path` (a file: its own), for reports.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the path is missing, [`StorageError::Io`] otherwise.
+    fn usage(&self, path: &Path) -> Result<(u64, u64), StorageError> {
+        if !self.is_dir(path) {
+            return Ok((self.file_size(path)?, 1));
+        }
+        let mut total = (0u64, 0u64);
+        for name in self.list_dir(path)? {
+            match self.usage(&path.join(name)) {
+                Ok((b, n)) => total = (total.0.saturating_add(b), total.1 + n),
+                // Removed while being walked.
+                Err(StorageError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
 }

@@ -532,6 +532,17 @@ impl Storage for ObjectStorage {
     fn lock_free_grace(&self, _path: &Path) -> Option<Duration> {
         Some(self.shared.options.grace)
     }
+    fn usage(&self, path: &Path) -> Result<(u64, u64), StorageError> {
+        if let Ok(meta) = self.shared.head(path) {
+            return Ok((meta.size, 1));
+        }
+        let objects = self.shared.list_all(path)?;
+        if objects.is_empty() {
+            return Err(StorageError::NotFound { path: path.to_path_buf() });
+        }
+        let files = objects.iter().filter(|o| o.location.filename() != Some(FOLDER_MARKER));
+        Ok(files.fold((0, 0), |(b, n), o| (b + o.size, n + 1)))
+    }
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         let newest = match self.shared.head(path) {
             Ok(meta) => Some(meta.last_modified),

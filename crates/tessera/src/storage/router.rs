@@ -121,6 +121,9 @@ impl Storage for RoutedStorage {
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         self.route(path)?.modified_ms(path)
     }
+    fn usage(&self, path: &Path) -> Result<(u64, u64), StorageError> {
+        self.route(path)?.usage(path)
+    }
 }
 
 #[cfg(test)]
