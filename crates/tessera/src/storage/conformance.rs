@@ -196,6 +196,7 @@ fn out_of_bounds(s: &dyn Storage, root: &Path) {
     assert_out_of_bounds(s.read_range(&p, 100, 1));
     assert_out_of_bounds(s.read_range(&p, u64::MAX, 2));
     assert_out_of_bounds(s.read_range(&p, 1, u64::MAX));
+    assert_out_of_bounds(s.read_range(&p, 0, 1 << 40));
     match s.read_range(&p, 8, 3) {
         Err(StorageError::OutOfBounds { offset: 8, len: 3, size: 10, path }) => {
             assert_eq!(path, p);

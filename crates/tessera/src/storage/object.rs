@@ -215,10 +215,9 @@ impl Shared {
         if range.end - range.start <= chunk {
             return self.get(path, Some(range));
         }
-        let pieces: Vec<Range<u64>> = (range.start..range.end)
-            .step_by(usize::try_from(chunk).unwrap_or(usize::MAX))
-            .map(|s| s..(s + chunk).min(range.end))
-            .collect();
+        let step = usize::try_from(chunk).unwrap_or(usize::MAX);
+        let end = range.end;
+        let pieces = (range.start..end).step_by(step).map(move |s| s..s.saturating_add(chunk).min(end));
         let (store, key) = (Arc::clone(&self.store), self.key(path)?);
         let width = self.options.read_concurrency.max(1);
         let got = self.run(async move {
@@ -424,9 +423,16 @@ impl Storage for ObjectStorage {
         let Some(end) = offset.checked_add(len) else {
             return Err(oob(self.file_size(path)?));
         };
-        if len == 0 {
+        if len == 0 || len > self.shared.options.read_chunk_size {
+            // Empty ranges have no GET; long ones are checked against the size before they are
+            // split into pieces (a hostile length must not become a flood of requests).
             let size = self.file_size(path)?;
-            return if offset <= size { Ok(Bytes::default()) } else { Err(oob(size)) };
+            if end > size {
+                return Err(oob(size));
+            }
+            if len == 0 {
+                return Ok(Bytes::default());
+            }
         }
         match self.shared.get_split(path, offset..end) {
             Ok(b) if b.len() as u64 == len => Ok(b),
