@@ -27,6 +27,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 
+pub mod advise;
 mod arrow;
 pub mod csv;
 mod dense;
@@ -174,6 +175,9 @@ pub enum Command {
     Meta(meta::MetaArgs),
     /// List a group's members (arrays and groups), or describe one array in a line.
     Ls(ls::LsArgs),
+    /// Recommend tile extents, tile order and cell order for a dense array from a log of the
+    /// queries it serves (the cost model of docs/layouts.md); --apply DST rewrites it so.
+    Advise(advise::AdviseArgs),
     /// The MultiMap layout research (docs/multimap.md).
     #[command(subcommand)]
     Multimap(MultimapCommand),
@@ -445,6 +449,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Delete(a) => maintenance::delete(a, &config, out),
         Command::Meta(a) => meta::meta(a, &config, out),
         Command::Ls(a) => ls::ls(a, &config, out),
+        Command::Advise(a) => advise::advise(a, &config, out),
         Command::Multimap(MultimapCommand::Reproduce { out: dir }) => {
             tessera_multimap::run_reproduce_command(dir.clone())
         }

@@ -535,3 +535,26 @@ fn hostile_npy_headers_are_refused() {
     .unwrap();
     ok(&["write", &g, "--subarray", "1:2,1:3", "--input", &f.p("fine.npy")]);
 }
+
+/// `tessera advise`: a log of column beams on the grid (rows -5..24 x cols 1..40) recommends
+/// tiles long along the rows, prints the expected gain, and `--apply` writes the same cells in
+/// that layout; a bad log line is an error naming the line, leaving nothing behind.
+#[test]
+fn advise_recommends_and_applies_a_layout() {
+    let f = Fixture::new();
+    f.create("g", GRID);
+    let g = f.p("g");
+    save(&f.path("all.npy"), "<i4", &[30, 40], false, &le(&grid_cells(-5..=24, 1..=40, false), i32::to_le_bytes));
+    ok(&["write", &g, "--input", &f.p("all.npy")]);
+    let log: String = (1..=40).map(|c| format!("{{\"ranges\": [null, [{c}, {c}]]}}\n")).collect();
+    std::fs::write(f.path("q.jsonl"), log).unwrap();
+    let out = ok(&["advise", &g, "--log", &f.p("q.jsonl"), "--min-tile-bytes", "16", "--apply", &f.p("h")]);
+    assert!(out.contains("(current)") && out.contains("recommended: tile 30 x ") && out.contains("wrote"), "{out}");
+    ok(&["read", &f.p("h"), "--output", &f.p("h.npy")]);
+    assert_eq!(load(&f.path("h.npy")).data, le(&grid_cells(-5..=24, 1..=40, false), i32::to_le_bytes));
+    std::fs::write(f.path("bad.jsonl"), "{}\n{\"ranges\": [[0, 99], null]}\n").unwrap();
+    let before = snapshot(f.dir.path());
+    let e = err(&["advise", &g, "--log", &f.p("bad.jsonl"), "--apply", &f.p("k")]);
+    assert!(e.contains("bad.jsonl line 2") && e.contains("outside"), "{e}");
+    assert_eq!(before, snapshot(f.dir.path()));
+}

@@ -3,8 +3,10 @@
 //! with adjacent blocks ([`DiskModel`]), the Naive and MultiMap mappings of N-D cells to logical
 //! blocks ([`NaiveMapping`], [`MultiMapMapping`]), the analytic cost model ([`CostParams`]), a
 //! simulator replaying block accesses on the disk model ([`Simulator`]), and the paper's Table 3
-//! ([`reproduce`]). See `docs/multimap.md`.
+//! ([`reproduce`]); and the layout advisor for Tessera arrays built on the same cost reasoning
+//! ([`advise`]). See `docs/multimap.md`.
 
+pub mod advise;
 mod cost;
 mod disk;
 mod mapping;

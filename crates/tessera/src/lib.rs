@@ -71,7 +71,7 @@ pub use fragment::{
     BlockIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry, FRAGMENTS_DIR,
     METADATA_FILE,
 };
-pub use geometry::{curve_key, DimRange, Layout, Subarray};
+pub use geometry::{curve_key, dense_tile_positions, DimRange, Layout, Subarray};
 pub use group::{object_kind, Group, ObjectKind};
 pub use input::{AttrInput, CoordInput};
 pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};

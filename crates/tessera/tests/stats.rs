@@ -364,3 +364,75 @@ fn tile_order_decides_the_runs_a_box_read_fetches() {
         assert_eq!(counter(&s, Counter::VfsReadTotalBytes), 4 * 4 * 4, "{order:?}");
     }
 }
+
+/// `dense_tile_positions` predicts what the reader fetches: for random boxes of a 3-D array over
+/// a grid of 5 x 3 x 4 tiles (not powers of two) under every tile order, the runs of consecutive
+/// positions are the read requests (ranges not coalesced across gaps) and the positions times
+/// the tile size the bytes.
+#[test]
+fn dense_tile_positions_predict_the_reads_of_a_box() {
+    let _g = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for order in [CellOrder::RowMajor, CellOrder::ColMajor, CellOrder::Z, CellOrder::Hilbert] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Config::new();
+        c.set("sm.tile_cache_size", "0").unwrap();
+        c.set("vfs.coalesce_gap", "0").unwrap();
+        let ctx = Context::new(c).unwrap();
+        let sizes = [10i128, 6, 8];
+        // A filter that keeps sizes: every tile goes through the coalescing fetch (unfiltered
+        // tiles a read copies whole are read one by one, straight into the result).
+        let mut attr = Attribute::new("a", Datatype::Int32);
+        attr.filters = FilterPipeline::new(vec![Filter::ByteShuffle]);
+        let schema = ArraySchema::builder(ArrayType::Dense)
+            .dim(Dimension::new("x", Datatype::Int64, (0, 9), 2))
+            .dim(Dimension::new("y", Datatype::Int64, (0, 5), 2))
+            .dim(Dimension::new("z", Datatype::Int64, (0, 7), 2))
+            .attr(attr)
+            .tile_order(order)
+            .build()
+            .unwrap();
+        let uri = dir.path().join("a");
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let vals: Vec<i32> = (0..480).collect();
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))])
+            .unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let full = dense_tile_positions(&schema, &Subarray::full(&schema), 1000).unwrap();
+        assert_eq!(full, (0..60).collect::<Vec<u64>>(), "{order:?}");
+        for _ in 0..40 {
+            let ranges: Vec<(i128, i128)> = sizes
+                .iter()
+                .map(|&n| {
+                    let a = next(n as u64) as i128;
+                    let b = next(n as u64) as i128;
+                    (a.min(b), a.max(b))
+                })
+                .collect();
+            let sub = Subarray::from_ranges(&ranges);
+            let pos = dense_tile_positions(&schema, &sub, 1000).unwrap();
+            let runs = 1 + pos.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64;
+            let s = measured(|| {
+                r.read(&sub, &["a"], Layout::RowMajor).unwrap();
+            });
+            assert_eq!(
+                counter(&s, Counter::VfsReadNumRequests),
+                runs,
+                "{order:?} {ranges:?} {pos:?} bytes {}",
+                counter(&s, Counter::VfsReadTotalBytes)
+            );
+            assert_eq!(counter(&s, Counter::VfsReadTotalBytes), pos.len() as u64 * 8 * 4, "{order:?} {ranges:?}");
+        }
+        // Several ranges on a dimension share tiles once; too many tiles is an error.
+        let two = Subarray { ranges: vec![vec![(0, 1), (1, 2)], vec![(0, 0)], vec![(0, 0)]] };
+        assert_eq!(dense_tile_positions(&schema, &two, 1000).unwrap().len(), 2);
+        assert!(dense_tile_positions(&schema, &Subarray::full(&schema), 59).is_err());
+    }
+}

@@ -162,6 +162,80 @@ impl TileGrid {
     }
 }
 
+/// The positions, in the order a dense fragment over the whole domain stores its tiles (tile
+/// order), of the tiles that the rectangles of `subarray` (the cross product of its ranges)
+/// touch: sorted, each once. What a layout advisor needs to predict the requests and bytes of a
+/// read under a candidate schema without writing it.
+///
+/// # Errors
+/// The subarray's errors ([`super::Subarray::normalize`]); `BadSubarray` also when the touched tiles would be
+/// more than `max_tiles` (the list is built in memory) or the domain has more than 2^32 tiles.
+pub fn dense_tile_positions(
+    schema: &ArraySchema,
+    subarray: &super::Subarray,
+    max_tiles: u64,
+) -> Result<Vec<u64>, crate::error::QueryError> {
+    use crate::error::QueryError;
+    let too_large = QueryError::BadSubarray;
+    let grid = TileGrid::new(schema);
+    let domain_tiles = grid.counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c)).filter(|&t| t <= 1 << 32);
+    if domain_tiles.is_none() {
+        return Err(too_large("the domain has more than 2^32 tiles".into()));
+    }
+    let full: Rect = grid.counts.iter().map(|&c| [0, c - 1]).collect();
+    let ranges = subarray.normalize(schema)?;
+    // Tile ranges per dimension, merged where they overlap or touch (several cell ranges may
+    // share tiles).
+    let per_dim: Vec<Vec<[u64; 2]>> = ranges
+        .iter()
+        .zip(&grid.extents)
+        .map(|(rs, &e)| {
+            let mut t: Vec<[u64; 2]> = rs.iter().map(|&[lo, hi]| [lo / e, hi / e]).collect();
+            t.sort_unstable();
+            let mut merged: Vec<[u64; 2]> = Vec::with_capacity(t.len());
+            for r in t {
+                match merged.last_mut() {
+                    Some(last) if r[0] <= last[1].saturating_add(1) => last[1] = last[1].max(r[1]),
+                    _ => merged.push(r),
+                }
+            }
+            merged
+        })
+        .collect();
+    let touched = per_dim
+        .iter()
+        .map(|rs| rs.iter().map(|[lo, hi]| hi - lo + 1).sum::<u64>())
+        .try_fold(1u64, u64::checked_mul)
+        .filter(|&t| t <= max_tiles)
+        .ok_or_else(|| too_large(format!("the subarray touches more than {max_tiles} tiles")))?;
+    let mut out = Vec::with_capacity(usize::try_from(touched).unwrap_or(0));
+    let n = per_dim.len();
+    let mut pick = vec![0usize; n];
+    loop {
+        let trange: Rect = (0..n).map(|d| per_dim[d][pick[d]]).collect();
+        let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
+        let count: u64 = shape.iter().product();
+        for lin in 0..count {
+            out.push(grid.tile_index(&full, &TileGrid::row_major_tile(&trange, lin)));
+        }
+        // Next combination of one tile range per dimension (odometer).
+        let mut d = n;
+        loop {
+            if d == 0 {
+                out.sort_unstable();
+                out.dedup();
+                return Ok(out);
+            }
+            d -= 1;
+            pick[d] += 1;
+            if pick[d] < per_dim[d].len() {
+                break;
+            }
+            pick[d] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

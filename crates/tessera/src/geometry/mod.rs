@@ -16,6 +16,7 @@ pub(crate) use coords::{
     cells_in_box, ordinal_values, ordinals, ordinals_at, pack_keys, sort_permutation, value_text, OrderKeys,
 };
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
+pub use grid::dense_tile_positions;
 pub(crate) use grid::TileGrid;
 pub(crate) use layout::layout_counter;
 pub use layout::Layout;

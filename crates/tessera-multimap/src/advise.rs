@@ -1,0 +1,560 @@
+//! The layout advisor (`tessera advise`): from a log of the queries a dense array serves, the
+//! tile extents, tile order and cell order that the cost model predicts fastest, the expected
+//! gain over the current layout, and the rewrite of the array into that layout.
+//!
+//! The cost model is MULTIMAP.md §6's for storage without rotation: a read of a layout costs its
+//! requests times a per-request latency, plus its bytes over the device's bandwidth, plus the
+//! unfiltering of the tiles it fetches, plus the copy into the result. Which tiles a query
+//! touches and where a layout stores them come from the engine itself
+//! ([`tessera::dense_tile_positions`]), and the requests from the reader's own rule: byte ranges
+//! of a file closer than `vfs.coalesce_gap` are read as one, up to `vfs.coalesce_max`. A tile
+//! is read whole, so the cell order only changes the copy: runs along the result's fastest
+//! dimension when the cell order keeps that dimension contiguous, one cell at a time otherwise,
+//! and a permutation of every fetched tile for curve cell orders.
+//!
+//! Query log: JSON lines `{"ranges": [[lo, hi], ...], "weight": w, "layout": "C"}`, ranges
+//! inclusive in domain coordinates, one per dimension (`null` for the whole dimension), or an
+//! object by dimension name (dimensions left out: the whole domain); `weight` (default 1)
+//! counts repetitions; `layout` "C" (row-major result, default) or "F".
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use serde::Serialize;
+use tessera::{
+    dense_tile_positions, Array, ArraySchema, ArrayType, AttrInput, CellOrder, CellValNum, Context, Layout, Mode,
+    Subarray,
+};
+
+/// Most tiles one query may touch in the model (the positions are listed in memory).
+const MAX_QUERY_TILES: u64 = 1 << 22;
+/// Most tiles a candidate layout may have over the domain (curve orders rank them all).
+const MAX_DOMAIN_TILES: u64 = 1 << 22;
+
+/// One query of the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedQuery {
+    /// One inclusive range per dimension, in domain coordinates.
+    pub ranges: Vec<(i128, i128)>,
+    /// How many times it runs.
+    pub weight: f64,
+    /// Whether the result is column-major ("F") rather than row-major.
+    pub col_major: bool,
+}
+
+/// Reads a query log (JSON lines) for `schema`.
+///
+/// # Errors
+/// An unreadable file, a line that is not a query for this schema (the line is named).
+pub fn read_log(path: &Path, schema: &ArraySchema) -> Result<Vec<LoggedQuery>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let q = parse_query(line, schema).with_context(|| format!("{} line {}", path.display(), i + 1))?;
+        out.push(q);
+    }
+    if out.is_empty() {
+        bail!("{}: no queries", path.display());
+    }
+    Ok(out)
+}
+
+fn parse_query(line: &str, schema: &ArraySchema) -> Result<LoggedQuery> {
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    let obj = v.as_object().ok_or_else(|| anyhow!("a query is a JSON object"))?;
+    let whole: Vec<(i128, i128)> = schema.dims.iter().map(tessera::Dimension::int_domain).collect();
+    let mut ranges = whole.clone();
+    let range = |r: &serde_json::Value, d: usize| -> Result<(i128, i128)> {
+        if r.is_null() {
+            return Ok(whole[d]);
+        }
+        let pair = r.as_array().filter(|a| a.len() == 2).ok_or_else(|| anyhow!("a range is [lo, hi] or null"))?;
+        let b = |x: &serde_json::Value| x.as_i64().map(i128::from).ok_or_else(|| anyhow!("bounds are integers"));
+        Ok((b(&pair[0])?, b(&pair[1])?))
+    };
+    match obj.get("ranges") {
+        Some(serde_json::Value::Array(rs)) => {
+            if rs.len() != schema.dims.len() {
+                bail!("{} ranges given, the array has {} dimensions", rs.len(), schema.dims.len());
+            }
+            for (d, r) in rs.iter().enumerate() {
+                ranges[d] = range(r, d)?;
+            }
+        }
+        Some(serde_json::Value::Object(by_name)) => {
+            for (name, r) in by_name {
+                let d = schema
+                    .dims
+                    .iter()
+                    .position(|x| &x.name == name)
+                    .ok_or_else(|| anyhow!("unknown dimension {name:?}"))?;
+                ranges[d] = range(r, d)?;
+            }
+        }
+        None => {}
+        Some(_) => bail!("\"ranges\" is a list or an object"),
+    }
+    let weight = match obj.get("weight") {
+        None => 1.0,
+        Some(w) => w.as_f64().filter(|w| w.is_finite() && *w >= 0.0).ok_or_else(|| anyhow!("weight >= 0"))?,
+    };
+    let col_major = match obj.get("layout").and_then(serde_json::Value::as_str) {
+        None | Some("C") => false,
+        Some("F") => true,
+        Some(o) => bail!("layout {o:?}: \"C\" or \"F\""),
+    };
+    // The engine checks the ranges against the domain.
+    Subarray::from_ranges(&ranges).normalize(schema)?;
+    Ok(LoggedQuery { ranges, weight, col_major })
+}
+
+/// The device and reader the model prices.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Device {
+    /// Seconds every query costs whatever the layout (opening, planning): it does not change
+    /// the ranking, only the predicted gain.
+    pub query_s: f64,
+    /// Seconds per read request.
+    pub latency_s: f64,
+    /// Bytes per second read.
+    pub read_bps: f64,
+    /// Unfiltered bytes per second the filters produce (decompression).
+    pub unfilter_bps: f64,
+    /// Bytes per second of contiguous copies into the result.
+    pub copy_bps: f64,
+    /// Seconds per contiguous run copied (the per-run overhead of the copy kernel).
+    pub run_s: f64,
+    /// Seconds per cell of a curve cell order's permutation of a fetched tile.
+    pub permute_cell_s: f64,
+    /// The reader's coalescing gap (`vfs.coalesce_gap`).
+    pub coalesce_gap: u64,
+    /// The reader's largest coalesced range (`vfs.coalesce_max`).
+    pub coalesce_max: u64,
+}
+
+impl Device {
+    /// A local SSD or page-cached file system (300 µs per query, 100 µs per request, 1 GB/s) with the engine's
+    /// default coalescing.
+    pub fn local(config: &tessera::Config) -> Self {
+        Self {
+            query_s: 300e-6,
+            latency_s: 100e-6,
+            read_bps: 1e9,
+            unfilter_bps: 2e9,
+            copy_bps: 5e9,
+            run_s: 20e-9,
+            permute_cell_s: 2e-9,
+            coalesce_gap: config.coalesce_gap(),
+            coalesce_max: config.coalesce_max(),
+        }
+    }
+
+    /// An object store (20 ms per request, 100 MB/s).
+    pub fn object_store(config: &tessera::Config) -> Self {
+        Self { latency_s: 20e-3, read_bps: 1e8, ..Self::local(config) }
+    }
+}
+
+/// A layout: tile extents and the two orders.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Candidate {
+    /// Tile extent per dimension.
+    pub extents: Vec<u64>,
+    /// Order of tiles.
+    pub tile_order: String,
+    /// Order of cells inside a tile.
+    pub cell_order: String,
+}
+
+/// A layout's predicted cost over the log.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scored {
+    /// The layout.
+    pub layout: Candidate,
+    /// Predicted seconds of the whole log (weights applied).
+    pub seconds: f64,
+    /// Read requests of the whole log.
+    pub requests: f64,
+    /// Bytes read of the whole log.
+    pub bytes: f64,
+    /// Predicted seconds per query of the log, in log order.
+    pub per_query: Vec<f64>,
+}
+
+/// The advice: the current layout's cost and every candidate's, best first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Advice {
+    /// The array's layout as it is.
+    pub current: Scored,
+    /// Every candidate tried, cheapest first.
+    pub ranked: Vec<Scored>,
+    /// The device priced.
+    pub device: Device,
+    /// Stored bytes per unfiltered byte of the array's tiles (1 when it has no fragment).
+    pub stored_ratio: f64,
+}
+
+impl Advice {
+    /// The recommended layout.
+    pub fn best(&self) -> &Scored {
+        &self.ranked[0]
+    }
+
+    /// Current cost over the best's (> 1: the advice is faster).
+    pub fn gain(&self) -> f64 {
+        self.current.seconds / self.best().seconds
+    }
+}
+
+fn order_name(o: CellOrder) -> &'static str {
+    match o {
+        CellOrder::ColMajor => "col-major",
+        CellOrder::Z => "z",
+        CellOrder::Hilbert => "hilbert",
+        _ => "row-major",
+    }
+}
+
+fn parse_order(name: &str) -> Result<CellOrder> {
+    Ok(match name {
+        "row-major" => CellOrder::RowMajor,
+        "col-major" => CellOrder::ColMajor,
+        "z" => CellOrder::Z,
+        "hilbert" => CellOrder::Hilbert,
+        o => bail!("unknown order {o:?}"),
+    })
+}
+
+/// The schema of `schema` under `layout` (same domain, attributes and filters).
+///
+/// # Errors
+/// A layout the engine refuses (e.g. curve keys over 128 bits).
+pub fn schema_with(schema: &ArraySchema, layout: &Candidate) -> Result<ArraySchema> {
+    let mut s = schema.clone();
+    for (d, &e) in s.dims.iter_mut().zip(&layout.extents) {
+        d.tile = Some(tessera::Extent::Int(e));
+    }
+    s.tile_order = parse_order(&layout.tile_order)?;
+    s.cell_order = parse_order(&layout.cell_order)?;
+    s.version = s.lowest_version();
+    s.validate()?;
+    Ok(s)
+}
+
+/// Bytes per cell of the fixed-size attributes (the files a read of all attributes fetches).
+fn attr_cell_bytes(schema: &ArraySchema) -> Result<Vec<u64>> {
+    schema
+        .attrs
+        .iter()
+        .map(|a| match a.cell_val_num {
+            CellValNum::Fixed(n) => Ok(u64::from(n) * a.datatype.size() as u64 + u64::from(a.nullable)),
+            CellValNum::Var => bail!("attribute {}: variable-length attributes are not modelled", a.name),
+        })
+        .collect()
+}
+
+/// The requests and bytes of reading the tiles at `positions` (sorted) of a file of tiles of
+/// `tile_bytes` each, coalesced as the reader does.
+fn coalesced(positions: &[u64], tile_bytes: u64, dev: &Device) -> (u64, u64) {
+    let (mut requests, mut bytes) = (0u64, 0u64);
+    let mut open: Option<(u64, u64)> = None;
+    for &p in positions {
+        let (lo, hi) = (p * tile_bytes, (p + 1) * tile_bytes);
+        open = match open {
+            Some((a, b)) if lo.saturating_sub(b) <= dev.coalesce_gap && hi - a <= dev.coalesce_max => Some((a, hi)),
+            Some((a, b)) => {
+                requests += 1;
+                bytes += b - a;
+                Some((lo, hi))
+            }
+            None => Some((lo, hi)),
+        };
+    }
+    if let Some((a, b)) = open {
+        requests += 1;
+        bytes += b - a;
+    }
+    (requests, bytes)
+}
+
+/// Predicted cost of `log` under `layout`.
+///
+/// # Errors
+/// A layout the engine refuses, a query touching too many tiles to model.
+pub fn score(
+    schema: &ArraySchema,
+    layout: &Candidate,
+    log: &[LoggedQuery],
+    dev: &Device,
+    ratio: f64,
+) -> Result<Scored> {
+    let s = schema_with(schema, layout)?;
+    let tile_cells: u64 = layout.extents.iter().product();
+    let cell_bytes = attr_cell_bytes(&s)?;
+    let fastest_c = s.dims.len() - 1;
+    let (mut seconds, mut requests, mut bytes) = (0.0, 0.0, 0.0);
+    let mut per_query = Vec::with_capacity(log.len());
+    for q in log {
+        let positions = dense_tile_positions(&s, &Subarray::from_ranges(&q.ranges), MAX_QUERY_TILES)?;
+        let tiles = positions.len() as f64;
+        let (mut r, mut b) = (0u64, 0u64);
+        for &cb in &cell_bytes {
+            // Stored tiles of one attribute, at the array's compression ratio.
+            let stored = ((tile_cells * cb) as f64 * ratio).ceil().max(1.0) as u64;
+            let (qr, qb) = coalesced(&positions, stored, dev);
+            r += qr;
+            b += qb;
+        }
+        let unfiltered = tiles * (tile_cells * cell_bytes.iter().sum::<u64>()) as f64;
+        // The copy: the result's cells in runs along its fastest dimension when the cell order
+        // keeps that dimension contiguous in a tile (row-major for C results, col-major for F).
+        let fastest = if q.col_major { 0 } else { fastest_c };
+        let cells: f64 = q.ranges.iter().map(|(lo, hi)| (hi - lo + 1) as f64).product();
+        let runs_along = |d: usize| {
+            let (lo, hi) = q.ranges[d];
+            let e = i128::from(layout.extents[d]);
+            // Tiles crossed along d, each a run of its part of the range.
+            let pieces = (hi.div_euclid(e) - lo.div_euclid(e) + 1) as f64;
+            cells / (hi - lo + 1) as f64 * pieces
+        };
+        let contiguous = match (s.cell_order, q.col_major) {
+            (CellOrder::RowMajor, false) | (CellOrder::ColMajor, true) => true,
+            (CellOrder::Z | CellOrder::Hilbert, _) => !q.col_major, // permuted to row-major first
+            _ => false,
+        };
+        let runs = if contiguous { runs_along(fastest) } else { cells };
+        let permute = if matches!(s.cell_order, CellOrder::Z | CellOrder::Hilbert) {
+            tiles * tile_cells as f64 * dev.permute_cell_s
+        } else {
+            0.0
+        };
+        let result_bytes = cells * cell_bytes.iter().sum::<u64>() as f64;
+        let t = dev.query_s
+            + r as f64 * dev.latency_s
+            + b as f64 / dev.read_bps
+            + unfiltered / dev.unfilter_bps
+            + permute
+            + result_bytes / dev.copy_bps
+            + runs * dev.run_s;
+        per_query.push(t);
+        seconds += q.weight * t;
+        requests += q.weight * r as f64;
+        bytes += q.weight * b as f64;
+    }
+    Ok(Scored { layout: layout.clone(), seconds, requests, bytes, per_query })
+}
+
+/// Options of the candidate search.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchOptions {
+    /// Smallest tile (all attributes, unfiltered bytes).
+    pub min_tile_bytes: u64,
+    /// Largest tile.
+    pub max_tile_bytes: u64,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self { min_tile_bytes: 16 << 10, max_tile_bytes: 16 << 20 }
+    }
+}
+
+/// The current layout of `schema`.
+///
+/// # Errors
+/// A sparse array or a dimension without an integer tile extent.
+pub fn current_layout(schema: &ArraySchema) -> Result<Candidate> {
+    if schema.array_type != ArrayType::Dense {
+        bail!("the advisor models dense arrays (a sparse array's tiles follow its data, not a grid)");
+    }
+    Ok(Candidate {
+        extents: schema.dims.iter().map(tessera::Dimension::tile_extent).collect(),
+        tile_order: order_name(schema.tile_order).into(),
+        cell_order: order_name(schema.cell_order).into(),
+    })
+}
+
+/// Every candidate layout: per dimension the powers of two up to the domain (and the current
+/// extent), tiles between the size bounds and at most 2^22 tiles over the domain, under every
+/// tile order and cell order.
+///
+/// # Errors
+/// As [`current_layout`].
+pub fn candidates(schema: &ArraySchema, opts: SearchOptions) -> Result<Vec<Candidate>> {
+    let current = current_layout(schema)?;
+    let cell: u64 = attr_cell_bytes(schema)?.iter().sum::<u64>().max(1);
+    let per_dim: Vec<Vec<u64>> = schema
+        .dims
+        .iter()
+        .zip(&current.extents)
+        .map(|(d, &e)| {
+            let size = d.domain_size();
+            let mut v: Vec<u64> = (0..64).map(|k| 1u64 << k).take_while(|&x| x < size).collect();
+            v.push(size);
+            v.push(e);
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    let orders = ["row-major", "col-major", "z", "hilbert"];
+    let mut out = vec![current.clone()];
+    let mut pick = vec![0usize; per_dim.len()];
+    'combos: loop {
+        let extents: Vec<u64> = pick.iter().zip(&per_dim).map(|(&i, v)| v[i]).collect();
+        let tile_bytes = extents.iter().try_fold(cell, |a, &e| a.checked_mul(e));
+        let domain_tiles =
+            schema.dims.iter().zip(&extents).try_fold(1u64, |a, (d, &e)| a.checked_mul(d.domain_size().div_ceil(e)));
+        let fits = tile_bytes.is_some_and(|b| (opts.min_tile_bytes..=opts.max_tile_bytes).contains(&b))
+            && domain_tiles.is_some_and(|t| t <= MAX_DOMAIN_TILES);
+        if fits {
+            for t in orders {
+                for c in orders {
+                    let cand = Candidate { extents: extents.clone(), tile_order: t.into(), cell_order: c.into() };
+                    if cand != current && schema_with(schema, &cand).is_ok() {
+                        out.push(cand);
+                    }
+                }
+            }
+        }
+        let mut d = pick.len();
+        loop {
+            if d == 0 {
+                break 'combos;
+            }
+            d -= 1;
+            pick[d] += 1;
+            if pick[d] < per_dim[d].len() {
+                break;
+            }
+            pick[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
+/// Stored bytes per unfiltered byte of the array's tiles (1 without fragments).
+fn stored_ratio(array: &Array) -> f64 {
+    let (stored, raw) = array
+        .fragments()
+        .iter()
+        .fold((0u64, 0u64), |(s, r), f| (s.saturating_add(f.stored_bytes()), r.saturating_add(f.unfiltered_bytes())));
+    if raw == 0 {
+        1.0
+    } else {
+        stored as f64 / raw as f64
+    }
+}
+
+/// Scores every candidate for the array at `uri` on `log`, cheapest first.
+///
+/// # Errors
+/// As [`candidates`] and [`score`]; an array that does not open.
+pub fn advise(ctx: &Context, uri: &Path, log: &[LoggedQuery], dev: Device, opts: SearchOptions) -> Result<Advice> {
+    let array = Array::open(ctx, uri, Mode::Read)?;
+    let schema = array.schema().clone();
+    let ratio = stored_ratio(&array);
+    let current = score(&schema, &current_layout(&schema)?, log, &dev, ratio)?;
+    let cands = candidates(&schema, opts)?;
+    let scored: Vec<Result<Scored>> = std::thread::scope(|s| {
+        let workers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).max(1);
+        let chunk = cands.len().div_ceil(workers).max(1);
+        let handles: Vec<_> = cands
+            .chunks(chunk)
+            .map(|part| {
+                let schema = &schema;
+                s.spawn(move || part.iter().map(|c| score(schema, c, log, &dev, ratio)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![Err(anyhow!("a worker panicked"))])).collect()
+    });
+    let mut ranked = scored.into_iter().collect::<Result<Vec<_>>>()?;
+    ranked.sort_by(|a, b| {
+        a.seconds.total_cmp(&b.seconds).then_with(|| layout_rank(&a.layout).cmp(&layout_rank(&b.layout)))
+    });
+    Ok(Advice { current, ranked, device: dev, stored_ratio: ratio })
+}
+
+/// Ties go to the simpler layout: row-major before curves, then smaller tiles.
+fn layout_rank(c: &Candidate) -> (u8, u8, Vec<u64>) {
+    let o = |n: &str| match n {
+        "row-major" => 0,
+        "col-major" => 1,
+        "z" => 2,
+        _ => 3,
+    };
+    (o(&c.tile_order), o(&c.cell_order), c.extents.clone())
+}
+
+/// Per-query predicted seconds of the best and current layouts, grouped by the query's shape
+/// (which dimensions it spans whole): a summary for the report.
+pub fn by_shape(advice: &Advice, log: &[LoggedQuery], schema: &ArraySchema) -> Vec<(String, f64, f64)> {
+    let mut groups: HashMap<String, (f64, f64, f64)> = HashMap::new();
+    for (i, q) in log.iter().enumerate() {
+        let sides: Vec<String> = q.ranges.iter().map(|(lo, hi)| (hi - lo + 1).to_string()).collect();
+        let key = format!(
+            "{} cells ({})",
+            sides.join(" x "),
+            schema.dims.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        let g = groups.entry(key).or_insert((0.0, 0.0, 0.0));
+        g.0 += q.weight * advice.current.per_query[i];
+        g.1 += q.weight * advice.best().per_query[i];
+        g.2 += q.weight;
+    }
+    let mut v: Vec<(String, f64, f64)> = groups.into_iter().map(|(k, (c, b, w))| (k, c / w, b / w)).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Rewrites the dense array at `src` into a new array at `dst` under `layout`: same domain,
+/// attributes and filters; the cells of its non-empty domain (as a read returns them: newest
+/// write wins, fill values where nothing was written) copied in slabs of whole new tiles along
+/// the first dimension, each at most `budget` bytes of cells (one fragment per slab). Returns
+/// the number of slabs (0 for an empty array).
+///
+/// # Errors
+/// `dst` exists, a layout the engine refuses, variable-length attributes, storage errors.
+pub fn apply(ctx: &Context, src: &Path, dst: &Path, layout: &Candidate, budget: u64) -> Result<u64> {
+    let array = Array::open(ctx, src, Mode::Read)?;
+    let schema = schema_with(array.schema(), layout)?;
+    let cell: u64 = attr_cell_bytes(&schema)?.iter().sum::<u64>().max(1);
+    Array::create(ctx, dst, &schema).with_context(|| format!("creating {}", dst.display()))?;
+    let writer = Array::open(ctx, dst, Mode::Write)?;
+    let names: Vec<&str> = schema.attrs.iter().map(|a| a.name.as_str()).collect();
+    let Some(nonempty) = array.nonempty_domain() else {
+        return Ok(0);
+    };
+    let (lo0, hi0) = nonempty[0];
+    let row_cells = nonempty[1..].iter().try_fold(1u64, |a, (lo, hi)| a.checked_mul(u64::try_from(hi - lo + 1).ok()?));
+    let row_cells = row_cells.ok_or_else(|| anyhow!("the non-empty domain has more cells than 2^64"))?;
+    let rows_per_slab = (budget / cell.saturating_mul(row_cells).max(1)).max(1);
+    // Whole tiles of the new layout along the first dimension.
+    let e0 = layout.extents[0];
+    let step = i128::from((rows_per_slab / e0).max(1) * e0);
+    // Slabs start on the new tiles' boundaries (relative to the domain's start).
+    let origin = schema.dims[0].int_domain().0;
+    let mut start = lo0;
+    let mut slabs = 0;
+    while start <= hi0 {
+        let boundary = origin + (start - origin).div_euclid(step) * step;
+        let end = (boundary + step - 1).min(hi0);
+        let mut ranges = nonempty.clone();
+        ranges[0] = (start, end);
+        let sub = Subarray::from_ranges(&ranges);
+        let res = array.read(&sub, &names, Layout::RowMajor)?;
+        let inputs: Vec<AttrInput<'_>> = res
+            .attrs
+            .iter()
+            .map(|a| AttrInput { name: &a.name, data: &a.data, offsets: None, validity: a.validity.as_deref() })
+            .collect();
+        writer.write(&sub, Layout::RowMajor, &inputs)?;
+        slabs += 1;
+        start = end + 1;
+    }
+    Ok(slabs)
+}

@@ -1,0 +1,140 @@
+//! The layout advisor against the engine: its predicted requests and bytes are what the reader
+//! does, its advice follows the workload, and `apply` keeps every cell.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::io::Write as _;
+
+use tessera::stats::{self, Counter};
+use tessera::*;
+use tessera_multimap::advise::{self, Candidate, Device, LoggedQuery, SearchOptions};
+
+fn schema(tile: u64, filters: bool) -> ArraySchema {
+    let mut a = Attribute::new("v", Datatype::Int32);
+    if filters {
+        // Size-keeping: every tile goes through the coalescing fetch (unfiltered tiles copied
+        // whole are read one by one).
+        a.filters = FilterPipeline::new(vec![Filter::ByteShuffle]);
+    }
+    ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, 63), tile))
+        .dim(Dimension::new("y", Datatype::Int64, (0, 63), tile))
+        .attr(a)
+        .build()
+        .unwrap()
+}
+
+fn make(ctx: &Context, dir: &std::path::Path, s: &ArraySchema) -> std::path::PathBuf {
+    let uri = dir.join("a");
+    Array::create(ctx, &uri, s).unwrap();
+    let vals: Vec<i32> = (0..64 * 64).collect();
+    let w = Array::open(ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(s), Layout::RowMajor, &[AttrInput::fixed("v", bytemuck::cast_slice(&vals))]).unwrap();
+    uri
+}
+
+fn beams(dim: usize, n: i128) -> Vec<LoggedQuery> {
+    (0..n)
+        .map(|i| {
+            let mut ranges = vec![(i * 5 % 64, i * 5 % 64); 2];
+            ranges[dim] = (0, 63);
+            LoggedQuery { ranges, weight: 1.0, col_major: false }
+        })
+        .collect()
+}
+
+#[test]
+fn predicted_requests_and_bytes_are_the_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::new();
+    c.set("sm.tile_cache_size", "0").unwrap();
+    let ctx = Context::new(c.clone()).unwrap();
+    let s = schema(8, true);
+    let uri = make(&ctx, dir.path(), &s);
+    let dev = Device::local(&c);
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    for (dim, order) in [(0, "row-major"), (1, "row-major"), (0, "col-major")] {
+        let log = beams(dim, 3);
+        let cand = Candidate { extents: vec![8, 8], tile_order: order.into(), cell_order: "row-major".into() };
+        let sc = advise::score(&s, &cand, &log, &dev, 1.0).unwrap();
+        if order != "row-major" {
+            continue; // the stored array is row-major; other orders are predictions only
+        }
+        stats::reset();
+        stats::enable();
+        for q in &log {
+            r.read(&Subarray::from_ranges(&q.ranges), &["v"], Layout::RowMajor).unwrap();
+        }
+        stats::disable();
+        let j: serde_json::Value = serde_json::from_str(&stats::json()).unwrap();
+        let got = |k: Counter| j["counters"][k.name()].as_u64().unwrap_or(0) as f64;
+        assert_eq!(got(Counter::VfsReadNumRequests), sc.requests, "beams along {dim}");
+        assert_eq!(got(Counter::VfsReadTotalBytes), sc.bytes, "beams along {dim}");
+    }
+}
+
+#[test]
+fn advice_follows_the_workload_and_apply_keeps_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Config::new();
+    let ctx = Context::new(c.clone()).unwrap();
+    let s = schema(8, false);
+    let uri = make(&ctx, dir.path(), &s);
+    let opts = SearchOptions { min_tile_bytes: 256, max_tile_bytes: 1 << 20 };
+    let dev = Device::local(&c);
+    // Beams along x (the slowest dimension of row-major): tiles long in x win.
+    let along_x = advise::advise(&ctx, &uri, &beams(0, 16), dev, opts).unwrap();
+    let best = &along_x.best().layout;
+    assert!(best.extents[0] > 8 && best.extents[1] < 8, "{best:?}");
+    assert!(along_x.gain() > 1.0);
+    assert!(along_x.ranked.windows(2).all(|w| w[0].seconds <= w[1].seconds));
+    // Beams along y: tiles long in y.
+    let along_y = advise::advise(&ctx, &uri, &beams(1, 16), dev, opts).unwrap();
+    let best = &along_y.best().layout;
+    assert!(best.extents[1] > 8 && best.extents[0] < 64, "{best:?}");
+    // Rewrite in small slabs (several fragments, whole tiles of the new layout): the same cells.
+    let dst = dir.path().join("b");
+    let slabs = advise::apply(&ctx, &uri, &dst, best, 64 * 4 * 16).unwrap();
+    assert!(slabs >= 2, "{slabs}");
+    let a = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let b = Array::open(&ctx, &dst, Mode::Read).unwrap();
+    assert_eq!(b.schema().dims[0].tile_extent(), best.extents[0]);
+    let full = Subarray::full(&s);
+    assert_eq!(
+        a.read(&full, &["v"], Layout::RowMajor).unwrap().attrs[0].data,
+        b.read(&full, &["v"], Layout::RowMajor).unwrap().attrs[0].data
+    );
+    // The destination exists now: a second apply refuses and changes nothing.
+    assert!(advise::apply(&ctx, &uri, &dst, best, 1 << 20).is_err());
+}
+
+#[test]
+fn query_logs_are_checked_line_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = schema(8, false);
+    let write = |text: &str| {
+        let p = dir.path().join("q.jsonl");
+        std::fs::File::create(&p).unwrap().write_all(text.as_bytes()).unwrap();
+        p
+    };
+    let ok = advise::read_log(
+        &write("{\"ranges\": [[0, 3], null]}\n\n{\"ranges\": {\"y\": [5, 5]}, \"weight\": 2, \"layout\": \"F\"}\n"),
+        &s,
+    )
+    .unwrap();
+    assert_eq!(ok[0].ranges, vec![(0, 3), (0, 63)]);
+    assert_eq!((ok[1].ranges.clone(), ok[1].weight, ok[1].col_major), (vec![(0, 63), (5, 5)], 2.0, true));
+    for (bad, why) in [
+        ("{\"ranges\": [[0, 3]]}", "1 ranges given"),
+        ("{\"ranges\": [[0, 64], null]}", "outside"),
+        ("{\"ranges\": {\"z\": [0, 1]}}", "unknown dimension"),
+        ("{\"weight\": -1}", "weight"),
+        ("[1, 2]", "JSON object"),
+        ("{\"layout\": \"G\"}", "layout"),
+    ] {
+        let e = advise::read_log(&write(&format!("{{}}\n{bad}\n")), &s).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.contains("line 2") && text.contains(why), "{bad}: {text}");
+    }
+    assert!(advise::read_log(&write("\n"), &s).is_err());
+}
