@@ -17,7 +17,8 @@
 //! whose `Content-MD5` or `x-amz-checksum-*` header does not match its body is refused before it
 //! touches the object; a key that is a prefix of other keys (a folder on disk) is a missing
 //! object for HEAD, GET and DELETE instead of a 500; writes to a missing bucket answer
-//! `NoSuchBucket`.
+//! `NoSuchBucket`; a multipart completion joins the parts by a rename and in-kernel copies
+//! (s3s-fs copied and hashed all of them again) and checks the part ETags the client names.
 //!
 //! # Faults
 //! Configured by [`Faults`] (at start, with [`S3Server::set_faults`], or via the binary's
@@ -46,11 +47,12 @@
 //! the second write is refused with 400 `InvalidRequest` saying so;
 //! list pagination is by continuation token (the last key) and rescans the bucket on every
 //! page; a checksum sent as an aws-chunked *trailer* is still compared only after the object
-//! was replaced; a deleted object's ETag/checksum side file stays behind (a later multipart
-//! upload of the same key reuses its stale checksums); no versioning, ACLs or tagging.
+//! was replaced; a deleted object's ETag/checksum side file stays behind; no listing of
+//! multipart uploads (`ListMultipartUploads`); no versioning, ACLs or tagging.
 
 mod classify;
 mod faults;
+mod multipart;
 mod server;
 mod service;
 mod store;

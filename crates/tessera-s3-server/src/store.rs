@@ -19,6 +19,9 @@
 //!   retry. Here it is a missing object (404, and a DELETE that does nothing), as on S3. Writing a
 //!   key that would need a path to be both a file and a folder is refused with 400
 //!   `InvalidRequest` naming the conflict (S3 would store both).
+//! - **Multipart completion without a copy.** s3s-fs copies every part into a new file and
+//!   hashes it again; here parts are joined by renames and in-kernel copies (`multipart.rs`),
+//!   with the parts' ETags checked against those the client names, as S3 does.
 //! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
 //!   a bucket that does not exist answer `NoSuchBucket` like S3.
 //!
@@ -34,6 +37,8 @@ use s3s::{S3, S3Request, S3Response, S3Result, s3_error};
 use s3s_fs::FileSystem;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
+use crate::multipart::{RequestedPart, Uploads};
+
 /// Number of lock stripes; a power of two is not needed, only enough to keep unrelated keys
 /// mostly apart.
 const STRIPES: usize = 64;
@@ -42,6 +47,7 @@ const STRIPES: usize = 64;
 pub(crate) struct Store {
     inner: FileSystem,
     root: PathBuf,
+    uploads: Uploads,
     stripes: Vec<std::sync::Arc<RwLock<()>>>,
 }
 
@@ -57,7 +63,9 @@ impl Store {
         let inner = FileSystem::new(&root)
             .map_err(|e| std::io::Error::other(format!("s3s-fs on {}: {e:?}", root.display())))?;
         let stripes = (0..STRIPES).map(|_| std::sync::Arc::new(RwLock::new(()))).collect();
-        Ok(Self { inner, root, stripes })
+        // s3s-fs names its upload files under the canonical root.
+        let uploads = Uploads::new(root.canonicalize()?);
+        Ok(Self { inner, root, uploads, stripes })
     }
 
     fn stripe(&self, bucket: &str, key: &str) -> usize {
@@ -253,7 +261,6 @@ impl_s3! {
     list_buckets(ListBucketsInput) -> ListBucketsOutput;
     list_objects(ListObjectsInput) -> ListObjectsOutput;
     list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
-    upload_part(UploadPartInput) -> UploadPartOutput;
     upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
     list_parts(ListPartsInput) -> ListPartsOutput;
     abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
@@ -285,20 +292,62 @@ impl_s3! {
         self.inner.create_multipart_upload(req).await
     }
 
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        let (id, number) = (req.input.upload_id.clone(), req.input.part_number);
+        let resp = self.inner.upload_part(req).await?;
+        // s3s-fs's part ETag is the part's MD5: kept so completion need not read the part.
+        if let Some(md5) = resp.output.e_tag.as_ref().and_then(ETag::as_strong) {
+            let (uploads, md5) = (self.uploads.clone(), md5.to_owned());
+            let _ = tokio::task::spawn_blocking(move || uploads.record_part(&id, number, &md5)).await;
+        }
+        Ok(resp)
+    }
+
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let _guard = self.lock(&req.input.bucket, &req.input.key).write().await;
-        self.check_storable(&req.input.bucket, &req.input.key)?;
-        let resp = self.inner.complete_multipart_upload(req).await?;
-        // s3s-fs defers building the output into a future; run it under the lock too.
-        let S3Response { output, status, headers, extensions } = resp;
-        let output = match output.future {
-            Some(fut) => fut.await?,
-            None => output,
+        let input = req.input;
+        self.require_bucket(&input.bucket)?;
+        let _guard = self.lock(&input.bucket, &input.key).write().await;
+        self.check_storable(&input.bucket, &input.key)?;
+        let object = self.object_path(&input.bucket, &input.key);
+        let (uploads, bucket, key) = (self.uploads.clone(), input.bucket.clone(), input.key.clone());
+        let current = {
+            let (uploads, bucket, key, object) = (uploads.clone(), bucket.clone(), key.clone(), object.clone());
+            tokio::task::spawn_blocking(move || uploads.current_e_tag(&bucket, &key, &object))
+                .await
+                .map_err(|e| s3_error!(InternalError, "{e}"))??
         };
-        Ok(S3Response { output, status, headers, extensions })
+        if input.if_none_match.as_ref().is_some_and(ETagCondition::is_any) && current.is_some() {
+            return Err(s3_error!(PreconditionFailed, "Object already exists"));
+        }
+        match (&input.if_match, &current) {
+            (Some(_), None) => return Err(s3_error!(PreconditionFailed, "Object does not exist")),
+            (Some(ETagCondition::ETag(want)), Some(have)) if !want.strong_cmp(&ETag::Strong(have.clone())) => {
+                return Err(s3_error!(PreconditionFailed, "ETag does not match"));
+            }
+            _ => {}
+        }
+        let parts: Vec<RequestedPart> = input
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| RequestedPart { number: p.part_number.unwrap_or(0), e_tag: p.e_tag.map(ETag::into_value) })
+            .collect();
+        let (id, access_key) = (input.upload_id, req.credentials.map(|c| c.access_key));
+        let e_tag = tokio::task::spawn_blocking(move || {
+            uploads.complete(&bucket, &key, &id, access_key.as_deref(), &parts, &object)
+        })
+        .await
+        .map_err(|e| s3_error!(InternalError, "{e}"))??;
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            e_tag: Some(ETag::Strong(e_tag)),
+            ..Default::default()
+        }))
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {

@@ -398,3 +398,80 @@ async fn keys_with_escaped_characters_and_conditional_copy() {
     assert_eq!(s3.get(&target).await.unwrap().bytes().await.unwrap(), &b"from a"[..]);
     assert_eq!(server.counts().requests_of("UploadPartCopy"), 2);
 }
+
+/// Names under the server's root (where s3s-fs keeps uploads in progress) that belong to
+/// multipart uploads: parts, part records, uploads.
+fn upload_files(server: &tessera_s3_server::S3Server) -> Vec<String> {
+    std::fs::read_dir(server.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".upload"))
+        .collect()
+}
+
+/// Completion joins the parts by renaming and in-kernel copies instead of s3s-fs's copy: the
+/// object must still be the parts in order, its ETag the MD5 of the parts' MD5s, and nothing
+/// of the upload may stay behind (parts the completion does not name are discarded, as on S3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_joins_the_named_parts_in_order_and_leaves_nothing_behind() {
+    use object_store::multipart::MultipartStore;
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("big/joined.bin");
+    let parts: Vec<Vec<u8>> =
+        (0..4u8).map(|p| (0..(5u32 << 20) + 17 * u32::from(p)).map(|i| (i % 253) as u8 ^ p).collect()).collect();
+    let id = s3.create_multipart(&path).await.unwrap();
+    let mut ids = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        ids.push(s3.put_part(&path, &id, i, PutPayload::from(p.clone())).await.unwrap());
+    }
+    // Only the first three are named: the fourth is discarded.
+    let done = s3.complete_multipart(&path, &id, ids[..3].to_vec()).await.unwrap();
+    let want: Vec<u8> = parts[..3].concat();
+    assert!(s3.get(&path).await.unwrap().bytes().await.unwrap() == want, "object differs from parts 1-3");
+    let mut all = Vec::new();
+    for p in &parts[..3] {
+        use s3s::crypto::Checksum;
+        let mut h = s3s::crypto::Md5::new();
+        h.update(p);
+        all.extend_from_slice(&h.finalize());
+    }
+    let e_tag = format!("{}-3", md5_hex(&all));
+    assert_eq!(done.e_tag.as_deref().map(|e| e.trim_matches('"')), Some(e_tag.as_str()));
+    let head = s3.head(&path).await.unwrap();
+    assert_eq!(head.e_tag.as_deref().map(|e| e.trim_matches('"')), Some(e_tag.as_str()), "HEAD gives the same ETag");
+    assert_eq!(head.size, want.len() as u64);
+    assert_eq!(upload_files(&server), Vec::<String>::new(), "leftovers of the upload");
+}
+
+/// S3 refuses a completion naming a part by an ETag the part does not have (s3s-fs did not
+/// check), and a part under 5 MiB that is not the last; the object is then left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_refuses_a_wrong_part_etag_or_a_small_middle_part() {
+    use object_store::multipart::{MultipartStore, PartId};
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("big/checked.bin");
+    s3.put(&path, PutPayload::from_static(b"old")).await.unwrap();
+    let big: Vec<u8> = vec![7; 5 << 20];
+    let id = s3.create_multipart(&path).await.unwrap();
+    let p1 = s3.put_part(&path, &id, 0, PutPayload::from(big.clone())).await.unwrap();
+    let p2 = s3.put_part(&path, &id, 1, PutPayload::from_static(b"tail")).await.unwrap();
+    let wrong = PartId { content_id: format!("\"{}\"", md5_hex(b"something else")) };
+    let err = s3.complete_multipart(&path, &id, vec![p1.clone(), wrong]).await.unwrap_err();
+    assert!(err.to_string().contains("InvalidPart"), "{err}");
+    assert_eq!(&s3.get(&path).await.unwrap().bytes().await.unwrap()[..], b"old");
+    // A small part before the last.
+    let small = s3.create_multipart(&path).await.unwrap();
+    let s1 = s3.put_part(&path, &small, 0, PutPayload::from_static(b"tiny")).await.unwrap();
+    let s2 = s3.put_part(&path, &small, 1, PutPayload::from(big.clone())).await.unwrap();
+    let err = s3.complete_multipart(&path, &small, vec![s1, s2]).await.unwrap_err();
+    assert!(err.to_string().contains("EntityTooSmall"), "{err}");
+    assert_eq!(&s3.get(&path).await.unwrap().bytes().await.unwrap()[..], b"old");
+    s3.abort_multipart(&path, &small).await.unwrap();
+    // The parts are intact after the refusals: the right completion succeeds.
+    s3.complete_multipart(&path, &id, vec![p1, p2]).await.unwrap();
+    let got = s3.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(got.len(), big.len() + 4);
+    assert!(got[..big.len()] == big[..] && &got[big.len()..] == b"tail");
+}

@@ -57,13 +57,6 @@ impl Snapshot {
     /// (writers: their commits are ordered after everything committed, and each writer holds
     /// the lock itself until it commits).
     pub(crate) fn load(ctx: &Context, uri: PathBuf, start: u64, end: u64, fragments: bool) -> Result<Self> {
-        let storage = ctx.storage();
-        if !storage.is_dir(&uri) {
-            if storage.is_file(&uri) {
-                return Err(ArrayError::NotAnArray { path: uri }.into());
-            }
-            return Err(ArrayError::NotFound { path: uri }.into());
-        }
         let schema = Arc::new(load_schema(ctx, &uri)?);
         let grid = Arc::new(TileGrid::new(&schema));
         let lock = shared_lock(ctx, &uri, fragments)?;
@@ -168,10 +161,23 @@ fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Vec<Placed
 fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
     let storage = ctx.storage();
     let dir = uri.join(SCHEMA_DIR);
+    // The listing comes first and the folder is looked at only when it fails: an open that
+    // succeeds costs no request to ask whether the array's folder exists (on object stores a
+    // HEAD of its marker).
     let names = match storage.list_dir(&dir) {
         Ok(n) => n,
-        Err(StorageError::NotFound { .. }) => return Err(ArrayError::NotAnArray { path: uri.to_path_buf() }.into()),
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            let path = uri.to_path_buf();
+            return Err(if storage.is_file(uri) {
+                ArrayError::NotAnArray { path }.into()
+            } else if !storage.is_dir(uri) {
+                ArrayError::NotFound { path }.into()
+            } else if matches!(e, StorageError::NotFound { .. }) {
+                ArrayError::NotAnArray { path }.into()
+            } else {
+                e.into()
+            });
+        }
     };
     // The newest schema: names are __<ms>_<uuid>; order by the number, then the uuid.
     let newest = names

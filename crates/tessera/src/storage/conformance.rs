@@ -116,6 +116,15 @@ fn multipart_files(s: &dyn Storage, root: &Path) {
     assert_eq!(&*long, &all[100..100 + 11 * chunk.len()]);
     let off = 7 * chunk.len() as u64 - 5;
     assert_eq!(&*s.read_range(&p, off, 10).unwrap(), &[&chunk[chunk.len() - 5..], &chunk[..5]].concat()[..]);
+    // One write of several parts at once, then a small one: cut into parts the same way.
+    let one = root.join("one-write");
+    let mut h = s.create(&one).unwrap();
+    h.write_all(&all[..11 * chunk.len()]).unwrap();
+    h.write_all(&all[11 * chunk.len()..]).unwrap();
+    assert_eq!(h.position(), all.len() as u64);
+    h.finish().unwrap();
+    assert!(*s.read_all(&one).unwrap() == *all, "a file written in one call differs");
+    s.remove_file(&one).unwrap();
     let q = root.join("abandoned");
     let mut h = s.create(&q).unwrap();
     for _ in 0..7 {

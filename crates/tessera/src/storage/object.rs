@@ -9,8 +9,9 @@
 //! - `write_atomic` is one PUT (objects are replaced whole) and `write_new` a conditional PUT
 //!   (`If-None-Match: *`); `sync_dir` does nothing (an acknowledged PUT is durable);
 //! - files being written are buffered and sent as one PUT when finished, or as a multipart
-//!   upload once they pass `vfs.s3.multipart_part_size`: nothing is visible before `finish`,
-//!   and a handle dropped unfinished aborts its upload;
+//!   upload once they pass `vfs.s3.multipart_part_size`: each full part goes up (its buffer
+//!   handed over without a copy) while the writer fills the next, nothing is visible before
+//!   `finish`, and a handle dropped unfinished aborts its upload;
 //! - `lock` hands out guards that exclude nothing, and [`Storage::lock_free_grace`] tells the
 //!   engine to protect readers and writers from vacuum by a grace period instead.
 //!
@@ -159,8 +160,8 @@ impl Shared {
 
     /// A conditional create of `data` at `path`; `Ok(false)` when another object is there. A
     /// retried attempt that finds its own first attempt's object counts as created.
-    fn put_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
-        match self.put(path, PutPayload::from(data.to_vec()), PutMode::Create) {
+    fn put_new(&self, path: &Path, data: bytes::Bytes) -> Result<bool, StorageError> {
+        match self.put(path, PutPayload::from(data.clone()), PutMode::Create) {
             Ok(()) => Ok(true),
             Err(StorageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
                 match self.get(path, None) {
@@ -318,11 +319,6 @@ impl ObjectStorage {
     pub fn requests(&self) -> RequestTally {
         self.shared.counts.snapshot()
     }
-
-    /// The bucket's root, `s3://bucket`.
-    pub fn root(&self) -> &str {
-        &self.shared.root
-    }
 }
 
 /// `AWS_ALLOW_HTTP=true` in the environment.
@@ -344,25 +340,24 @@ struct ObjectWriter {
 }
 
 impl ObjectWriter {
-    /// Sends whole parts of the buffer once it holds more than one, keeping at most
-    /// `vfs.s3.upload_concurrency` in flight.
-    fn send_parts(&mut self, all: bool) -> Result<(), StorageError> {
-        let part = self.shared.options.part_size;
-        while self.buf.len() > part || (all && !self.buf.is_empty()) {
-            if self.upload.is_none() {
-                let (store, key) = (Arc::clone(&self.shared.store), self.key.clone());
-                let up = self.shared.run(async move { store.put_multipart(&key).await })?;
-                self.upload = Some(up.map_err(|e| map_error("start upload", &self.path, e))?);
-            }
-            let rest = self.buf.split_off(part.min(self.buf.len()));
-            let chunk = std::mem::replace(&mut self.buf, rest);
-            stats::add(Counter::VfsObjectBytesSent, chunk.len() as u64);
-            let Some(upload) = self.upload.as_mut() else { unreachable!("started above") };
-            let fut = upload.put_part(PutPayload::from(chunk));
-            self.in_flight.push_back(self.shared.runtime.spawn(fut));
-            while self.in_flight.len() > self.shared.options.upload_concurrency {
-                self.wait_oldest()?;
-            }
+    /// Sends the buffer (one whole part, or the last part) as the next part of the upload,
+    /// starting the upload first if needed, with at most `vfs.s3.upload_concurrency` parts in
+    /// flight. The payload is the buffer itself, handed over without a copy.
+    fn send_part(&mut self) -> Result<(), StorageError> {
+        let part = self.shared.options.part_size.max(1);
+        if self.upload.is_none() {
+            let (store, key) = (Arc::clone(&self.shared.store), self.key.clone());
+            let up = self.shared.run(async move { store.put_multipart(&key).await })?;
+            self.upload = Some(up.map_err(|e| map_error("start upload", &self.path, e))?);
+        }
+        // The next part's buffer is allocated whole: no regrowth copies.
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(part));
+        stats::add(Counter::VfsObjectBytesSent, chunk.len() as u64);
+        let Some(upload) = self.upload.as_mut() else { unreachable!("started above") };
+        let fut = upload.put_part(PutPayload::from(chunk));
+        self.in_flight.push_back(self.shared.runtime.spawn(fut));
+        while self.in_flight.len() > self.shared.options.upload_concurrency.max(1) {
+            self.wait_oldest()?;
         }
         Ok(())
     }
@@ -378,10 +373,20 @@ impl ObjectWriter {
 }
 
 impl WriteHandle for ObjectWriter {
-    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        self.buf.extend_from_slice(data);
+    fn write_all(&mut self, mut data: &[u8]) -> Result<(), StorageError> {
         self.position += data.len() as u64;
-        self.send_parts(false)
+        let part = self.shared.options.part_size.max(1);
+        while !data.is_empty() {
+            // A full buffer goes up only once more bytes follow: a file of exactly one part
+            // stays a single PUT.
+            if self.buf.len() >= part {
+                self.send_part()?;
+            }
+            let take = (part - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        Ok(())
     }
     fn position(&self) -> u64 {
         self.position
@@ -389,13 +394,15 @@ impl WriteHandle for ObjectWriter {
     fn finish(mut self: Box<Self>) -> Result<(), StorageError> {
         if self.upload.is_none() {
             // One PUT that creates the object only if the path is free.
-            let data = std::mem::take(&mut self.buf);
-            return match self.shared.put_new(&self.path, &data)? {
+            let data = bytes::Bytes::from(std::mem::take(&mut self.buf));
+            return match self.shared.put_new(&self.path, data)? {
                 true => Ok(()),
                 false => Err(StorageError::kind("create", &self.path, std::io::ErrorKind::AlreadyExists)),
             };
         }
-        self.send_parts(true)?;
+        if !self.buf.is_empty() {
+            self.send_part()?;
+        }
         while !self.in_flight.is_empty() {
             self.wait_oldest()?;
         }
@@ -469,7 +476,7 @@ impl Storage for ObjectStorage {
         self.shared.put(path, PutPayload::from(data.to_vec()), PutMode::Overwrite)
     }
     fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
-        self.shared.put_new(path, data)
+        self.shared.put_new(path, bytes::Bytes::copy_from_slice(data))
     }
     fn list_temps(&self, _dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
         // Objects are written whole: there are no temporary files.

@@ -32,9 +32,6 @@ pub enum RequestKind {
 }
 
 impl RequestKind {
-    /// Every kind, in the order of [`RequestCounts::snapshot`].
-    pub const ALL: [RequestKind; 6] = [Self::Get, Self::Head, Self::Put, Self::List, Self::Delete, Self::Multipart];
-
     fn of(method: &http::Method, query: &str) -> Self {
         let has = |key: &str| query.split('&').any(|p| p == key || p.starts_with(&format!("{key}=")));
         match *method {
