@@ -456,7 +456,8 @@ fn literal(schema: &ArraySchema, i: usize, op: CmpOp, value: &Value) -> Result<L
             Value::Int(v) => v,
             Value::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 => f as i128,
             Value::Float(_) => return Err(err(format!("not an integer, so not a value of {t}"))),
-            Value::Str(_) | Value::Bool(_) => return Err(err(format!("not a value of {t}"))),
+            Value::Str(_) => return Err(err(format!("a string, not a value of {t}"))),
+            Value::Bool(_) => return Err(err(format!("a bool, not a value of {t}"))),
         };
         if v < lo || v > hi {
             return Err(err(format!("outside the range [{lo}, {hi}] of {t}")));
@@ -467,7 +468,8 @@ fn literal(schema: &ArraySchema, i: usize, op: CmpOp, value: &Value) -> Result<L
         Value::Float(f) => f,
         Value::Int(v) if (v as f64) as i128 == v => v as f64,
         Value::Int(_) => return Err(err(format!("not exactly representable as {t}"))),
-        Value::Str(_) | Value::Bool(_) => return Err(err(format!("not a value of {t}"))),
+        Value::Str(_) => return Err(err(format!("a string, not a value of {t}"))),
+        Value::Bool(_) => return Err(err(format!("a bool, not a value of {t}"))),
     };
     if f.is_nan() {
         return Err(err("NaN compares with nothing; a NaN cell passes no comparison".into()));

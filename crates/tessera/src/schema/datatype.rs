@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn json_values_round_trip() {
-        for d in Datatype::ALL {
+        for d in Datatype::ALL.into_iter().filter(|&d| d != Datatype::Bool) {
             let v = serde_json::json!(7);
             let b = d.encode_json(&v).unwrap();
             assert_eq!(b.len(), d.size());
