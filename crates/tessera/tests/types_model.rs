@@ -118,7 +118,8 @@ fn range() -> impl Strategy<Value = (i64, i64)> {
 fn case_strategy() -> impl Strategy<Value = Case> {
     (
         any::<bool>(),
-        prop_oneof![Just(1i64), Just(1_000_000_000_000_000)],
+        // Large steps stay below 2^64 cells per space tile (the sparse in-tile strides are u64).
+        prop_oneof![Just(1i64), Just(100_000_000)],
         prop_oneof![Just(TimeUnit::Second), Just(TimeUnit::Nano), Just(TimeUnit::Day)],
         (1u64..=6, 1u64..=6),
         (order_strategy(), order_strategy()),
@@ -178,6 +179,9 @@ fn write_all(c: &Case, ctx: &Context, uri: &Path) -> BTreeMap<(i64, i64), Cell> 
     for &(rect, [(r0, r1), (c0, c1)], seed) in &c.ops {
         let keys: Vec<(i64, i64)> =
             (r0..=r1).flat_map(|r| (c0..=c1).map(move |k| (r, k))).filter(|&(r, k)| rect || (r + k) % 2 == 0).collect();
+        if keys.is_empty() {
+            continue;
+        }
         let cells: Vec<Cell> = keys.iter().map(|&(r, k)| cell_of(seed, r, k)).collect();
         let (flags, times, valid) = columns(&cells);
         let attrs = [
