@@ -9,8 +9,9 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _time
 from .errors import QueryError, located
-from .schema import BYTES, COMPLEX, FIXED_BYTES, MULTI, RAGGED, STR, Attr
+from .schema import BYTES, COMPLEX, FIXED_BYTES, MULTI, NUM, RAGGED, STR, Attr
 
 Buffers = Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]
 
@@ -125,11 +126,14 @@ def _scalar(attr: Attr, value: Any, shape: Tuple[int, ...]) -> np.ndarray:
         return out
     dt = attr.dtype
     base = attr.base_dtype
+    if base.kind == "M" and k == NUM:
+        value = _time.value(dt, value, f"attribute {attr.name}")
     if isinstance(value, (np.generic, np.ndarray)):
         if value.dtype != dt and not (k == MULTI and value.dtype == base):
             raise _err(attr, f"value dtype {value.dtype} does not match the attribute's {dt} (no silent casts)")
     elif isinstance(value, bool):
-        raise _err(attr, f"a bool does not match the attribute's {dt}")
+        if base.kind != "b":
+            raise _err(attr, f"a bool does not match the attribute's {dt}")
     elif isinstance(value, numbers.Integral):
         if base.kind not in "iuf" or k == COMPLEX:
             raise _err(attr, f"an int does not match the attribute's {dt}")
@@ -187,6 +191,8 @@ def prepare(attr: Attr, value: Any, shape: Tuple[int, ...]) -> Tuple[Any, Option
         if not isinstance(value, np.ndarray):
             raise _err(attr, f"give a numpy array (or a scalar), not {type(value).__name__}")
         arr = value
+        if attr.base_dtype.kind == "M" and k == NUM and arr.dtype.kind == "M":
+            arr = _time.cast_exact(arr, attr.dtype, f"attribute {attr.name}")
         ok = arr.dtype == attr.dtype or (k == MULTI and arr.dtype == attr.base_dtype)
         if not ok:
             raise _err(attr, f"value dtype {arr.dtype} does not match the attribute's {attr.dtype} (no silent casts)")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 
 import numpy as np
 
-from . import _check, _codec, _core
+from . import _check, _codec, _core, _time
 from .config import ConfigLike, as_items
 from .errors import ArgumentError, ArgumentTypeError, DomainError, QueryError, located
 from .filters import Filter
@@ -528,7 +528,10 @@ class Array:
         box: cells deleted since still count, and so do the points and ranges of deletes (an
         array whose only fragment is a delete has a non-empty domain)."""
         d = self._need_read("nonempty_domain()").nonempty_domain()
-        return None if d is None else tuple((lo, hi) for lo, hi in d)
+        if d is None:
+            return None
+        dts = [dim.dtype for dim in self._schema.dims]
+        return tuple(_time.pair(dt, lo, hi) if dt.kind == "M" else (lo, hi) for (lo, hi), dt in zip(d, dts))
 
     def fragments(self) -> List[FragmentInfo]:
         """The fragments this array sees, oldest first (mode "r")."""
@@ -562,7 +565,7 @@ class Array:
         ranges: Ranges = []
         dropped: List[bool] = []
         for k, dim in zip(key, self._schema.dims):
-            lo_d, hi_d = dim.domain
+            lo_d, hi_d = dim.int_domain
             if isinstance(k, slice):
                 if k.step not in (None, 1):
                     raise located(
@@ -602,7 +605,7 @@ class Array:
         out: SparseRanges = []
         for r, dim in zip(entries, self._schema.dims):
             if r is None:
-                out.append([dim.domain])
+                out.append([dim.int_domain])
                 continue
             out.append([(_bound(dim, lo), _bound(dim, hi)) for lo, hi in _range_pairs(r, dim)])
         return out
@@ -641,11 +644,14 @@ class Array:
                         f"dimension {dim.name} has float coordinates, which half-open slices do not suit: "
                         f"use A.read(ranges={{{dim.name!r}: [(lo, hi)]}}) with inclusive bounds"
                     )
-                lo = dim.domain[0] if k.start is None else _index(dim, k.start, "slice start")
-                hi = dim.domain[1] if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
+                lo = dim.int_domain[0] if k.start is None else _index(dim, k.start, "slice start")
+                hi = dim.int_domain[1] if k.stop is None else _in_i128(dim, _index(dim, k.stop, "slice stop") - 1)
                 out.append([(lo, hi)])
             elif isinstance(k, (bool, np.bool_)):
                 raise ArgumentTypeError(f"dimension {dim.name}: boolean indices are not supported")
+            elif _time_count(dim, k, "index") is not None:
+                t = _in_i128(dim, _time.count(dim.dtype, k, f"dimension {dim.name}: index"))
+                out.append([(t, t)])
             elif _is_number(k):
                 if not dim.is_float and not isinstance(k, (numbers.Integral, np.integer)):
                     raise ArgumentTypeError(f"dimension {dim.name}: index must be an int, a slice or '...', not {k!r}")
@@ -741,6 +747,9 @@ class Array:
         ``nansum``...). Integer sums are exact Python ints (never wrapped); float sums and every
         mean are floats; the sum of no value is 0, the min, max and mean of no value None.
         ``sum``, ``min``, ``max`` and ``mean`` need a numeric attribute with one value per cell.
+        bool attributes count as 0/1 (``sum`` counts true, as numpy); datetime64 attributes
+        give ``np.datetime64`` min, max and mean (exact, rounded down to the unit), skip NaT,
+        and have no sum.
         The array is read in batches of ``sm.memory_budget`` bytes and aggregated in parallel,
         without holding the GIL. Unknown attributes or operations and operations the attribute
         cannot take (the sum of strings) raise QueryError."""
@@ -759,10 +768,22 @@ class Array:
             requests.extend((name, o) for o in op_list)
         cond = None if where is None else _check.text(where, "where")
         values = self._need_read("aggregate").aggregate(self._sparse_ranges(ranges), requests, cond)
-        out: Dict[str, Dict[str, Union[int, float, None]]] = {}
+        out: Dict[str, Dict[str, Any]] = {}
         for (name, op), v in zip(requests, values):
-            out.setdefault(name, {})[op] = v
+            out.setdefault(name, {})[op] = self._aggregate_value(name, op, v)
         return out
+
+    def _aggregate_value(self, name: str, op: str, v: Any) -> Any:
+        """An aggregate as numpy shows it: min/max/mean of datetime64 attributes as
+        ``np.datetime64`` of their unit, min/max of bool attributes as bools."""
+        if v is None or op not in ("min", "max", "mean") or name not in self.attr_names:
+            return v
+        dt = self._schema.attr(name).dtype
+        if dt.kind == "M":
+            return _time.show(dt, v)
+        if dt.kind == "b" and op != "mean":
+            return bool(v)
+        return v
 
     def read_points(self, coords: Mapping[str, Any], attrs: Optional[Sequence[str]] = None) -> DenseResult:
         """Reads the cells of a dense array at ``coords`` (a dict dimension name → coordinates,
@@ -1043,14 +1064,33 @@ def _is_number(x: Any) -> bool:
 
 
 def _is_pair(r: Any) -> bool:
-    """Whether a range entry is one (lo, hi) pair (rather than a list of pairs)."""
-    return isinstance(r, (tuple, list, np.ndarray)) and len(r) == 2 and all(_is_number(x) for x in r)
+    """Whether a range entry is one (lo, hi) pair (rather than a list of pairs); times (for
+    datetime64 dimensions) count as numbers."""
+    return (
+        isinstance(r, (tuple, list, np.ndarray))
+        and len(r) == 2
+        and all(_is_number(x) or isinstance(x, _time.TIME_SCALARS) for x in r)
+    )
+
+
+def _time_count(dim: Dim, x: Any, what: str) -> Optional[int]:
+    """``x`` as a count of a datetime64 dimension's unit when it is a time (``np.datetime64``,
+    ISO text, ``datetime``); None for other values or dimensions."""
+    if not isinstance(x, _time.TIME_SCALARS) or isinstance(x, (bool, np.bool_)):
+        return None
+    dt = dim.dtype
+    if dt.kind != "M":
+        return None
+    return _time.count(dt, x, f"dimension {dim.name}: {what}")
 
 
 def _bound(dim: Dim, x: Any) -> Any:
     """A range bound of a sparse read as the binding takes it: an int for integer bounds on
     integer dimensions, otherwise a float (the engine takes the integers inside float bounds;
     NaN is refused there, naming the dimension)."""
+    t = _time_count(dim, x, "range bound")
+    if t is not None:
+        return _in_i128(dim, t)
     if not _is_number(x):
         raise located(DomainError(f"dimension {dim.name}: range bound {x!r} is not a number"), dimension=dim.name)
     if not dim.is_float and isinstance(x, (numbers.Integral, np.integer)):
@@ -1077,6 +1117,9 @@ def _in_i128(dim: Dim, v: int) -> int:
 
 def _int_bound(dim: Dim, x: Any) -> int:
     """An inclusive range bound of a dense read: an integer, or a float holding a whole number."""
+    t = _time_count(dim, x, "range bound")
+    if t is not None:
+        return _in_i128(dim, t)
     if not _is_number(x):
         raise located(DomainError(f"dimension {dim.name}: range bound {x!r} is not a number"), dimension=dim.name)
     if isinstance(x, (numbers.Integral, np.integer)):
@@ -1099,6 +1142,9 @@ def _index(dim: Dim, k: Any, what: str) -> int:
     """An integer index or slice end on a dimension (``what``: "index", "slice start", ...)."""
     if isinstance(k, (bool, np.bool_)):
         raise ArgumentTypeError(f"dimension {dim.name}: boolean indices are not supported")
+    t = _time_count(dim, k, what)
+    if t is not None:
+        return _in_i128(dim, t)
     try:
         x = operator.index(k)
     except TypeError:
@@ -1115,6 +1161,8 @@ def _coord_column(dim: Dim, value: Any) -> np.ndarray:
     dt = dim.dtype
     if isinstance(value, np.generic):
         value = np.asarray(value)
+    if isinstance(value, np.ndarray) and dt.kind == "M" and value.dtype.kind == "M":
+        value = _time.cast_exact(value, dt, f"dimension {dim.name}: coordinates")
     if isinstance(value, np.ndarray):
         if value.dtype != dt:
             raise QueryError(
@@ -1123,7 +1171,8 @@ def _coord_column(dim: Dim, value: Any) -> np.ndarray:
             )
         arr = value.reshape(1) if value.ndim == 0 else value
     else:
-        items = [value] if _is_number(value) or isinstance(value, (bool, np.bool_)) else value
+        scalar = _is_number(value) or isinstance(value, (bool, np.bool_) + _time.TIME_SCALARS)
+        items = [value] if scalar else value
         try:
             items = list(items)
         except TypeError:
@@ -1144,6 +1193,12 @@ def _exact_coords(dim: Dim, items: List[Any]) -> np.ndarray:
     exact: ints out of range, floats on an integer dimension, values a float32 cannot hold."""
     dt = dim.dtype
     where = f"dimension {dim.name}"
+    if dt.kind == "M":
+        counts = [_time.count(dt, x, f"{where}: coordinate of cell {i}") for i, x in enumerate(items)]
+        try:
+            return np.array(counts, dtype=np.int64).view(dt)
+        except OverflowError:
+            raise QueryError(f"{where}: a coordinate does not fit {dt}") from None
     for i, x in enumerate(items):
         if not _is_number(x):
             raise QueryError(f"{where}: coordinate {x!r} of cell {i} is not a number")

@@ -114,7 +114,7 @@ def from_tessera(
             raise QueryError(f"array {A.uri} is sparse: read it with tessera.dask.read_dataframe")
         name = _one_attr(A, attr)
         a = A.schema.attr(name)
-        if a.var or a.nullable or a.cell_val_num != 1 or np.dtype(a.dtype).kind not in "biufc":
+        if a.var or a.nullable or a.cell_val_num != 1 or np.dtype(a.dtype).kind not in "biufcM":
             raise QueryError(f"attribute {name} is not fixed-size and non-null: a dask array cannot hold it")
         dims = A.schema.dims
         box = _box(dims, ranges)
@@ -150,15 +150,15 @@ def _one_attr(A: _array.Array, attr: Optional[str]) -> str:
 def _box(dims: Sequence[Dim], ranges: Optional[Sequence[Optional[Tuple[int, int]]]]) -> List[Tuple[int, int]]:
     """The inclusive box read: the domain, or ``ranges`` checked against it."""
     if ranges is None:
-        return [(int(d.domain[0]), int(d.domain[1])) for d in dims]
+        return [(int(d.int_domain[0]), int(d.int_domain[1])) for d in dims]
     if len(ranges) != len(dims):
         raise ArgumentError(f"ranges gives {len(ranges)} (lo, hi) pairs for {len(dims)} dimensions")
     box = []
     for d, r in zip(dims, ranges):
-        lo, hi = (int(d.domain[0]), int(d.domain[1]))
+        lo, hi = (int(d.int_domain[0]), int(d.int_domain[1]))
         if r is not None:
             lo, hi = int(r[0]), int(r[1])
-        if lo > hi or lo < d.domain[0] or hi > d.domain[1]:
+        if lo > hi or lo < d.int_domain[0] or hi > d.int_domain[1]:
             raise ArgumentError(f"dimension {d.name}: range ({lo}, {hi}) is not inside the domain {tuple(d.domain)}")
         box.append((lo, hi))
     return box
@@ -168,7 +168,7 @@ def _tile_chunks(dims: Sequence[Dim], box: Sequence[Tuple[int, int]], itemsize: 
     """Chunks of whole tiles (the first and last may be cut by the box), about ``CHUNK_BYTES``."""
     tiles = [int(d.tile or 1) for d in dims]  # dense dimensions always have a tile extent
     tile_bytes = math.prod(tiles) * itemsize
-    counts = [(-(-(hi - d.domain[0] + 1) // t)) - ((lo - d.domain[0]) // t) for d, (lo, hi), t in zip(dims, box, tiles)]
+    counts = [(-(-(hi - d.int_domain[0] + 1) // t)) - ((lo - d.int_domain[0]) // t) for d, (lo, hi), t in zip(dims, box, tiles)]
     per = _array._default_tiles(counts, tile_bytes, CHUNK_BYTES)
     out = []
     for d, (lo, hi), t, k in zip(dims, box, tiles, per):
@@ -237,11 +237,11 @@ def to_tessera(
         if np.dtype(a.dtype) != x.dtype:
             raise ArgumentError(f"x has dtype {x.dtype}, attribute {attr} of {A.uri} holds {np.dtype(a.dtype)}")
         dims = A.schema.dims
-    origin = [int(d.domain[0]) for d in dims] if region is None else [int(v) for v in region]
+    origin = [int(d.int_domain[0]) for d in dims] if region is None else [int(v) for v in region]
     if len(origin) != x.ndim or len(dims) != x.ndim:
         raise ArgumentError(f"x has {x.ndim} axes, the array {len(dims)} dimensions, region {len(origin)} values")
     for d, o, n in zip(dims, origin, x.shape):
-        if o < d.domain[0] or o + n - 1 > d.domain[1]:
+        if o < d.int_domain[0] or o + n - 1 > d.int_domain[1]:
             raise ArgumentError(
                 f"dimension {d.name}: [{o}, {o + n - 1}] does not fit the domain {tuple(d.domain)}"
             )
@@ -334,7 +334,7 @@ def _split_first_dim(dim: Dim, frags: Sequence[_array.FragmentInfo], user: List[
     spans = [(float(f.nonempty_domain[0][0]), float(f.nonempty_domain[0][1]), f.cell_count)
              for f in frags if f.kind != "delete" and f.nonempty_domain is not None and f.cell_count]
     cuts = _cuts(spans, n)
-    is_int = np.dtype(dim.dtype).kind in "iu"
+    is_int = np.dtype(dim.dtype).kind in "iuM"  # datetime64: int counts of the unit
     bounds: List[Tuple[Any, Any]] = []
     lo: Any = None
     for c in cuts:

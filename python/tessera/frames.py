@@ -65,11 +65,22 @@ def _column(pa: Any, col: Any, name: str) -> Any:
         return [None] * len(col)
     if pa.types.is_dictionary(t):
         return col.cast(t.value_type).to_pylist()
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        raise ArgumentTypeError(f"column {name}: Arrow type {t} is not supported (integers, floats, strings, bytes)")
+    if pa.types.is_boolean(t):  # bit-packed in Arrow: one byte per value here
+        values = col.fill_null(False).to_numpy(zero_copy_only=False)
+    elif pa.types.is_timestamp(t) or pa.types.is_date(t):  # UTC counts of the unit (dates: days)
+        values = col.to_numpy(zero_copy_only=False)
+        values = values.astype("datetime64[D]") if pa.types.is_date32(t) else values
+    elif pa.types.is_integer(t) or pa.types.is_floating(t):
+        if col.null_count == 0:
+            return col.to_numpy(zero_copy_only=True)
+        values = col.fill_null(0).to_numpy(zero_copy_only=False)
+    else:
+        raise ArgumentTypeError(
+            f"column {name}: Arrow type {t} is not supported (integers, floats, bools, timestamps, dates, strings, "
+            "bytes)"
+        )
     if col.null_count == 0:
-        return col.to_numpy(zero_copy_only=True)
-    values = col.fill_null(0).to_numpy(zero_copy_only=False)
+        return values
     return np.ma.MaskedArray(values, mask=col.is_null().to_numpy(zero_copy_only=False))
 
 
@@ -102,8 +113,12 @@ def _schema(columns: Mapping[str, Any], fields: Mapping[str, Any], dims: Sequenc
         elif col.dtype.kind == "f":
             finfo = np.finfo(col.dtype)
             lo, hi = float(-finfo.max), float(finfo.max)
+        elif col.dtype.kind == "M":  # every time but NaT, as counts of the unit
+            lo, hi = -(2**63) + 1, 2**63 - 1
         else:
-            raise ArgumentError(f"dimension column {d} holds {col.dtype}: dimensions are integers or floats")
+            raise ArgumentError(
+                f"dimension column {d} holds {col.dtype}: dimensions are integers, floats or datetime64"
+            )
         out_dims.append(Dim(d, (lo, hi), (tiles or {}).get(d), dtype=col.dtype))
     attrs = []
     for name, col in columns.items():
@@ -207,10 +222,17 @@ class DataFrameIndexer:
         ranges, _ = A._selection(key)
         values = A._read(ranges, list(A.schema.attrs), "C", None)
         vals = values if isinstance(values, dict) else {A.attr_names[0]: values}
-        axes = [np.arange(lo, hi + 1, dtype=d.dtype) for ((lo, hi),), d in zip(ranges, A.schema.dims)]
+        axes = [_axis(lo, hi, d.dtype) for ((lo, hi),), d in zip(ranges, A.schema.dims)]
         grids = np.meshgrid(*axes, indexing="ij") if axes else []
         cols: Dict[str, Any] = {d.name: g.reshape(-1) for d, g in zip(A.schema.dims, grids)}
         for name, v in vals.items():
             n = int(np.prod(v.shape[: A.ndim]))
             cols[name] = v.reshape((n,) + v.shape[A.ndim:]) if v.ndim > A.ndim else v.reshape(n)
         return pd.DataFrame(cols)
+
+
+def _axis(lo: int, hi: int, dtype: np.dtype) -> np.ndarray:
+    """The coordinates ``lo..=hi`` of a dimension (datetime64: counts of the unit) in its dtype."""
+    if dtype.kind == "M":
+        return np.arange(lo, hi + 1, dtype=np.int64).view(dtype)
+    return np.arange(lo, hi + 1, dtype=dtype)

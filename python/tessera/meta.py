@@ -1,8 +1,8 @@
 """Array metadata: ``A.meta``, a mapping of typed key-value pairs stored with the array.
 
-Values are numbers (``int`` as int64, or uint64 above its range; ``float`` as float64), numpy
-scalars and 1-D numpy arrays of the numeric dtypes (int8 to uint64, float32, float64), ``str``
-(UTF-8) and ``bytes``. A value of one number reads back as a number (``int``/``float`` for
+Values are numbers (``int`` as int64, or uint64 above its range; ``float`` as float64; ``bool``),
+numpy scalars and 1-D numpy arrays of the numeric dtypes (int8 to uint64, float32, float64,
+bool, datetime64 of the units D h m s ms us ns), ``str`` (UTF-8) and ``bytes``. A value of one number reads back as a number (``int``/``float`` for
 int64/float64, a numpy scalar otherwise); several as a 1-D numpy array.
 
 In mode "w", ``A.meta[key] = value``, ``del A.meta[key]`` and ``A.meta.update({...})`` each
@@ -24,14 +24,16 @@ from .errors import ArgumentError, ArgumentTypeError, QueryError
 
 MetaValue = Union[int, float, str, bytes, np.generic, np.ndarray]
 
-_NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+_NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool") + tuple(
+    f"datetime64[{u}]" for u in ("D", "h", "m", "s", "ms", "us", "ns")
+)
 
 
 def _encode(key: str, value: Any) -> Tuple[Optional[str], bytes]:
     if not isinstance(key, str):
         raise ArgumentTypeError(f"metadata keys are str, not {type(key).__name__}")
-    if isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"metadata {key!r}: bool values are not supported (store 0 or 1)")
+    if isinstance(value, bool):
+        return "bool", bytes([int(value)])
     if isinstance(value, str):
         return "utf8", value.encode("utf-8")
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -69,6 +71,8 @@ def _decode(dtype: Optional[str], data: bytes) -> MetaValue:
             return int(arr[0])
         if dtype == "float64":
             return float(arr[0])
+        if dtype == "bool":
+            return bool(arr[0])
         scalar: np.generic = arr[0]
         return scalar
     return arr

@@ -84,6 +84,12 @@ def _pandas_column(pd: Any, v: np.ndarray) -> Any:
         return pd.arrays.IntegerArray(values, mask)
     if values.dtype.kind == "f":
         return pd.arrays.FloatingArray(values, mask)
+    if values.dtype.kind == "b":
+        return pd.arrays.BooleanArray(values, mask)
+    if values.dtype.kind == "M":  # null times are NaT, as pandas shows them
+        out = values.copy()
+        out[mask] = np.datetime64("NaT")
+        return out
     out = values.astype(object)
     out[mask] = None
     return out
@@ -117,4 +123,6 @@ def _arrow_column(pa: Any, name: str, v: np.ndarray, attr: Optional[Attr]) -> An
                 [None if m else c for c, m in zip(arr.to_pylist(), mask.tolist())], type=arr.type
             )
         return arr
+    if values.dtype.kind == "M" and np.datetime_data(values.dtype)[0] in ("h", "m"):
+        values = values.astype("datetime64[s]")  # Arrow has no hour or minute timestamps
     return pa.array(values, mask=mask)

@@ -10,6 +10,9 @@ a schema read back from disk is interpreted by the same rules):
 numpy (``Attr(dtype=...)``)            engine (type, cell_val_num)          read back as
 =====================================  ===================================  =====================
 int8..uint64, float32, float64         same type, 1                         that dtype
+``bool``                               bool (one byte 0/1), 1               bool
+``"datetime64[u]"``, u in D h m s      datetime64[u] (int64 count, NaT =    ``datetime64[u]``
+ms us ns (also for ``Dim``)            the smallest int64), 1
 ``"(3,)f4"`` or ``cell_val_num=3``     float32, 3                           extra trailing axis
 complex64 / complex128                 float32 / float64, 2                 complex64 / complex128
 ``str``, ``"str"``, ``"U"``            utf8, var                            object array of str
@@ -17,6 +20,11 @@ complex64 / complex128                 float32 / float64, 2                 comp
 ``"S5"``                               utf8, 5                              ``S5``
 numeric with ``var=True``              type, var                            object array of ndarrays
 =====================================  ===================================  =====================
+
+datetime64 dimensions take their domain, ranges, indices and coordinates as ``np.datetime64``
+values, ISO 8601 text, ``datetime`` objects or int counts of the unit (``Dim.domain`` shows
+``np.datetime64``; ``Dim.int_domain`` the counts); the tile extent as an int count or a
+``np.timedelta64``. Values finer than the unit are refused, never truncated.
 
 Two consequences of the engine having no complex or blob datatype: a float attribute with two
 values per cell always reads as complex, and a variable-length uint8 attribute always reads as

@@ -11,7 +11,8 @@ The layout is Zarr's, in Tessera's terms: a Dataset is a group; each variable (d
 coordinate variables alike) is a dense array member of the same name with the variable's
 dimensions (domains ``[0, n - 1]``) and one attribute, ``values``, holding its CF-encoded values
 (xarray's own encoder: times as integers with ``units`` and ``calendar``, ``scale_factor``/
-``add_offset`` packing, ``_FillValue``). A variable's encoded attributes are the
+``add_offset`` packing, ``_FillValue``), or, with ``to_tessera(..., native_times=True)``,
+datetime64 variables as datetime64 attributes (no CF time encoding needed to read them). A variable's encoded attributes are the
 array's metadata ``xarray.attrs`` (JSON); the Dataset's attributes are the group's. Opening
 decodes with xarray's decoder, so ``mask_and_scale``, ``decode_times`` and the other
 ``open_dataset`` options behave as for netCDF and Zarr. Reads go to one snapshot: the group's
@@ -156,7 +157,7 @@ def _array_variables(
         attrs = {k: _decode_attr(v) for k, v in _json_meta(A.meta, ATTRS_KEY).items()}
         dims = tuple(d.name for d in A.schema.dims)
         shape = A.schema.shape
-        origin = tuple(int(d.domain[0]) for d in A.schema.dims)
+        origin = tuple(int(d.int_domain[0]) for d in A.schema.dims)
         single = name is not None and len(A.schema.attrs) == 1
         for a in A.schema.attrs:
             if a.var or a.cell_val_num != 1:
@@ -237,6 +238,22 @@ def _encode(ds: "xr.Dataset") -> Tuple[Dict[str, "xr.Variable"], Dict[str, Any]]
     return dict(encoded), dict(attrs)
 
 
+#: datetime64 units a Tessera attribute holds (``native_times``).
+_NATIVE_UNITS = ("D", "h", "m", "s", "ms", "us", "ns")
+
+#: Attributes CF time encoding adds, dropped from natively stored times.
+_TIME_ENCODING = ("units", "calendar", "dtype", "_FillValue", "missing_value")
+
+
+def _native(var: "xr.Variable", encoded: "xr.Variable") -> Optional["xr.Variable"]:
+    """``var`` as stored natively (a datetime64 attribute, its values as they are, without CF
+    time attributes) when it holds datetime64 values of a unit Tessera has; else None."""
+    if var.dtype.kind != "M" or np.datetime_data(var.dtype)[0] not in _NATIVE_UNITS:
+        return None
+    attrs = {k: v for k, v in encoded.attrs.items() if k not in _TIME_ENCODING}
+    return xr.Variable(var.dims, var.data, attrs)
+
+
 def _jsonable(attrs: Mapping[str, Any]) -> str:
     def conv(v: Any) -> Any:
         # numpy values keep their dtype (a float32 scale_factor decodes to float32 data)
@@ -280,13 +297,17 @@ def to_tessera(
     *,
     region: Optional[Mapping[str, slice]] = None,
     filters: Any = (),
+    native_times: bool = False,
     config: Optional[ConfigLike] = None,
 ) -> str:
     """Writes ``ds`` as a group at ``uri`` (which must not hold anything): one dense array per
     variable, tiles of the dask chunks or about 1 MiB, each with ``filters``; attributes and
     encodings as the module says. ``region`` ({dim: slice}) writes ``ds`` into the group written
     before instead: every variable of ``ds`` must use a region dimension and exist there with the
-    same dimensions, and is encoded with the stored encoding (units, scale, fill). Returns the uri."""
+    same dimensions, and is encoded with the stored encoding (units, scale, fill). ``native_times``:
+    datetime64 variables are stored as they are, in datetime64 attributes (exact at any
+    resolution, NaT kept), instead of CF-encoded integers with ``units``; readers need no CF
+    decoding for them. Returns the uri."""
     if not isinstance(ds, xr.Dataset):
         raise ArgumentError(f"ds is an xarray.Dataset, not {type(ds).__name__}")
     path = os.fspath(uri)
@@ -294,6 +315,11 @@ def to_tessera(
         _write_region(ds, path, region, config)
         return path
     encoded, attrs = _encode(ds)
+    if native_times:
+        for name, var in ds.variables.items():
+            native = _native(var, encoded[name]) if name in encoded else None
+            if native is not None:
+                encoded[name] = native
     Group.create(path, config)
     with Group(path, "w", config=config) as G:
         G.meta[ATTRS_KEY] = _jsonable(attrs)
@@ -330,6 +356,7 @@ def _write_region(ds: "xr.Dataset", path: str, region: Mapping[str, slice], conf
             raise ArgumentError(f"variable {name!r} has dimensions {var.dims}, the stored one {stored[name].dims}")
     # Encode as the stored variables were: their encoded attributes become the encoding.
     prepared = ds.copy()
+    native = {name for name in prepared.variables if stored[name].dtype.kind == "M"}
     for name in prepared.variables:
         enc = {k: v for k, v in stored[name].attrs.items()
                if k in ("units", "calendar", "scale_factor", "add_offset", "_FillValue", "missing_value")}
@@ -337,6 +364,8 @@ def _write_region(ds: "xr.Dataset", path: str, region: Mapping[str, slice], conf
         prepared[name].encoding = enc
         prepared[name].attrs = {}
     encoded, _ = _encode(prepared)
+    for name in native:
+        encoded[name] = xr.Variable(ds[name].dims, ds[name].data.astype(stored[name].dtype))
     for name, var in encoded.items():
         if name not in ds.variables:
             continue

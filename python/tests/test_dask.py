@@ -228,3 +228,16 @@ def test_a_write_in_the_millisecond_of_the_opening_is_not_in_the_snapshot(tmp_pa
         W[...] = np.full((4, 4), 5, np.int32)
     with pickle.loads(blob) as B:
         np.testing.assert_array_equal(B[...], np.zeros((4, 4), np.int32))
+
+
+def test_bool_and_datetime_arrays_round_trip_through_workers(client: Any, tmp_path: Any) -> None:
+    rng = np.random.default_rng(3)
+    flags = rng.integers(0, 2, (60, 40)).astype(bool)
+    times = rng.integers(-10**12, 10**12, (60, 40)).view("datetime64[us]")
+    times[5, 7] = np.datetime64("NaT")
+    for name, x in (("b", flags), ("t", times)):
+        uri = str(tmp_path / name)
+        tsd.to_tessera(da.from_array(x, chunks=(20, 20)), uri)
+        y = tsd.from_tessera(uri, chunks=(30, 20))
+        assert y.dtype == x.dtype
+        np.testing.assert_array_equal(y.compute(), x)

@@ -51,7 +51,7 @@ def test_bad_values_write_nothing_and_modes_are_checked(uri: str) -> None:
     make_2d(uri)
     with ts.open(uri, "w") as A:
         A.meta["a"] = 1
-        for bad in (True, np.zeros((2, 2)), np.array(["x"]), 2**64, [1, 2], None):
+        for bad in (np.array([1], "datetime64[Y]"), np.zeros((2, 2)), np.array(["x"]), 2**64, [1, 2], None):
             with pytest.raises((ts.ArgumentError, ts.ArgumentTypeError)):
                 A.meta.update({"b": 2, "c": bad})
         with pytest.raises(ts.QueryError):

@@ -160,3 +160,26 @@ def test_the_backend_is_registered(tmp_path: Any) -> None:
     assert not entry.guess_can_open(os.path.join(str(tmp_path), "missing"))
     with pytest.raises(ts.QueryError, match="neither a Tessera group nor a Tessera array"):
         xr.open_dataset(str(tmp_path), engine="tessera")
+
+
+def test_native_times_round_trip_exactly_and_take_region_writes(tmp_path: Any) -> None:
+    ds = _dataset()
+    ds = ds.assign_coords(time=ds.time.values + np.timedelta64(123456789, "ns"))  # beyond CF's usual units
+    ds["seen"] = ("time", ds.time.values.copy())
+    ds["seen"].values[3] = np.datetime64("NaT")
+    uri = tx.to_tessera(ds, str(tmp_path / "g"), native_times=True)
+    with ts.Group(uri) as G:
+        for name in ("time", "seen"):
+            with G[name] as A:
+                assert A.schema.attr("values").dtype == ds[name].dtype
+    back = xr.open_dataset(uri, engine="tessera")
+    xr.testing.assert_identical(back.load(), ds)
+    raw = xr.open_dataset(uri, engine="tessera", decode_times=False)
+    assert raw.time.dtype.kind == "M" and "units" not in raw.time.attrs
+    part = ds.isel(time=slice(2, 4))[["seen"]].drop_vars(["lat", "lon", "level"], errors="ignore")
+    part["seen"] = ("time", np.array(["1999-01-01", "NaT"], dtype="datetime64[ns]"))
+    tx.to_tessera(part, uri, region={"time": slice(2, 4)})
+    expected = ds.copy(deep=True)
+    expected["seen"].values[2:4] = part["seen"].values
+    expected["time"] = ds.time  # unchanged: the region's time coordinate holds the same values
+    xr.testing.assert_identical(xr.open_dataset(uri, engine="tessera").load(), expected)

@@ -14,7 +14,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 use serde_json::Value;
 use tessera::{
     ArraySchema, ArrayType, Attribute, CellOrder, CellValNum, Datatype, Dimension, Extent, Filter, FilterPipeline,
-    SchemaError as EngineSchemaError,
+    SchemaError as EngineSchemaError, TimeUnit,
 };
 
 use crate::errors::{to_py, IntoPyResult};
@@ -85,11 +85,17 @@ fn name_of(x: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     )))
 }
 
-/// The engine datatype of a numeric numpy dtype (byte order ignored), if it has one.
+/// The engine datatype of a numeric, bool or datetime64 numpy dtype (byte order ignored), if it
+/// has one (datetime64 of the units D, h, m, s, ms, us, ns, one step each).
 fn numeric_datatype(dt: &Bound<'_, PyAny>) -> PyResult<Option<Datatype>> {
     let kind: String = dt.getattr("kind")?.extract()?;
     let size: usize = dt.getattr("itemsize")?.extract()?;
+    if kind == "M" {
+        let (unit, count): (String, i64) = numpy(dt.py())?.call_method1("datetime_data", (dt,))?.extract()?;
+        return Ok(TimeUnit::parse(&unit).filter(|_| count == 1).map(Datatype::Datetime64));
+    }
     Ok(match (kind.as_str(), size) {
+        ("b", 1) => Some(Datatype::Bool),
         ("i", 1) => Some(Datatype::Int8),
         ("i", 2) => Some(Datatype::Int16),
         ("i", 4) => Some(Datatype::Int32),
@@ -113,7 +119,11 @@ fn datatype_of(dt: &Bound<'_, PyAny>, err: impl FnOnce(String) -> PyErr) -> PyRe
 
 /// The numpy dtype of one value of an engine datatype (little-endian; UTF-8 text as uint8).
 fn numpy_dtype<'py>(py: Python<'py>, t: Datatype) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(unit) = t.time_unit() {
+        return numpy(py)?.getattr("dtype")?.call1((format!("<M8[{}]", unit.code()),));
+    }
     let code = match t {
+        Datatype::Bool => "|b1",
         Datatype::Int8 => "<i1",
         Datatype::Int16 => "<i2",
         Datatype::Int32 => "<i4",
@@ -436,6 +446,30 @@ fn int_bound(x: &Bound<'_, PyAny>, what: &str, dim: &str) -> PyResult<i128> {
     Err(not_int(" (float coordinates need dtype float32 or float64)"))
 }
 
+/// A bound or tile extent of a dimension of type `datetime64[unit]` (`unit` given) as a count of
+/// the unit: an int as it is, a `np.datetime64` (or text numpy reads as one) for a bound, a
+/// `np.timedelta64` for a tile extent, converted by numpy to the unit (only exactly; NaT becomes
+/// `i64::MIN`, which the engine refuses as a bound). Other dimensions: [`int_bound`].
+fn time_or_int_bound(x: &Bound<'_, PyAny>, unit: Option<TimeUnit>, what: &str, dim: &str) -> PyResult<i128> {
+    let Some(unit) = unit else { return int_bound(x, what, dim) };
+    let np = numpy(x.py())?;
+    // np.timedelta64 is a numpy integer: tell it from plain counts first.
+    let numpy_time = x.is_instance(&np.getattr("timedelta64")?)? || x.is_instance(&np.getattr("datetime64")?)?;
+    if !numpy_time && is_int(x)? {
+        return int_bound(x, what, dim);
+    }
+    let kind = if what.is_empty() { "datetime64" } else { "timedelta64" };
+    let bad = |why: String| {
+        dim_err(dim, format!("{what}{} is not a {kind} of unit {}: {why}", repr(x).unwrap_or_default(), unit.code()))
+    };
+    let conv = np.getattr(kind)?.call1((x,)).map_err(|e| bad(e.value(x.py()).to_string()))?;
+    let exact = conv.call_method1("astype", (format!("{kind}[{}]", unit.code()),))?;
+    if !exact.call_method1("__eq__", (&conv,))?.is_truthy()? && !np.call_method1("isnat", (&conv,))?.is_truthy()? {
+        return Err(bad("finer than the unit".into()));
+    }
+    Ok(i128::from(exact.call_method1("astype", ("int64",))?.call_method0("item")?.extract::<i64>()?))
+}
+
 fn float_bound(x: &Bound<'_, PyAny>, what: &str, dim: &str) -> PyResult<f64> {
     if is_bool(x)? || !(is_int(x)? || is_float(x)?) {
         return Err(dim_err(dim, format!("{what}{} is not a number", repr(x)?)));
@@ -467,11 +501,12 @@ impl PyDim {
             return Err(dim_err(&name, format!("domain {} is not a pair (lo, hi)", repr(domain)?)));
         };
         let mut inner = if datatype.is_integer() {
-            let (lo, hi) = (int_bound(lo, "", &name)?, int_bound(hi, "", &name)?);
+            let unit = datatype.time_unit();
+            let (lo, hi) = (time_or_int_bound(lo, unit, "", &name)?, time_or_int_bound(hi, unit, "", &name)?);
             let tile = match tile {
                 None => None,
                 Some(t) => {
-                    let t = int_bound(t, "tile ", &name)?;
+                    let t = time_or_int_bound(t, unit, "tile ", &name)?;
                     Some(u64::try_from(t).map_err(|_| dim_err(&name, format!("tile extent {t} must be at least 1")))?)
                 }
             };
@@ -494,9 +529,16 @@ impl PyDim {
         &self.inner.name
     }
 
-    /// Inclusive (lo, hi): ints, or floats for float dimensions.
+    /// Inclusive (lo, hi): ints, floats for float dimensions, `np.datetime64` for datetime64
+    /// dimensions.
     #[getter]
     fn domain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(unit) = self.inner.datatype.time_unit() {
+            let (lo, hi) = self.inner.int_domain();
+            let dt64 = numpy(py)?.getattr("datetime64")?;
+            let (lo, hi) = (dt64.call1((lo as i64, unit.code()))?, dt64.call1((hi as i64, unit.code()))?);
+            return PyTuple::new(py, [lo, hi]);
+        }
         if self.inner.is_float() {
             self.inner.float_domain().into_pyobject(py)
         } else {
@@ -524,6 +566,17 @@ impl PyDim {
     #[getter]
     fn is_float(&self) -> bool {
         self.inner.is_float()
+    }
+
+    /// Inclusive (lo, hi) as the engine stores them: ints (datetime64: counts of the unit),
+    /// floats for float dimensions.
+    #[getter]
+    fn int_domain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        if self.inner.is_float() {
+            self.inner.float_domain().into_pyobject(py)
+        } else {
+            self.inner.int_domain().into_pyobject(py)
+        }
     }
 
     /// Number of coordinates in an integer domain (TypeError for float dimensions).
@@ -694,7 +747,6 @@ fn engine_form(name: &str, dtype: &Bound<'_, PyAny>, var: bool, cvn: u32) -> PyR
             };
             Ok((t, CellValNum::Fixed(2), true))
         }
-        "b" => Err(what("bool has no Tessera datatype (use uint8)".into())),
         _ => {
             let t = datatype_of(&dt, what)?;
             if var {
@@ -744,6 +796,14 @@ fn fill_to_json(a: &Attribute, fill: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> 
             let c = py.import("builtins")?.getattr("complex")?.call1((fill,))?;
             Ok(vec![json_number(&c.getattr("real")?)?, json_number(&c.getattr("imag")?)?])
         }
+        _ if a.datatype.time_unit().is_some() => {
+            let unit = a.datatype.time_unit().map_or("ns", TimeUnit::code);
+            let np = numpy(py)?;
+            let t = if is_int(fill)? { fill.clone() } else { np.call_method1("datetime64", (fill, unit))? };
+            let t = np.call_method1("asarray", (t,))?.call_method1("astype", (format!("<M8[{unit}]"),))?;
+            let vals = np.call_method1("ravel", (t.call_method1("astype", ("int64",))?,))?.call_method0("tolist")?;
+            vals.try_iter()?.map(|v| json_number(&v?)).collect::<PyResult<Vec<_>>>()
+        }
         k => {
             let np = numpy(py)?;
             let vals = np.call_method1("ravel", (np.call_method1("asarray", (fill,))?,))?.call_method0("tolist")?;
@@ -775,6 +835,11 @@ fn fill_from_json<'py>(py: Python<'py>, a: &Attribute, values: &[Value]) -> PyRe
     };
     let bytes =
         || values.iter().map(|v| v.as_u64().and_then(|b| u8::try_from(b).ok()).unwrap_or(0)).collect::<Vec<u8>>();
+    if let (Some(unit), [v]) = (a.datatype.time_unit(), values) {
+        let count =
+            a.datatype.encode_json(v).map_or(tessera::NAT, |b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+        return numpy(py)?.getattr("datetime64")?.call1((count, unit.code()));
+    }
     Ok(match Kind::of(a) {
         Kind::Str => PyString::new(py, &String::from_utf8_lossy(&bytes())).into_any(),
         Kind::Bytes | Kind::FixedBytes => PyBytes::new(py, &bytes()).into_any(),

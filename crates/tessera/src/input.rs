@@ -140,6 +140,12 @@ fn check_one(a: &Attribute, inp: &AttrInput<'_>, cells: u64) -> Result<()> {
             return Err(size("data", inp.data.len() as u64, expected, "bytes").into());
         }
     }
+    if a.datatype == Datatype::Bool {
+        if let Some(i) = inp.data.iter().position(|&b| b > 1) {
+            let (cell, byte) = (i as u64 / a.cell_size() as u64, inp.data[i]);
+            return Err(bad(format!("bool value of cell {cell} is the byte {byte}, must be 0 or 1")).into());
+        }
+    }
     match (a.nullable, inp.validity) {
         (true, None) => return Err(bad("nullable attribute needs validity".into()).into()),
         (false, Some(_)) => return Err(bad("validity given for a non-nullable attribute".into()).into()),

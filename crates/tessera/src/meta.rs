@@ -51,6 +51,9 @@ impl MetaValue {
             Some(d) if !self.data.len().is_multiple_of(d.size()) => {
                 Err(bad(format!("{} bytes is not a whole number of {} values", self.data.len(), d.name())).into())
             }
+            Some(Datatype::Bool) if self.data.iter().any(|&b| b > 1) => {
+                Err(bad("a bool value is a byte other than 0 or 1".into()).into())
+            }
             _ => Ok(()),
         }
     }

@@ -22,4 +22,5 @@ mod races;
 mod sparse_errors;
 mod sparse_model;
 mod tamper;
+mod types_model;
 mod update_index;

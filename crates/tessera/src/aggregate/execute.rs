@@ -79,7 +79,15 @@ pub(crate) fn aggregate(
         stats::add(Counter::ReaderAggregateCells, aggregated as u64);
         stats::add(Counter::ReaderAggregateBatches, 1);
     }
-    Ok(reqs.iter().zip(totals).map(|(r, p)| if r.op == AggregateOp::Mean { p.mean() } else { p.finish() }).collect())
+    Ok(reqs
+        .iter()
+        .zip(totals)
+        .map(|(r, p)| match r.op {
+            AggregateOp::Mean if r.datatype.time_unit().is_some() => p.time_mean(),
+            AggregateOp::Mean => p.mean(),
+            _ => p.finish(),
+        })
+        .collect())
 }
 
 /// The column of attribute `name` in `batch` (the read was asked for it).

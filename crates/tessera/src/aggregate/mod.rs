@@ -14,6 +14,11 @@
 //!   error naming the attribute, never a wrapped value); float sums add in `f64`. The sum of no
 //!   value is 0; the min, max and mean of no value are [`AggregateValue::Null`]. `Mean` is an
 //!   `f64` (an integer mean divides the exact sum).
+//! - `bool` attributes count as 0 and 1 (numpy's rules): `Sum` counts the true values, `Mean`
+//!   is their fraction, `Min`/`Max` are 0 or 1.
+//! - `datetime64` attributes skip NaT as NaN is skipped; `Min`, `Max` and `Mean` are
+//!   [`AggregateValue::Int`] counts of the attribute's unit (`Mean` exact, rounded down);
+//!   `Sum` of times is an error.
 //!
 //! How (`execute.rs`): the read streams the result in batches within `sm.memory_budget`
 //! (dense arrays through `ReadQuery`, sparse ones through `SparseReadQuery`); each batch is
@@ -146,6 +151,13 @@ fn resolve(schema: &ArraySchema, requests: &[AggregateRequest]) -> Result<Vec<Re
                     return Err(bad(
                         "the attribute holds text (utf8); only count, count_valid and null_count apply".into()
                     )
+                    .into());
+                }
+                if r.op == AggregateOp::Sum && a.datatype.time_unit().is_some() {
+                    return Err(bad(format!(
+                        "a sum of {} values is not a time; min, max, mean and the counts apply",
+                        a.datatype
+                    ))
                     .into());
                 }
                 if a.cell_val_num != CellValNum::Fixed(1) {

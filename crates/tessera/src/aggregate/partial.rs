@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::{AggregateOp, AggregateValue, Resolved};
 use crate::error::{QueryError, Result};
-use crate::schema::Datatype;
+use crate::schema::{Datatype, NAT};
 
 /// The state of one aggregate over some cells.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -95,6 +95,16 @@ impl Partial {
         }
     }
 
+    /// The mean of a sum partial of datetime64 values: a count of their unit, rounded down
+    /// (exact, where an `f64` would lose nanoseconds).
+    pub(crate) fn time_mean(self) -> AggregateValue {
+        match self {
+            // n > 0, and the mean of i64 values lies in the i64 range.
+            Partial::IntSum { sum, n } if n > 0 => AggregateValue::Int(sum.div_euclid(i128::from(n))),
+            _ => AggregateValue::Null,
+        }
+    }
+
     /// The mean of a sum partial.
     pub(crate) fn mean(self) -> AggregateValue {
         #[allow(clippy::cast_precision_loss)] // A mean is an f64 by definition.
@@ -160,9 +170,18 @@ pub(crate) fn accumulate(r: &Resolved, cells: &Cells<'_>, range: Range<usize>) -
     p
 }
 
-/// Calls `f` with each selected non-null value of an integer attribute in `range`.
-fn int_values(dt: Datatype, cells: &Cells<'_>, range: Range<usize>, f: impl FnMut(i128)) {
-    match dt {
+/// Calls `f` with each selected non-null value of an integer attribute in `range` (bool: 0 or
+/// 1; datetime64: the count of its unit, NaT skipped as NaN is).
+fn int_values(dt: Datatype, cells: &Cells<'_>, range: Range<usize>, mut f: impl FnMut(i128)) {
+    if dt.time_unit().is_some() {
+        let g = |v: i64| {
+            if v != NAT {
+                f(v.into());
+            }
+        };
+        return each::<8, _>(cells, range, i64::from_le_bytes, g);
+    }
+    match dt.storage() {
         Datatype::Int8 => each::<1, _>(cells, range, |b| i8::from_le_bytes(b).into(), f),
         Datatype::Int16 => each::<2, _>(cells, range, |b| i16::from_le_bytes(b).into(), f),
         Datatype::Int32 => each::<4, _>(cells, range, |b| i32::from_le_bytes(b).into(), f),
@@ -172,7 +191,7 @@ fn int_values(dt: Datatype, cells: &Cells<'_>, range: Range<usize>, f: impl FnMu
         Datatype::UInt32 => each::<4, _>(cells, range, |b| u32::from_le_bytes(b).into(), f),
         Datatype::UInt64 => each::<8, _>(cells, range, |b| u64::from_le_bytes(b).into(), f),
         // `resolve` lets only integer attributes reach here.
-        Datatype::Float32 | Datatype::Float64 | Datatype::Utf8 => {}
+        _ => {}
     }
 }
 

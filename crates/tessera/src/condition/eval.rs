@@ -3,7 +3,7 @@
 //! nothing is allocated per cell.
 
 use super::{CmpOp, Lit, Pred};
-use crate::schema::{Attribute, Datatype};
+use crate::schema::{Attribute, Datatype, NAT};
 
 /// The values of `n` cells of one attribute, as results hold them.
 #[derive(Debug, Clone, Copy)]
@@ -96,9 +96,12 @@ fn compare(t: Datatype, c: &Column<'_>, op: CmpOp, lit: &Lit, out: &mut [bool]) 
         (Column::Fixed { data, .. }, Lit::Int(v)) => {
             let v = *v;
             // The literal fits the type (checked when the condition was bound).
+            if t.time_unit().is_some() {
+                return cmp_values(data, |b| Time(i64::from_le_bytes(b)), op, Time(v as i64), out);
+            }
             macro_rules! ints {
                 ($($d:ident => $t:ty),*) => {
-                    match t {
+                    match t.storage() {
                         $(Datatype::$d => cmp_values(data, |b| <$t>::from_le_bytes(b), op, v as $t, out),)*
                         _ => unreachable!("integer literal on a non-integer attribute"),
                     }
@@ -112,6 +115,23 @@ fn compare(t: Datatype, c: &Column<'_>, op: CmpOp, lit: &Lit, out: &mut [bool]) 
             _ => cmp_values(data, f64::from_le_bytes, op, *v, out),
         },
         _ => unreachable!("literal kinds match their attributes (checked when bound)"),
+    }
+}
+
+/// A datetime64 value that compares as its `i64` count, except NaT, which compares with nothing
+/// (as NaN): every comparison with it is false.
+#[derive(Debug, Clone, Copy)]
+struct Time(i64);
+
+impl PartialEq for Time {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0 && self.0 != NAT
+    }
+}
+
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        (self.0 != NAT && other.0 != NAT).then(|| self.0.cmp(&other.0))
     }
 }
 

@@ -10,9 +10,19 @@
 //! v0 between -1.5 and 2.5        (inclusive on both ends)
 //! not (a != 3) or b is null
 //! name == "M31"                  (variable-length UTF-8 attributes: == and != only)
+//! flag == true                   (bool attributes: == and != with true, false, 1 or 0)
+//! t >= '2020-01-01T00:00'        (datetime64 attributes: ISO 8601 text, see below)
+//! t < datetime64('1969-12-31')   (the same, spelled as numpy does)
+//! t between '2020' and 1600000000   (or an integer count of the attribute's unit)
 //! ```
 //!
-//! Keywords (`and`, `or`, `not`, `between`, `is`, `null`, `inf`, `nan`) are case-insensitive;
+//! A datetime64 literal is `[+-]YYYY[-MM[-DD[(T| )hh[:mm[:ss[.f...]]]]]][Z]` (UTC, proleptic
+//! Gregorian, as numpy) converted exactly to the attribute's unit: text finer than the unit
+//! (`'2020-01-01T01'` on `datetime64[D]`) is an error, never truncated; NaT is refused as a
+//! literal. A NaT cell behaves as NaN: every comparison with it is unknown.
+//!
+//! Keywords (`and`, `or`, `not`, `between`, `is`, `null`, `inf`, `nan`, `true`, `false`) are
+//! case-insensitive;
 //! `and` binds tighter than `or`; an attribute whose name is not a plain identifier is written in
 //! backticks (`` `my attr` > 3 ``).
 //!
@@ -45,8 +55,10 @@ pub enum Value {
     Int(i128),
     /// A floating-point number.
     Float(f64),
-    /// A UTF-8 string (variable-length UTF-8 attributes).
+    /// A UTF-8 string (variable-length UTF-8 attributes; ISO 8601 text for datetime64).
     Str(String),
+    /// A boolean (bool attributes).
+    Bool(bool),
 }
 
 macro_rules! value_from {
@@ -59,7 +71,7 @@ macro_rules! value_from {
     )*};
 }
 value_from!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => Int, u16 => Int, u32 => Int, u64 => Int,
-            i128 => Int, f32 => Float, f64 => Float, String => Str, &str => Str);
+            i128 => Int, f32 => Float, f64 => Float, String => Str, &str => Str, bool => Bool);
 
 impl std::fmt::Display for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,6 +79,7 @@ impl std::fmt::Display for Value {
             Value::Int(v) => write!(f, "{v}"),
             Value::Float(v) => write!(f, "{v:?}"),
             Value::Str(s) => write!(f, "{s:?}"),
+            Value::Bool(b) => write!(f, "{b}"),
         }
     }
 }
@@ -432,12 +445,19 @@ fn literal(schema: &ArraySchema, i: usize, op: CmpOp, value: &Value) -> Result<L
     if t == Datatype::Utf8 {
         return Err(err("fixed-size utf8 cells cannot be compared; strings are variable-length".into()));
     }
+    if t == Datatype::Bool {
+        return bool_literal(op, value).map_err(err);
+    }
+    if let Some(unit) = t.time_unit() {
+        return time_literal(unit, value).map_err(err);
+    }
     if let Some((lo, hi)) = t.integer_bounds() {
         let v = match *value {
             Value::Int(v) => v,
             Value::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 => f as i128,
             Value::Float(_) => return Err(err(format!("not an integer, so not a value of {t}"))),
             Value::Str(_) => return Err(err(format!("a string, not a value of {t}"))),
+            Value::Bool(_) => return Err(err(format!("a bool, not a value of {t}"))),
         };
         if v < lo || v > hi {
             return Err(err(format!("outside the range [{lo}, {hi}] of {t}")));
@@ -449,6 +469,7 @@ fn literal(schema: &ArraySchema, i: usize, op: CmpOp, value: &Value) -> Result<L
         Value::Int(v) if (v as f64) as i128 == v => v as f64,
         Value::Int(_) => return Err(err(format!("not exactly representable as {t}"))),
         Value::Str(_) => return Err(err(format!("a string, not a value of {t}"))),
+        Value::Bool(_) => return Err(err(format!("a bool, not a value of {t}"))),
     };
     if f.is_nan() {
         return Err(err("NaN compares with nothing; a NaN cell passes no comparison".into()));
@@ -457,6 +478,36 @@ fn literal(schema: &ArraySchema, i: usize, op: CmpOp, value: &Value) -> Result<L
         return Err(err(format!("outside the range of {t}")));
     }
     Ok(Lit::Float(f))
+}
+
+/// A literal of a bool attribute: `true`, `false`, 1 or 0, with `==` or `!=`.
+fn bool_literal(op: CmpOp, value: &Value) -> std::result::Result<Lit, String> {
+    if !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+        return Err("bool attributes support only == and !=".into());
+    }
+    match *value {
+        Value::Bool(b) => Ok(Lit::Int(i128::from(b))),
+        Value::Int(v @ (0 | 1)) => Ok(Lit::Int(v)),
+        _ => Err("a bool compares with true, false, 1 or 0".into()),
+    }
+}
+
+/// A literal of a datetime64 attribute: an ISO 8601 string, or an integer count of the unit;
+/// never NaT (a NaT cell passes no comparison, as a NaN cell).
+fn time_literal(unit: crate::schema::TimeUnit, value: &Value) -> std::result::Result<Lit, String> {
+    let v = match value {
+        Value::Str(s) => i128::from(crate::schema::parse_datetime(s, unit)?),
+        Value::Int(v) => *v,
+        Value::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 => *f as i128,
+        _ => return Err("a datetime64 compares with an ISO 8601 string or an integer count of its unit".into()),
+    };
+    if v == i128::from(crate::schema::NAT) {
+        return Err("NaT compares with nothing; a NaT cell passes no comparison".into());
+    }
+    if i64::try_from(v).is_err() {
+        return Err(format!("outside the range of datetime64[{}]", unit.code()));
+    }
+    Ok(Lit::Int(v))
 }
 
 #[cfg(test)]

@@ -293,6 +293,17 @@ impl Parser<'_> {
         Ok(Condition::Cmp { attr, op, value: self.literal()? })
     }
 
+    /// `datetime64('...')` (the word already seen): the quoted text as a string literal.
+    fn datetime_call(&mut self) -> Result<Value> {
+        let at = self.here();
+        let text = match self.toks.get(self.pos + 1..self.pos + 4) {
+            Some([(Tok::LParen, _), (Tok::Str(s), _), (Tok::RParen, _)]) => s.clone(),
+            _ => return Err(self.err(at, "datetime64 takes one quoted ISO 8601 text: datetime64('2020-01-01')")),
+        };
+        self.pos += 4;
+        Ok(Value::Str(text))
+    }
+
     fn literal(&mut self) -> Result<Value> {
         let mut neg = false;
         let mut signed = false;
@@ -309,6 +320,9 @@ impl Parser<'_> {
             Some((Tok::Ident(s), _)) if s.eq_ignore_ascii_case("inf") => Value::Float(f64::INFINITY),
             Some((Tok::Ident(s), _)) if s.eq_ignore_ascii_case("nan") && !signed => Value::Float(f64::NAN),
             Some((Tok::Str(s), _)) if !signed => Value::Str(s),
+            Some((Tok::Ident(s), _)) if s.eq_ignore_ascii_case("true") && !signed => Value::Bool(true),
+            Some((Tok::Ident(s), _)) if s.eq_ignore_ascii_case("false") && !signed => Value::Bool(false),
+            Some((Tok::Ident(s), _)) if s == "datetime64" && !signed => return self.datetime_call(),
             _ => return Err(self.err(self.here(), &format!("expected a value, found {}", self.found()))),
         };
         self.pos += 1;

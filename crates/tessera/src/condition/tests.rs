@@ -122,7 +122,7 @@ fn reference(c: &Condition, row: &Row) -> Option<bool> {
         let v = match v {
             Value::Int(i) => *i as f64,
             Value::Float(f) => *f,
-            Value::Str(_) => unreachable!(),
+            Value::Str(_) | Value::Bool(_) => unreachable!(),
         };
         if x.is_nan() {
             return None;
@@ -285,4 +285,34 @@ proptest! {
             Err(e) => prop_assert!(false, "{}", e),
         }
     }
+}
+
+/// Bool and datetime64 literals: keywords, ISO text and `datetime64('...')` parse, print and
+/// parse back; binding checks the operator and converts the text to the attribute's unit.
+#[test]
+fn bool_and_time_literals() {
+    use crate::schema::{ArrayType, Attribute, Datatype, Dimension, TimeUnit};
+    let s = crate::schema::ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("d", Datatype::Int64, (0, 9), 5))
+        .attr(Attribute::new("b", Datatype::Bool))
+        .attr(Attribute::new("t", Datatype::Datetime64(TimeUnit::Second)))
+        .build()
+        .unwrap();
+    for text in [
+        "b == true and t >= '1970-01-01T00:01'",
+        "b != FALSE or t < datetime64('1969-12-31')",
+        "t between -5 and '1970-01-02'",
+    ] {
+        let c = Condition::parse(text).unwrap();
+        assert_eq!(Condition::parse(&c.to_string()).unwrap(), c, "{text}");
+        assert!(c.bind(&s).is_ok(), "{text}");
+    }
+    let c = Condition::parse("t >= '1970-01-01T00:01'").unwrap().bind(&s).unwrap();
+    assert!(matches!(c.pred, Pred::Cmp { lit: Lit::Int(60), .. }), "{c:?}");
+    let err = |t: &str| Condition::parse(t).unwrap().bind(&s).unwrap_err().to_string();
+    assert!(err("b > false").contains("only == and !="));
+    assert!(err("t > true").contains("ISO 8601 string or an integer"));
+    assert!(err("t > '1970-01-01T00:00:00.5'").contains("finer than the unit s"));
+    assert!(err("t between '1971' and '1970'").contains("low bound exceeds"));
+    assert!(Condition::parse("t > datetime64(3)").is_err());
 }

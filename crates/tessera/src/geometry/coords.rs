@@ -22,11 +22,12 @@ pub(crate) struct BadCoord {
     pub why: &'static str,
 }
 
-/// Expands `$m!(T)` with `T` the Rust type of integer datatype `$dt`, and `$other` for any
-/// other datatype: the one dispatch from a coordinate's datatype to typed code.
+/// Expands `$m!(T)` with `T` the Rust type of integer datatype `$dt`'s storage type (`datetime64`
+/// is `i64`), and `$other` for any other datatype: the one dispatch from a coordinate's datatype
+/// to typed code.
 macro_rules! by_int_type {
     ($dt:expr, $m:ident, $other:expr) => {
-        match $dt {
+        match $dt.storage() {
             Datatype::Int8 => $m!(i8),
             Datatype::Int16 => $m!(i16),
             Datatype::Int32 => $m!(i32),

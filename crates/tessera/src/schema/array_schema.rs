@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 use super::{Attribute, Dimension, SchemaError};
 
 /// Newest version of the schema JSON this build reads and writes. A schema is written with the
-/// lowest version that expresses it: 1, or 2 when it uses a curve order (Z, or Hilbert as a tile
-/// order or in a dense array). In version 1, Hilbert cell order in sparse arrays keeps its first
-/// definition (one curve over the whole domain; docs/format.md, "Global order").
-pub const SCHEMA_VERSION: u32 = 2;
+/// lowest version that expresses it: 1, 2 when it uses a curve order (Z, or Hilbert as a tile
+/// order or in a dense array), 3 when a dimension or attribute has type `bool` or `datetime64`.
+/// In version 1, Hilbert cell order in sparse arrays keeps its first definition (one curve over
+/// the whole domain; docs/format.md, "Global order").
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Most bits a curve key may take (docs/format.md §5.1).
 pub(crate) const MAX_CURVE_BITS: u32 = 128;
@@ -198,11 +199,19 @@ impl ArraySchema {
             || (self.cell_order == CellOrder::Hilbert && self.array_type == ArrayType::Dense)
     }
 
-    /// The lowest schema version that expresses this schema as meant today: 1, or 2 for curve
-    /// orders (Hilbert cell order included: version 1's sparse Hilbert order is the old one).
-    /// New schemas take it, so older readers open whatever they can read correctly.
+    /// Whether the schema needs version 3 (a `bool` or `datetime64` dimension or attribute).
+    pub fn needs_v3(&self) -> bool {
+        self.dims.iter().any(|d| d.datatype.needs_v3()) || self.attrs.iter().any(|a| a.datatype.needs_v3())
+    }
+
+    /// The lowest schema version that expresses this schema as meant today: 1, 2 for curve
+    /// orders (Hilbert cell order included: version 1's sparse Hilbert order is the old one), 3
+    /// for the types `bool` and `datetime64`. New schemas take it, so older readers open whatever
+    /// they can read correctly.
     pub fn lowest_version(&self) -> u32 {
-        if self.needs_v2() || self.cell_order == CellOrder::Hilbert {
+        if self.needs_v3() {
+            3
+        } else if self.needs_v2() || self.cell_order == CellOrder::Hilbert {
             2
         } else {
             1
@@ -292,6 +301,11 @@ impl ArraySchema {
                 "schema version {} is newer than this build supports ({SCHEMA_VERSION})",
                 self.version
             )));
+        }
+        if self.version < 3 && self.needs_v3() {
+            return Err(SchemaError::Invalid(
+                "the types bool and datetime64 need schema version 3 (\"version\": 3)".into(),
+            ));
         }
         if self.dims.is_empty() {
             return Err(SchemaError::Invalid("an array needs at least one dimension".into()));

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::datatype::NAT;
 use super::{Datatype, SchemaError};
 use crate::filter::FilterPipeline;
 
@@ -178,8 +179,8 @@ impl Dimension {
         if self.name.is_empty() {
             return Err(SchemaError::Invalid("a dimension has an empty name".into()));
         }
-        if self.datatype == Datatype::Utf8 {
-            return Err(err("type utf8 is not supported for dimensions".into()));
+        if matches!(self.datatype, Datatype::Utf8 | Datatype::Bool) {
+            return Err(err(format!("type {} is not supported for dimensions", self.datatype)));
         }
         if self.is_float() {
             let (lo, hi) = self.float_domain();
@@ -210,6 +211,9 @@ impl Dimension {
         }
         if lo < tlo || hi > thi {
             return Err(err(format!("domain [{lo}, {hi}] does not fit type {}", self.datatype)));
+        }
+        if self.datatype.time_unit().is_some() && lo == i128::from(NAT) {
+            return Err(err(format!("domain [{lo}, {hi}] holds NaT ({NAT}), which is not a time")));
         }
         if hi - lo >= i128::from(u64::MAX) {
             return Err(err(format!("domain [{lo}, {hi}] has more than 2^64 - 1 coordinates")));

@@ -16,6 +16,7 @@ use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{check_var_offsets, verify_tile, FileKind, FileSpec};
+use crate::schema::Datatype;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
 
@@ -200,6 +201,12 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
         Bytes::from_vec(out)
     };
     let tile = to_row_major(array, spec, fragment.sparse.is_none(), tile);
+    if spec.kind == FileKind::Data && array.schema().attrs.get(spec.attr).is_some_and(|a| a.datatype == Datatype::Bool)
+    {
+        if let Some(i) = tile.iter().position(|&b| b > 1) {
+            return Err(tile_err(format!("bool value {} at byte {i} (must be 0 or 1)", tile[i])));
+        }
+    }
     if spec.kind == FileKind::Offsets {
         // Checked once here (cached tiles were checked when fetched): every reader then slices
         // data tiles by these offsets without checks.
