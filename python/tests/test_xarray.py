@@ -73,19 +73,20 @@ def test_lazy_indexing_matches_numpy(tmp_path_factory: Any, keys: Any) -> None:
     back = xr.open_dataset(uri, engine="tessera")
     expected = _dataset().t2m.values
     k = list(keys)
-    got = back.t2m[tuple(k)].values if sum(isinstance(x, list) for x in k) <= 1 else None
-    if got is None:  # several lists: xarray's outer indexing, one axis at a time
-        got = back.t2m.isel(time=k[0], lat=k[1], lon=k[2]).values
-        want = expected
-        for axis in range(3):
-            idx = k[axis]
-            if isinstance(idx, int):
-                continue
-            want = np.take(want, np.arange(want.shape[axis])[idx], axis=axis) if isinstance(idx, slice) \
-                else np.take(want, idx, axis=axis)
-        want = want[tuple(x if isinstance(x, int) else slice(None) for x in k)]
+    if sum(isinstance(x, list) for x in k) <= 1:
+        got = back.t2m[tuple(k)].values
     else:
-        want = expected[tuple(k)]
+        got = back.t2m.isel(time=k[0], lat=k[1], lon=k[2]).values
+    # xarray indexes orthogonally (outer indexing), one axis at a time; numpy's own indexing
+    # would move the list's axis first when an integer and a list are separated by a slice.
+    want = expected
+    for axis in range(3):
+        idx = k[axis]
+        if isinstance(idx, int):
+            continue
+        want = np.take(want, np.arange(want.shape[axis])[idx], axis=axis) if isinstance(idx, slice) \
+            else np.take(want, idx, axis=axis)
+    want = want[tuple(x if isinstance(x, int) else slice(None) for x in k)]
     np.testing.assert_array_equal(got, want)
 
 

@@ -129,6 +129,18 @@ impl Display for Role<'_> {
 /// The columns of a schema's dimensions followed by those of `attrs` (indices into
 /// `schema.attrs`); refuses an attribute a column cannot hold.
 pub(crate) fn specs_of(schema: &ArraySchema, attrs: &[usize]) -> Result<Vec<ColumnSpec>> {
+    // bool and datetime64 have no CSV/Parquet column form here yet (their Arrow types are
+    // Boolean and Timestamp, not the integers of their storage): refused, not misread.
+    let typed = schema.dims.iter().map(|d| (&d.name, d.datatype));
+    let typed = typed.chain(attrs.iter().map(|&i| (&schema.attrs[i].name, schema.attrs[i].datatype)));
+    for (name, t) in typed {
+        if t.needs_v3() {
+            bail!(
+                "{name} has type {t}, which CSV and Parquet files of the command line do not hold yet; use the \
+                   Python API (pandas or Arrow)"
+            );
+        }
+    }
     let mut out: Vec<ColumnSpec> = schema.dims.iter().map(ColumnSpec::of_dim).collect();
     for &i in attrs {
         out.push(ColumnSpec::of_attr(&schema.attrs[i])?);
