@@ -315,3 +315,37 @@ fn a_global_order_batch_of_a_region_of_2_62_tiles() {
     let b = q.next_batch(16).unwrap().unwrap();
     assert_eq!(as_i32(&b.attrs[0].data), [i32::MIN, 4, 5, i32::MIN]);
 }
+
+/// A sparse array whose space tile holds more than 2^64 cells (two int64 dimensions with
+/// tiles of 2^40, e.g. nanosecond times with day-sized tiles): opening, writing, reading and
+/// consolidating it must not overflow the cell strides of a tile (they are unused for sparse
+/// tiles, but were computed with an overflowing product, a panic under overflow checks).
+#[test]
+fn sparse_tiles_of_more_than_2_64_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    let mut b = ArraySchema::builder(ArrayType::Sparse);
+    for name in ["a", "b"] {
+        b = b.dim(Dimension::new(name, Datatype::Int64, (-(1 << 62), 1 << 62), 1 << 40));
+    }
+    let schema = b.attr(Attribute::new("v", Datatype::Int32)).build().unwrap();
+    let uri = dir.path().join("s");
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let xs: [i64; 3] = [-(1 << 62), 0, 1 << 62];
+    let col: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let vals: Vec<u8> = [1i32, 2, 3].iter().flat_map(|x| x.to_le_bytes()).collect();
+    for _ in 0..2 {
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        let coords: Vec<CoordInput<'_>> = ["a", "b"].iter().map(|n| CoordInput { name: n, data: &col }).collect();
+        w.write_sparse(&coords, &[AttrInput::fixed("v", &vals)]).unwrap();
+    }
+    tessera::consolidate(&ctx, &uri, &Selection::All).unwrap().unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let all = vec![vec![DimRange::Int(-(1 << 62), 1 << 62)]; 2];
+    let res = r.sparse_query(&all, &["v"], Layout::RowMajor).unwrap().read_all().unwrap();
+    // The second write replaced the first's three cells (no duplicates).
+    assert_eq!(res.cells, 3);
+    let v: Vec<i32> =
+        res.attrs.last().unwrap().data.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(v, vec![1, 2, 3]);
+}

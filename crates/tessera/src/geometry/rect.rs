@@ -66,7 +66,9 @@ pub(crate) fn subtract(a: &[[u64; 2]], b: &[[u64; 2]]) -> Vec<Rect> {
 
 /// Element strides of a box of `shape` whose cells are laid out in `order`. Curve orders give
 /// row-major strides: inside the engine a tile's cells are row-major, and only stored tiles
-/// follow the curve (`order.rs`).
+/// follow the curve (`order.rs`). The running product saturates: a sparse space tile may hold
+/// more than 2^64 cells (its strides are never used to address cells), while dense tiles hold at
+/// most 2^34 cells and every other box is a result or a tile range, both bounded below 2^64.
 pub(crate) fn strides(shape: &[u64], order: CellOrder) -> Vec<u64> {
     let n = shape.len();
     let mut s = vec![0u64; n];
@@ -75,13 +77,13 @@ pub(crate) fn strides(shape: &[u64], order: CellOrder) -> Vec<u64> {
         CellOrder::RowMajor | CellOrder::Hilbert | CellOrder::Z => {
             for d in (0..n).rev() {
                 s[d] = acc;
-                acc *= shape[d];
+                acc = acc.saturating_mul(shape[d]);
             }
         }
         CellOrder::ColMajor => {
             for d in 0..n {
                 s[d] = acc;
-                acc *= shape[d];
+                acc = acc.saturating_mul(shape[d]);
             }
         }
     }
