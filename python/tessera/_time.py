@@ -20,7 +20,19 @@ TIME_SCALARS = (np.datetime64, str, _dt.date)
 
 def is_time(dtype: Any) -> bool:
     """Whether ``dtype`` is a datetime64 dtype."""
-    return np.dtype(dtype).kind == "M"
+    return bool(np.dtype(dtype).kind == "M")
+
+
+def _is_count(x: Any) -> bool:
+    """Whether ``x`` is an integer count (a Python or numpy integer, not a bool)."""
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    return isinstance(x, (numbers.Integral, np.integer))
+
+
+def _of_unit(v: int, unit: str) -> Any:
+    """The count ``v`` of ``unit`` as a ``np.datetime64``."""
+    return np.int64(v).astype(f"datetime64[{unit}]")
 
 
 def unit_of(dtype: Any) -> str:
@@ -32,7 +44,7 @@ def count(dtype: Any, x: Any, where: str) -> int:
     """``x`` (an int count of the unit, a ``np.datetime64``, ISO 8601 text or a Python
     ``datetime``/``date``) as an int count of ``dtype``'s unit. NaT and values finer than the
     unit are a DomainError naming ``where``."""
-    if isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_)):
+    if _is_count(x):
         return int(x)
     if not isinstance(x, TIME_SCALARS):
         raise DomainError(f"{where}: {x!r} is not a time (a np.datetime64, ISO 8601 text or an int count)")
@@ -48,10 +60,10 @@ def count(dtype: Any, x: Any, where: str) -> int:
     return int(exact.astype(np.int64))
 
 
-def value(dtype: Any, x: Any, where: str) -> np.datetime64:
+def value(dtype: Any, x: Any, where: str) -> Any:
     """``x`` (as for ``count``; NaT allowed) as a ``np.datetime64`` of ``dtype``'s unit, exactly."""
-    if isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_)):
-        return np.datetime64(int(x), unit_of(dtype))
+    if _is_count(x):
+        return _of_unit(int(x), unit_of(dtype))
     if isinstance(x, np.ndarray) and x.dtype.kind == "M":
         return cast_exact(x, dtype, where)[()]
     if not isinstance(x, TIME_SCALARS):
@@ -63,12 +75,12 @@ def value(dtype: Any, x: Any, where: str) -> np.datetime64:
     return cast_exact(np.asarray(t), dtype, where)[()]
 
 
-def show(dtype: Any, v: int) -> np.datetime64:
+def show(dtype: Any, v: Any) -> Any:
     """The count ``v`` of ``dtype``'s unit as a ``np.datetime64``."""
-    return np.datetime64(int(v), unit_of(dtype))
+    return _of_unit(int(v), unit_of(dtype))
 
 
-def pair(dtype: Any, lo: int, hi: int) -> Tuple[np.datetime64, np.datetime64]:
+def pair(dtype: Any, lo: Any, hi: Any) -> Tuple[Any, Any]:
     return show(dtype, lo), show(dtype, hi)
 
 

@@ -1076,7 +1076,7 @@ def _is_pair(r: Any) -> bool:
 def _time_count(dim: Dim, x: Any, what: str) -> Optional[int]:
     """``x`` as a count of a datetime64 dimension's unit when it is a time (``np.datetime64``,
     ISO text, ``datetime``); None for other values or dimensions."""
-    if not isinstance(x, _time.TIME_SCALARS) or isinstance(x, (bool, np.bool_)):
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, _time.TIME_SCALARS):
         return None
     dt = dim.dtype
     if dt.kind != "M":

@@ -168,7 +168,8 @@ def _tile_chunks(dims: Sequence[Dim], box: Sequence[Tuple[int, int]], itemsize: 
     """Chunks of whole tiles (the first and last may be cut by the box), about ``CHUNK_BYTES``."""
     tiles = [int(d.tile or 1) for d in dims]  # dense dimensions always have a tile extent
     tile_bytes = math.prod(tiles) * itemsize
-    counts = [(-(-(hi - d.int_domain[0] + 1) // t)) - ((lo - d.int_domain[0]) // t) for d, (lo, hi), t in zip(dims, box, tiles)]
+    counts = [(-(-(hi - d.int_domain[0] + 1) // t)) - ((lo - d.int_domain[0]) // t)
+              for d, (lo, hi), t in zip(dims, box, tiles)]
     per = _array._default_tiles(counts, tile_bytes, CHUNK_BYTES)
     out = []
     for d, (lo, hi), t, k in zip(dims, box, tiles, per):

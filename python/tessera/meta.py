@@ -2,8 +2,9 @@
 
 Values are numbers (``int`` as int64, or uint64 above its range; ``float`` as float64; ``bool``),
 numpy scalars and 1-D numpy arrays of the numeric dtypes (int8 to uint64, float32, float64,
-bool, datetime64 of the units D h m s ms us ns), ``str`` (UTF-8) and ``bytes``. A value of one number reads back as a number (``int``/``float`` for
-int64/float64, a numpy scalar otherwise); several as a 1-D numpy array.
+bool, datetime64 of the units D h m s ms us ns), ``str`` (UTF-8) and ``bytes``. A value of one
+number reads back as a number (``int``/``float`` for int64/float64, a numpy scalar otherwise);
+several as a 1-D numpy array.
 
 In mode "w", ``A.meta[key] = value``, ``del A.meta[key]`` and ``A.meta.update({...})`` each
 commit one metadata file atomically (``update``: all its pairs in one), at the array's write
@@ -24,7 +25,9 @@ from .errors import ArgumentError, ArgumentTypeError, QueryError
 
 MetaValue = Union[int, float, str, bytes, np.generic, np.ndarray]
 
-_NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool") + tuple(
+_NUMERIC = (
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"
+) + tuple(
     f"datetime64[{u}]" for u in ("D", "h", "m", "s", "ms", "us", "ns")
 )
 

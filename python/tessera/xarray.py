@@ -12,9 +12,9 @@ coordinate variables alike) is a dense array member of the same name with the va
 dimensions (domains ``[0, n - 1]``) and one attribute, ``values``, holding its CF-encoded values
 (xarray's own encoder: times as integers with ``units`` and ``calendar``, ``scale_factor``/
 ``add_offset`` packing, ``_FillValue``), or, with ``to_tessera(..., native_times=True)``,
-datetime64 variables as datetime64 attributes (no CF time encoding needed to read them). A variable's encoded attributes are the
-array's metadata ``xarray.attrs`` (JSON); the Dataset's attributes are the group's. Opening
-decodes with xarray's decoder, so ``mask_and_scale``, ``decode_times`` and the other
+datetime64 variables as datetime64 attributes (no CF time encoding needed to read them). A
+variable's encoded attributes are the array's metadata ``xarray.attrs`` (JSON); the Dataset's
+attributes are the group's. Opening decodes with xarray's decoder, so ``mask_and_scale``, ``decode_times`` and the other
 ``open_dataset`` options behave as for netCDF and Zarr. Reads go to one snapshot: the group's
 arrays are opened at the time ``open_dataset`` was called.
 """
@@ -317,9 +317,9 @@ def to_tessera(
     encoded, attrs = _encode(ds)
     if native_times:
         for name, var in ds.variables.items():
-            native = _native(var, encoded[name]) if name in encoded else None
+            native = _native(var, encoded[str(name)]) if name in encoded else None
             if native is not None:
-                encoded[name] = native
+                encoded[str(name)] = native
     Group.create(path, config)
     with Group(path, "w", config=config) as G:
         G.meta[ATTRS_KEY] = _jsonable(attrs)
@@ -365,7 +365,7 @@ def _write_region(ds: "xr.Dataset", path: str, region: Mapping[str, slice], conf
         prepared[name].attrs = {}
     encoded, _ = _encode(prepared)
     for name in native:
-        encoded[name] = xr.Variable(ds[name].dims, ds[name].data.astype(stored[name].dtype))
+        encoded[str(name)] = xr.Variable(ds[name].dims, ds[name].data.astype(stored[name].dtype))
     for name, var in encoded.items():
         if name not in ds.variables:
             continue

@@ -337,7 +337,8 @@ def test_pandas_and_arrow_round_trips_of_bool_and_times(tmp_path: object) -> Non
         pd.testing.assert_frame_equal(back[["t", "ok", "seen"]], df, check_dtype=False)
         assert back["ok"].dtype == bool and back["seen"].dtype.kind == "M"
         table = A[:].to_arrow()
-        assert pa.types.is_timestamp(table.schema.field("t").type) and pa.types.is_boolean(table.schema.field("ok").type)
+        assert pa.types.is_timestamp(table.schema.field("t").type)
+        assert pa.types.is_boolean(table.schema.field("ok").type)
         assert table.column("seen").null_count == 1
     days = pa.table({"d": pa.array([-3, 0, 19000], pa.date32()), "b": pa.array([True, None, False])})
     uri2 = ts.from_arrow(days, str(tmp_path) + "/q", dims=["d"])  # type: ignore[operator]
