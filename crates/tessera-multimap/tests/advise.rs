@@ -4,10 +4,15 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::Write as _;
+use std::sync::Mutex;
 
 use tessera::stats::{self, Counter};
 use tessera::*;
 use tessera_multimap::advise::{self, Candidate, Device, LoggedQuery, SearchOptions};
+
+/// The statistics are process-wide: tests that read arrays run one at a time, or one test's
+/// requests are counted in another's.
+static LOCK: Mutex<()> = Mutex::new(());
 
 fn schema(tile: u64, filters: bool) -> ArraySchema {
     let mut a = Attribute::new("v", Datatype::Int32);
@@ -45,6 +50,7 @@ fn beams(dim: usize, n: i128) -> Vec<LoggedQuery> {
 
 #[test]
 fn predicted_requests_and_bytes_are_the_readers() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut c = Config::new();
     c.set("sm.tile_cache_size", "0").unwrap();
@@ -75,6 +81,7 @@ fn predicted_requests_and_bytes_are_the_readers() {
 
 #[test]
 fn advice_follows_the_workload_and_apply_keeps_every_cell() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let c = Config::new();
     let ctx = Context::new(c.clone()).unwrap();
