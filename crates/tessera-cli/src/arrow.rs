@@ -10,9 +10,9 @@
 //!   inside the domain, strings of a fixed-length attribute of exactly its length, nulls only for
 //!   nullable attributes; text (CSV) is parsed (`bool`: `true`/`false`/`1`/`0`; `datetime64`:
 //!   ISO 8601 by the engine's parser). `bool` takes Arrow `Boolean`; `datetime64[unit]` takes
-//!   `Timestamp` of any unit, `Date32` and `Date64`, converted to the unit only when exact. An array of exactly the target's type moves as
-//!   one copy of its value buffer; other conversions run one loop over the column and allocate
-//!   nothing per cell. The first bad value is returned with its row in the batch.
+//!   `Timestamp` of any unit, `Date32` and `Date64`, converted to the unit only when exact. An
+//!   array of exactly the target's type moves as one copy of its value buffer; other conversions
+//!   run one loop over the column and allocate nothing per cell. The first bad value is returned with its row in the batch.
 //! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
 //!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned): `bool` as
 //!   `Boolean`, `datetime64` as `Date32` (unit D) or `Timestamp` (ms, us, ns; s, m and h as
