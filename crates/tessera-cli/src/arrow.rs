@@ -8,11 +8,16 @@
 //!   dimension or attribute it feeds). Every value is checked exactly: integers within the
 //!   type's range, integers into float types only when exact, floats within float32, coordinates
 //!   inside the domain, strings of a fixed-length attribute of exactly its length, nulls only for
-//!   nullable attributes; text (CSV) is parsed. An array of exactly the target's type moves as
-//!   one copy of its value buffer; other conversions run one loop over the column and allocate
-//!   nothing per cell. The first bad value is returned with its row in the batch.
+//!   nullable attributes; text (CSV) is parsed (`bool`: `true`/`false`/`1`/`0`; `datetime64`:
+//!   ISO 8601 by the engine's parser). `bool` takes Arrow `Boolean`; `datetime64[unit]` takes
+//!   `Timestamp` of any unit, `Date32` and `Date64`, converted to the unit only when exact. An
+//!   array of exactly the target's type moves as one copy of its value buffer; other conversions
+//!   run one loop over the column and allocate nothing per cell. The first bad value is returned with its row in the batch.
 //! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
-//!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned).
+//!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned): `bool` as
+//!   `Boolean`, `datetime64` as `Date32` (unit D) or `Timestamp` (ms, us, ns; s, m and h as
+//!   milliseconds, exactly) with NaT as null, as pandas and pyarrow write NaT; for CSV, as ISO
+//!   text with NaT as `NaT`.
 //! - [`Inference`] learns the type and range of a column for `tessera import`.
 //!
 //! Arrow buffers are in the host's byte order and the engine's are little-endian, so the CLI
@@ -22,15 +27,19 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
+use arrow_array::builder::StringBuilder;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
-    UInt64Type, UInt8Type,
+    ArrowPrimitiveType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type,
+    UInt8Type,
 };
-use arrow_array::{make_array, Array, ArrayRef, OffsetSizeTrait, PrimitiveArray, StringArray};
+use arrow_array::{make_array, Array, ArrayRef, BooleanArray, OffsetSizeTrait, PrimitiveArray, StringArray};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::DataType;
-use tessera::{ArraySchema, AttrData, Attribute, CellValNum, Datatype, Dimension};
+use arrow_schema::{DataType, Field, TimeUnit as ArrowUnit};
+use tessera::{
+    display_datetime, parse_datetime, ArraySchema, AttrData, Attribute, CellValNum, Datatype, Dimension, TimeUnit, NAT,
+};
 
 #[cfg(target_endian = "big")]
 compile_error!("tessera-cli moves Arrow (host-order) buffers as the engine's little-endian bytes");
@@ -38,7 +47,8 @@ compile_error!("tessera-cli moves Arrow (host-order) buffers as the engine's lit
 /// What a column holds, as the CLI exchanges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// An integer type.
+    /// A type stored as integers: an integer type, `bool` (0 or 1) or `datetime64` (a count of
+    /// its unit).
     Int(Datatype),
     /// `float32` or `float64`.
     Float(Datatype),
@@ -129,18 +139,6 @@ impl Display for Role<'_> {
 /// The columns of a schema's dimensions followed by those of `attrs` (indices into
 /// `schema.attrs`); refuses an attribute a column cannot hold.
 pub(crate) fn specs_of(schema: &ArraySchema, attrs: &[usize]) -> Result<Vec<ColumnSpec>> {
-    // bool and datetime64 have no CSV/Parquet column form here yet (their Arrow types are
-    // Boolean and Timestamp, not the integers of their storage): refused, not misread.
-    let typed = schema.dims.iter().map(|d| (&d.name, d.datatype));
-    let typed = typed.chain(attrs.iter().map(|&i| (&schema.attrs[i].name, schema.attrs[i].datatype)));
-    for (name, t) in typed {
-        if t.needs_v3() {
-            bail!(
-                "{name} has type {t}, which CSV and Parquet files of the command line do not hold yet; use the \
-                   Python API (pandas or Arrow)"
-            );
-        }
-    }
     let mut out: Vec<ColumnSpec> = schema.dims.iter().map(ColumnSpec::of_dim).collect();
     for &i in attrs {
         out.push(ColumnSpec::of_attr(&schema.attrs[i])?);
@@ -148,9 +146,14 @@ pub(crate) fn specs_of(schema: &ArraySchema, attrs: &[usize]) -> Result<Vec<Colu
     Ok(out)
 }
 
-/// The Arrow type of a column: the integer or float type itself, `Utf8` for strings.
-pub(crate) fn arrow_type(spec: &ColumnSpec) -> DataType {
+/// The Arrow type of a column: the integer or float type itself, `Utf8` for strings, `Boolean`
+/// for `bool`, `Date32` or `Timestamp` for `datetime64` (`Utf8` of ISO text when `text`: CSV).
+pub(crate) fn arrow_type(spec: &ColumnSpec, text: bool) -> DataType {
     match spec.kind {
+        Kind::Int(Datatype::Bool) => DataType::Boolean,
+        Kind::Int(Datatype::Datetime64(_)) if text => DataType::Utf8,
+        Kind::Int(Datatype::Datetime64(TimeUnit::Day)) => DataType::Date32,
+        Kind::Int(Datatype::Datetime64(u)) => DataType::Timestamp(arrow_unit(u).0, None),
         Kind::Int(Datatype::Int8) => DataType::Int8,
         Kind::Int(Datatype::Int16) => DataType::Int16,
         Kind::Int(Datatype::Int32) => DataType::Int32,
@@ -163,6 +166,37 @@ pub(crate) fn arrow_type(spec: &ColumnSpec) -> DataType {
         Kind::Float(_) => DataType::Float64,
         Kind::Str(_) => DataType::Utf8,
     }
+}
+
+/// The Arrow unit a `datetime64` unit finer than a day is exported in, and how many of it make
+/// one of `u`: seconds, minutes and hours as milliseconds, since Parquet has no coarser
+/// timestamps (the `parquet` crate writes Arrow seconds as plain INT64; pyarrow coerces them to
+/// milliseconds too).
+fn arrow_unit(u: TimeUnit) -> (ArrowUnit, i64) {
+    match u {
+        TimeUnit::Micro => (ArrowUnit::Microsecond, 1),
+        TimeUnit::Nano => (ArrowUnit::Nanosecond, 1),
+        _ => (ArrowUnit::Millisecond, u.nanos() / 1_000_000),
+    }
+}
+
+/// The field of a column in an exported file (`text`: CSV). A `datetime64` attribute's field is
+/// nullable in Arrow form whatever the schema says: NaT is written as null.
+pub(crate) fn field_of(spec: &ColumnSpec, text: bool) -> Field {
+    let nat = !text && spec.dim.is_none() && matches!(spec.kind, Kind::Int(Datatype::Datetime64(_)));
+    Field::new(&spec.name, arrow_type(spec, text), spec.nullable || nat)
+}
+
+/// The unit of a date or timestamp column's integers (`Date64` counts milliseconds).
+fn time_unit_of(t: &DataType) -> Option<TimeUnit> {
+    Some(match t {
+        DataType::Date32 => TimeUnit::Day,
+        DataType::Date64 | DataType::Timestamp(ArrowUnit::Millisecond, _) => TimeUnit::Milli,
+        DataType::Timestamp(ArrowUnit::Second, _) => TimeUnit::Second,
+        DataType::Timestamp(ArrowUnit::Microsecond, _) => TimeUnit::Micro,
+        DataType::Timestamp(ArrowUnit::Nanosecond, _) => TimeUnit::Nano,
+        _ => return None,
+    })
 }
 
 /// The cells of one column in the engine's form.
@@ -190,13 +224,17 @@ impl ColumnBuf {
 pub(crate) enum SrcKind {
     /// CSV text: parsed as whatever the target needs.
     Text,
-    /// Integers (also dates, times and timestamps, as their integers).
+    /// Integers (also times of day and durations, as their integers).
     Int,
+    /// Dates and timestamps: points in time, or their integers for integer attributes.
+    Time,
+    /// Booleans.
+    Bool,
     /// Floats.
     Float,
     /// Strings or byte strings.
     Bytes,
-    /// A type tessera cannot read (booleans, decimals, nested types, ...).
+    /// A type tessera cannot read (decimals, nested types, ...).
     Unsupported,
 }
 
@@ -206,7 +244,9 @@ pub(crate) fn src_kind(t: &DataType, text: bool) -> SrcKind {
     match t {
         D::Utf8 if text => SrcKind::Text,
         D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::UInt8 | D::UInt16 | D::UInt32 | D::UInt64 => SrcKind::Int,
-        D::Date32 | D::Date64 | D::Time32(_) | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => SrcKind::Int,
+        D::Time32(_) | D::Time64(_) | D::Duration(_) => SrcKind::Int,
+        D::Date32 | D::Date64 | D::Timestamp(..) => SrcKind::Time,
+        D::Boolean => SrcKind::Bool,
         D::Float32 | D::Float64 => SrcKind::Float,
         D::Utf8 | D::LargeUtf8 | D::Binary | D::LargeBinary => SrcKind::Bytes,
         _ => SrcKind::Unsupported,
@@ -214,23 +254,33 @@ pub(crate) fn src_kind(t: &DataType, text: bool) -> SrcKind {
 }
 
 /// Checks that a column of kind `src` (named `name`, of type `type_name` in the file) can feed
-/// `spec`: no floats into integers, numbers into strings or strings into numbers.
+/// `spec`: no floats into integers, numbers into strings or strings into numbers; booleans only
+/// into `bool`, `bool` only from booleans (or text), `datetime64` only from dates and timestamps
+/// (or text: plain integers have no unit).
 pub(crate) fn check_compatible(src: SrcKind, name: &str, type_name: &str, spec: &ColumnSpec) -> Result<()> {
-    let ok = matches!(
-        (src, spec.kind),
-        (SrcKind::Text, _)
-            | (SrcKind::Int, Kind::Int(_) | Kind::Float(_))
-            | (SrcKind::Float, Kind::Float(_))
-            | (SrcKind::Bytes, Kind::Str(_))
-    );
+    let ok = match (src, spec.kind) {
+        (SrcKind::Text, _) | (SrcKind::Int | SrcKind::Time, Kind::Float(_)) => true,
+        (SrcKind::Float, k) => matches!(k, Kind::Float(_)),
+        (SrcKind::Bytes, k) => matches!(k, Kind::Str(_)),
+        (SrcKind::Bool, k) => k == Kind::Int(Datatype::Bool),
+        (SrcKind::Int, Kind::Int(t)) => !t.needs_v3(),
+        (SrcKind::Time, Kind::Int(t)) => t != Datatype::Bool,
+        _ => false,
+    };
     if src == SrcKind::Unsupported {
         bail!(
-            "column {name} has Parquet type {type_name}, which tessera cannot read (supported: INT32, INT64, FLOAT, \
-             DOUBLE, BYTE_ARRAY strings)"
+            "column {name} has Parquet type {type_name}, which tessera cannot read (supported: BOOLEAN, INT32, INT64, \
+             FLOAT, DOUBLE, BYTE_ARRAY strings, DATE, TIMESTAMP)"
         );
     }
     if !ok {
-        bail!("column {name} has type {type_name}, which cannot hold {} ({})", spec.role(), spec.kind.describe());
+        let hint = match spec.kind {
+            Kind::Int(Datatype::Bool) => " (bool takes BOOLEAN columns)",
+            Kind::Int(Datatype::Datetime64(_)) => " (datetime64 takes TIMESTAMP and DATE columns)",
+            _ => "",
+        };
+        let (role, kind) = (spec.role(), spec.kind.describe());
+        bail!("column {name} has type {type_name}, which cannot hold {role} ({kind}){hint}");
     }
     Ok(())
 }
@@ -243,7 +293,7 @@ pub(crate) type RowError = (usize, String);
 /// # Errors
 /// The first value that does not convert exactly.
 pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -> Result<(), RowError> {
-    let mut p = Pusher { spec, buf };
+    let mut p = Pusher { spec, buf, time: time_unit_of(a.data_type()) };
     let nulls = a.logical_nulls().filter(|n| n.null_count() > 0);
     if let Some(n) = nulls.as_ref().filter(|_| !spec.nullable) {
         return Err((n.iter().position(|v| !v).unwrap_or(0), p.null().err().unwrap_or_default()));
@@ -267,6 +317,11 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
         D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => p.ints::<Int64Type>(&reinterpret(a, D::Int64)?),
         D::Float32 => p.floats::<Float32Type>(a),
         D::Float64 => p.floats::<Float64Type>(a),
+        // Only into bool (checked); null slots hold 0 or 1 too.
+        D::Boolean => {
+            p.buf.data.extend(a.as_boolean().values().iter().map(u8::from));
+            Ok(())
+        }
         D::Utf8 => p.strings(a.as_string::<i32>().value_offsets(), a.as_string::<i32>().values(), &valid, true),
         D::LargeUtf8 => p.strings(a.as_string::<i64>().value_offsets(), a.as_string::<i64>().values(), &valid, true),
         D::Binary => p.strings(a.as_binary::<i32>().value_offsets(), a.as_binary::<i32>().values(), &valid, false),
@@ -289,6 +344,8 @@ fn spec_is_text(t: &DataType, spec: &ColumnSpec) -> bool {
 struct Pusher<'a> {
     spec: &'a ColumnSpec,
     buf: &'a mut ColumnBuf,
+    /// The unit of a date or timestamp column's integers.
+    time: Option<TimeUnit>,
 }
 
 impl Pusher<'_> {
@@ -306,7 +363,7 @@ impl Pusher<'_> {
         T::Native: Into<i128> + bytemuck::Pod,
     {
         let v: &[T::Native] = a.as_primitive::<T>().values();
-        if matches!(self.spec.kind, Kind::Int(_)) && arrow_type(self.spec) == T::DATA_TYPE {
+        if matches!(self.spec.kind, Kind::Int(_)) && arrow_type(self.spec, false) == T::DATA_TYPE {
             if let Some(((lo, hi), _)) = self.spec.dim {
                 if let Some(i) = v.iter().position(|&x| !(lo..=hi).contains(&x.into())) {
                     return self.int(v[i].into(), &v[i].into()).map_err(|e| (i, e));
@@ -333,7 +390,7 @@ impl Pusher<'_> {
     {
         let v: &[T::Native] = a.as_primitive::<T>().values();
         let f32_src = T::DATA_TYPE == DataType::Float32;
-        if arrow_type(self.spec) == T::DATA_TYPE && self.spec.dim.is_none() {
+        if arrow_type(self.spec, false) == T::DATA_TYPE && self.spec.dim.is_none() {
             self.buf.data.extend_from_slice(bytemuck::cast_slice(v));
             return Ok(());
         }
@@ -411,6 +468,17 @@ impl Pusher<'_> {
             self.buf.validity.push(1);
         }
         match self.spec.kind {
+            Kind::Int(Datatype::Bool) => match s {
+                "1" => self.int(1, &s),
+                "0" => self.int(0, &s),
+                _ if s.eq_ignore_ascii_case("true") => self.int(1, &s),
+                _ if s.eq_ignore_ascii_case("false") => self.int(0, &s),
+                _ => Err(format!("{s:?} is not a bool ({role} takes true, false, 1 or 0)")),
+            },
+            Kind::Int(t @ Datatype::Datetime64(u)) => match parse_datetime(s, u) {
+                Ok(v) => self.int(v.into(), &s),
+                Err(e) => Err(format!("{e} ({role} is {t})")),
+            },
             Kind::Int(t) => match s.parse::<i128>() {
                 Ok(v) => self.int(v, &s),
                 Err(_) => Err(format!("{s:?} is not an integer ({role} is {t})")),
@@ -443,6 +511,10 @@ impl Pusher<'_> {
                 (false, Kind::Str(_)) => {
                     format!("no value (null), but {role} is not nullable (write \"\" for an empty string)")
                 }
+                (false, Kind::Int(Datatype::Datetime64(_))) => format!(
+                    "no value (null), but {role} is not nullable (in CSV, write NaT for not-a-time; Parquet has no \
+                     NaT, pandas and tessera write it as null)"
+                ),
                 (false, _) => format!("no value (null), but {role} is not nullable"),
             });
         }
@@ -451,18 +523,24 @@ impl Pusher<'_> {
         Ok(())
     }
 
-    /// An integer `v` (shown as `shown`).
+    /// An integer `v` (shown as `shown`); into `datetime64` from a date or timestamp column, a
+    /// count of the column's unit.
     fn int(&mut self, v: i128, shown: &dyn Display) -> Result<(), String> {
         let role = self.spec.role();
         match self.spec.kind {
             Kind::Int(t) => {
+                let v = match (t.time_unit(), self.time) {
+                    (Some(to), Some(from)) => rescale(v, from, to).map_err(|e| format!("{e} ({role})"))?,
+                    _ => v,
+                };
                 let (lo, hi) = t.integer_bounds().unwrap_or((i128::MIN, i128::MAX));
                 if v < lo || v > hi {
                     return Err(format!("{shown} is out of range for {t} ({role})"));
                 }
                 if let Some(((dlo, dhi), _)) = self.spec.dim {
                     if v < dlo || v > dhi {
-                        return Err(format!("{shown} is outside the domain {dlo}:{dhi} of {role}"));
+                        let (v, dlo, dhi) = (show(t, v), show(t, dlo), show(t, dhi));
+                        return Err(format!("{v} is outside the domain {dlo}:{dhi} of {role}"));
                     }
                 }
                 self.buf.data.extend_from_slice(&v.to_le_bytes()[..t.size()]);
@@ -519,6 +597,31 @@ impl Pusher<'_> {
     }
 }
 
+/// `v` counts of `from` as a count of `to`, exactly (not NaT).
+fn rescale(v: i128, from: TimeUnit, to: TimeUnit) -> Result<i128, String> {
+    // |v| < 2^64 and a unit is < 2^47 ns: no overflow.
+    let (ns, step) = (v * i128::from(from.nanos()), i128::from(to.nanos()));
+    let shown = || match i64::try_from(v) {
+        Ok(x) if x != NAT => format!("{} ({} {})", display_datetime(x, from), v, from.code()),
+        _ => format!("{v} {}", from.code()),
+    };
+    if ns % step != 0 {
+        return Err(format!("{} is finer than datetime64[{}]", shown(), to.code()));
+    }
+    match i64::try_from(ns / step) {
+        Ok(x) if x != NAT => Ok(x.into()),
+        _ => Err(format!("{} is outside the range of datetime64[{}]", shown(), to.code())),
+    }
+}
+
+/// A value of type `t` for messages: ISO text for `datetime64`.
+fn show(t: Datatype, v: i128) -> String {
+    match (t.time_unit(), i64::try_from(v)) {
+        (Some(u), Ok(x)) => display_datetime(x, u).to_string(),
+        _ => v.to_string(),
+    }
+}
+
 /// The values of `cells` engine cells of `T` as an Arrow buffer: `data` moved, or copied when
 /// its allocation is not aligned for `T`.
 fn scalar<T: arrow_buffer::ArrowNativeType>(data: Vec<u8>, cells: usize, what: &str) -> Result<ScalarBuffer<T>> {
@@ -533,12 +636,12 @@ fn scalar<T: arrow_buffer::ArrowNativeType>(data: Vec<u8>, cells: usize, what: &
     Ok(ScalarBuffer::new(buf, 0, cells))
 }
 
-/// Engine result column `col` of `cells` cells as an Arrow array of [`arrow_type`]`(spec)`.
+/// Engine result column `col` of `cells` cells as an Arrow array of [`arrow_type`]`(spec, text)`.
 ///
 /// # Errors
-/// Buffers that do not match the cell count (corrupt results), or string columns of more than
-/// 2 GiB in one batch.
-pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize) -> Result<ArrayRef> {
+/// Buffers that do not match the cell count (corrupt results), string columns of more than
+/// 2 GiB in one batch, or times outside the range of the Arrow type.
+pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize, text: bool) -> Result<ArrayRef> {
     let what = format!("column {}", spec.name);
     let nulls = match &col.validity {
         Some(v) if v.len() != cells => bail!("{what}: {} validity bytes for {cells} cells", v.len()),
@@ -550,6 +653,13 @@ pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize) -> Result
     }
     let data = col.data;
     match spec.kind {
+        Kind::Int(Datatype::Bool) => {
+            if data.len() != cells {
+                bail!("{what}: the engine returned {} bytes for {cells} bool cells", data.len());
+            }
+            Ok(Arc::new(BooleanArray::new(BooleanBuffer::collect_bool(cells, |i| data[i] != 0), nulls)))
+        }
+        Kind::Int(Datatype::Datetime64(u)) => times(u, scalar(data, cells, &what)?, nulls, text, &what),
         Kind::Int(Datatype::Int8) => prim::<Int8Type>(data, cells, nulls, &what),
         Kind::Int(Datatype::Int16) => prim::<Int16Type>(data, cells, nulls, &what),
         Kind::Int(Datatype::Int32) => prim::<Int32Type>(data, cells, nulls, &what),
@@ -585,6 +695,50 @@ pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize) -> Result
     }
 }
 
+/// A `datetime64[u]` column as ISO text (`text`: NaT as `NaT`) or as an Arrow `Date32` (unit D)
+/// or `Timestamp` (of [`arrow_unit`]), NaT as null.
+fn times(u: TimeUnit, v: ScalarBuffer<i64>, nulls: Option<NullBuffer>, text: bool, what: &str) -> Result<ArrayRef> {
+    use std::fmt::Write as _;
+    if text {
+        let mut b = StringBuilder::with_capacity(v.len(), v.len() * 24);
+        for (i, &x) in v.iter().enumerate() {
+            if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                b.append_null();
+            } else {
+                write!(b, "{}", display_datetime(x, u))?;
+                b.append_value("");
+            }
+        }
+        return Ok(Arc::new(b.finish()));
+    }
+    let nulls = if v.contains(&NAT) {
+        NullBuffer::union(nulls.as_ref(), Some(&BooleanBuffer::collect_bool(v.len(), |i| v[i] != NAT).into()))
+    } else {
+        nulls
+    };
+    let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
+    let too_far = |x: i64, to: &str| anyhow!("{what}: {} is outside the range of Arrow's {to}", display_datetime(x, u));
+    if u == TimeUnit::Day {
+        let day = |i: usize| if valid(i) { i32::try_from(v[i]).map_err(|_| too_far(v[i], "date32")) } else { Ok(0) };
+        return Ok(Arc::new(PrimitiveArray::<Date32Type>::new((0..v.len()).map(day).collect::<Result<_>>()?, nulls)));
+    }
+    let (unit, factor) = arrow_unit(u);
+    let v = if factor == 1 {
+        v
+    } else {
+        let scale = |i: usize| match valid(i) {
+            true => v[i].checked_mul(factor).ok_or_else(|| too_far(v[i], "timestamp[ms]")),
+            false => Ok(0),
+        };
+        (0..v.len()).map(scale).collect::<Result<_>>()?
+    };
+    Ok(match unit {
+        ArrowUnit::Microsecond => Arc::new(PrimitiveArray::<TimestampMicrosecondType>::new(v, nulls)),
+        ArrowUnit::Nanosecond => Arc::new(PrimitiveArray::<TimestampNanosecondType>::new(v, nulls)),
+        _ => Arc::new(PrimitiveArray::<TimestampMillisecondType>::new(v, nulls)),
+    })
+}
+
 /// What `tessera import` learns about a column by reading it all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Inference {
@@ -604,12 +758,16 @@ pub(crate) struct Inference {
     /// The first value that is not a number with its row, and the row of the first absent value.
     pub(crate) first_text: Option<(String, String)>,
     pub(crate) first_null: Option<String>,
+    /// `bool` for a Boolean column, `datetime64[unit]` for a date or timestamp column (its
+    /// integers, in `int_range`, count the unit).
+    typed: Option<Datatype>,
 }
 
 /// The inferred type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Inferred {
-    /// int64 (or uint64 for Parquet UINT_64 values beyond int64).
+    /// int64 (or uint64 for Parquet UINT_64 values beyond int64), or the `bool` or
+    /// `datetime64` of a Boolean, date or timestamp column.
     Int(Datatype),
     /// float64.
     Float,
@@ -618,9 +776,12 @@ pub(crate) enum Inferred {
 }
 
 impl Inference {
-    /// The column's type: integers → int64, numbers → float64, anything else (or nothing) → utf8.
+    /// The column's type: Boolean → bool, dates and timestamps → datetime64 of their unit,
+    /// integers → int64, numbers → float64, anything else (or nothing) → utf8.
     pub(crate) fn inferred(&self) -> Inferred {
-        if self.rows == self.nulls {
+        if let Some(t) = self.typed {
+            Inferred::Int(t)
+        } else if self.rows == self.nulls {
             Inferred::Str
         } else if !self.not_int {
             Inferred::Int(if self.big_unsigned { Datatype::UInt64 } else { Datatype::Int64 })
@@ -678,6 +839,11 @@ impl Inference {
                 }
             }
             SrcKind::Int => for_each_int(a, &mut |_, v| self.int(v)),
+            SrcKind::Time => {
+                self.typed = time_unit_of(a.data_type()).map(Datatype::Datetime64);
+                for_each_int(a, &mut |_, v| self.int(v));
+            }
+            SrcKind::Bool => self.typed = Some(Datatype::Bool),
             SrcKind::Float => {
                 self.not_int = true;
                 for_each_float(a, &mut |v| self.float(v));
@@ -839,22 +1005,92 @@ mod tests {
     fn engine_columns_become_arrow_arrays() {
         let col = |data: Vec<u8>, offsets, validity| AttrData { name: "c".into(), data, offsets, validity };
         let i16s = spec(Kind::Int(Datatype::Int16), true, None);
-        let a =
-            to_arrow(&i16s, col([-2i16, 7].iter().flat_map(|v| v.to_le_bytes()).collect(), None, Some(vec![1, 0])), 2)
-                .unwrap();
+        let a = to_arrow(
+            &i16s,
+            col([-2i16, 7].iter().flat_map(|v| v.to_le_bytes()).collect(), None, Some(vec![1, 0])),
+            2,
+            false,
+        )
+        .unwrap();
         assert_eq!(a.as_primitive::<Int16Type>().iter().collect::<Vec<_>>(), [Some(-2), None]);
         let u32s = spec(Kind::Int(Datatype::UInt32), false, None);
-        let a = to_arrow(&u32s, col(u32::MAX.to_le_bytes().to_vec(), None, None), 1).unwrap();
+        let a = to_arrow(&u32s, col(u32::MAX.to_le_bytes().to_vec(), None, None), 1, false).unwrap();
         assert_eq!(a.as_any().downcast_ref::<UInt32Array>().unwrap().value(0), u32::MAX);
-        assert!(to_arrow(&u32s, col(vec![0; 3], None, None), 1).is_err(), "short data");
+        assert!(to_arrow(&u32s, col(vec![0; 3], None, None), 1, false).is_err(), "short data");
         let fixed = spec(Kind::Str(Some(2)), false, None);
-        let a = to_arrow(&fixed, col(b"abcd".to_vec(), None, None), 2).unwrap();
+        let a = to_arrow(&fixed, col(b"abcd".to_vec(), None, None), 2, false).unwrap();
         assert_eq!(a.as_string::<i32>().value(1), "cd");
         let var = spec(Kind::Str(None), true, None);
-        let a = to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 1, 1]), Some(vec![1, 0, 1])), 3).unwrap();
+        let a = to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 1, 1]), Some(vec![1, 0, 1])), 3, false).unwrap();
         assert_eq!(a.as_string::<i32>().iter().collect::<Vec<_>>(), [Some("a"), None, Some("bc")]);
-        assert!(to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 2, 1]), None), 3).is_err(), "decreasing");
-        assert!(to_arrow(&var, col(vec![0xff], Some(vec![0]), None), 1).is_err(), "not UTF-8");
+        assert!(to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 2, 1]), None), 3, false).is_err(), "decreasing");
+        assert!(to_arrow(&var, col(vec![0xff], Some(vec![0]), None), 1, false).is_err(), "not UTF-8");
+    }
+
+    #[test]
+    fn bools_and_times_convert_exactly() {
+        use arrow_array::{Date32Array, TimestampNanosecondArray, TimestampSecondArray};
+        let flag = spec(Kind::Int(Datatype::Bool), false, None);
+        let b = convert(&flag, &text(&[("true", false), (" FALSE", false), ("1", false), ("0", false)])).unwrap();
+        assert_eq!(b.data, [1, 0, 1, 0]);
+        let e = convert(&flag, &text(&[("yes", false)])).unwrap_err();
+        assert!(e.contains("\"yes\" is not a bool (attribute c takes true, false, 1 or 0)"), "{e}");
+        assert_eq!(convert(&flag, &BooleanArray::from(vec![true, false])).unwrap().data, [1, 0]);
+        let ms = Kind::Int(Datatype::Datetime64(TimeUnit::Milli));
+        let t = spec(ms, true, None);
+        let b = convert(&t, &text(&[("1970-01-01T00:00:01.5", false), ("NaT", false), ("", false)])).unwrap();
+        assert_eq!(
+            (b.data[..8].to_vec(), &b.data[8..16], b.validity),
+            (1500i64.to_le_bytes().to_vec(), &NAT.to_le_bytes()[..], vec![1, 1, 0])
+        );
+        let e = convert(&t, &text(&[("2020-01-01T00:00:00.0001", false)])).unwrap_err();
+        assert!(e.contains("finer than the unit ms (attribute c is datetime64[ms])"), "{e}");
+        // Timestamps of any unit and dates, exactly; a dimension's domain shown as times.
+        let ns = TimestampNanosecondArray::from(vec![Some(2_000_000), None, Some(-1_000_000)]);
+        let b = convert(&t, &ns).unwrap();
+        assert_eq!((&b.data[..8], &b.data[16..]), (&2i64.to_le_bytes()[..], &(-1i64).to_le_bytes()[..]));
+        let e = convert(&t, &TimestampNanosecondArray::from(vec![0, 1_500_000])).unwrap_err();
+        assert_eq!(e, "row 1: 1970-01-01T00:00:00.001500000 (1500000 ns) is finer than datetime64[ms] (attribute c)");
+        let e = convert(&t, &TimestampSecondArray::from(vec![i64::MAX / 10])).unwrap_err();
+        assert!(e.contains("is outside the range of datetime64[ms]"), "{e}");
+        let dim = spec(ms, false, Some(((0, 86_400_000), (0.0, 0.0))));
+        assert_eq!(convert(&dim, &Date32Array::from(vec![1])).unwrap().data, 86_400_000i64.to_le_bytes());
+        let e = convert(&dim, &Date32Array::from(vec![2])).unwrap_err();
+        assert!(e.contains("1970-01-03T00:00:00.000 is outside the domain 1970-01-01T00:00:00.000:1970-01-02"), "{e}");
+        // Plain integers have no unit; booleans go only into bool.
+        assert!(check_compatible(SrcKind::Int, "x", "INT64", &t)
+            .unwrap_err()
+            .to_string()
+            .contains("TIMESTAMP and DATE"));
+        assert!(check_compatible(SrcKind::Bool, "x", "BOOLEAN", &t).is_err());
+        assert!(check_compatible(SrcKind::Time, "x", "INT64 (TIMESTAMP)", &flag).is_err());
+    }
+
+    #[test]
+    fn times_become_arrow_dates_timestamps_or_text() {
+        let col = |v: &[i64], validity| AttrData {
+            name: "c".into(),
+            data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            offsets: None,
+            validity,
+        };
+        let hours = spec(Kind::Int(Datatype::Datetime64(TimeUnit::Hour)), true, None);
+        let a = to_arrow(&hours, col(&[1, NAT, 2], Some(vec![1, 1, 0])), 3, false).unwrap();
+        assert_eq!(a.data_type(), &DataType::Timestamp(ArrowUnit::Millisecond, None));
+        let v = a.as_primitive::<TimestampMillisecondType>();
+        assert_eq!(v.iter().collect::<Vec<_>>(), [Some(3_600_000), None, None], "NaT and null are null");
+        let a = to_arrow(&hours, col(&[1, NAT, 2], Some(vec![1, 1, 0])), 3, true).unwrap();
+        assert_eq!(a.as_string::<i32>().iter().collect::<Vec<_>>(), [Some("1970-01-01T01"), Some("NaT"), None]);
+        let e = to_arrow(&hours, col(&[i64::MAX / 1000], None), 1, false).unwrap_err().to_string();
+        assert!(e.contains("outside the range of Arrow's timestamp[ms]"), "{e}");
+        let days = spec(Kind::Int(Datatype::Datetime64(TimeUnit::Day)), false, None);
+        let a = to_arrow(&days, col(&[-1, NAT], None), 2, false).unwrap();
+        assert_eq!(a.as_primitive::<Date32Type>().iter().collect::<Vec<_>>(), [Some(-1), None]);
+        assert!(to_arrow(&days, col(&[1 << 40], None), 1, false).is_err(), "beyond date32");
+        let flag = spec(Kind::Int(Datatype::Bool), false, None);
+        let a =
+            to_arrow(&flag, AttrData { name: "c".into(), data: vec![1, 0], offsets: None, validity: None }, 2, false);
+        assert_eq!(a.unwrap().as_boolean().iter().collect::<Vec<_>>(), [Some(true), Some(false)]);
     }
 
     #[test]

@@ -347,7 +347,8 @@ impl Source for CsvSource {
 }
 
 /// Writes results as CSV: integers in decimal, floats as the shortest text that reads back
-/// exactly, strings quoted when needed (always when empty), nulls as nothing.
+/// exactly, bools as `true`/`false`, strings quoted when needed (always when empty), nulls as
+/// nothing (times come as ISO text strings).
 pub(crate) struct CsvSink {
     out: BufWriter<File>,
     delimiter: u8,
@@ -405,6 +406,13 @@ fn format_column(a: &dyn Array, delimiter: u8, text: &mut Vec<u8>, ends: &mut Ve
         DataType::UInt64 => each::<UInt64Type>(a, text, ends, int),
         DataType::Float32 => each::<Float32Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
         DataType::Float64 => each::<Float64Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
+        DataType::Boolean => {
+            for v in a.as_boolean() {
+                text.extend_from_slice(v.map_or(&b""[..], |v| if v { b"true" } else { b"false" }));
+                ends.push(text.len());
+            }
+            Ok(())
+        }
         DataType::Utf8 => {
             for v in a.as_string::<i32>() {
                 if let Some(s) = v {

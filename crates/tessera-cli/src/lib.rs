@@ -211,8 +211,12 @@ dimension and attribute, named like them (every one is needed; other columns are
 integer types, numbers for float types, text for utf8 (a fixed-length utf8 attribute takes strings of \
 exactly its length), coordinates inside the domain. An empty CSV field or a Parquet null is an absent \
 value, allowed only for nullable attributes; in CSV write \"\" for an empty string. Parquet columns \
-may be INT32, INT64 (also unsigned, dates and timestamps as their integers), FLOAT, DOUBLE or \
-BYTE_ARRAY strings; integers go into float attributes only when exact. Every row is checked before \
+may be BOOLEAN, INT32, INT64 (also unsigned), FLOAT, DOUBLE, BYTE_ARRAY strings, DATE or TIMESTAMP; \
+integers go into float attributes only when exact. bool takes BOOLEAN (CSV: true, false, 1 or 0, \
+any case). datetime64[unit] takes TIMESTAMP of any unit or time zone (as UTC) and DATE, converted \
+to the unit only when exact (a value finer than the unit or beyond its range is an error), or in \
+CSV ISO 8601 text (2020-01-01, 2020-01-01T12:30:00.5Z) and NaT; a Parquet null is an absent value \
+(pandas writes NaT as null), so it goes only into nullable attributes. Every row is checked before \
 anything is written, and the file becomes one fragment (one unordered write). With --sorted the \
 rows must already be in the array's global order and are streamed in chunks of 1Mi rows into one \
 global-order write (less memory; still one fragment, nothing committed on error).";
@@ -225,14 +229,21 @@ those with the Python API. Files are written under a temporary name and renamed 
 
 Sparse arrays: --output is one .csv (.tsv) or .parquet file: a column per dimension, then one per \
 attribute (all, or those of --attrs), a row per cell. --subarray bounds may be floats for float \
-dimensions (-12.5:47.25). --layout global gives the array's global order, row-major and col-major sort \
+dimensions (-12.5:47.25) and are counts of the unit for datetime64 dimensions (tessera info shows \
+a time domain both ways). --layout global gives the array's global order, row-major and col-major sort \
 by coordinates, unordered whatever is fastest. CSV writes floats as the shortest text that reads back \
-exactly, null as an empty field and the empty string as \"\"; Parquet writes one row group per \
-batch, zstd-compressed, nullable attributes as optional columns.";
+exactly, bools as true/false, times as ISO 8601 text as precise as the unit and NaT as NaT, null as \
+an empty field and the empty string as \"\"; Parquet writes one row group per batch, \
+zstd-compressed, nullable attributes as optional columns, bool as BOOLEAN, datetime64[D] as DATE \
+and other units as TIMESTAMP (ms, us, ns; s, m and h as ms), with NaT as null as pandas does \
+(so datetime64 attribute columns are optional; NaT and null read back alike).";
 
 const IMPORT_HELP: &str = "Column types are inferred from the data: a column whose values are all \
 integers becomes int64 (a Parquet UINT64 column with values above 2^63 - 1: uint64), numbers \
-float64, anything else utf8 of variable length; a column with absent values (empty CSV fields, \
+float64, a Parquet TIMESTAMP or DATE column datetime64 of its unit (DATE: D; dimensions then all \
+of that type, --domain may give ISO 8601 times, t=2020-01-01:2021-01-01, and --tile is a count \
+of the unit), BOOLEAN bool, \
+anything else utf8 of variable length (CSV times too); a column with absent values (empty CSV fields, \
 Parquet nulls) becomes a nullable attribute. Dimensions must all have one type (an engine rule): \
 if any is float64, all are. The domain of each dimension is the range of its values unless given \
 with --domain; without --tile a dimension has no tile extent (one space tile; see --cell-order \

@@ -24,9 +24,10 @@ use tessera::{
     default_coord_filters, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellValNum, Config, CoordInput,
     Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
 };
+use tessera::{parse_datetime, TimeUnit, NAT};
 
 use crate::arrow::{
-    arrow_type, check_compatible, specs_of, to_arrow, to_engine, ColumnBuf, ColumnSpec, Inference, Inferred, Kind,
+    check_compatible, field_of, specs_of, to_arrow, to_engine, ColumnBuf, ColumnSpec, Inference, Inferred, Kind,
     SrcKind,
 };
 use crate::csv::{parse_delimiter, CsvSink, CsvSource};
@@ -337,7 +338,8 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     }
     .with_context(reading)?;
     let mut temps = TempFiles::default();
-    let fields: Vec<Field> = specs.iter().map(|s| Field::new(&s.name, arrow_type(s), s.nullable)).collect();
+    let text = format != Format::Parquet;
+    let fields: Vec<Field> = specs.iter().map(|s| field_of(s, text)).collect();
     let arrow_schema = Arc::new(Schema::new(fields));
     let mut sink = open_sink(temps.create(&path)?, format, &arrow_schema)?;
     let cell_bytes: u64 = specs.iter().map(ColumnSpec::size_estimate).sum();
@@ -346,7 +348,7 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     let writing = || format!("cannot write {}", path.display());
     while let Some(batch) = query.next_batch(batch_bytes).with_context(reading)? {
         let n = usize::try_from(batch.cells)?;
-        let cols = specs.iter().zip(batch.attrs).map(|(s, a)| to_arrow(s, a, n)).collect::<Result<_>>();
+        let cols = specs.iter().zip(batch.attrs).map(|(s, a)| to_arrow(s, a, n, text)).collect::<Result<_>>();
         let batch_cells = batch.cells;
         let rb = RecordBatch::try_new(arrow_schema.clone(), cols.with_context(reading)?).with_context(reading)?;
         sink.write_batch(&rb).with_context(writing)?;
@@ -395,6 +397,16 @@ fn domain_of<T: std::str::FromStr>(d: &str, v: &str, ok: impl Fn(&T) -> bool, wh
     let (a, b) = v.split_once(':').ok_or_else(|| anyhow!("--domain {d}={v}: expected LO:HI"))?;
     let p = |s: &str| s.trim().parse::<T>().ok().filter(&ok).ok_or_else(|| anyhow!("--domain {d}={v}: {what}"));
     Ok((p(a)?, p(b)?))
+}
+
+/// Parses `--domain` value `v` of `datetime64[u]` dimension `d`: `LO:HI` of counts of `u`, or
+/// of ISO 8601 times (whose own colons are told apart by trying each split).
+fn time_domain(d: &str, v: &str, u: TimeUnit) -> Result<(i128, i128)> {
+    let iso = |s: &str| parse_datetime(s, u).ok().filter(|&t| t != NAT).map(i128::from);
+    domain_of(d, v, |_: &i128| true, "")
+        .ok()
+        .or_else(|| v.match_indices(':').find_map(|(k, _)| Some((iso(&v[..k])?, iso(&v[k + 1..])?))))
+        .ok_or_else(|| anyhow!("--domain {d}={v}: expected LO:HI, ISO 8601 times or integer counts of {}", u.code()))
 }
 
 /// The folder an import creates the array in: absent (created) or empty (emptied on failure).
@@ -565,11 +577,27 @@ fn infer_schema(
                 let (v, at) = i.first_text.clone().unwrap_or_default();
                 bail!("{file}: column {d} holds text ({at}: {v:?}); a dimension needs numbers");
             }
+            Inferred::Int(Datatype::Bool) => bail!("{file}: column {d} holds booleans; a dimension needs numbers"),
             t => dim_types.push(t),
         }
         if i.non_finite {
             bail!("{file}: column {d} holds NaN or infinite values; coordinates must be finite");
         }
+    }
+    // datetime64 dimensions: all of one unit (no other type holds their values exactly).
+    let time = dim_types.iter().find_map(|t| matches!(t, Inferred::Int(Datatype::Datetime64(_))).then_some(*t));
+    if let Some(t) = time.filter(|&t| dim_types.iter().any(|&u| u != t)) {
+        let name = |t: &Inferred| match *t {
+            Inferred::Int(t) => t.name(),
+            _ => "float64",
+        };
+        let types: Vec<String> = dims.iter().zip(&dim_types).map(|(d, t)| format!("{d} {}", name(t))).collect();
+        bail!(
+            "{file}: the dimensions would be {}, but all dimensions of an array have one type (a {} dimension \
+             needs the others of that type too)",
+            types.join(", "),
+            name(&t)
+        );
     }
     let float_dims = dim_types.contains(&Inferred::Float);
     if float_dims {
@@ -584,8 +612,11 @@ fn infer_schema(
             ));
         }
     }
-    let int_type =
-        if dim_types.contains(&Inferred::Int(Datatype::UInt64)) { Datatype::UInt64 } else { Datatype::Int64 };
+    let int_type = match time {
+        Some(Inferred::Int(t)) => t,
+        _ if dim_types.contains(&Inferred::Int(Datatype::UInt64)) => Datatype::UInt64,
+        _ => Datatype::Int64,
+    };
     let domains = named_items(&args.domain, "--domain", dims)?;
     let tiles = named_items(&args.tile, "--tile", dims)?;
     let mut out_dims = Vec::new();
@@ -599,8 +630,10 @@ fn infer_schema(
             let domain = domain.transpose()?.unwrap_or(i.float_range.unwrap_or((0.0, 0.0)));
             Dimension::float(d.clone(), Datatype::Float64, domain, tile.transpose()?)
         } else {
-            let domain =
-                domain.map(|v| domain_of(d, v, |_: &i128| true, "bounds must be integers (the column holds integers)"));
+            let domain = domain.map(|v| match int_type.time_unit() {
+                Some(u) => time_domain(d, v, u),
+                None => domain_of(d, v, |_: &i128| true, "bounds must be integers (the column holds integers)"),
+            });
             let tile = tile.map(|v| value_of("--tile", d, v, |t: &u64| *t > 0, "expected a positive integer"));
             let mut dim =
                 Dimension::new(d.clone(), int_type, domain.transpose()?.unwrap_or(i.int_range.unwrap_or((0, 0))), 1);

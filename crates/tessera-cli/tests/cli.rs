@@ -558,28 +558,3 @@ fn advise_recommends_and_applies_a_layout() {
     assert!(e.contains("bad.jsonl line 2") && e.contains("outside"), "{e}");
     assert_eq!(before, snapshot(f.dir.path()));
 }
-
-/// bool and datetime64 columns are refused by the CSV/Parquet commands with a clear error (their
-/// Arrow forms are not mapped yet) instead of being exchanged as the wrong type; nothing is
-/// written.
-#[test]
-fn bool_and_datetime_columns_are_refused_by_csv_and_parquet() {
-    let f = Fixture::new();
-    f.create(
-        "s",
-        r#"{"version": 3, "array_type": "sparse",
-            "dims": [{"name": "t", "type": "datetime64[s]", "domain": [0, 1000000], "tile": 1000}],
-            "attrs": [{"name": "flag", "type": "bool"}],
-            "cell_order": "row-major", "tile_order": "row-major", "capacity": 2}"#,
-    );
-    std::fs::write(f.path("in.csv"), "t,flag\n1,1\n").unwrap();
-    let before = snapshot(f.dir.path());
-    for (args, what) in [
-        (vec!["read", &f.p("s"), "--output", &f.p("o.csv")], "t has type datetime64[s]"),
-        (vec!["write", &f.p("s"), "--input", &f.p("in.csv")], "t has type datetime64[s]"),
-    ] {
-        let e = err(&args);
-        assert!(e.contains(what) && e.contains("Python API"), "{args:?}: {e}");
-        assert_eq!(before, snapshot(f.dir.path()), "{args:?}");
-    }
-}

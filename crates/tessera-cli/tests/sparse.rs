@@ -804,3 +804,173 @@ fn stats_are_printed_only_when_asked() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("Read query submits:") && stderr.contains("error: --attrs"), "{stderr}");
 }
+
+/// A sparse array of `bool` and `datetime64` columns: t datetime64[ms] (2000-01-01 to 2100-01-01,
+/// one tile a day), flag bool, day datetime64[D], seen datetime64[s] (nullable).
+const TIMES: &str = r#"{"version": 3, "array_type": "sparse",
+  "dims": [{"name": "t", "type": "datetime64[ms]", "domain": [946684800000, 4102444800000], "tile": 86400000}],
+  "attrs": [{"name": "flag", "type": "bool"}, {"name": "day", "type": "datetime64[D]"},
+            {"name": "seen", "type": "datetime64[s]", "nullable": true}],
+  "cell_order": "row-major", "tile_order": "row-major", "capacity": 2}"#;
+
+/// Writes `batch` as a Parquet file with the `parquet` crate's Arrow writer.
+fn arrow_parquet(f: &Fixture, name: &str, cols: Vec<(&str, arrow_array::ArrayRef)>) -> String {
+    let batch = arrow_array::RecordBatch::try_from_iter(cols).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(File::create(f.path(name)).unwrap(), batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    f.p(name)
+}
+
+/// bool and datetime64 columns: CSV takes true/false/1/0 and ISO 8601 text and writes
+/// true/false, ISO text at the unit's precision and NaT; Parquet holds BOOLEAN, TIMESTAMP and
+/// DATE columns, NaT as null; everything reads back the same.
+#[test]
+fn bool_and_datetime_round_trip_csv_and_parquet() {
+    let f = Fixture::new();
+    f.create("tm", TIMES);
+    let input = "t,flag,day,seen\n\
+                 2020-01-01T00:00:00.001Z,TRUE,2020-02-29,2020-01-01 12:30:05\n\
+                 2000-01-01,0,1969-12-31,NaT\n\
+                 2099-12-31T23:59:59.999,false,+10000-01-01,\n\
+                 2020-01-01 00:00,1,NaT,1970-01-01T00:00:00\n";
+    ok(&["write", &f.p("tm"), "--input", &f.write("in.csv", input)]);
+    ok(&["read", &f.p("tm"), "--output", &f.p("a.csv")]);
+    let want = "t,flag,day,seen\n\
+                2000-01-01T00:00:00.000,false,1969-12-31,NaT\n\
+                2020-01-01T00:00:00.000,true,NaT,1970-01-01T00:00:00\n\
+                2020-01-01T00:00:00.001,true,2020-02-29,2020-01-01T12:30:05\n\
+                2099-12-31T23:59:59.999,false,+10000-01-01,\n";
+    assert_eq!(std::fs::read_to_string(f.path("a.csv")).unwrap(), want);
+    let out = ok(&["info", &f.p("tm")]);
+    assert!(out.contains("2000-01-01T00:00:00.000:2100-01-01T00:00:00.000 (946684800000:4102444800000)"), "{out}");
+
+    // Parquet: TIMESTAMP(MILLIS) for ms and s, DATE for D, BOOLEAN; NaT as null, so day (which
+    // holds a NaT) and seen are optional columns; t and flag are required.
+    ok(&["read", &f.p("tm"), "--output", &f.p("a.parquet")]);
+    let reader = parquet::file::reader::SerializedFileReader::new(File::open(f.path("a.parquet")).unwrap()).unwrap();
+    let schema = parquet::file::reader::FileReader::metadata(&reader).file_metadata().schema_descr_ptr();
+    let fields: Vec<String> = (schema.columns().iter())
+        .map(|c| format!("{} {} {:?} {}", c.name(), c.physical_type(), c.logical_type_ref(), c.max_def_level()))
+        .collect();
+    let ts = "Some(Timestamp(TimestampType { is_adjusted_to_u_t_c: false, unit: MILLIS }))";
+    assert_eq!(
+        fields,
+        [
+            format!("t INT64 {ts} 0"),
+            "flag BOOLEAN None 0".into(),
+            "day INT32 Some(Date) 1".into(),
+            format!("seen INT64 {ts} 1"),
+        ]
+    );
+    // Back in: a null cannot go into day (not nullable), naming the row; nothing is written.
+    f.create("tm2", TIMES);
+    let before = snapshot(f.dir.path());
+    let e = err(&["write", &f.p("tm2"), "--input", &f.p("a.parquet")]);
+    assert!(e.contains("a.parquet: row 2, column day: no value (null), but attribute day is not nullable"), "{e}");
+    assert_eq!(before, snapshot(f.dir.path()));
+    // Without that cell, Parquet reads back the same, except that NaT in seen came back null.
+    ok(&["delete", &f.p("tm"), "--subarray", "1577836800000"]);
+    ok(&["read", &f.p("tm"), "--output", &f.p("b.parquet")]);
+    ok(&["write", &f.p("tm2"), "--input", &f.p("b.parquet")]);
+    ok(&["read", &f.p("tm2"), "--output", &f.p("b.csv")]);
+    let want = want.replace("2020-01-01T00:00:00.000,true,NaT,1970-01-01T00:00:00\n", "").replace(",NaT\n", ",\n");
+    assert_eq!(std::fs::read_to_string(f.path("b.csv")).unwrap(), want);
+}
+
+/// Parquet files of other writers: timestamps of any unit (and time zone) and dates go into
+/// datetime64 exactly; a value finer than the unit, beyond its range, plain integers, booleans
+/// into times and bad CSV text are refused naming the file, row and column, changing nothing.
+/// `tessera import` makes datetime64 and bool columns of them.
+#[test]
+fn foreign_times_convert_exactly_or_are_refused() {
+    use arrow_array::{
+        ArrayRef, BooleanArray, Date32Array, Int64Array, TimestampNanosecondArray, TimestampSecondArray,
+    };
+    let f = Fixture::new();
+    f.create("tm", TIMES);
+    let day_ns = 86_400_000_000_000i64;
+    let t_ns = |v: Vec<i64>| -> ArrayRef { Arc::new(TimestampNanosecondArray::from(v).with_timezone("+01:00")) };
+    let (flag, day): (ArrayRef, ArrayRef) =
+        (Arc::new(BooleanArray::from(vec![true, false])), Arc::new(Date32Array::from(vec![18_262, -1])));
+    let seen: ArrayRef = Arc::new(TimestampSecondArray::from(vec![None, Some(60)]));
+    let good = arrow_parquet(
+        &f,
+        "good.parquet",
+        vec![
+            ("t", t_ns(vec![11_000 * day_ns, 11_000 * day_ns + 1_000_000])),
+            ("flag", flag.clone()),
+            ("day", day.clone()),
+            ("seen", seen.clone()),
+        ],
+    );
+    ok(&["write", &f.p("tm"), "--input", &good]);
+    ok(&["read", &f.p("tm"), "--output", &f.p("good.csv")]);
+    assert_eq!(
+        std::fs::read_to_string(f.path("good.csv")).unwrap(),
+        "t,flag,day,seen\n2000-02-13T00:00:00.000,true,2020-01-01,\n2000-02-13T00:00:00.001,false,1969-12-31,1970-01-01T00:01:00\n"
+    );
+    let before = snapshot(f.dir.path());
+    let with_t = |name: &str, t: ArrayRef| {
+        arrow_parquet(&f, name, vec![("t", t), ("flag", flag.clone()), ("day", day.clone()), ("seen", seen.clone())])
+    };
+    let ints: ArrayRef = Arc::new(Int64Array::from(vec![0, 1]));
+    let cases = [
+        (
+            with_t("fine.parquet", t_ns(vec![11_000 * day_ns, 11_000 * day_ns + 1_500_000])),
+            "fine.parquet: row 2, column t: 2000-02-13T00:00:00.001500000 (950400000001500000 ns) is finer than \
+             datetime64[ms] (dimension t)",
+        ),
+        (
+            with_t("far.parquet", Arc::new(TimestampSecondArray::from(vec![i64::MAX / 100, 0]))),
+            "far.parquet: row 1, column t: ",
+        ),
+        (with_t("early.parquet", t_ns(vec![0, 1])), "row 1, column t: 1970-01-01T00:00:00.000 is outside the domain 2000-01-01T00:00:00.000:2100-01-01T00:00:00.000 of dimension t"),
+        (with_t("ints.parquet", ints), "column t has type INT64, which cannot hold dimension t (datetime64[ms]) (datetime64 takes TIMESTAMP and DATE columns)"),
+        (f.write("bad_day.csv", "t,flag,day,seen\n2000-01-01,true,2021-02-29,\n"), "bad_day.csv: row 1 (line 2), column day: \"2021-02-29\" is not an ISO 8601 date and time: no such date (attribute day is datetime64[D])"),
+        (f.write("bad_flag.csv", "t,flag,day,seen\n2000-01-01,true,2021-02-28,\n2000-01-02,yes,2021-02-28,\n"), "bad_flag.csv: row 2 (line 3), column flag: \"yes\" is not a bool (attribute flag takes true, false, 1 or 0)"),
+        (f.write("fine.csv", "t,flag,day,seen\n2000-01-01,true,2021-02-28T12,\n"), "fine.csv: row 1 (line 2), column day: \"2021-02-28T12\" is finer than the unit D"),
+        (f.write("null.csv", "t,flag,day,seen\n2000-01-01,true,,\n"), "null.csv: row 1 (line 2), column day: no value (null), but attribute day is not nullable (in CSV, write NaT"),
+    ];
+    let before_cases = snapshot(f.dir.path());
+    for (file, want) in &cases {
+        let e = err(&["write", &f.p("tm"), "--input", file]);
+        assert!(e.contains(want), "{file}: {e}");
+    }
+    assert_eq!(before_cases, snapshot(f.dir.path()));
+    assert!(before.len() < before_cases.len());
+    // far: 2^63/100 s is about 2.9e9 years, beyond datetime64[ms].
+    assert!(err(&["write", &f.p("tm"), "--input", &cases[1].0]).contains("outside the range of datetime64[ms]"));
+
+    // import: timestamps become datetime64 of their unit, dates datetime64[D], booleans bool;
+    // --domain takes ISO times.
+    let out = ok(&[
+        "import",
+        &good,
+        &f.p("imp"),
+        "--dims",
+        "t",
+        "--domain",
+        "t=2000-01-01T00:00:2001-01-01",
+        "--tile",
+        "t=86400000000000",
+    ]);
+    for line in [
+        "dimension t: datetime64[ns], domain 2000-01-01T00:00:00.000000000:2001-01-01T00:00:00.000000000",
+        "attribute flag: bool\n",
+        "attribute day: datetime64[D]\n",
+        "attribute seen: datetime64[s], nullable",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    ok(&["read", &f.p("imp"), "--output", &f.p("imp.csv")]);
+    assert_eq!(
+        std::fs::read_to_string(f.path("imp.csv")).unwrap(),
+        "t,flag,day,seen\n2000-02-13T00:00:00.000000000,true,2020-01-01,\n2000-02-13T00:00:00.001000000,false,1969-12-31,1970-01-01T00:01:00\n"
+    );
+    let e = err(&["import", &good, &f.p("imp2"), "--dims", "flag"]);
+    assert!(e.contains("column flag holds booleans; a dimension needs numbers"), "{e}");
+    let e = err(&["import", &good, &f.p("imp2"), "--dims", "t,day"]);
+    assert!(e.contains("the dimensions would be t datetime64[ns], day datetime64[D], but all dimensions"), "{e}");
+}

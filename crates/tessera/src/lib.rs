@@ -77,8 +77,9 @@ pub use input::{AttrInput, CoordInput};
 pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};
 pub use read::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
 pub use schema::{
-    default_coord_filters, format_datetime, parse_datetime, ArraySchema, ArraySchemaBuilder, ArrayType, Attribute,
-    CellOrder, CellValNum, Datatype, Dimension, Domain, Extent, SchemaError, TimeUnit, NAT, SCHEMA_DIR, SCHEMA_VERSION,
+    default_coord_filters, display_datetime, format_datetime, parse_datetime, ArraySchema, ArraySchemaBuilder,
+    ArrayType, Attribute, CellOrder, CellValNum, Datatype, Dimension, Domain, Extent, SchemaError, TimeUnit, NAT,
+    SCHEMA_DIR, SCHEMA_VERSION,
 };
 pub use storage::{
     Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ObjectStorage,

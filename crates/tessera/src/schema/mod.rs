@@ -18,4 +18,4 @@ pub use datatype::{Datatype, TimeUnit, NAT};
 pub use dimension::{Dimension, Domain, Extent};
 pub use file::SCHEMA_DIR;
 pub(crate) use file::{decode_schema_file, read_schema_file, SCHEMA_MAGIC};
-pub use time::{format_datetime, parse_datetime};
+pub use time::{display_datetime, format_datetime, parse_datetime};

@@ -1,5 +1,6 @@
 //! Text forms of `datetime64` values: ISO 8601 parsing into a count of a [`TimeUnit`] (the
-//! literals of conditions) and formatting back (error messages, JSON of fill values).
+//! literals of conditions, CSV files of the CLI) and formatting back (error messages, JSON of
+//! fill values, CSV exports).
 //!
 //! Accepted text: `[+-]YYYY[-MM[-DD[(T| )hh[:mm[:ss[.fffffffff]]]]]][Z]`, proleptic Gregorian
 //! calendar, UTC, no leap seconds (numpy's rules), and `NaT`. A value finer than the unit (a
@@ -135,33 +136,49 @@ pub fn parse_datetime(text: &str, unit: TimeUnit) -> Result<i64, String> {
 
 /// The ISO 8601 text of `value` counts of `unit` ("NaT" for [`NAT`]), as precise as the unit.
 pub fn format_datetime(value: i64, unit: TimeUnit) -> String {
-    if value == NAT {
-        return "NaT".into();
-    }
-    let ns = i128::from(value) * i128::from(unit.nanos());
-    let day_ns = 86_400 * 1_000_000_000i128;
-    // |value| < 2^63 units of at most a day: the day count fits in i64.
-    let days = ns.div_euclid(day_ns) as i64;
-    let rest = ns.rem_euclid(day_ns) as i64;
-    let (y, m, d) = civil_from_days(days);
-    let sign = if y < 0 {
-        "-"
-    } else if y > 9999 {
-        "+"
-    } else {
-        ""
-    };
-    let date = format!("{sign}{:04}-{m:02}-{d:02}", y.abs());
-    let (h, mi, s, f) =
-        (rest / 3_600_000_000_000, rest / 60_000_000_000 % 60, rest / 1_000_000_000 % 60, rest % 1_000_000_000);
-    match unit {
-        TimeUnit::Day => date,
-        TimeUnit::Hour => format!("{date}T{h:02}"),
-        TimeUnit::Minute => format!("{date}T{h:02}:{mi:02}"),
-        TimeUnit::Second => format!("{date}T{h:02}:{mi:02}:{s:02}"),
-        TimeUnit::Milli => format!("{date}T{h:02}:{mi:02}:{s:02}.{:03}", f / 1_000_000),
-        TimeUnit::Micro => format!("{date}T{h:02}:{mi:02}:{s:02}.{:06}", f / 1_000),
-        TimeUnit::Nano => format!("{date}T{h:02}:{mi:02}:{s:02}.{f:09}"),
+    display_datetime(value, unit).to_string()
+}
+
+/// [`format_datetime`] as a [`Display`](std::fmt::Display) value: writes the text without
+/// allocating (one value per cell of a CSV export).
+pub fn display_datetime(value: i64, unit: TimeUnit) -> impl std::fmt::Display {
+    Iso(value, unit)
+}
+
+/// A count of a unit, displayed as ISO 8601 text.
+struct Iso(i64, TimeUnit);
+
+impl std::fmt::Display for Iso {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Iso(value, unit) = *self;
+        if value == NAT {
+            return f.write_str("NaT");
+        }
+        let ns = i128::from(value) * i128::from(unit.nanos());
+        let day_ns = 86_400 * 1_000_000_000i128;
+        // |value| < 2^63 units of at most a day: the day count fits in i64.
+        let days = ns.div_euclid(day_ns) as i64;
+        let rest = ns.rem_euclid(day_ns) as i64;
+        let (y, m, d) = civil_from_days(days);
+        let sign = if y < 0 {
+            "-"
+        } else if y > 9999 {
+            "+"
+        } else {
+            ""
+        };
+        write!(f, "{sign}{:04}-{m:02}-{d:02}", y.abs())?;
+        let (h, mi, s, frac) =
+            (rest / 3_600_000_000_000, rest / 60_000_000_000 % 60, rest / 1_000_000_000 % 60, rest % 1_000_000_000);
+        match unit {
+            TimeUnit::Day => Ok(()),
+            TimeUnit::Hour => write!(f, "T{h:02}"),
+            TimeUnit::Minute => write!(f, "T{h:02}:{mi:02}"),
+            TimeUnit::Second => write!(f, "T{h:02}:{mi:02}:{s:02}"),
+            TimeUnit::Milli => write!(f, "T{h:02}:{mi:02}:{s:02}.{:03}", frac / 1_000_000),
+            TimeUnit::Micro => write!(f, "T{h:02}:{mi:02}:{s:02}.{:06}", frac / 1_000),
+            TimeUnit::Nano => write!(f, "T{h:02}:{mi:02}:{s:02}.{frac:09}"),
+        }
     }
 }
 
