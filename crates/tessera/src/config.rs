@@ -19,6 +19,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "1073741824",
         "largest unfiltered tile of one file that a read decodes or a write builds (bounds what bytes on disk can make a read allocate)",
     ),
+    (
+        "sm.tile_chunk_size",
+        "65536",
+        "writers filter a tile of a filtered attribute larger than twice this in independent chunks of this many bytes, so a read of a few cells decodes only their chunks and one tile decodes on every core (0: whole tiles; else a power of two from 4096 to 2^30)",
+    ),
     ("sm.limits.attributes", "65536", "most attributes a schema read from disk may have"),
     ("sm.limits.schema_bytes", "16777216", "largest schema file a read accepts, in bytes"),
     (
@@ -72,6 +77,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.s3.read_chunk_size", "8388608", "S3 byte ranges longer than this are fetched in pieces of this size, in parallel"),
     ("vfs.s3.read_concurrency", "8", "pieces of one S3 byte range fetched at once"),
 ];
+
+/// Smallest and largest tile chunk size (log2) a fragment may record (docs/format.md §8.2).
+pub(crate) const CHUNK_LOG2_RANGE: std::ops::RangeInclusive<u32> = 12..=30;
 
 /// Keys whose values are text (any other key but `vfs.read_mode` takes a non-negative integer).
 const TEXT_KEYS: &[&str] =
@@ -148,6 +156,12 @@ impl Config {
             }
         } else if value.parse::<u64>().is_err() {
             return Err(err(format!("{value:?} is not a non-negative integer")));
+        } else if key == "sm.tile_chunk_size" {
+            let n: u64 = value.parse().unwrap_or(0);
+            let log2_ok = n.is_power_of_two() && CHUNK_LOG2_RANGE.contains(&n.trailing_zeros());
+            if n != 0 && !log2_ok {
+                return Err(err(format!("{value} is not 0 or a power of two from 4096 to 2^30")));
+            }
         }
         self.values.insert(key.to_string(), value.to_string());
         Ok(self)
@@ -230,6 +244,12 @@ impl Config {
     /// Largest gap between byte ranges read as one.
     pub fn coalesce_gap(&self) -> u64 {
         self.num("vfs.coalesce_gap")
+    }
+    /// `sm.tile_chunk_size` as a power of two: the chunk size writers filter large tiles in
+    /// (`None`: whole tiles).
+    pub fn tile_chunk_log2(&self) -> Option<u32> {
+        let n = self.num("sm.tile_chunk_size");
+        (n != 0).then(|| n.trailing_zeros())
     }
     /// Largest coalesced read.
     pub fn coalesce_max(&self) -> u64 {

@@ -244,7 +244,7 @@ pub fn update_index(data: &[u8]) {
 mod tests {
     use super::*;
     use crate::filter::testdata::random;
-    use crate::fragment::{BlockIndex, RTree, SparseIndex, TileEntry};
+    use crate::fragment::{BlockIndex, Chunk, ChunkIndex, RTree, SparseIndex, TileEntry};
     use crate::schema::{ArrayType, Attribute, CellValNum, Datatype, Dimension};
 
     /// Deterministic xorshift.
@@ -352,7 +352,16 @@ mod tests {
             sparse: None,
             deletes: None,
             blocks: BlockIndex { log2: 10, sums: vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]] },
+            chunks: ChunkIndex::default(),
         };
+        // A chunked tile: 10,000 bytes in chunks of 4 KiB, stored in 3 x 100 bytes.
+        let mut chunked = dense.clone();
+        let chunks: Vec<Chunk> = (0..3).map(|i| Chunk { stored: 100, checksum: 7 + i }).collect();
+        let sums: Vec<u64> = chunks.iter().map(|c| c.checksum).collect();
+        let sum = crate::fragment::checksum_of_sums(&sums);
+        let big = TileEntry { offset: 0, stored_size: 300, unfiltered_size: 10_000, checksum: sum };
+        chunked.files.push(("a1.data".into(), vec![big, e(4)]));
+        chunked.chunks = ChunkIndex { log2: 12, chunks: vec![vec![], vec![], vec![chunks, vec![]]] };
         let mut sparse = dense.clone();
         let mbrs = vec![vec![[0, 4], [3, 5]], vec![[5, 9], [4, 7]], vec![[1, 2], [3, 3]]];
         sparse.files = vec![("d0.data".into(), vec![e(0), e(1), e(2)])];
@@ -367,7 +376,7 @@ mod tests {
         let mut delete = sparse.clone();
         delete.deletes = Some(vec![vec![[1, 2], [3, 3]]]);
         // Payloads (the targets seal them): the encoding without its 20-byte footer.
-        [dense, sparse, delete].iter().map(|m| m.encode()).map(|b| b[..b.len() - 20].to_vec()).collect()
+        [dense, sparse, delete, chunked].iter().map(|m| m.encode()).map(|b| b[..b.len() - 20].to_vec()).collect()
     }
 
     /// A filter input: width selector, decoded length, then the stage.

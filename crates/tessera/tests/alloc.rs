@@ -238,31 +238,45 @@ fn huge_tiles_are_refused_before_allocating() {
     assert_eq!(got.unwrap().attrs[0].data, [u8::MAX]);
     assert!(peak < 2 * MIB, "a one-cell read allocated {peak} bytes");
 
-    // A 16 MiB tile written under the default limits, read under a 1 MiB limit.
-    let uri = dir.path().join("big");
-    let mut a = Attribute::new("a", Datatype::UInt8);
-    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
-    let cells: u64 = 1 << 24;
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("x", Datatype::Int64, (0, cells as i128 - 1), cells))
-        .attr(a)
-        .build()
-        .unwrap();
-    Array::create(&ctx, &uri, &schema).unwrap();
-    Array::open(&ctx, &uri, Mode::Write)
-        .unwrap()
-        .write(&one, Layout::RowMajor, &[AttrInput::fixed("a", &[5])])
-        .unwrap();
-    for (key, value) in [("sm.limits.tile_bytes", "1048576"), ("sm.memory_budget", "1048576")] {
-        let small = ctx_with(&[(key, value)]);
-        let (got, peak) = peak_of(|| Array::open(&small, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
-        let msg = err(got).to_string();
-        assert!(msg.contains(key) && msg.contains("tile 0") && msg.contains("16777216"), "{msg}");
-        assert!(peak < 2 * MIB, "{key}: a one-cell read of a 16 MiB tile allocated {peak} bytes");
+    // A 16 MiB tile written under the default limits, read under a 1 MiB limit: filtered whole
+    // (`sm.tile_chunk_size` 0), a one-cell read must decode the whole tile and is refused; in
+    // chunks (the default), it decodes one 64 KiB chunk and is not.
+    for (name, chunk) in [("whole", "0"), ("chunked", "65536")] {
+        let uri = dir.path().join(name);
+        let mut a = Attribute::new("a", Datatype::UInt8);
+        a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+        let cells: u64 = 1 << 24;
+        let schema = ArraySchema::builder(ArrayType::Dense)
+            .dim(Dimension::new("x", Datatype::Int64, (0, cells as i128 - 1), cells))
+            .attr(a)
+            .build()
+            .unwrap();
+        let writer = ctx_with(&[("sm.tile_chunk_size", chunk)]);
+        Array::create(&writer, &uri, &schema).unwrap();
+        Array::open(&writer, &uri, Mode::Write)
+            .unwrap()
+            .write(&one, Layout::RowMajor, &[AttrInput::fixed("a", &[5])])
+            .unwrap();
+        for (key, value) in [("sm.limits.tile_bytes", "1048576"), ("sm.memory_budget", "1048576")] {
+            let small = ctx_with(&[(key, value)]);
+            let (got, peak) = peak_of(|| Array::open(&small, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
+            if chunk == "0" {
+                let msg = err(got).to_string();
+                assert!(msg.contains(key) && msg.contains("tile 0") && msg.contains("16777216"), "{msg}");
+            } else {
+                assert_eq!(got.unwrap().attrs[0].data, [5], "{key}");
+            }
+            assert!(peak < 2 * MIB, "{name}, {key}: a one-cell read of a 16 MiB tile allocated {peak} bytes");
+        }
+        // Within the limits, a whole tile is decoded; a chunked one only in part.
+        let (got, peak) = peak_of(|| Array::open(&ctx, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
+        assert_eq!(got.unwrap().attrs[0].data, [5]);
+        if chunk == "0" {
+            assert!(peak > 8 * MIB && peak < 40 * MIB, "within the limits the tile is decoded: {peak} bytes");
+        } else {
+            assert!(peak < 2 * MIB, "one chunk of the tile is decoded: {peak} bytes");
+        }
     }
-    let (got, peak) = peak_of(|| Array::open(&ctx, &uri, Mode::Read)?.read(&one, &["a"], Layout::RowMajor));
-    assert_eq!(got.unwrap().attrs[0].data, [5]);
-    assert!(peak > 8 * MIB && peak < 40 * MIB, "within the limits the tile is decoded: {peak} bytes");
 }
 
 /// `payload` sealed as a schema file (docs/format.md §2).

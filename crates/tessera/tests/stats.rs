@@ -12,9 +12,20 @@ static LOCK: Mutex<()> = Mutex::new(());
 const N: i128 = 1200;
 
 fn setup(tile_rows: u64, filters: Vec<Filter>, cache: u64) -> (tempfile::TempDir, Context, ArraySchema) {
+    setup_chunked(tile_rows, filters, cache, 65536)
+}
+
+/// `setup` with filtered tiles written in chunks of `chunk` bytes (0: whole).
+fn setup_chunked(
+    tile_rows: u64,
+    filters: Vec<Filter>,
+    cache: u64,
+    chunk: u64,
+) -> (tempfile::TempDir, Context, ArraySchema) {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Config::new();
     c.set("sm.tile_cache_size", &cache.to_string()).unwrap();
+    c.set("sm.tile_chunk_size", &chunk.to_string()).unwrap();
     let ctx = Context::new(c).unwrap();
     let mut a = Attribute::new("a", Datatype::Int32);
     a.filters = FilterPipeline::new(filters);
@@ -51,12 +62,12 @@ fn measured(f: impl FnOnce()) -> stats::Snapshot {
     stats::snapshot()
 }
 
-/// The statistics document's first experiment; its tile is compressed (as the document's are),
-/// so the whole tile is read for a quarter of it.
+/// The statistics document's first experiment; its tile is compressed whole (as the document's
+/// are: `sm.tile_chunk_size` 0), so the whole tile is read for a quarter of it.
 #[test]
 fn one_tile_array_quarter_read_is_25_percent() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let (dir, ctx, _) = setup(N as u64, vec![Filter::Lz4], 0);
+    let (dir, ctx, _) = setup_chunked(N as u64, vec![Filter::Lz4], 0, 0);
     let s = measured(|| read_rows(&ctx, &dir, 1, N / 4));
     let bytes = (N * N * 4) as u64;
     assert_eq!(counter(&s, Counter::SmQuerySubmitRead), 1);
@@ -74,6 +85,29 @@ fn one_tile_array_quarter_read_is_25_percent() {
     // Tile bytes plus metadata were read from storage, and the storage layer saw them all.
     let tile_and_meta = counter(&s, Counter::ReaderNumTileBytesRead) + counter(&s, Counter::ReaderNumMetadataBytesRead);
     assert_eq!(counter(&s, Counter::VfsReadTotalBytes), tile_and_meta);
+}
+
+/// The same tile compressed in chunks of 64 KiB (the default): the quarter read reads and
+/// decodes only the 22 chunks that hold its 1,440,000 bytes.
+#[test]
+fn chunked_quarter_read_decodes_only_its_chunks() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, ctx, _) = setup(N as u64, vec![Filter::Lz4], 0);
+    let s = measured(|| read_rows(&ctx, &dir, 1, N / 4));
+    let quarter = (N * N) as u64;
+    let chunks = quarter.div_ceil(65536) * 65536;
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), chunks);
+    assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesCopied), quarter);
+    assert_eq!(counter(&s, Counter::ReaderNumAttrTilesTouched), 1);
+    // The stored bytes read are those chunks' (less than a third of the tile's).
+    let r = Array::open(&ctx, dir.path().join("a"), Mode::Read).unwrap();
+    let stored = r.fragments()[0].files[0].1[0].stored_size;
+    let read = counter(&s, Counter::ReaderNumTileBytesRead);
+    assert!(read > 0 && read * 3 < stored, "read {read} of {stored} stored bytes");
+    let tile_and_meta = read + counter(&s, Counter::ReaderNumMetadataBytesRead);
+    assert_eq!(counter(&s, Counter::VfsReadTotalBytes), tile_and_meta);
+    // A whole-tile read decodes every chunk (in parallel) and returns the same cells.
+    read_rows(&ctx, &dir, 1, N);
 }
 
 /// Without filters the tile has block checksums (16 KiB blocks): the quarter read reads only the

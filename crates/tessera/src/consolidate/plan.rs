@@ -141,6 +141,7 @@ mod tests {
             sparse: None,
             deletes: None,
             blocks: Default::default(),
+            chunks: Default::default(),
         }
     }
 

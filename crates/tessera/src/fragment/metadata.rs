@@ -7,6 +7,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::footer::{seal, unseal, FORMAT_VERSION};
+use crate::fragment::blocks::checksum_of_sums;
+use crate::fragment::chunks::{chunk_count, stored_offsets, wants_chunks, Chunk, ChunkIndex, CHUNK_LOG2_RANGE};
 use crate::fragment::rtree::RTree;
 use crate::fragment::FragmentName;
 use crate::geometry::Rect;
@@ -93,6 +95,8 @@ impl BlockIndex {
 
 /// Tag of the block-checksum section of the metadata ("BLKS").
 const BLOCKS_TAG: &[u8; 4] = b"BLKS";
+/// Tag of the chunk section of the metadata ("CHKS", format version 4).
+const CHUNKS_TAG: &[u8; 4] = b"CHKS";
 
 /// Everything a reader needs to know about one fragment without reading its tiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +115,8 @@ pub struct FragmentMetadata {
     pub deletes: Option<Vec<Rect>>,
     /// Block checksums of unfiltered tiles.
     pub blocks: BlockIndex,
+    /// Chunks of chunked (filtered) tiles.
+    pub chunks: ChunkIndex,
 }
 
 impl FragmentMetadata {
@@ -238,6 +244,21 @@ impl FragmentMetadata {
                 sums.iter().for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
             }
         }
+        if self.chunks.entries().next().is_some() {
+            b.extend_from_slice(CHUNKS_TAG);
+            b.extend_from_slice(&self.chunks.log2.to_le_bytes());
+            b.extend_from_slice(&(self.chunks.entries().count() as u64).to_le_bytes());
+            for (f, t, chunks) in self.chunks.entries() {
+                b.extend_from_slice(&(f as u32).to_le_bytes());
+                b.extend_from_slice(&0u32.to_le_bytes());
+                b.extend_from_slice(&(t as u64).to_le_bytes());
+                b.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
+                for c in chunks {
+                    b.extend_from_slice(&c.stored.to_le_bytes());
+                    b.extend_from_slice(&c.checksum.to_le_bytes());
+                }
+            }
+        }
         seal(b, FOOTER_MAGIC)
     }
 
@@ -317,20 +338,29 @@ impl FragmentMetadata {
         } else {
             None
         };
-        let blocks = if r.at < payload.len() { decode_blocks(&mut r, &files, path)? } else { BlockIndex::default() };
-        if r.at != payload.len() {
-            return Err(Error::corrupt(path, "trailing bytes after the tile index"));
+        // Optional sections, each at most once and in this order: BLKS, then CHKS.
+        let (mut blocks, mut chunks) = (BlockIndex::default(), ChunkIndex::default());
+        let mut seen = 0;
+        while r.at < payload.len() {
+            match r.take(4)? {
+                t if t == BLOCKS_TAG && seen < 1 => {
+                    blocks = decode_blocks(&mut r, &files, path)?;
+                    seen = 1;
+                }
+                t if t == CHUNKS_TAG && seen < 2 => {
+                    chunks = decode_chunks(&mut r, &files, &blocks, path)?;
+                    seen = 2;
+                }
+                _ => return Err(Error::corrupt(path, "unknown or repeated section after the tile index")),
+            }
         }
-        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks })
+        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks, chunks })
     }
 }
 
 /// The block-checksum section: every entry names an existing tile and holds exactly as many
 /// checksums as the tile has blocks.
 fn decode_blocks(r: &mut Reader<'_>, files: &[(String, Vec<TileEntry>)], path: &Path) -> Result<BlockIndex> {
-    if r.take(4)? != BLOCKS_TAG {
-        return Err(Error::corrupt(path, "unknown section after the tile index"));
-    }
     let log2 = r.u32()?;
     if !(10..=30).contains(&log2) {
         return Err(Error::corrupt(path, format!("block size 2^{log2} out of range")));
@@ -362,6 +392,51 @@ fn decode_blocks(r: &mut Reader<'_>, files: &[(String, Vec<TileEntry>)], path: &
         *slot = (0..n).map(|_| r.u64()).collect::<Result<_>>()?;
     }
     Ok(BlockIndex { log2, sums })
+}
+
+/// The chunk section: every entry names an existing tile without block checksums, holds as
+/// many chunks as its unfiltered size implies, and its chunks' stored sizes and checksums add up
+/// to the tile's stored size and checksum.
+fn decode_chunks(
+    r: &mut Reader<'_>,
+    files: &[(String, Vec<TileEntry>)],
+    blocks: &BlockIndex,
+    path: &Path,
+) -> Result<ChunkIndex> {
+    let log2 = r.u32()?;
+    if !CHUNK_LOG2_RANGE.contains(&log2) {
+        return Err(Error::corrupt(path, format!("chunk size 2^{log2} out of range")));
+    }
+    let count = r.u64()?;
+    if count.saturating_mul(24) > (r.b.len() - r.at) as u64 {
+        return Err(Error::corrupt(path, "chunked tile count larger than the file"));
+    }
+    let mut chunks: Vec<Vec<Vec<Chunk>>> = files.iter().map(|(_, t)| vec![Vec::new(); t.len()]).collect();
+    for _ in 0..count {
+        let (f, _reserved, t, n) = (r.u32()? as usize, r.u32()?, r.u64()?, r.u64()?);
+        let entry = files.get(f).and_then(|(_, tiles)| tiles.get(usize::try_from(t).ok()?));
+        let bad = |what: String| Error::corrupt(path, format!("file {f}, tile {t}: {what}"));
+        let Some(entry) = entry else { return Err(bad("chunks of a tile that does not exist".into())) };
+        if n != chunk_count(entry.unfiltered_size, log2) || !wants_chunks(entry.unfiltered_size, log2) {
+            return Err(bad(format!("{n} chunks for {} unfiltered bytes", entry.unfiltered_size)));
+        }
+        if n.saturating_mul(16) > (r.b.len() - r.at) as u64 {
+            return Err(bad("chunk list larger than the file".into()));
+        }
+        if blocks.of(f, t).is_some() || !chunks[f][t as usize].is_empty() {
+            return Err(bad("chunks given twice, or beside block checksums".into()));
+        }
+        let list = (0..n).map(|_| Ok(Chunk { stored: r.u64()?, checksum: r.u64()? })).collect::<Result<Vec<_>>>()?;
+        if stored_offsets(&list).and_then(|o| o.last().copied()) != Some(entry.stored_size) {
+            return Err(bad(format!("chunk sizes do not add up to the stored size {}", entry.stored_size)));
+        }
+        let sums: Vec<u64> = list.iter().map(|c| c.checksum).collect();
+        if checksum_of_sums(&sums) != entry.checksum {
+            return Err(bad("the tile checksum is not that of its chunks".into()));
+        }
+        chunks[f][t as usize] = list;
+    }
+    Ok(ChunkIndex { log2, chunks })
 }
 
 fn decode_sparse(r: &mut Reader<'_>, k: usize, n: usize, path: &Path) -> Result<SparseIndex> {
@@ -447,6 +522,7 @@ mod tests {
             sparse: None,
             deletes: None,
             blocks: BlockIndex::default(),
+            chunks: ChunkIndex::default(),
         }
     }
 

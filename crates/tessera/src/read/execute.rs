@@ -11,7 +11,7 @@ use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{verify_tile, FileKind, FileSpec};
+use crate::fragment::{stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
 use crate::snapshot::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, Snapshot, TileKey, Tiles};
@@ -133,7 +133,7 @@ fn tile_read_bytes(array: &Snapshot, specs: &[FileSpec], wanted: &[usize], key: 
     wanted
         .iter()
         .map(|&f| match partial_blocks(array, specs, key, f, ops) {
-            Some(runs) => runs.iter().map(|(a, b)| (b - a) << frag.blocks.log2).sum(),
+            Some((log2, runs)) => runs.iter().map(|(a, b)| (b - a) << log2).sum(),
             None => frag.files[f].1[key.1 as usize].unfiltered_size,
         })
         .fold(0u64, u64::saturating_add)
@@ -181,13 +181,13 @@ fn run_batch(
     let direct = direct_reads(array, specs, batch, by_tile, sinks);
     let is_direct = |key: TileKey, f: usize| direct.iter().any(|d| d.1 == key && d.2 == f);
     read_direct(array, specs, &direct, sinks)?;
-    // Unfiltered tiles with block checksums of which the copies need a few blocks: only those
-    // blocks are read and verified.
+    // Unfiltered tiles with block checksums, and chunked tiles, of which the copies need a few
+    // blocks or chunks: only those are read, verified (and unfiltered).
     let (mut partial, mut whole) = (Vec::new(), Vec::new());
     for &key in batch {
         for &f in wanted.iter().filter(|&&f| !is_direct(key, f)) {
             match partial_blocks(array, specs, key, f, &by_tile[&key]) {
-                Some(runs) => partial.push(((key, f), runs)),
+                Some((log2, runs)) => partial.push(((key, f), log2, runs)),
                 None => whole.push((key, f)),
             }
         }
@@ -360,39 +360,45 @@ pub(crate) fn count_copied(var: bool, bytes: u64) {
 /// The runs of blocks read of one tile: (first byte in the tile, bytes).
 type BlockRuns = Vec<(u64, Vec<u8>)>;
 
-/// A tile of a file read in part: (tile, file) and the block ranges `[a, b)` to read.
-type PartialTile = ((TileKey, usize), Vec<(u64, u64)>);
+/// A tile of a file read in part: (tile, file), the size of its units (blocks or chunks) as a
+/// power of two, and the unit ranges `[a, b)` to read.
+type PartialTile = ((TileKey, usize), u32, Vec<(u64, u64)>);
 
-/// The block ranges `[a, b)` of tile `key` of file `f` that the copies `ops` read, when reading
-/// only them pays: an unfiltered fixed-size data file, a tile with block checksums that the tile
-/// cache does not hold, and at most half of its blocks needed.
+/// The unit ranges `[a, b)` of tile `key` of file `f` that the copies `ops` read, with the
+/// units' size (log2), when reading only them pays: a fixed-size data file, a tile with block
+/// checksums (unfiltered) or chunks (filtered) that the tile cache does not hold, and at most
+/// half of its units needed.
 fn partial_blocks(
     array: &Snapshot,
     specs: &[FileSpec],
     key: TileKey,
     f: usize,
     ops: &[CopyOp],
-) -> Option<Vec<(u64, u64)>> {
+) -> Option<(u32, Vec<(u64, u64)>)> {
     let spec = &specs[f];
     let attr = &array.schema().attrs[spec.attr];
-    // Blocks of a tile stored in curve order do not hold a box's row-major runs.
-    if spec.kind != FileKind::Data || !spec.filters.is_empty() || attr.is_var() || array.grid.cell_curve.is_some() {
+    // Units of a tile stored in curve order do not hold a box's row-major runs.
+    if spec.kind != FileKind::Data || attr.is_var() || array.grid.cell_curve.is_some() {
         return None;
     }
     let frag = &array.fragments[key.0];
-    let sums = frag.blocks.of(f, key.1)?;
+    let (units, log2) = if spec.filters.is_empty() {
+        (frag.blocks.of(f, key.1)?.len() as u64, frag.blocks.log2)
+    } else {
+        (frag.chunks.of(f, key.1)?.len() as u64, frag.chunks.log2)
+    };
     let cache = array.ctx.tile_cache();
-    if cache.admits(frag.files[f].1[key.1 as usize].stored_size) && cache.contains(&cache_key(array, key, f)) {
+    let entry = frag.files[f].1[key.1 as usize];
+    if cache.admits(entry.unfiltered_size) && cache.contains(&cache_key(array, key, f)) {
         return None;
     }
-    let (cs, log2) = (attr.cell_size() as u64, frag.blocks.log2);
+    let cs = attr.cell_size() as u64;
     if cs == 0 || !(1u64 << log2).is_multiple_of(cs) {
         return None; // runs must start on a cell boundary
     }
     // A tile whose sizes are not what its cells imply is read whole, which reports it.
-    let entry = frag.files[f].1[key.1 as usize];
     let expected = tile_cells(array, key.0, key.1) * cs;
-    if entry.stored_size != expected || entry.unfiltered_size != expected {
+    if entry.unfiltered_size != expected || (spec.filters.is_empty() && entry.stored_size != expected) {
         return None;
     }
     let mut spans: Vec<(u64, u64)> = ops
@@ -412,12 +418,12 @@ fn partial_blocks(
         }
     }
     let needed: u64 = out.iter().map(|(a, b)| b - a).sum();
-    (needed * 2 <= sums.len() as u64).then_some(out)
+    (needed * 2 <= units).then_some((log2, out))
 }
 
-/// Reads the blocks `runs` of each tile `(tile, file)` of `partial`, verifies each block's
-/// checksum, and returns per tile its runs as (first byte in the tile, bytes). Such tiles are
-/// not cached.
+/// Reads the units `runs` of each tile of `partial`, verifies each block's or chunk's checksum
+/// (and unfilters chunks), and returns per tile its runs as (first byte in the unfiltered tile,
+/// bytes). Such tiles are not cached.
 fn fetch_blocks(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -426,54 +432,114 @@ fn fetch_blocks(
     if partial.is_empty() {
         return Ok(FastMap::default());
     }
-    let storage = array.ctx.storage().clone();
     let _t = stats::timer(Timer::ReaderFetchTiles);
     let tiles: Vec<((TileKey, usize), BlockRuns)> = array.ctx.install_io(|| {
         partial
             .par_iter()
-            .map(|((key, f), runs)| {
+            .map(|((key, f), log2, runs)| {
                 let (key, f) = (*key, *f);
-                let frag = &array.fragments[key.0];
-                let entry = frag.files[f].1[key.1 as usize];
-                let path = file_path(array, key.0, &specs[f].name);
-                let (sums, log2) = (frag.blocks.of(f, key.1).unwrap_or(&[]), frag.blocks.log2);
-                let mut out = Vec::with_capacity(runs.len());
-                let mut read = 0u64;
-                for &(a, b) in runs {
-                    let start = a << log2;
-                    let end = (b << log2).min(entry.stored_size);
-                    let mut run = vec![0u8; (end - start) as usize];
-                    let dst = &mut run[..];
-                    storage.read_immutable_into(&path, entry.offset + start, dst).map_err(|e| match e {
-                        StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
-                            Error::corrupt(&path, e.to_string())
-                        }
-                        e => e.into(),
-                    })?;
-                    for (i, block) in dst.chunks(1 << log2).enumerate() {
-                        let k = a as usize + i;
-                        let sum = xxh3_64(block);
-                        let want = sums.get(k).copied().unwrap_or(!sum);
-                        if sum != want {
-                            return Err(Error::corrupt(
-                                &path,
-                                format!(
-                                    "tile {}, block {k}: checksum mismatch (stored {want:016x}, computed {sum:016x})",
-                                    key.1
-                                ),
-                            ));
-                        }
-                    }
-                    read += end - start;
-                    out.push((start, run));
-                }
+                let spec = &specs[f];
+                let (runs, read) = if spec.filters.is_empty() {
+                    read_blocks(array, spec, key, f, *log2, runs)?
+                } else {
+                    read_chunks(array, spec, key, f, *log2, runs)?
+                };
+                let unfiltered: u64 = runs.iter().map(|r| r.1.len() as u64).sum();
                 stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-                count_fetched(array.schema(), &specs[f], read, read);
-                Ok(((key, f), out))
+                count_fetched(array.schema(), spec, read, unfiltered);
+                Ok(((key, f), runs))
             })
             .collect::<Result<Vec<_>>>()
     })?;
     Ok(tiles.into_iter().collect())
+}
+
+/// Reads blocks `runs` of unfiltered tile `key` of file `f`, verifying each block's checksum:
+/// the runs and the bytes read.
+fn read_blocks(
+    array: &Snapshot,
+    spec: &FileSpec,
+    key: TileKey,
+    f: usize,
+    log2: u32,
+    runs: &[(u64, u64)],
+) -> Result<(BlockRuns, u64)> {
+    let frag = &array.fragments[key.0];
+    let entry = frag.files[f].1[key.1 as usize];
+    let path = file_path(array, key.0, &spec.name);
+    let sums = frag.blocks.of(f, key.1).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(runs.len());
+    let mut read = 0u64;
+    for &(a, b) in runs {
+        let start = a << log2;
+        let end = (b << log2).min(entry.stored_size);
+        let mut run = vec![0u8; (end - start) as usize];
+        let dst = &mut run[..];
+        array.ctx.storage().read_immutable_into(&path, entry.offset + start, dst).map_err(|e| storage_err(&path, e))?;
+        for (i, block) in dst.chunks(1 << log2).enumerate() {
+            let k = a as usize + i;
+            let sum = xxh3_64(block);
+            let want = sums.get(k).copied().unwrap_or(!sum);
+            if sum != want {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("tile {}, block {k}: checksum mismatch (stored {want:016x}, computed {sum:016x})", key.1),
+                ));
+            }
+        }
+        read += end - start;
+        out.push((start, run));
+    }
+    Ok((out, read))
+}
+
+/// Reads chunks `runs` of chunked tile `key` of file `f` and unfilters them, verifying each
+/// chunk's checksum: the runs (unfiltered) and the stored bytes read.
+fn read_chunks(
+    array: &Snapshot,
+    spec: &FileSpec,
+    key: TileKey,
+    f: usize,
+    log2: u32,
+    runs: &[(u64, u64)],
+) -> Result<(BlockRuns, u64)> {
+    let frag = &array.fragments[key.0];
+    let entry = frag.files[f].1[key.1 as usize];
+    let path = file_path(array, key.0, &spec.name);
+    let chunks = frag.chunks.of(f, key.1).unwrap_or(&[]);
+    let starts = stored_offsets(chunks).unwrap_or_default();
+    let tile = ChunkedTile {
+        filters: &spec.filters,
+        elem_size: spec.elem_size,
+        log2,
+        unfiltered: entry.unfiltered_size,
+        chunks,
+    };
+    let mut out = Vec::with_capacity(runs.len());
+    let mut read = 0u64;
+    for &(a, b) in runs {
+        let (Some(&s0), Some(&s1)) = (starts.get(a as usize), starts.get(b as usize)) else {
+            return Err(Error::corrupt_tile(&path, key.1, format!("chunks {a}..{b} of {} do not exist", chunks.len())));
+        };
+        let raw =
+            array.ctx.storage().read_immutable(&path, entry.offset + s0, s1 - s0).map_err(|e| storage_err(&path, e))?;
+        let (lo, hi) = (a << log2, (b << log2).min(entry.unfiltered_size));
+        let mut run = vec![0u8; (hi - lo) as usize];
+        let _u = stats::timer(Timer::ReaderUnfilterTiles);
+        tile.decode(a as usize..b as usize, &raw, &mut run)
+            .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
+        read += s1 - s0;
+        out.push((lo, run));
+    }
+    Ok((out, read))
+}
+
+/// A storage error of a read of an immutable file: a missing file or range is corruption.
+fn storage_err(path: &std::path::Path, e: StorageError) -> Error {
+    match e {
+        StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => Error::corrupt(path, e.to_string()),
+        e => e.into(),
+    }
 }
 
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in

@@ -15,7 +15,7 @@ use crate::cache::TileKey as CacheKey;
 use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{check_var_offsets, verify_tile, FileKind, FileSpec};
+use crate::fragment::{check_var_offsets, max_chunked_len, verify_tile, ChunkedTile, FileKind, FileSpec};
 use crate::schema::Datatype;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
@@ -183,10 +183,28 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
     let fragment = &array.fragments[frag];
     let entry = fragment.files[f].1[r.key.1 as usize];
     let tile_err = |d: String| Error::corrupt_tile(file_path(array, frag, &specs[f].name), r.key.1, d);
+    let spec = &specs[f];
+    if let Some(chunks) = fragment.chunks.of(f, r.key.1) {
+        // Chunks carry their own checksums: each is verified as it is decoded, in parallel.
+        if spec.filters.is_empty() {
+            return Err(tile_err("chunks recorded for a file without filters".into()));
+        }
+        let _u = stats::timer(Timer::ReaderUnfilterTiles);
+        let mut out = alloc_tile(entry.unfiltered_size).map_err(tile_err)?;
+        let log2 = fragment.chunks.log2;
+        let tile = ChunkedTile {
+            filters: &spec.filters,
+            elem_size: spec.elem_size,
+            log2,
+            unfiltered: entry.unfiltered_size,
+            chunks,
+        };
+        tile.decode(0..chunks.len(), &raw, &mut out).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
+        return finish_tile(array, specs, r, Bytes::from_vec(out));
+    }
     let blocks = &fragment.blocks;
     verify_tile(&raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2)
         .map_err(|(stored, sum)| tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})")))?;
-    let spec = &specs[f];
     let tile = if spec.filters.is_empty() {
         if raw.len() as u64 != entry.unfiltered_size {
             return Err(tile_err("stored size differs from unfiltered size".into()));
@@ -200,6 +218,27 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
             .map_err(|e| tile_err(e.to_string()))?;
         Bytes::from_vec(out)
     };
+    finish_tile(array, specs, r, tile)
+}
+
+/// A zeroed buffer for an unfiltered tile of `len` bytes (already checked against the limits),
+/// or why it cannot be allocated.
+pub(crate) fn alloc_tile(len: u64) -> std::result::Result<Vec<u8>, String> {
+    let n = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| format!("cannot allocate {n} bytes: {e}"))?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+/// An unfiltered tile made ready for readers: moved to row-major order, bool bytes and offsets
+/// checked, counted.
+fn finish_tile(array: &Snapshot, specs: &[FileSpec], r: &Request, tile: Bytes) -> Result<Bytes> {
+    let (frag, f) = (r.key.0, r.file);
+    let fragment = &array.fragments[frag];
+    let entry = fragment.files[f].1[r.key.1 as usize];
+    let tile_err = |d: String| Error::corrupt_tile(file_path(array, frag, &specs[f].name), r.key.1, d);
+    let spec = &specs[f];
     let tile = to_row_major(array, spec, fragment.sparse.is_none(), tile);
     if spec.kind == FileKind::Data && array.schema().attrs.get(spec.attr).is_some_and(|a| a.datatype == Datatype::Bool)
     {
@@ -276,7 +315,11 @@ fn check_entry(array: &Snapshot, specs: &[FileSpec], key: TileKey, f: usize, lim
         entry.unfiltered_size,
         limits.tile_bytes,
     )?;
-    let max_stored = spec.filters.max_filtered_len(entry.unfiltered_size);
+    let fragment = &array.fragments[key.0];
+    let max_stored = match fragment.chunks.of(f, key.1) {
+        Some(_) => max_chunked_len(&spec.filters, entry.unfiltered_size, fragment.chunks.log2),
+        None => spec.filters.max_filtered_len(entry.unfiltered_size),
+    };
     if entry.stored_size > max_stored {
         return Err(Error::corrupt_tile(
             path(),

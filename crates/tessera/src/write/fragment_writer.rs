@@ -9,10 +9,12 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::commit::{commit_consolidation, commit_write, Placed};
 use crate::config::check_limit;
+use crate::config::Config;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
-    block_sums, checksum_of_sums, wants_blocks, BlockIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex,
-    TileEntry, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
+    block_sums, checksum_of_sums, encode_chunked, wants_blocks, wants_chunks, BlockIndex, Chunk, ChunkIndex, FileSpec,
+    FragmentMetadata, FragmentName, SparseIndex, TileEntry, BLOCK_LOG2, DEFAULT_CHUNK_LOG2, FRAGMENTS_DIR,
+    METADATA_FILE,
 };
 use crate::geometry::Rect;
 use crate::stats::{self, Counter, Timer};
@@ -30,9 +32,18 @@ pub(crate) struct UnfilteredTile {
     pub skip: Vec<bool>,
 }
 
-/// One filtered tile of one file: tile number, file, unfiltered size, stored bytes, checksum and
-/// block checksums (empty when the tile has none).
-type FilteredTile = (u64, usize, u64, Vec<u8>, u64, Vec<u64>);
+/// One filtered tile of one file.
+struct FilteredTile {
+    index: u64,
+    file: usize,
+    unfiltered: u64,
+    bytes: Vec<u8>,
+    checksum: u64,
+    /// Block checksums (unfiltered tiles of more than two blocks), else empty.
+    sums: Vec<u64>,
+    /// Chunks (filtered tiles of more than two chunks), else empty.
+    chunks: Vec<Chunk>,
+}
 
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
 pub(crate) struct FragmentWriter {
@@ -45,6 +56,10 @@ pub(crate) struct FragmentWriter {
     entries: Vec<Vec<Option<TileEntry>>>,
     /// Block checksums per file and tile (unfiltered tiles of more than two blocks).
     blocks: Vec<Vec<Vec<u64>>>,
+    /// Chunks per file and tile (filtered tiles of more than two chunks).
+    chunks: Vec<Vec<Vec<Chunk>>>,
+    /// `sm.tile_chunk_size` (log2): filtered tiles larger than two chunks are chunked.
+    chunk_log2: Option<u32>,
     domain: Rect,
     /// For a consolidation's output: the fragments it replaces, oldest first.
     replaces: Option<Vec<Placed>>,
@@ -76,7 +91,8 @@ impl std::fmt::Debug for FragmentWriter {
 }
 
 impl FragmentWriter {
-    /// A writer for fragment `name` of the array at `array`, holding `tile_count` tiles.
+    /// A writer for fragment `name` of the array at `array`, holding `tile_count` tiles, with the
+    /// tile limit and chunk size of `config`.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         array: PathBuf,
@@ -84,11 +100,12 @@ impl FragmentWriter {
         specs: Vec<FileSpec>,
         domain: Rect,
         tile_count: u64,
-        tile_limit: u64,
+        config: &Config,
     ) -> Self {
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
         let blocks = vec![Vec::new(); specs.len()];
+        let chunks = vec![Vec::new(); specs.len()];
         Self {
             storage,
             array,
@@ -98,10 +115,12 @@ impl FragmentWriter {
             handles: Vec::new(),
             entries,
             blocks,
+            chunks,
+            chunk_log2: config.tile_chunk_log2(),
             domain,
             replaces: None,
             committed: false,
-            tile_limit,
+            tile_limit: config.limits().tile_bytes,
             started: None,
         }
     }
@@ -153,25 +172,44 @@ impl FragmentWriter {
             })
             .collect();
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
+        let chunk_log2 = self.chunk_log2;
         let filtered: Vec<FilteredTile> = jobs
             .into_par_iter()
-            .map(|(index, f, buf)| {
-                let unfiltered = buf.len() as u64;
-                let out = specs[f].filters.encode(buf, specs[f].elem_size)?;
-                // Checksums: per block for large unfiltered tiles, else of the whole tile.
-                let (sum, sums) = if specs[f].filters.is_empty() && wants_blocks(out.len() as u64, BLOCK_LOG2) {
-                    let sums = block_sums(&[&out], BLOCK_LOG2);
-                    (checksum_of_sums(&sums), sums)
-                } else {
-                    (xxh3_64(&out), Vec::new())
+            .map(|(index, file, buf)| {
+                let (spec, unfiltered) = (&specs[file], buf.len() as u64);
+                let mut t = FilteredTile {
+                    index,
+                    file,
+                    unfiltered,
+                    bytes: Vec::new(),
+                    checksum: 0,
+                    sums: Vec::new(),
+                    chunks: Vec::new(),
                 };
-                Ok((index, f, unfiltered, out, sum, sums))
+                match chunk_log2 {
+                    // Large filtered tiles: independent chunks, filtered in parallel.
+                    Some(log2) if !spec.filters.is_empty() && wants_chunks(unfiltered, log2) => {
+                        (t.bytes, t.chunks, t.checksum) = encode_chunked(&spec.filters, &buf, spec.elem_size, log2)?;
+                    }
+                    _ => {
+                        t.bytes = spec.filters.encode(buf, spec.elem_size)?;
+                        // Checksums: per block for large unfiltered tiles, else of the whole tile.
+                        if spec.filters.is_empty() && wants_blocks(t.bytes.len() as u64, BLOCK_LOG2) {
+                            t.sums = block_sums(&[&t.bytes], BLOCK_LOG2);
+                            t.checksum = checksum_of_sums(&t.sums);
+                        } else {
+                            t.checksum = xxh3_64(&t.bytes);
+                        }
+                    }
+                }
+                Ok(t)
             })
             .collect::<Result<_>>()?;
         drop(filter_timer);
         let _t = stats::timer(Timer::WriterWriteTiles);
-        for (index, f, unfiltered, bytes, checksum, sums) in filtered {
-            count_tile(unfiltered, bytes.len() as u64);
+        for t in filtered {
+            let (index, f) = (t.index, t.file);
+            count_tile(t.unfiltered, t.bytes.len() as u64);
             if self.entries[f].len() <= index as usize {
                 self.entries[f].resize(index as usize + 1, None);
             }
@@ -181,9 +219,15 @@ impl FragmentWriter {
             }
             let h = &mut self.handles[f];
             let offset = h.position();
-            h.write_all(&bytes)?;
-            *slot = Some(TileEntry { offset, stored_size: bytes.len() as u64, unfiltered_size: unfiltered, checksum });
-            self.set_blocks(f, index, sums);
+            h.write_all(&t.bytes)?;
+            *slot = Some(TileEntry {
+                offset,
+                stored_size: t.bytes.len() as u64,
+                unfiltered_size: t.unfiltered,
+                checksum: t.checksum,
+            });
+            set_at(&mut self.blocks[f], index, t.sums);
+            set_at(&mut self.chunks[f], index, t.chunks);
         }
         Ok(())
     }
@@ -220,19 +264,8 @@ impl FragmentWriter {
         h.write_all_vectored(parts)?;
         self.entries[file][index as usize] =
             Some(TileEntry { offset, stored_size: len, unfiltered_size: len, checksum });
-        self.set_blocks(file, index, sums);
+        set_at(&mut self.blocks[file], index, sums);
         Ok(())
-    }
-
-    fn set_blocks(&mut self, file: usize, index: u64, sums: Vec<u64>) {
-        if sums.is_empty() {
-            return;
-        }
-        let tiles = &mut self.blocks[file];
-        if tiles.len() <= index as usize {
-            tiles.resize(index as usize + 1, Vec::new());
-        }
-        tiles[index as usize] = sums;
     }
 
     /// Makes this fragment a consolidation's output replacing `inputs` (consecutive visible
@@ -278,8 +311,10 @@ impl FragmentWriter {
             h.finish()?;
         }
         let mut sums = std::mem::take(&mut self.blocks);
-        for (s, (_, tiles)) in sums.iter_mut().zip(&files) {
+        let mut chunks = std::mem::take(&mut self.chunks);
+        for ((s, c), (_, tiles)) in sums.iter_mut().zip(chunks.iter_mut()).zip(&files) {
             s.resize(tiles.len(), Vec::new());
+            c.resize(tiles.len(), Vec::new());
         }
         let meta = FragmentMetadata {
             name: self.name.clone(),
@@ -289,6 +324,7 @@ impl FragmentWriter {
             sparse,
             deletes,
             blocks: BlockIndex { log2: BLOCK_LOG2, sums },
+            chunks: ChunkIndex { log2: self.chunk_log2.unwrap_or(DEFAULT_CHUNK_LOG2), chunks },
         };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         let encoded = meta.encode();
@@ -344,6 +380,18 @@ impl FragmentWriter {
         }
         .into())
     }
+}
+
+/// Puts `v` at `index` of `tiles` (per-tile lists of one file), growing it as needed; empty
+/// lists are the default and are not stored.
+fn set_at<T: Clone>(tiles: &mut Vec<Vec<T>>, index: u64, v: Vec<T>) {
+    if v.is_empty() {
+        return;
+    }
+    if tiles.len() <= index as usize {
+        tiles.resize(index as usize + 1, Vec::new());
+    }
+    tiles[index as usize] = v;
 }
 
 /// Counts one tile of one file written.

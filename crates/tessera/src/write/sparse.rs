@@ -139,8 +139,8 @@ impl SparseWriter {
         }
         let storage = snap.ctx.storage().clone();
         let specs = FileSpec::for_sparse(schema);
-        let tile_limit = snap.ctx.config().limits().tile_bytes;
-        let frag = FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), Vec::new(), 0, tile_limit);
+        let frag =
+            FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), Vec::new(), 0, snap.ctx.config());
         let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {
             _lock: lock,
@@ -167,15 +167,8 @@ impl SparseWriter {
         let specs = FileSpec::for_deletes(snap.schema());
         let storage = snap.ctx.storage().clone();
         let name = w.frag.as_ref().map(|f| f.name().clone()).unwrap_or_else(|| FragmentName::new(0));
-        w.frag = Some(FragmentWriter::new(
-            storage,
-            snap.uri.clone(),
-            name,
-            specs.clone(),
-            Vec::new(),
-            0,
-            snap.ctx.config().limits().tile_bytes,
-        ));
+        w.frag =
+            Some(FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), Vec::new(), 0, snap.ctx.config()));
         w.specs = specs;
         w.deletes = Some(rects);
         Ok(w)
