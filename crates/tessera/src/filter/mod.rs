@@ -223,6 +223,51 @@ impl FilterPipeline {
         }
         Ok(buf)
     }
+    /// [`FilterPipeline::encode`] of borrowed bytes: a pipeline whose only filter is a
+    /// compressor reads `data` in place instead of copying it first.
+    ///
+    /// # Errors
+    /// A compressor failure.
+    pub fn encode_slice(&self, data: &[u8], elem_size: usize) -> Result<Vec<u8>, FilterError> {
+        match self.filters.as_slice() {
+            [only @ (Filter::Zstd { level: _ } | Filter::Lz4 | Filter::Gzip { level: _ })] => {
+                let _t = stats::timer(Timer::FilterPipelineRunForward);
+                self.validate()?;
+                check_elem_size(elem_size)?;
+                let _f = stats::timer(only.timers().0);
+                match *only {
+                    Filter::Zstd { level } => zstd::encode(data, level),
+                    Filter::Gzip { level } => gzip::encode(data, level),
+                    _ => Ok(lz4::encode(data)),
+                }
+            }
+            _ => self.encode(data.to_vec(), elem_size),
+        }
+    }
+    /// [`FilterPipeline::decode`] into `out`, which receives exactly `out.len()` unfiltered
+    /// bytes: a pipeline whose only filter is zstd or lz4 decompresses straight into `out`
+    /// (no buffer, no copy); any other pipeline decodes into a buffer and copies it.
+    ///
+    /// # Errors
+    /// As [`FilterPipeline::decode`]; `out` is then partly written.
+    pub fn decode_into(&self, data: &[u8], elem_size: usize, out: &mut [u8]) -> Result<(), FilterError> {
+        match self.filters.as_slice() {
+            [only @ (Filter::Zstd { level: _ } | Filter::Lz4)] => {
+                let _t = stats::timer(Timer::FilterPipelineRunReverse);
+                check_elem_size(elem_size)?;
+                let _f = stats::timer(only.timers().1);
+                match only {
+                    Filter::Zstd { .. } => zstd::decode_into(data, out),
+                    _ => lz4::decode_into(data, out),
+                }
+            }
+            _ => {
+                let plain = self.decode(data.to_vec(), elem_size, out.len())?;
+                out.copy_from_slice(&plain);
+                Ok(())
+            }
+        }
+    }
     /// Reverses `encode`. `expected_len` is the unfiltered length recorded in the tile index.
     ///
     /// # Errors
@@ -441,6 +486,30 @@ mod tests {
                     matches!(p.decode(enc.clone(), 4, expected), Err(FilterError::Corrupt { .. })),
                     "{f:?} {expected}"
                 );
+            }
+        }
+    }
+
+    /// The borrowed-slice paths the chunked tiles use give exactly what `encode`/`decode` give,
+    /// and refuse a wrong output size or cut input like `decode` does.
+    #[test]
+    fn slice_paths_match_the_owned_paths() {
+        let data = int32_grid(70_000);
+        let mut pipelines: Vec<Vec<Filter>> = all_filters().into_iter().map(|f| vec![f]).collect();
+        pipelines.push(vec![]);
+        pipelines.push(vec![Filter::Delta, Filter::ByteShuffle, Filter::Zstd { level: 3 }]);
+        for filters in pipelines {
+            let p = FilterPipeline::new(filters);
+            let enc = p.encode_slice(&data, 4).unwrap();
+            assert_eq!(enc, p.encode(data.clone(), 4).unwrap(), "{p:?}");
+            let mut out = vec![0u8; data.len()];
+            p.decode_into(&enc, 4, &mut out).unwrap();
+            assert_eq!(out, data, "{p:?}");
+            for wrong in [data.len() - 1, data.len() + 1] {
+                assert!(p.decode_into(&enc, 4, &mut vec![0u8; wrong]).is_err(), "{p:?} into {wrong}");
+            }
+            for cut in [0, 9, enc.len() / 2, enc.len() - 1] {
+                assert!(p.decode_into(&enc[..cut], 4, &mut out).is_err(), "{p:?} cut at {cut}");
             }
         }
     }

@@ -55,21 +55,39 @@ pub(super) fn encode(data: &[u8], level: i32) -> Result<Vec<u8>, FilterError> {
     Ok(out)
 }
 
-/// Decompresses one stage, whose input was at most `max_len` bytes.
-pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError> {
-    let (len, body) = read_len_header(NAME, data, max_len)?;
-    let mut out = alloc_output(NAME, len)?;
+/// Decompresses `body` into `out` with this thread's decompression context: the bytes written.
+fn decompress<C: ::zstd::zstd_safe::WriteBuf + ?Sized>(body: &[u8], out: &mut C) -> Result<usize, FilterError> {
     let mut ctx = match DECOMPRESSOR.take() {
         Some(ctx) => ctx,
         None => Decompressor::new().map_err(|e| corrupt(NAME, e.to_string()))?,
     };
-    let result = ctx.decompress_to_buffer(body, &mut out);
+    let result = ctx.decompress_to_buffer(body, out);
     DECOMPRESSOR.set(Some(ctx));
-    let written = result.map_err(|e| corrupt(NAME, e.to_string()))?;
+    result.map_err(|e| corrupt(NAME, e.to_string()))
+}
+
+/// Decompresses one stage, whose input was at most `max_len` bytes.
+pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError> {
+    let (len, body) = read_len_header(NAME, data, max_len)?;
+    let mut out = alloc_output(NAME, len)?;
+    let written = decompress(body, &mut out)?;
     if written != len || out.len() != len {
         return Err(corrupt(NAME, format!("frames hold {written} bytes, header says {len}")));
     }
     Ok(out)
+}
+
+/// Decompresses one stage whose input was exactly `out.len()` bytes straight into `out`.
+pub(super) fn decode_into(data: &[u8], out: &mut [u8]) -> Result<(), FilterError> {
+    let (len, body) = read_len_header(NAME, data, out.len())?;
+    if len != out.len() {
+        return Err(corrupt(NAME, format!("header says {len} bytes, expected {}", out.len())));
+    }
+    let written = decompress(body, out)?;
+    if written != len {
+        return Err(corrupt(NAME, format!("frames hold {written} bytes, header says {len}")));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ pub(crate) fn encode_chunked(
     log2: u32,
 ) -> Result<(Vec<u8>, Vec<Chunk>, u64), FilterError> {
     let parts: Vec<Vec<u8>> =
-        data.par_chunks(1 << log2).map(|c| filters.encode(c.to_vec(), elem_size)).collect::<Result<_, _>>()?;
+        data.par_chunks(1 << log2).map(|c| filters.encode_slice(c, elem_size)).collect::<Result<_, _>>()?;
     let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
     let mut chunks = Vec::with_capacity(parts.len());
     for p in &parts {
@@ -141,12 +141,7 @@ impl ChunkedTile<'_> {
                     let detail = format!("checksum mismatch (stored {:016x}, computed {sum:016x})", c.checksum);
                     return Err((first + i, detail));
                 }
-                let plain = self
-                    .filters
-                    .decode(bytes.to_vec(), self.elem_size, dst.len())
-                    .map_err(|e| (first + i, e.to_string()))?;
-                dst.copy_from_slice(&plain);
-                Ok(())
+                self.filters.decode_into(bytes, self.elem_size, dst).map_err(|e| (first + i, e.to_string()))
             },
         )
     }
