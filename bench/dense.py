@@ -49,9 +49,12 @@ from adapters import Unsupported  # noqa: E402
 from adapters import load as load_adapter  # noqa: E402
 from common import Row, log  # noqa: E402
 
-DENSE_ENGINES = ("tessera", "tessera-mmap", "tiledb", "h5py", "zarr", "tensorstore", "duckdb", "parquet")
+DENSE_ENGINES = ("tessera", "tessera-mmap", "tessera-whole", "tiledb", "h5py", "zarr", "tensorstore", "duckdb", "parquet")
 # Engine variants: an adapter with options (a store of their own).
-VARIANT_OF: Dict[str, Tuple[str, Dict[str, Any]]] = {"tessera-mmap": ("tessera", {"read_mode": "mmap"})}
+VARIANT_OF: Dict[str, Tuple[str, Dict[str, Any]]] = {"tessera-mmap": ("tessera", {"read_mode": "mmap"}),
+                                                     "tessera-whole": ("tessera", {"tile_chunk_size": 0})}
+# Variants that only read differently: they write exactly as their base engine (no parallel-write run).
+READ_SIDE_VARIANTS = ("tessera-mmap",)
 COMPRESSIONS = ("none", "gzip", "zstd")
 CODEC_OF = {"gzip": "gzip-6", "zstd": "zstd-3"}
 
@@ -259,11 +262,12 @@ def parallel_writes(data: np.ndarray, tile: Tuple[int, int], comp: str, engines:
         mods: Dict[str, Any] = {}
         kws: Dict[str, Dict[str, Any]] = {}
         for name in engines:
-            if name in VARIANT_OF:  # read-side variants write like their base engine
+            if name in READ_SIDE_VARIANTS:  # they write like their base engine
                 continue
-            mod = load_adapter(name)
+            modname, opts = VARIANT_OF.get(name, (name, {}))
+            mod = load_adapter(modname)
             path = os.path.join(workdir, f"dense-pwrite-{name}" + ("" if comp == "none" else f"+{comp}"))
-            kw = {"path": path, "shape": shape, "tile": tile, "compression": comp}
+            kw = dict({"path": path, "shape": shape, "tile": tile, "compression": comp}, **opts)
             if not mod.AVAILABLE:
                 out += [Row(group, f"whole array, {p} proc", name, None, note=f"not installed: {mod.REASON}")
                         for p in procs_list]
@@ -290,7 +294,7 @@ def parallel_writes(data: np.ndarray, tile: Tuple[int, int], comp: str, engines:
                     out.append(Row(group, case, name, None, note=why))
                     log(f"    parallel writes {procs} proc {name:<12} not run ({why})")
                     continue
-                writers[name] = _Writers(ctx, name, kws[name], bands, src, shape)
+                writers[name] = _Writers(ctx, VARIANT_OF.get(name, (name,))[0], kws[name], bands, src, shape)
             walls: Dict[str, Any] = {}
             for name, w in writers.items():
                 try:

@@ -22,8 +22,11 @@ MMAP_COLD_NOTE = ("no cold figure in mmap mode: the engine keeps every file it m
                   "process (contexts are cached), and posix_fadvise(DONTNEED) cannot evict mapped pages")
 
 
-def _config(threads: Optional[int] = None, read_mode: Optional[str] = None) -> Optional[Dict[str, str]]:
+def _config(threads: Optional[int] = None, read_mode: Optional[str] = None,
+            tile_chunk_size: Optional[int] = None) -> Optional[Dict[str, str]]:
     cfg: Dict[str, str] = {}
+    if tile_chunk_size is not None:
+        cfg["sm.tile_chunk_size"] = str(tile_chunk_size)
     if threads:
         cfg["sm.compute_concurrency"] = str(threads)
         cfg["sm.io_concurrency"] = str(threads)
@@ -92,15 +95,20 @@ class Dense:
     sparse fragment (no data is rewritten). Random element reads: ``A.read_points(coords)``
     (each tile holding points is read once). Consolidation: ``ts.consolidate`` then
     ``ts.vacuum``. ``read_mode``: the engine's ``vfs.read_mode`` (default pread; the suite also
-    runs reads with "mmap" as the engine ``tessera-mmap``)."""
+    runs reads with "mmap" as the engine ``tessera-mmap``). ``tile_chunk_size``: the engine's
+    ``sm.tile_chunk_size`` (default 64 KiB: filtered tiles are filtered in independent chunks;
+    the suite runs 0, whole tiles, as the engine ``tessera-whole``)."""
 
     point_reads_native = True
 
     def __init__(self, path: str, shape: Tuple[int, int], tile: Tuple[int, int], compression: str = "none",
-                 threads: Optional[int] = None, read_mode: Optional[str] = None) -> None:
+                 threads: Optional[int] = None, read_mode: Optional[str] = None,
+                 tile_chunk_size: Optional[int] = None) -> None:
+        if tile_chunk_size is not None and compression == "none":
+            raise Unsupported("the store of tessera: tiles without filters are stored whole at any chunk size")
         self.path, self.shape, self.tile, self.compression = path, shape, tile, compression
         self.engine = NAME + ("" if compression == "none" else f"+{compression}")
-        self.config = _config(threads, read_mode)
+        self.config = _config(threads, read_mode, tile_chunk_size)
         self.cold_note = MMAP_COLD_NOTE if read_mode == "mmap" else ""
         self.A: Any = None
         self.notes: Dict[str, str] = {"points": "A.read_points(coords): one point read",
