@@ -52,15 +52,6 @@ pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError
     Ok(out)
 }
 
-/// Decompresses one stage whose input was exactly `out.len()` bytes straight into `out`.
-pub(super) fn decode_into(data: &[u8], out: &mut [u8]) -> Result<(), FilterError> {
-    let (len, body) = read_len_header(NAME, data, out.len())?;
-    if len != out.len() {
-        return Err(corrupt(NAME, format!("header says {len} bytes, expected {}", out.len())));
-    }
-    decompress(body, out)
-}
-
 /// Decompresses the block `body` into all of `out`.
 fn decompress(body: &[u8], out: &mut [u8]) -> Result<(), FilterError> {
     let len = out.len();

@@ -20,6 +20,8 @@ mod lz4;
 mod rle;
 mod zstd;
 
+use std::mem::MaybeUninit;
+
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{self, Timer};
@@ -244,29 +246,24 @@ impl FilterPipeline {
             _ => self.encode(data.to_vec(), elem_size),
         }
     }
-    /// [`FilterPipeline::decode`] into `out`, which receives exactly `out.len()` unfiltered
-    /// bytes: a pipeline whose only filter is zstd or lz4 decompresses straight into `out`
-    /// (no buffer, no copy); any other pipeline decodes into a buffer and copies it.
+    /// [`FilterPipeline::decode`] into `out`, which need not be initialized and receives exactly
+    /// `out.len()` unfiltered bytes: a pipeline whose only filter is zstd decompresses straight
+    /// into `out` (no buffer, no copy, no zeroing); any other decodes into a buffer and copies it.
     ///
     /// # Errors
-    /// As [`FilterPipeline::decode`]; `out` is then partly written.
-    pub fn decode_into(&self, data: &[u8], elem_size: usize, out: &mut [u8]) -> Result<(), FilterError> {
-        match self.filters.as_slice() {
-            [only @ (Filter::Zstd { level: _ } | Filter::Lz4)] => {
-                let _t = stats::timer(Timer::FilterPipelineRunReverse);
-                check_elem_size(elem_size)?;
-                let _f = stats::timer(only.timers().1);
-                match only {
-                    Filter::Zstd { .. } => zstd::decode_into(data, out),
-                    _ => lz4::decode_into(data, out),
-                }
-            }
-            _ => {
-                let plain = self.decode(data.to_vec(), elem_size, out.len())?;
-                out.copy_from_slice(&plain);
-                Ok(())
-            }
+    /// As [`FilterPipeline::decode`]; `out` may then be partly written.
+    pub fn decode_into(&self, data: &[u8], elem_size: usize, out: &mut [MaybeUninit<u8>]) -> Result<(), FilterError> {
+        if let [only @ Filter::Zstd { .. }] = self.filters.as_slice() {
+            let _t = stats::timer(Timer::FilterPipelineRunReverse);
+            check_elem_size(elem_size)?;
+            let _f = stats::timer(only.timers().1);
+            return zstd::decode_into(data, out);
         }
+        let plain = self.decode(data.to_vec(), elem_size, out.len())?;
+        for (dst, &b) in out.iter_mut().zip(&plain) {
+            dst.write(b);
+        }
+        Ok(())
     }
     /// Reverses `encode`. `expected_len` is the unfiltered length recorded in the tile index.
     ///
@@ -493,6 +490,7 @@ mod tests {
     /// The borrowed-slice paths the chunked tiles use give exactly what `encode`/`decode` give,
     /// and refuse a wrong output size or cut input like `decode` does.
     #[test]
+    #[allow(unsafe_code)]
     fn slice_paths_match_the_owned_paths() {
         let data = int32_grid(70_000);
         let mut pipelines: Vec<Vec<Filter>> = all_filters().into_iter().map(|f| vec![f]).collect();
@@ -502,11 +500,14 @@ mod tests {
             let p = FilterPipeline::new(filters);
             let enc = p.encode_slice(&data, 4).unwrap();
             assert_eq!(enc, p.encode(data.clone(), 4).unwrap(), "{p:?}");
-            let mut out = vec![0u8; data.len()];
+            let mut out = vec![MaybeUninit::new(0xEEu8); data.len()];
             p.decode_into(&enc, 4, &mut out).unwrap();
-            assert_eq!(out, data, "{p:?}");
+            // SAFETY: every byte was initialized when `out` was made.
+            let got: Vec<u8> = out.iter().map(|b| unsafe { b.assume_init() }).collect();
+            assert_eq!(got, data, "{p:?}");
             for wrong in [data.len() - 1, data.len() + 1] {
-                assert!(p.decode_into(&enc, 4, &mut vec![0u8; wrong]).is_err(), "{p:?} into {wrong}");
+                let mut other = vec![MaybeUninit::new(0u8); wrong];
+                assert!(p.decode_into(&enc, 4, &mut other).is_err(), "{p:?} into {wrong}");
             }
             for cut in [0, 9, enc.len() / 2, enc.len() - 1] {
                 assert!(p.decode_into(&enc[..cut], 4, &mut out).is_err(), "{p:?} cut at {cut}");

@@ -15,6 +15,7 @@
 
 use std::cell::Cell;
 use std::io::Cursor;
+use std::mem::MaybeUninit;
 
 use ::zstd::bulk::{Compressor, Decompressor};
 
@@ -77,17 +78,45 @@ pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError
     Ok(out)
 }
 
-/// Decompresses one stage whose input was exactly `out.len()` bytes straight into `out`.
-pub(super) fn decode_into(data: &[u8], out: &mut [u8]) -> Result<(), FilterError> {
+/// Decompresses one stage whose input was exactly `out.len()` bytes straight into `out`, which
+/// need not be initialized: on success every byte of `out` is written.
+pub(super) fn decode_into(data: &[u8], out: &mut [MaybeUninit<u8>]) -> Result<(), FilterError> {
     let (len, body) = read_len_header(NAME, data, out.len())?;
     if len != out.len() {
         return Err(corrupt(NAME, format!("header says {len} bytes, expected {}", out.len())));
     }
-    let written = decompress(body, out)?;
+    let written = decompress(body, &mut Unwritten { buf: out, filled: 0 })?;
     if written != len {
         return Err(corrupt(NAME, format!("frames hold {written} bytes, header says {len}")));
     }
     Ok(())
+}
+
+/// Memory zstd decompresses into without it being zeroed first: `buf`, of which the first
+/// `filled` bytes are written.
+struct Unwritten<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    filled: usize,
+}
+
+// SAFETY: `as_slice` covers only the first `filled` bytes, and zstd-safe sets `filled` (through
+// `filled_until`) to the number of bytes the decoder wrote from `as_mut_ptr`, which is at most
+// `capacity`, the length of `buf`.
+#[allow(unsafe_code)]
+unsafe impl ::zstd::zstd_safe::WriteBuf for Unwritten<'_> {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes of `buf` are initialized (see above).
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), self.filled) }
+    }
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr().cast::<u8>()
+    }
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n;
+    }
 }
 
 #[cfg(test)]

@@ -117,12 +117,15 @@ pub(crate) struct ChunkedTile<'a> {
 }
 
 impl ChunkedTile<'_> {
-    /// Verifies and unfilters chunks `range`, whose stored bytes are `raw` (back to back), into
-    /// `out` (their unfiltered bytes, back to back), in parallel.
+    /// Verifies and unfilters chunks `range`, whose stored bytes are `raw` (back to back), in
+    /// parallel: their unfiltered bytes, back to back, in a buffer that is never zeroed (each
+    /// chunk is decoded straight into its place).
     ///
     /// # Errors
-    /// A chunk whose checksum differs or that does not decode to its size.
-    pub(crate) fn decode(&self, range: std::ops::Range<usize>, raw: &[u8], out: &mut [u8]) -> Result<(), ChunkError> {
+    /// A chunk whose checksum differs or that does not decode to its size, or a buffer that
+    /// cannot be allocated (reported as chunk `range.start`).
+    #[allow(unsafe_code)]
+    pub(crate) fn decode(&self, range: std::ops::Range<usize>, raw: &[u8]) -> Result<Vec<u8>, ChunkError> {
         let (first, log2) = (range.start, self.log2);
         let chunks = self.chunks.get(range.clone()).ok_or((first, format!("no chunks {range:?}")))?;
         let starts = stored_offsets(chunks).ok_or((first, "chunk sizes overflow".to_owned()))?;
@@ -130,10 +133,17 @@ impl ChunkedTile<'_> {
             return Err((first, format!("chunks hold {:?} stored bytes, {} were read", starts.last(), raw.len())));
         }
         let at = |j: usize| ((j as u64) << log2).min(self.unfiltered);
-        if at(range.end).checked_sub(at(first)) != Some(out.len() as u64) {
-            return Err((first, format!("chunks {range:?} do not fill {} bytes", out.len())));
+        let len = at(range.end).saturating_sub(at(first));
+        let len = usize::try_from(len).map_err(|_| (first, format!("{len} bytes do not fit in memory")))?;
+        let mut out: Vec<u8> = Vec::new();
+        out.try_reserve_exact(len).map_err(|e| (first, format!("cannot allocate {len} bytes: {e}")))?;
+        let spare = &mut out.spare_capacity_mut()[..len];
+        // Chunk `first + i` goes to piece `i` of `spare`: there must be one piece per chunk (only
+        // the tile's last chunk may be short), and `decode_into` then writes every byte of each.
+        if len.div_ceil(1 << log2) != chunks.len() {
+            return Err((first, format!("chunks {range:?} do not make {len} bytes")));
         }
-        out.par_chunks_mut(1 << log2).zip(chunks.par_iter().zip(starts.par_windows(2))).enumerate().try_for_each(
+        spare.par_chunks_mut(1 << log2).zip(chunks.par_iter().zip(starts.par_windows(2))).enumerate().try_for_each(
             |(i, (dst, (c, w)))| {
                 let bytes = &raw[w[0] as usize..w[1] as usize];
                 let sum = xxh3_64(bytes);
@@ -143,7 +153,11 @@ impl ChunkedTile<'_> {
                 }
                 self.filters.decode_into(bytes, self.elem_size, dst).map_err(|e| (first + i, e.to_string()))
             },
-        )
+        )?;
+        // SAFETY: every one of the first `len` bytes was written by `decode_into` (above), and the
+        // capacity is at least `len`.
+        unsafe { out.set_len(len) };
+        Ok(out)
     }
 }
 
@@ -177,9 +191,9 @@ mod tests {
             let raw = &stored[starts[from] as usize..starts[to] as usize];
             let lo = from << 12;
             let hi = (to << 12).min(len);
-            let mut out = vec![0u8; hi.saturating_sub(lo)];
             let tile = ChunkedTile { filters, elem_size: 4, log2: 12, unfiltered: len as u64, chunks: &chunks };
-            tile.decode(from..to, raw, &mut out).unwrap();
+            let out = tile.decode(from..to, raw).unwrap();
+            prop_assert_eq!(out.len(), hi.saturating_sub(lo));
             prop_assert_eq!(&out[..], &data[lo.min(len)..hi]);
         }
     }
@@ -191,9 +205,8 @@ mod tests {
         let (mut stored, chunks, _) = encode_chunked(filters, &data, 1, 12).unwrap();
         let starts = stored_offsets(&chunks).unwrap();
         stored[starts[5] as usize + 3] ^= 0x10;
-        let mut out = vec![0u8; data.len()];
         let tile = ChunkedTile { filters, elem_size: 1, log2: 12, unfiltered: data.len() as u64, chunks: &chunks };
-        let (j, what) = tile.decode(0..chunks.len(), &stored, &mut out).unwrap_err();
+        let (j, what) = tile.decode(0..chunks.len(), &stored).unwrap_err();
         assert_eq!(j, 5);
         assert!(what.contains("checksum mismatch"), "{what}");
         assert!(wants_chunks(8193, 12) && !wants_chunks(8192, 12));

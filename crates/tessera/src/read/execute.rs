@@ -523,10 +523,10 @@ fn read_chunks(
         };
         let raw =
             array.ctx.storage().read_immutable(&path, entry.offset + s0, s1 - s0).map_err(|e| storage_err(&path, e))?;
-        let (lo, hi) = (a << log2, (b << log2).min(entry.unfiltered_size));
-        let mut run = vec![0u8; (hi - lo) as usize];
+        let lo = a << log2;
         let _u = stats::timer(Timer::ReaderUnfilterTiles);
-        tile.decode(a as usize..b as usize, &raw, &mut run)
+        let run = tile
+            .decode(a as usize..b as usize, &raw)
             .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
         read += s1 - s0;
         out.push((lo, run));

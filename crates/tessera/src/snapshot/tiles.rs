@@ -190,7 +190,6 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
             return Err(tile_err("chunks recorded for a file without filters".into()));
         }
         let _u = stats::timer(Timer::ReaderUnfilterTiles);
-        let mut out = alloc_tile(entry.unfiltered_size).map_err(tile_err)?;
         let log2 = fragment.chunks.log2;
         let tile = ChunkedTile {
             filters: &spec.filters,
@@ -199,7 +198,7 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
             unfiltered: entry.unfiltered_size,
             chunks,
         };
-        tile.decode(0..chunks.len(), &raw, &mut out).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
+        let out = tile.decode(0..chunks.len(), &raw).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
         return finish_tile(array, specs, r, Bytes::from_vec(out));
     }
     let blocks = &fragment.blocks;
@@ -219,16 +218,6 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
         Bytes::from_vec(out)
     };
     finish_tile(array, specs, r, tile)
-}
-
-/// A zeroed buffer for an unfiltered tile of `len` bytes (already checked against the limits),
-/// or why it cannot be allocated.
-pub(crate) fn alloc_tile(len: u64) -> std::result::Result<Vec<u8>, String> {
-    let n = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|e| format!("cannot allocate {n} bytes: {e}"))?;
-    v.resize(n, 0);
-    Ok(v)
 }
 
 /// An unfiltered tile made ready for readers: moved to row-major order, bool bytes and offsets
