@@ -42,6 +42,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "fewest small sparse fragments for which an open array builds its update index",
     ),
     (
+        "sm.read.batch_size",
+        "33554432",
+        "bytes of unfiltered tiles a dense read decodes and copies at once (capped by sm.memory_budget; a single larger tile is read alone): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
+    ),
+    (
         "sm.read.max_result_bytes",
         "0",
         "largest result a read into new buffers may allocate (0: the memory the system reports available); a larger read fails before allocating: read it in batches",
@@ -194,6 +199,11 @@ impl Config {
     /// Bytes of unfiltered tiles a read holds at once.
     pub fn memory_budget(&self) -> u64 {
         self.num("sm.memory_budget").max(1)
+    }
+    /// Bytes of unfiltered tiles a dense read decodes and copies at once: `sm.read.batch_size`,
+    /// at most the memory budget.
+    pub fn read_batch_size(&self) -> u64 {
+        self.num("sm.read.batch_size").clamp(1, self.memory_budget())
     }
     /// The limits on what bytes on disk may make the engine allocate.
     pub fn limits(&self) -> Limits {

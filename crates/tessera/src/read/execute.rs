@@ -104,6 +104,9 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     // Fragment by fragment, tiles in file order: neighbours coalesce.
     keys.sort_unstable();
     let budget = array.ctx.config().memory_budget();
+    // Batches of `sm.read.batch_size` (a tile larger than that alone): tiles are decoded and
+    // copied a few at a time, so each batch reuses the memory the last one freed.
+    let batch_size = array.ctx.config().read_batch_size();
     let mut batch: Vec<TileKey> = Vec::new();
     let mut batch_bytes = 0u64;
     for key in keys {
@@ -116,7 +119,7 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
             bytes,
             budget,
         )?;
-        if !batch.is_empty() && batch_bytes.saturating_add(bytes) > budget {
+        if !batch.is_empty() && batch_bytes.saturating_add(bytes) > batch_size {
             run_batch(array, &specs, &wanted, &std::mem::take(&mut batch), &by_tile, sinks)?;
             batch_bytes = 0;
         }
