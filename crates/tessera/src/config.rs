@@ -43,8 +43,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sm.read.batch_size",
-        "33554432",
-        "bytes of unfiltered tiles a dense read decodes and copies at once (capped by sm.memory_budget; a single larger tile is read alone): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
+        "16777216",
+        "bytes of unfiltered tiles a dense read decodes and copies at once, or one tile per compute thread when tiles are larger (sm.memory_budget bounds both): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
     ),
     (
         "sm.read.max_result_bytes",
@@ -200,10 +200,10 @@ impl Config {
     pub fn memory_budget(&self) -> u64 {
         self.num("sm.memory_budget").max(1)
     }
-    /// Bytes of unfiltered tiles a dense read decodes and copies at once: `sm.read.batch_size`,
-    /// at most the memory budget.
+    /// Bytes of unfiltered tiles a dense read decodes and copies at once (`sm.read.batch_size`;
+    /// readers also take one tile per compute thread, within the memory budget).
     pub fn read_batch_size(&self) -> u64 {
-        self.num("sm.read.batch_size").clamp(1, self.memory_budget())
+        self.num("sm.read.batch_size").max(1)
     }
     /// The limits on what bytes on disk may make the engine allocate.
     pub fn limits(&self) -> Limits {

@@ -280,9 +280,10 @@ fn huge_tiles_are_refused_before_allocating() {
 }
 
 /// Points in each of 24 compressed 4 MiB tiles (96 MiB unfiltered): the read decodes and copies
-/// its tiles in batches of `sm.read.batch_size`, not all at once, though the memory budget
-/// (1 GiB) would admit them all (holding hundreds of decoded tiles made a 10K-point read spend
-/// more time in page faults than in decoding). A batch size of 1 GiB holds every tile.
+/// its tiles in batches of `sm.read.batch_size` (here two tiles, one per compute thread), not all
+/// at once, though the memory budget (1 GiB) would admit them all (holding hundreds of decoded
+/// tiles made a 10K-point read spend more time in page faults than in decoding). A batch size of
+/// 1 GiB holds every tile.
 #[test]
 fn a_read_of_many_tiles_holds_one_batch_of_them() {
     let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());

@@ -104,9 +104,11 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     // Fragment by fragment, tiles in file order: neighbours coalesce.
     keys.sort_unstable();
     let budget = array.ctx.config().memory_budget();
-    // Batches of `sm.read.batch_size` (a tile larger than that alone): tiles are decoded and
-    // copied a few at a time, so each batch reuses the memory the last one freed.
+    // Batches of `sm.read.batch_size`, or of one tile per compute thread when tiles are larger
+    // (so that every core decodes): tiles are decoded and copied a few at a time, and each batch
+    // reuses the memory the last one freed. The memory budget bounds every batch.
     let batch_size = array.ctx.config().read_batch_size();
+    let threads = array.ctx.config().compute_concurrency();
     let mut batch: Vec<TileKey> = Vec::new();
     let mut batch_bytes = 0u64;
     for key in keys {
@@ -119,7 +121,8 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
             bytes,
             budget,
         )?;
-        if !batch.is_empty() && batch_bytes.saturating_add(bytes) > batch_size {
+        let next = batch_bytes.saturating_add(bytes);
+        if !batch.is_empty() && (next > budget || (next > batch_size && batch.len() >= threads)) {
             run_batch(array, &specs, &wanted, &std::mem::take(&mut batch), &by_tile, sinks)?;
             batch_bytes = 0;
         }
