@@ -105,6 +105,7 @@ bench: build bench-deps
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/s3_bench.py
 	$(PY) bench/layout_bench.py
+	$(PY) bench/chunk_tradeoff.py
 
 # A short run of the same benchmarks (~100 MB dense, 1M sparse points; a few minutes).
 bench-quick: build bench-deps

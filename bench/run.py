@@ -426,7 +426,8 @@ make bench-quick    # the same workloads at ~100 MB / 1M points
 Everything lives in `bench/`: `ais.py` (the AIS-like data generator), `sparse_ais.py` (the sparse
 benchmark), `dense.py` (the dense workloads), `dask_bench.py` (Dask against Zarr and Parquet on a
 cluster of 2 worker processes), `open_cost.py` (open time against the fragment count, against
-TileDB-Py), `s3_bench.py` (object storage: Tessera, Zarr and TileDB-Py on a local S3 server; the
+TileDB-Py), `chunk_tradeoff.py` (what the chunk size of compressed tiles costs and gains, on two
+data sets), `s3_bench.py` (object storage: Tessera, Zarr and TileDB-Py on a local S3 server; the
 last section of this page), `common.py` (timing, fsync/fadvise, machine limits, tables), `adapters/` (one small module per engine, each documenting the method it uses),
 `run.py` (the suite, this page and the plots), `profile_tessera.py` (the engine's statistics of a
 slow sparse read). Results: `bench/out/results.json` (every run of every figure, versions, machine
