@@ -16,8 +16,9 @@
 //! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
 //!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned): `bool` as
 //!   `Boolean`, `datetime64` as `Date32` (unit D) or `Timestamp` (ms, us, ns; s, m and h as
-//!   milliseconds, exactly) with NaT as null, as pandas and pyarrow write NaT; for CSV, as ISO
-//!   text with NaT as `NaT`.
+//!   milliseconds, exactly) with NaT as null, as pandas and pyarrow write NaT (and a null of a
+//!   date or timestamp column is read back as NaT into a `datetime64` attribute that is not
+//!   nullable); for CSV, as ISO text with NaT as `NaT`.
 //! - [`Inference`] learns the type and range of a column for `tessera import`.
 //!
 //! Arrow buffers are in the host's byte order and the engine's are little-endian, so the CLI
@@ -295,9 +296,16 @@ pub(crate) type RowError = (usize, String);
 pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -> Result<(), RowError> {
     let mut p = Pusher { spec, buf, time: time_unit_of(a.data_type()) };
     let nulls = a.logical_nulls().filter(|n| n.null_count() > 0);
-    if let Some(n) = nulls.as_ref().filter(|_| !spec.nullable) {
+    // A null of a date or timestamp column is NaT in a datetime64 attribute that is not nullable:
+    // Parquet has no NaT, and pandas, pyarrow and `tessera read` write NaT as null.
+    let nat_for_null = !spec.nullable
+        && spec.dim.is_none()
+        && matches!(spec.kind, Kind::Int(Datatype::Datetime64(_)))
+        && matches!(a.data_type(), DataType::Timestamp(..) | DataType::Date32 | DataType::Date64);
+    if let Some(n) = nulls.as_ref().filter(|_| !spec.nullable && !nat_for_null) {
         return Err((n.iter().position(|v| !v).unwrap_or(0), p.null().err().unwrap_or_default()));
     }
+    let start = p.buf.data.len();
     let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
     p.buf.data.reserve(a.len() * p.size());
     if let Some(s) = a.as_string_opt::<i32>().filter(|_| spec_is_text(a.data_type(), spec)) {
@@ -328,6 +336,12 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
         D::LargeBinary => p.strings(a.as_binary::<i64>().value_offsets(), a.as_binary::<i64>().values(), &valid, false),
         t => Err((0, format!("internal error: Arrow type {t} reached the conversion"))),
     }?;
+    if let Some(n) = nulls.as_ref().filter(|_| nat_for_null) {
+        let cells = p.buf.data[start..].chunks_exact_mut(8);
+        for (cell, _) in cells.zip(n.iter()).filter(|(_, valid)| !valid) {
+            cell.copy_from_slice(&NAT.to_le_bytes());
+        }
+    }
     if spec.nullable {
         p.buf.validity.extend((0..a.len()).map(|i| u8::from(valid(i))));
     }
@@ -512,8 +526,8 @@ impl Pusher<'_> {
                     format!("no value (null), but {role} is not nullable (write \"\" for an empty string)")
                 }
                 (false, Kind::Int(Datatype::Datetime64(_))) => format!(
-                    "no value (null), but {role} is not nullable (in CSV, write NaT for not-a-time; Parquet has no \
-                     NaT, pandas and tessera write it as null)"
+                    "no value (null), but {role} is not nullable (in CSV, write NaT for not-a-time; a null of a \
+                     Parquet date or timestamp column is NaT)"
                 ),
                 (false, _) => format!("no value (null), but {role} is not nullable"),
             });

@@ -215,8 +215,9 @@ may be BOOLEAN, INT32, INT64 (also unsigned), FLOAT, DOUBLE, BYTE_ARRAY strings,
 integers go into float attributes only when exact. bool takes BOOLEAN (CSV: true, false, 1 or 0, \
 any case). datetime64[unit] takes TIMESTAMP of any unit or time zone (as UTC) and DATE, converted \
 to the unit only when exact (a value finer than the unit or beyond its range is an error), or in \
-CSV ISO 8601 text (2020-01-01, 2020-01-01T12:30:00.5Z) and NaT; a Parquet null is an absent value \
-(pandas writes NaT as null), so it goes only into nullable attributes. Every row is checked before \
+CSV ISO 8601 text (2020-01-01, 2020-01-01T12:30:00.5Z) and NaT; a null of a DATE or TIMESTAMP \
+column is NaT in a datetime64 attribute that is not nullable (pandas writes NaT as null) and null \
+in a nullable one. Every row is checked before \
 anything is written, and the file becomes one fragment (one unordered write). With --sorted the \
 rows must already be in the array's global order and are streamed in chunks of 1Mi rows into one \
 global-order write (less memory; still one fragment, nothing committed on error).";
@@ -236,7 +237,8 @@ exactly, bools as true/false, times as ISO 8601 text as precise as the unit and 
 an empty field and the empty string as \"\"; Parquet writes one row group per batch, \
 zstd-compressed, nullable attributes as optional columns, bool as BOOLEAN, datetime64[D] as DATE \
 and other units as TIMESTAMP (ms, us, ns; s, m and h as ms), with NaT as null as pandas does \
-(so datetime64 attribute columns are optional; NaT and null read back alike).";
+(so datetime64 attribute columns are optional; written back, they are NaT again in attributes that \
+are not nullable, and null in nullable ones).";
 
 const IMPORT_HELP: &str = "Column types are inferred from the data: a column whose values are all \
 integers becomes int64 (a Parquet UINT64 column with values above 2^63 - 1: uint64), numbers \
