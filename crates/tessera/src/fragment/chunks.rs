@@ -116,7 +116,12 @@ pub(crate) struct ChunkedTile<'a> {
     pub chunks: &'a [Chunk],
 }
 
-impl ChunkedTile<'_> {
+impl<'a> ChunkedTile<'a> {
+    /// Tile `chunks` of the file `spec`, of `unfiltered` bytes in chunks of `2^log2`.
+    pub(crate) fn of(spec: &'a super::FileSpec, log2: u32, unfiltered: u64, chunks: &'a [Chunk]) -> Self {
+        Self { filters: &spec.filters, elem_size: spec.elem_size, log2, unfiltered, chunks }
+    }
+
     /// Verifies and unfilters chunks `range`, whose stored bytes are `raw` (back to back), in
     /// parallel: their unfiltered bytes, back to back, in a buffer that is never zeroed (each
     /// chunk is decoded straight into its place).

@@ -514,13 +514,7 @@ fn read_chunks(
     let path = file_path(array, key.0, &spec.name);
     let chunks = frag.chunks.of(f, key.1).unwrap_or(&[]);
     let starts = stored_offsets(chunks).unwrap_or_default();
-    let tile = ChunkedTile {
-        filters: &spec.filters,
-        elem_size: spec.elem_size,
-        log2,
-        unfiltered: entry.unfiltered_size,
-        chunks,
-    };
+    let tile = ChunkedTile::of(spec, log2, entry.unfiltered_size, chunks);
     let mut out = Vec::with_capacity(runs.len());
     let mut read = 0u64;
     for &(a, b) in runs {

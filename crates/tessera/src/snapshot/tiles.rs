@@ -190,14 +190,7 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
             return Err(tile_err("chunks recorded for a file without filters".into()));
         }
         let _u = stats::timer(Timer::ReaderUnfilterTiles);
-        let log2 = fragment.chunks.log2;
-        let tile = ChunkedTile {
-            filters: &spec.filters,
-            elem_size: spec.elem_size,
-            log2,
-            unfiltered: entry.unfiltered_size,
-            chunks,
-        };
+        let tile = ChunkedTile::of(spec, fragment.chunks.log2, entry.unfiltered_size, chunks);
         let out = tile.decode(0..chunks.len(), &raw).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
         return finish_tile(array, specs, r, Bytes::from_vec(out));
     }
