@@ -79,21 +79,6 @@ fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
     for i in 0..40 {
         write(&ctx, "/f", (i, i + 5), i as i32, &mut model);
     }
-    let open_reads = |ctx: &Context| {
-        stats::reset();
-        stats::enable();
-        let a = Array::open(ctx, "/f", Mode::Read).unwrap();
-        stats::disable();
-        (a.fragments().len(), stats::json())
-    };
-    vacuum(&ctx, "/f").unwrap(); // checkpoints the commit log: an open reads one log file
-    let (n, before) = open_reads(&ctx);
-    assert_eq!(n, 40);
-    assert_eq!(consolidate_fragment_metadata(&ctx, "/f").unwrap(), 40);
-    write(&ctx, "/f", (90, 99), 7, &mut model); // after the consolidated file: read from its own file
-    vacuum(&ctx, "/f").unwrap();
-    let (n, after) = open_reads(&ctx);
-    assert_eq!(n, 41);
     fn find(v: &serde_json::Value, key: &str) -> Option<u64> {
         match v {
             serde_json::Value::Object(m) => {
@@ -104,7 +89,29 @@ fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
         }
     }
     let reads = |j: &str| find(&serde_json::from_str(j).unwrap(), "vfs_read_num_requests").unwrap();
-    assert!(reads(&after) < reads(&before) / 4, "reads before {} after {}", reads(&before), reads(&after));
+    // The statistics are process-wide and other tests of this binary read at the same time: they
+    // can only add requests, so the fewest of three opens is this open's count.
+    let open_reads = |ctx: &Context| {
+        let runs: Vec<(usize, u64)> = (0..3)
+            .map(|_| {
+                stats::reset();
+                stats::enable();
+                let a = Array::open(ctx, "/f", Mode::Read).unwrap();
+                stats::disable();
+                (a.fragments().len(), reads(&stats::json()))
+            })
+            .collect();
+        runs.into_iter().min_by_key(|r| r.1).unwrap()
+    };
+    vacuum(&ctx, "/f").unwrap(); // checkpoints the commit log: an open reads one log file
+    let (n, before) = open_reads(&ctx);
+    assert_eq!(n, 40);
+    assert_eq!(consolidate_fragment_metadata(&ctx, "/f").unwrap(), 40);
+    write(&ctx, "/f", (90, 99), 7, &mut model); // after the consolidated file: read from its own file
+    vacuum(&ctx, "/f").unwrap();
+    let (n, after) = open_reads(&ctx);
+    assert_eq!(n, 41);
+    assert!(after < before / 4, "reads before {before} after {after}");
     assert_eq!(read_all(&ctx, "/f"), model);
     std::thread::sleep(std::time::Duration::from_millis(2)); // a newer name
     consolidate_fragment_metadata(&ctx, "/f").unwrap();
