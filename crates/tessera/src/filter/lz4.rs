@@ -48,18 +48,11 @@ pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError
     }
     let mut out = alloc_output(NAME, len)?;
     out.resize(len, 0);
-    decompress(body, &mut out)?;
-    Ok(out)
-}
-
-/// Decompresses the block `body` into all of `out`.
-fn decompress(body: &[u8], out: &mut [u8]) -> Result<(), FilterError> {
-    let len = out.len();
-    let written = lz4_flex::block::decompress_into(body, out).map_err(|e| corrupt(NAME, e.to_string()))?;
+    let written = lz4_flex::block::decompress_into(body, &mut out).map_err(|e| corrupt(NAME, e.to_string()))?;
     if written != len {
         return Err(corrupt(NAME, format!("block holds {written} bytes, header says {len}")));
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]

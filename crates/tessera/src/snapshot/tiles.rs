@@ -184,7 +184,7 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
     let entry = fragment.files[f].1[r.key.1 as usize];
     let tile_err = |d: String| Error::corrupt_tile(file_path(array, frag, &specs[f].name), r.key.1, d);
     let spec = &specs[f];
-    if let Some(chunks) = fragment.chunks.of(f, r.key.1) {
+    let tile = if let Some(chunks) = fragment.chunks.of(f, r.key.1) {
         // Chunks carry their own checksums: each is verified as it is decoded, in parallel.
         if spec.filters.is_empty() {
             return Err(tile_err("chunks recorded for a file without filters".into()));
@@ -192,35 +192,26 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
         let _u = stats::timer(Timer::ReaderUnfilterTiles);
         let tile = ChunkedTile::of(spec, fragment.chunks.log2, entry.unfiltered_size, chunks);
         let out = tile.decode(0..chunks.len(), &raw).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
-        return finish_tile(array, specs, r, Bytes::from_vec(out));
-    }
-    let blocks = &fragment.blocks;
-    verify_tile(&raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2)
-        .map_err(|(stored, sum)| tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})")))?;
-    let tile = if spec.filters.is_empty() {
-        if raw.len() as u64 != entry.unfiltered_size {
-            return Err(tile_err("stored size differs from unfiltered size".into()));
-        }
-        raw
-    } else {
-        let _u = stats::timer(Timer::ReaderUnfilterTiles);
-        let out = spec
-            .filters
-            .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
-            .map_err(|e| tile_err(e.to_string()))?;
         Bytes::from_vec(out)
+    } else {
+        let blocks = &fragment.blocks;
+        verify_tile(&raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2).map_err(|(stored, sum)| {
+            tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
+        })?;
+        if spec.filters.is_empty() {
+            if raw.len() as u64 != entry.unfiltered_size {
+                return Err(tile_err("stored size differs from unfiltered size".into()));
+            }
+            raw
+        } else {
+            let _u = stats::timer(Timer::ReaderUnfilterTiles);
+            let out = spec
+                .filters
+                .decode(raw.into_vec(), spec.elem_size, entry.unfiltered_size as usize)
+                .map_err(|e| tile_err(e.to_string()))?;
+            Bytes::from_vec(out)
+        }
     };
-    finish_tile(array, specs, r, tile)
-}
-
-/// An unfiltered tile made ready for readers: moved to row-major order, bool bytes and offsets
-/// checked, counted.
-fn finish_tile(array: &Snapshot, specs: &[FileSpec], r: &Request, tile: Bytes) -> Result<Bytes> {
-    let (frag, f) = (r.key.0, r.file);
-    let fragment = &array.fragments[frag];
-    let entry = fragment.files[f].1[r.key.1 as usize];
-    let tile_err = |d: String| Error::corrupt_tile(file_path(array, frag, &specs[f].name), r.key.1, d);
-    let spec = &specs[f];
     let tile = to_row_major(array, spec, fragment.sparse.is_none(), tile);
     if spec.kind == FileKind::Data && array.schema().attrs.get(spec.attr).is_some_and(|a| a.datatype == Datatype::Bool)
     {
