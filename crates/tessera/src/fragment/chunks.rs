@@ -50,6 +50,9 @@ impl ChunkIndex {
     }
 }
 
+/// A chunked tile filtered: its stored bytes, its chunks and its checksum.
+pub(crate) type EncodedTile = (Vec<u8>, Vec<Chunk>, u64);
+
 /// Whether a tile of `unfiltered` bytes of a filtered file is chunked, with chunks of `2^log2`.
 pub(crate) fn wants_chunks(unfiltered: u64, log2: u32) -> bool {
     unfiltered > 2u64 << log2
@@ -77,17 +80,106 @@ pub(crate) fn encode_chunked(
     data: &[u8],
     elem_size: usize,
     log2: u32,
-) -> Result<(Vec<u8>, Vec<Chunk>, u64), FilterError> {
+) -> Result<EncodedTile, FilterError> {
     let parts: Vec<Vec<u8>> =
         data.par_chunks(1 << log2).map(|c| filters.encode_slice(c, elem_size)).collect::<Result<_, _>>()?;
+    Ok(assemble(&parts))
+}
+
+/// A tile of a fixed-size file whose unfiltered bytes lie in a caller's buffer as runs (a tile's
+/// rows inside a larger array): filtered chunk by chunk, each chunk gathered into a small buffer
+/// that stays in cache, so the tile is never assembled whole.
+pub(crate) struct TileRuns<'a> {
+    pub filters: &'a FilterPipeline,
+    pub elem_size: usize,
+    src: &'a [u8],
+    /// `(offset in src, offset in the tile, length)`, sorted by tile offset, covering the tile.
+    runs: Vec<(usize, usize, usize)>,
+    len: usize,
+}
+
+impl<'a> TileRuns<'a> {
+    /// The tile whose bytes are `runs` of `src` (`(offset in src, offset in the tile, length)`
+    /// in any order); `None` unless the runs lie inside `src` and cover the tile's bytes
+    /// `[0, len)` exactly once.
+    pub(crate) fn new(
+        filters: &'a FilterPipeline,
+        elem_size: usize,
+        src: &'a [u8],
+        mut runs: Vec<(usize, usize, usize)>,
+    ) -> Option<Self> {
+        runs.sort_unstable_by_key(|r| r.1);
+        let mut len = 0usize;
+        for &(s, d, n) in &runs {
+            if d != len || s.checked_add(n)? > src.len() {
+                return None;
+            }
+            len = len.checked_add(n)?;
+        }
+        Some(Self { filters, elem_size, src, runs, len })
+    }
+
+    /// Unfiltered bytes of the tile.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies the tile's bytes `[lo, lo + out.len())` into `out` (inside the tile).
+    fn gather(&self, lo: usize, out: &mut [u8]) {
+        let hi = lo + out.len();
+        let mut i = self.runs.partition_point(|&(_, d, n)| d + n <= lo);
+        let mut at = lo;
+        while at < hi {
+            let (s, d, n) = self.runs[i];
+            let skip = at - d;
+            let take = (n - skip).min(hi - at);
+            out[at - lo..at - lo + take].copy_from_slice(&self.src[s + skip..s + skip + take]);
+            at += take;
+            i += 1;
+        }
+    }
+}
+
+/// [`encode_chunked`] of tiles given as runs, every chunk of every tile in parallel: per tile,
+/// the stored bytes, the chunks and the tile checksum, exactly as `encode_chunked` of the
+/// assembled tile gives them.
+///
+/// # Errors
+/// A filter failure.
+pub(crate) fn encode_chunked_runs(tiles: &[&TileRuns<'_>], log2: u32) -> Result<Vec<EncodedTile>, FilterError> {
+    let size = 1usize << log2;
+    let jobs: Vec<(usize, usize)> =
+        tiles.iter().enumerate().flat_map(|(t, r)| (0..r.len.div_ceil(size)).map(move |j| (t, j * size))).collect();
+    let parts: Vec<Vec<u8>> = jobs
+        .par_iter()
+        .map_init(Vec::new, |scratch: &mut Vec<u8>, &(t, lo)| {
+            let r = &tiles[t];
+            scratch.resize(size.min(r.len - lo), 0);
+            r.gather(lo, scratch);
+            r.filters.encode_slice(scratch, r.elem_size)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut out = Vec::with_capacity(tiles.len());
+    let mut parts = parts.into_iter();
+    for r in tiles {
+        let n = r.len.div_ceil(size);
+        let mine: Vec<Vec<u8>> = parts.by_ref().take(n).collect();
+        out.push(assemble(&mine));
+    }
+    Ok(out)
+}
+
+/// Filtered chunks `parts` of one tile, back to back: the stored bytes, the chunks and the tile
+/// checksum.
+fn assemble(parts: &[Vec<u8>]) -> EncodedTile {
     let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
     let mut chunks = Vec::with_capacity(parts.len());
-    for p in &parts {
+    for p in parts {
         chunks.push(Chunk { stored: p.len() as u64, checksum: xxh3_64(p) });
         out.extend_from_slice(p);
     }
     let sums: Vec<u64> = chunks.iter().map(|c| c.checksum).collect();
-    Ok((out, chunks, checksum_of_sums(&sums)))
+    (out, chunks, checksum_of_sums(&sums))
 }
 
 /// Where chunk `j` of a tile with `chunks` starts in the tile's stored bytes, for every `j`
@@ -201,6 +293,45 @@ mod tests {
             prop_assert_eq!(out.len(), hi.saturating_sub(lo));
             prop_assert_eq!(&out[..], &data[lo.min(len)..hi]);
         }
+    }
+
+    proptest! {
+        /// Tiles given as runs of a larger row-major buffer (a box of rows inside it, runs in any
+        /// order) store exactly what `encode_chunked` of the assembled tiles stores.
+        #[test]
+        fn runs_encode_as_the_assembled_tile(
+            tiles in prop::collection::vec((1usize..40, 1usize..300, 0usize..50, 0usize..3, any::<bool>()), 1..4),
+            log2 in 12u32..14,
+        ) {
+            let src: Vec<u8> = (0..200_000u32).map(|i| ((i / 5) % 241) as u8).collect();
+            let pipes = pipelines();
+            let mut runs = Vec::new();
+            let mut assembled = Vec::new();
+            for &(rows, width, at, p, reversed) in &tiles {
+                // `rows` rows of `width` bytes, 400 bytes apart, from byte `at * 97` of `src`.
+                let mut r: Vec<(usize, usize, usize)> = (0..rows).map(|i| (at * 97 + i * 400, i * width, width)).collect();
+                let tile: Vec<u8> = r.iter().flat_map(|&(s, _, n)| src[s..s + n].to_vec()).collect();
+                if reversed {
+                    r.reverse();
+                }
+                runs.push(TileRuns::new(&pipes[p], 4, &src, r).unwrap());
+                assembled.push((tile, p));
+            }
+            let refs: Vec<&TileRuns<'_>> = runs.iter().collect();
+            let got = encode_chunked_runs(&refs, log2).unwrap();
+            for ((tile, p), g) in assembled.iter().zip(&got) {
+                prop_assert_eq!(g, &encode_chunked(&pipes[*p], tile, 4, log2).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn runs_must_cover_the_tile_once_inside_the_buffer() {
+        let (p, src) = (&pipelines()[0], [0u8; 100]);
+        assert!(TileRuns::new(p, 1, &src, vec![(50, 10, 10), (0, 0, 10)]).is_some());
+        assert!(TileRuns::new(p, 1, &src, vec![(0, 0, 10), (50, 11, 10)]).is_none(), "a gap");
+        assert!(TileRuns::new(p, 1, &src, vec![(0, 0, 10), (50, 5, 10)]).is_none(), "an overlap");
+        assert!(TileRuns::new(p, 1, &src, vec![(0, 0, 10), (95, 10, 10)]).is_none(), "past the buffer");
     }
 
     #[test]

@@ -12,7 +12,8 @@ mod rtree;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use chunks::{
-    encode_chunked, max_chunked_len, stored_offsets, wants_chunks, ChunkedTile, DEFAULT_CHUNK_LOG2,
+    encode_chunked, encode_chunked_runs, max_chunked_len, stored_offsets, wants_chunks, ChunkedTile, TileRuns,
+    DEFAULT_CHUNK_LOG2,
 };
 pub use chunks::{Chunk, ChunkIndex};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use super::{FragmentWriter, UnfilteredTile};
 use crate::config::{check_limit, memory_limit};
 use crate::error::{QueryError, Result};
-use crate::fragment::{FileKind, FileSpec, FragmentMetadata, FragmentName, TileEntry};
+use crate::fragment::{wants_chunks, FileKind, FileSpec, FragmentMetadata, FragmentName, TileEntry, TileRuns};
 use crate::geometry::Layout;
 use crate::geometry::{
     cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
@@ -328,7 +328,7 @@ impl DenseWriter {
         let mut iter = work.into_iter().peekable();
         while iter.peek().is_some() {
             let chunk: Vec<(u64, Vec<Placement>)> = iter.by_ref().take(batch).collect();
-            let mut jobs = self.take_tiles(&schema, &fills, chunk);
+            let mut jobs = self.take_tiles(&schema, &fills, inputs, chunk);
             self.snap.ctx.install(|| {
                 jobs.par_iter_mut().for_each(|(_, tile, ps)| place_cells(&schema, &specs, inputs, &var, tile, ps));
             });
@@ -349,9 +349,11 @@ impl DenseWriter {
         &mut self,
         schema: &ArraySchema,
         fills: &[Vec<u8>],
+        inputs: &[AttrInput<'_>],
         chunk: Vec<(u64, Vec<Placement>)>,
     ) -> Vec<(u64, PartialTile, Vec<Placement>)> {
         let grid = self.snap.grid.clone();
+        let chunk_log2 = self.frag.as_ref().and_then(FragmentWriter::chunk_log2);
         let tile_cells = grid.cells_per_tile();
         let mut jobs = Vec::with_capacity(chunk.len());
         for (idx, ps) in chunk {
@@ -365,7 +367,7 @@ impl DenseWriter {
                     let direct = if grid.cell_curve.is_some() {
                         vec![false; self.specs.len()]
                     } else {
-                        direct_files(schema, &self.specs, &ps, tile_cells)
+                        direct_files(schema, &self.specs, inputs, &ps, tile_cells, chunk_log2)
                     };
                     new_tile(schema, &self.specs, fills, tile_cells, inside, covered == tile_cells, direct)
                 }
@@ -386,11 +388,14 @@ impl DenseWriter {
     ) -> Result<()> {
         let specs = &self.specs;
         let mut done = Vec::new();
+        let mut gathered = Vec::new();
         for (idx, tile, ps) in jobs {
             if tile.remaining == 0 {
                 if tile.direct.iter().any(|&d| d) {
                     let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
                     write_direct(frag, schema, specs, inputs, idx, &tile.direct, &ps[0])?;
+                    let runs = filtered_runs(schema, specs, inputs, &tile.direct, &ps[0]);
+                    gathered.extend(runs.into_iter().map(|(f, r)| (idx, f, r)));
                 }
                 done.push((idx, tile));
             } else {
@@ -407,6 +412,10 @@ impl DenseWriter {
             });
             let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
             self.snap.ctx.install(|| frag.write_tiles(ready))?;
+        }
+        if !gathered.is_empty() {
+            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            self.snap.ctx.install(|| frag.write_tile_runs(gathered))?;
         }
         Ok(())
     }
@@ -480,10 +489,18 @@ fn place_cells(
     }
 }
 
-/// Which files of a new tile can be written straight from the submit's buffers: the tile is
-/// covered by one placement whose cells form contiguous runs, and the file is unfiltered and of
-/// fixed-size cells.
-fn direct_files(schema: &ArraySchema, specs: &[FileSpec], ps: &[Placement], tile_cells: u64) -> Vec<bool> {
+/// Which files of a new tile go straight from the submit's buffers, never copied into a tile
+/// buffer: the tile is covered by one placement whose cells form contiguous runs, the file is of
+/// fixed-size cells, and it is either unfiltered (written from the runs as they are) or filtered
+/// into chunks (`chunk_log2`; each chunk gathered from the runs and filtered, see `TileRuns`).
+fn direct_files(
+    schema: &ArraySchema,
+    specs: &[FileSpec],
+    inputs: &[AttrInput<'_>],
+    ps: &[Placement],
+    tile_cells: u64,
+    chunk_log2: Option<u32>,
+) -> Vec<bool> {
     let [p] = ps else { return vec![false; specs.len()] };
     if p.shape.iter().product::<u64>() != tile_cells {
         return vec![false; specs.len()];
@@ -491,18 +508,49 @@ fn direct_files(schema: &ArraySchema, specs: &[FileSpec], ps: &[Placement], tile
     specs
         .iter()
         .map(|s| {
-            let a = &schema.attrs[s.attr];
-            let elem = match s.kind {
-                FileKind::Data if !a.is_var() => a.cell_size(),
-                FileKind::Validity => 1,
-                _ => return false,
-            };
-            s.filters.is_empty() && contiguous_runs(elem, &p.shape, &p.src, &p.dst).is_some()
+            let Some((elem, src)) = fixed_source(schema, s, inputs) else { return false };
+            if s.filters.is_empty() {
+                return contiguous_runs(elem, &p.shape, &p.src, &p.dst).is_some();
+            }
+            let chunked = chunk_log2.is_some_and(|l| wants_chunks(tile_cells.saturating_mul(elem as u64), l));
+            chunked && tile_runs(s, elem, src, p).is_some()
         })
         .collect()
 }
 
-/// Writes the direct files of a complete tile from the inputs' runs, in tile order.
+/// The cell width and the caller's buffer of a fixed-size file (data or validity), else `None`.
+fn fixed_source<'a>(schema: &ArraySchema, spec: &FileSpec, inputs: &[AttrInput<'a>]) -> Option<(usize, &'a [u8])> {
+    let a = &schema.attrs[spec.attr];
+    match spec.kind {
+        FileKind::Data if !a.is_var() => Some((a.cell_size(), inputs[spec.attr].data)),
+        FileKind::Validity => Some((1, inputs[spec.attr].validity.unwrap_or(&[]))),
+        _ => None,
+    }
+}
+
+/// The bytes of one file of the tile that placement `p` covers, as runs of the caller's buffer.
+fn tile_runs<'a>(spec: &'a FileSpec, elem: usize, src: &'a [u8], p: &Placement) -> Option<TileRuns<'a>> {
+    TileRuns::new(&spec.filters, spec.elem_size, src, contiguous_runs(elem, &p.shape, &p.src, &p.dst)?)
+}
+
+/// The direct filtered files of a complete tile, as runs of the caller's buffers.
+fn filtered_runs<'a>(
+    schema: &ArraySchema,
+    specs: &'a [FileSpec],
+    inputs: &[AttrInput<'a>],
+    direct: &[bool],
+    p: &Placement,
+) -> Vec<(usize, TileRuns<'a>)> {
+    let filtered = specs.iter().enumerate().filter(|(f, s)| direct[*f] && !s.filters.is_empty());
+    filtered
+        .filter_map(|(f, s)| {
+            let (elem, src) = fixed_source(schema, s, inputs)?;
+            Some((f, tile_runs(s, elem, src, p)?))
+        })
+        .collect()
+}
+
+/// Writes the direct unfiltered files of a complete tile from the inputs' runs, in tile order.
 fn write_direct(
     frag: &mut FragmentWriter,
     schema: &ArraySchema,
@@ -513,13 +561,10 @@ fn write_direct(
     p: &Placement,
 ) -> Result<()> {
     for (f, spec) in specs.iter().enumerate() {
-        if !direct[f] {
+        if !direct[f] || !spec.filters.is_empty() {
             continue;
         }
-        let (elem, src) = match spec.kind {
-            FileKind::Validity => (1, inputs[spec.attr].validity.unwrap_or(&[])),
-            _ => (schema.attrs[spec.attr].cell_size(), inputs[spec.attr].data),
-        };
+        let Some((elem, src)) = fixed_source(schema, spec, inputs) else { continue };
         let runs = contiguous_runs(elem, &p.shape, &p.src, &p.dst).unwrap_or_default();
         let parts: Vec<&[u8]> = runs.iter().map(|&(s, _, len)| &src[s..s + len]).collect();
         frag.write_tile_parts(idx, f, &parts)?;

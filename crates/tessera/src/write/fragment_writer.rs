@@ -12,9 +12,9 @@ use crate::config::check_limit;
 use crate::config::Config;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
-    block_sums, checksum_of_sums, encode_chunked, wants_blocks, wants_chunks, BlockIndex, Chunk, ChunkIndex, FileSpec,
-    FragmentMetadata, FragmentName, SparseIndex, TileEntry, BLOCK_LOG2, DEFAULT_CHUNK_LOG2, FRAGMENTS_DIR,
-    METADATA_FILE,
+    block_sums, checksum_of_sums, encode_chunked, encode_chunked_runs, wants_blocks, wants_chunks, BlockIndex, Chunk,
+    ChunkIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileEntry, TileRuns, BLOCK_LOG2,
+    DEFAULT_CHUNK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
 use crate::stats::{self, Counter, Timer};
@@ -126,6 +126,11 @@ impl FragmentWriter {
     }
 
     /// The fragment's name.
+    /// Chunk size (log2) of this fragment's chunked tiles; `None`: tiles are filtered whole.
+    pub(crate) fn chunk_log2(&self) -> Option<u32> {
+        self.chunk_log2
+    }
+
     pub(crate) fn name(&self) -> &FragmentName {
         &self.name
     }
@@ -206,6 +211,47 @@ impl FragmentWriter {
             })
             .collect::<Result<_>>()?;
         drop(filter_timer);
+        self.append(filtered)
+    }
+
+    /// Filters the chunked tiles `tiles` (`(index, file, bytes as runs)`), every chunk of every
+    /// tile in parallel, gathering each chunk from the caller's buffer, and appends them to
+    /// their files: as `write_tiles` of the assembled tiles, without assembling them.
+    ///
+    /// # Errors
+    /// As `write_tiles`; also a tile too small to be chunked or a writer without chunking.
+    pub(crate) fn write_tile_runs(&mut self, tiles: Vec<(u64, usize, TileRuns<'_>)>) -> Result<()> {
+        let log2 = self.chunk_log2.ok_or_else(|| QueryError::WriteState("tile runs need chunked tiles".into()))?;
+        for (index, f, r) in &tiles {
+            let what = || format!("tile {index} of {} of the fragment being written", self.specs[*f].name);
+            check_limit("sm.limits.tile_bytes", what, r.len() as u64, self.tile_limit)?;
+            if !wants_chunks(r.len() as u64, log2) || self.specs[*f].filters.is_empty() {
+                return Err(QueryError::WriteState(format!("tile {index} is not a chunked tile")).into());
+            }
+        }
+        self.start()?;
+        let filter_timer = stats::timer(Timer::WriterFilterTiles);
+        let runs: Vec<&TileRuns<'_>> = tiles.iter().map(|t| &t.2).collect();
+        let encoded = encode_chunked_runs(&runs, log2)?;
+        drop(filter_timer);
+        let filtered = tiles
+            .iter()
+            .zip(encoded)
+            .map(|((index, file, r), (bytes, chunks, checksum))| FilteredTile {
+                index: *index,
+                file: *file,
+                unfiltered: r.len() as u64,
+                bytes,
+                checksum,
+                sums: Vec::new(),
+                chunks,
+            })
+            .collect();
+        self.append(filtered)
+    }
+
+    /// Appends filtered tiles to their files and records their index entries.
+    fn append(&mut self, filtered: Vec<FilteredTile>) -> Result<()> {
         let _t = stats::timer(Timer::WriterWriteTiles);
         for t in filtered {
             let (index, f) = (t.index, t.file);
