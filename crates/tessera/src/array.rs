@@ -309,9 +309,7 @@ impl Array {
             return Err(QueryError::Layout("read_points reads dense arrays; use sparse_query".into()).into());
         }
         let cols = self.snap.ctx.install(|| crate::write::coord_ordinals(&self.snap.schema, coords))?;
-        let n = cols.first().map_or(0, Vec::len);
-        let points: Vec<Vec<u64>> = (0..n).map(|i| cols.iter().map(|c| c[i]).collect()).collect();
-        ReadQuery::points(&self.snap, points, attrs)?.read_all()
+        ReadQuery::points(&self.snap, cols, attrs)?.read_all()
     }
 
     /// Deletes the cells at the given coordinates (one column per dimension): writes a delete

@@ -38,15 +38,15 @@ pub(crate) struct ResultSpace {
     pub ranges: Vec<Vec<[u64; 2]>>,
     /// Cells per dimension (sum of range lengths).
     pub shape: Vec<u64>,
-    /// Point reads: the normalized coordinates of each result cell (then `ranges` and `shape`
-    /// are unused).
+    /// Point reads: per dimension, the normalized coordinate of each result cell (then
+    /// `ranges` and `shape` are unused).
     pub points: Option<Vec<Vec<u64>>>,
 }
 
 impl ResultSpace {
     pub(crate) fn total(&self) -> u64 {
         match &self.points {
-            Some(p) => p.len() as u64,
+            Some(p) => p.first().map_or(0, Vec::len) as u64,
             None => self.shape.iter().product(),
         }
     }
@@ -54,13 +54,12 @@ impl ResultSpace {
     /// Splits result cells `[c0, c1)` into domain boxes with their place in a buffer that holds
     /// exactly those cells.
     pub(crate) fn pieces(&self, grid: &TileGrid, c0: u64, c1: u64) -> Vec<(Rect, Strided)> {
-        if let Some(points) = &self.points {
+        if let Some(cols) = &self.points {
             // Each point is a one-cell box at its own place in the result.
-            return points[c0 as usize..c1 as usize]
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    (p.iter().map(|&x| [x, x]).collect(), Strided { offset: i as u64, strides: vec![0; p.len()] })
+            return (c0..c1)
+                .map(|i| {
+                    let rect = cols.iter().map(|c| [c[i as usize], c[i as usize]]).collect();
+                    (rect, Strided { offset: i - c0, strides: vec![0; cols.len()] })
                 })
                 .collect();
         }
@@ -159,6 +158,9 @@ pub(crate) fn plan(
     c0: u64,
     c1: u64,
 ) -> (Vec<CopyOp>, Vec<FillOp>) {
+    if let Some(cols) = &space.points {
+        return plan_points(cols, grid, fragments, c0, c1);
+    }
     let mut ops = TilePlan { grid, fragments, copies: Vec::new(), fills: Vec::new() };
     let franges: Vec<Rect> = fragments.iter().map(|f| grid.tile_range(&f.domain)).collect();
     for (rect, dst) in space.pieces(grid, c0, c1) {
@@ -170,6 +172,61 @@ pub(crate) fn plan(
         }
     }
     (ops.copies, ops.fills)
+}
+
+/// Plans point reads, result cells `[c0, c1)` (`cols`: per dimension, each point's normalized
+/// coordinate): as `plan` of one-cell boxes, without their rectangle arithmetic. A point is
+/// copied from the newest dense fragment whose domain holds it, unless a newer delete rectangle
+/// holds it (fill value); a point no fragment holds takes the fill value. Copies are of one
+/// cell, one dimension.
+fn plan_points(
+    cols: &[Vec<u64>],
+    grid: &TileGrid,
+    fragments: &[FragmentMetadata],
+    c0: u64,
+    c1: u64,
+) -> (Vec<CopyOp>, Vec<FillOp>) {
+    let nd = cols.len();
+    let franges: Vec<Rect> = fragments.iter().map(|f| grid.tile_range(&f.domain)).collect();
+    // Tile strides of each fragment's tile range (row- or column-major tile orders).
+    let fstrides: Vec<Vec<u64>> = franges
+        .iter()
+        .map(|r| strides(&r.iter().map(|[lo, hi]| hi - lo + 1).collect::<Vec<_>>(), grid.tile_order))
+        .collect();
+    let holds = |r: &Rect, p: &[u64]| r.iter().zip(p).all(|(b, x)| b[0] <= *x && *x <= b[1]);
+    let one = |offset: u64| Strided { offset, strides: vec![1] };
+    let (mut copies, mut fills) = (Vec::with_capacity((c1 - c0) as usize), Vec::new());
+    let (mut p, mut tc, mut lo) = (vec![0u64; nd], vec![0u64; nd], vec![0u64; nd]);
+    for i in c0..c1 {
+        for d in 0..nd {
+            p[d] = cols[d][i as usize];
+            tc[d] = p[d] / grid.extents[d];
+            lo[d] = tc[d] * grid.extents[d];
+        }
+        let mut from = None;
+        for (fi, f) in fragments.iter().enumerate().rev() {
+            if let Some(rects) = &f.deletes {
+                if rects.iter().any(|r| holds(r, &p)) {
+                    break;
+                }
+            } else if f.is_dense() && holds(&f.domain, &p) {
+                from = Some(fi);
+                break;
+            }
+        }
+        let dst = one(i - c0);
+        let Some(fi) = from else {
+            fills.push(FillOp { shape: vec![1], dst });
+            continue;
+        };
+        let tile = if grid.tile_curve.is_some() {
+            grid.tile_index(&franges[fi], &tc)
+        } else {
+            tc.iter().zip(&franges[fi]).zip(&fstrides[fi]).map(|((t, r), s)| (t - r[0]) * s).sum()
+        };
+        copies.push(CopyOp { frag: fi, tile, shape: vec![1], src: one(grid.cell_offset(&lo, &p)), dst });
+    }
+    (copies, fills)
 }
 
 /// The part of one result piece inside one space tile.

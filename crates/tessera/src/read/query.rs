@@ -115,10 +115,11 @@ impl ReadQuery {
         })
     }
 
-    /// A read of the cells at `points` (normalized coordinates), in the order given.
+    /// A read of the cells at `points` (per dimension, each point's normalized coordinate), in
+    /// the order given.
     pub(crate) fn points(array: &Snapshot, points: Vec<Vec<u64>>, attrs: &[&str]) -> Result<Self> {
         let idx = resolve_attrs(array.schema(), attrs)?;
-        let n = points.len() as u64;
+        let n = points.first().map_or(0, Vec::len) as u64;
         let space = ResultSpace { layout: Layout::RowMajor, ranges: Vec::new(), shape: vec![n], points: Some(points) };
         Ok(Self { array: array.clone(), attrs: idx, space, cursor: 0, condition: None })
     }
