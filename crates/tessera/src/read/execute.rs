@@ -364,7 +364,7 @@ pub(crate) fn count_copied(var: bool, bytes: u64) {
 }
 
 /// The runs of blocks read of one tile: (first byte in the tile, bytes).
-type BlockRuns = Vec<(u64, Vec<u8>)>;
+type BlockRuns = Vec<(u64, Bytes)>;
 
 /// A tile of a file read in part: (tile, file), the size of its units (blocks or chunks) as a
 /// power of two, and the unit ranges `[a, b)` to read.
@@ -479,10 +479,13 @@ fn read_blocks(
     for &(a, b) in runs {
         let start = a << log2;
         let end = (b << log2).min(entry.stored_size);
-        let mut run = vec![0u8; (end - start) as usize];
-        let dst = &mut run[..];
-        array.ctx.storage().read_immutable_into(&path, entry.offset + start, dst).map_err(|e| storage_err(&path, e))?;
-        for (i, block) in dst.chunks(1 << log2).enumerate() {
+        // Mapped files give their bytes in place: blocks are verified and copied from the map.
+        let run = array
+            .ctx
+            .storage()
+            .read_immutable(&path, entry.offset + start, end - start)
+            .map_err(|e| storage_err(&path, e))?;
+        for (i, block) in run.chunks(1 << log2).enumerate() {
             let k = a as usize + i;
             let sum = xxh3_64(block);
             let want = sums.get(k).copied().unwrap_or(!sum);
@@ -529,7 +532,7 @@ fn read_chunks(
             .decode(a as usize..b as usize, &raw)
             .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
         read += s1 - s0;
-        out.push((lo, run));
+        out.push((lo, Bytes::from_vec(run)));
     }
     Ok((out, read))
 }
