@@ -22,12 +22,13 @@ and every check is exact:
   stays visible, so the region holds a known multiset in which a cell read twice, a lost write
   or a deleted cell that came back all show.
 * ``chunked``: like ``dense`` (the same ops and values), but with chunked tiles: a zstd-filtered
-  int64 array of 32 x 64 tiles (16 KiB, four chunks of ``sm.tile_chunk_size`` = 4096 bytes,
-  ``CHUNKED_CONFIG``, which the writers and consolidators use). Writer ``w`` owns rows
-  ``[w*48, (w+1)*48)`` of all 128 columns, so each op covers two tiles whole (filtered chunk by
-  chunk straight from the caller's buffer) and half of two more, which it shares with the next
-  or previous writer (assembled from its cells and the fill). Deletes remove whole columns of
-  the block (``i % 128 % 3 == 0``) by ranges.
+  int64 array of 40 x 60 tiles (19200 bytes: four chunks of ``sm.tile_chunk_size`` = 4096 bytes
+  and a shorter fifth, ``CHUNKED_CONFIG``, which the writers and consolidators use; a tile row
+  is 480 bytes, so chunks begin inside rows). Writer ``w`` owns rows ``[w*60, (w+1)*60)`` of
+  all 120 columns, so each slab op covers two tiles whole (filtered chunk by chunk straight
+  from the caller's rows) and half of two more, which it shares with the next or previous
+  writer (assembled from its cells and the fill). Deletes remove whole columns of the block
+  (``i % 120 % 3 == 0``) by ranges.
 
 Roles:
 
@@ -75,13 +76,13 @@ DENSE_KINDS = ("dense", "chunked")
 #: Writers at most (the arrays' domains have room for this many regions).
 MAX_WRITERS = 8
 #: Dense kinds: rows per writer block, columns (the whole width), and the tile shape.
-BLOCK = {"dense": (4, 8), "chunked": (48, 128)}
-TILE = {"dense": (3, 5), "chunked": (32, 64)}
+BLOCK = {"dense": (4, 8), "chunked": (60, 120)}
+TILE = {"dense": (3, 5), "chunked": (40, 60)}
 #: Points per writer and op: dense block cells, sparse points, dups points.
 K = {"sparse": 16, "dups": 4, **{kind: br * bc for kind, (br, bc) in BLOCK.items()}}
 FILL = -1
-#: Chunked tiles: a 32 x 64 int64 tile (16 KiB) is more than two chunks of 4 KiB, so its
-#: filtered attribute is stored as four independently filtered chunks.
+#: Chunked tiles: a 40 x 60 int64 tile (19200 bytes) is more than two chunks of 4 KiB, so its
+#: filtered attribute is stored as five independently filtered chunks.
 CHUNKED_CONFIG = {"sm.tile_chunk_size": "4096"}
 #: Partial reads of ``chunked``: without the tile cache, which would otherwise hold whole tiles.
 PARTIAL_READ_CONFIG = {**CHUNKED_CONFIG, "sm.tile_cache_size": "0"}

@@ -97,9 +97,9 @@ def test_writers_readers_and_consolidators_in_processes(tmp_path: pathlib.Path) 
 
 def test_the_chunked_kind_stores_chunked_tiles_that_partial_reads_decode_in_part(tmp_path: pathlib.Path) -> None:
     """The ``chunked`` array of the stress test really has chunked tiles, and its partial reads
-    decode one 4 KiB chunk of each 16 KiB tile they touch (else the stress test would not
+    decode one 4 KiB chunk of each 19200-byte tile they touch (else the stress test would not
     exercise them): after one slab write of each writer (two whole tiles and two half tiles
-    each), two rows of a whole tile and three rows of a shared half tile; both pass the
+    each), two rows of a whole tile and three rows across two shared half tiles; both pass the
     readers' check."""
     worker.create_arrays(str(tmp_path), WRITERS)
     for w in range(WRITERS):
@@ -107,7 +107,7 @@ def test_the_chunked_kind_stores_chunked_tiles_that_partial_reads_decode_in_part
     uri = worker.uri_of(str(tmp_path), "chunked")
     ts.stats.enable()
     try:
-        for rows, cols, tiles in ((slice(0, 2), slice(0, 10), 1), (slice(40, 43), slice(60, 70), 2)):
+        for rows, cols, tiles in ((slice(0, 2), slice(0, 10), 1), (slice(50, 53), slice(55, 65), 2)):
             ts.stats.reset()
             with ts.open(uri, config=worker.PARTIAL_READ_CONFIG) as A:
                 A[rows, cols]
