@@ -3,24 +3,32 @@ process: ``python stress_worker.py <role> <index> <workdir> <deadline> <seed>``.
 stops by itself at ``deadline`` (``time.time()`` seconds) and prints one JSON line: its counts
 and the violations it saw.
 
-Three arrays live in ``<workdir>``, one per kind (``KINDS``); each writer ``w`` owns a region
+Four arrays live in ``<workdir>``, one per kind (``KINDS``); each writer ``w`` owns a region
 of each and applies to it a numbered sequence of operations ("ops") 0, 1, 2, ..., one commit
 each, so the state of its region after op ``n`` is a known function ``expected(kind, w, n)``
 and every check is exact:
 
-* ``dense``: a dense int64 array; writer ``w`` owns rows ``[w*R, (w+1)*R)`` (tiles of 3 x 5
+* ``dense``: a dense int64 array; writer ``w`` owns rows ``[w*4, (w+1)*4)`` (tiles of 3 x 5
   cells, so a block spans tiles and a torn write shows as a mix of ops inside a block). Op
   ``n`` writes the whole block with values encoding ``(n, w, cell)`` (as a dense slab, or when
   ``n % 4 == 2`` as a sparse update of every cell), except when ``n % 4 == 3``, which deletes
-  the cells ``DELETED`` of the block (they read as the fill value, -1).
+  the cells ``deleted(kind, i)`` of the block (they read as the fill value, -1).
 * ``sparse``: a sparse array without duplicates; writer ``w`` owns the points ``(i, w)``, i <
   16; op ``n`` writes them all (values encoding ``(n, w, i)``) or, when ``n % 4 == 3``, deletes
-  those in ``DELETED``.
+  those ``deleted``.
 * ``dups``: a sparse array allowing duplicates; op ``n`` of writer ``w`` writes the fresh
   points ``(n, w*8 + i)``, i < 4, each twice (two copies with distinct values), or, when
   ``n % 4 == 3``, deletes the points of op ``n - 1`` with even ``i``. Every op ever committed
   stays visible, so the region holds a known multiset in which a cell read twice, a lost write
   or a deleted cell that came back all show.
+* ``chunked``: like ``dense`` (the same ops and values), but with chunked tiles: a zstd-filtered
+  int64 array of 40 x 60 tiles (19200 bytes: four chunks of ``sm.tile_chunk_size`` = 4096 bytes
+  and a shorter fifth, ``CHUNKED_CONFIG``, which the writers and consolidators use; a tile row
+  is 480 bytes, so chunks begin inside rows). Writer ``w`` owns rows ``[w*60, (w+1)*60)`` of
+  all 120 columns, so each slab op covers two tiles whole (filtered chunk by chunk straight
+  from the caller's rows) and half of two more, which it shares with the next or previous
+  writer (assembled from its cells and the fill). Deletes remove whole columns of the block
+  (``i % 120 % 3 == 0``) by ranges.
 
 Roles:
 
@@ -34,6 +42,11 @@ Roles:
   ``corrupt``), and checks that ``n`` is at least every op whose commit returned before
   ``t_start`` (``missed``: a committed write not seen) and at least the op this reader saw
   last time (``backwards``: going back in time). Errors opening or reading are ``read_error``.
+  On ``chunked`` it also reads, for each writer, a few rows and columns of its block (partial
+  reads in one snapshot, ``PARTIAL_READ_CONFIG``: without the tile cache, so they decode only
+  the one or two chunks of each tile that hold them) and checks each the same way against the
+  same cells of each state (``missed`` and ``backwards`` too, the latter against whole reads as
+  well); it reads ``chunked`` whole every other round only, as that costs more than the rest.
 * ``consolidator``: in a loop, consolidates one array (everything, or a random run of
   consecutive fragments by names or by timestamps) and often vacuums it. Refusals that are
   part of the API (a sparse run with deletions not starting at the oldest fragment; a run,
@@ -57,14 +70,27 @@ import numpy as np
 
 import tessera as ts
 
-KINDS = ("dense", "sparse", "dups")
+KINDS = ("dense", "sparse", "dups", "chunked")
+#: The kinds whose arrays are dense: each writer owns a block of whole rows.
+DENSE_KINDS = ("dense", "chunked")
 #: Writers at most (the arrays' domains have room for this many regions).
 MAX_WRITERS = 8
-#: Dense: rows per writer block, columns.
-R, C = 4, 8
+#: Dense kinds: rows per writer block, columns (the whole width), and the tile shape.
+BLOCK = {"dense": (4, 8), "chunked": (60, 120)}
+TILE = {"dense": (3, 5), "chunked": (40, 60)}
 #: Points per writer and op: dense block cells, sparse points, dups points.
-K = {"dense": R * C, "sparse": 16, "dups": 4}
+K = {"sparse": 16, "dups": 4, **{kind: br * bc for kind, (br, bc) in BLOCK.items()}}
 FILL = -1
+#: Chunked tiles: a 40 x 60 int64 tile (19200 bytes) is more than two chunks of 4 KiB, so its
+#: filtered attribute is stored as five independently filtered chunks.
+CHUNKED_CONFIG = {"sm.tile_chunk_size": "4096"}
+#: Partial reads of ``chunked``: without the tile cache, which would otherwise hold whole tiles.
+PARTIAL_READ_CONFIG = {**CHUNKED_CONFIG, "sm.tile_cache_size": "0"}
+#: The configuration each kind's array is created, written and consolidated with.
+CONFIG: Dict[str, Optional[Dict[str, str]]] = {"dense": None, "sparse": None, "dups": None,
+                                               "chunked": CHUNKED_CONFIG}
+#: Value encoding (``encode``): op number, writer and cell index within the region, copy bit.
+OP_SHIFT, WRITER_SHIFT, CELL_MASK = 32, 24, (1 << 23) - 1
 #: How long vacuum waits for readers before giving up (busy) in the consolidators.
 VACUUM_WAIT_MS = 1000
 #: Violation samples of each kind each process reports (all are counted).
@@ -73,7 +99,10 @@ SAMPLES = 10
 
 def deleted(kind: str, i: np.ndarray) -> np.ndarray:
     """Whether cells/points ``i`` of a region are among those a delete op deletes."""
-    return i % 2 == 0 if kind == "dups" else i % 3 == 0
+    if kind == "chunked":
+        i = i % BLOCK[kind][1]  # whole columns of the block
+    out: np.ndarray = i % 2 == 0 if kind == "dups" else i % 3 == 0
+    return out
 
 
 def is_delete(n: int) -> bool:
@@ -81,15 +110,19 @@ def is_delete(n: int) -> bool:
 
 
 def encode(n: Any, w: int, i: Any, copy: Any) -> Any:
-    return (n << 20) | (w << 12) | (i << 1) | copy
+    return (n << OP_SHIFT) | (w << WRITER_SHIFT) | (i << 1) | copy
 
 
 def op_part(v: np.ndarray) -> np.ndarray:
-    return v >> 20
+    return v >> OP_SHIFT
+
+
+def writer_part(v: np.ndarray) -> np.ndarray:
+    return (v >> WRITER_SHIFT) & 0xFF
 
 
 def cell_part(v: np.ndarray) -> np.ndarray:
-    return (v >> 1) & 0x7FF
+    return (v >> 1) & CELL_MASK
 
 
 def uri_of(workdir: str, kind: str) -> str:
@@ -99,8 +132,12 @@ def uri_of(workdir: str, kind: str) -> str:
 def create_arrays(workdir: str, writers: int) -> None:
     assert writers <= MAX_WRITERS
     a = [ts.Attr("a", "int64", fill=FILL)]
-    ts.create(uri_of(workdir, "dense"),
-              ts.ArraySchema([ts.Dim("r", (0, MAX_WRITERS * R - 1), 3), ts.Dim("c", (0, C - 1), 5)], a))
+    for kind in DENSE_KINDS:
+        (br, bc), (tr, tc) = BLOCK[kind], TILE[kind]
+        attrs = [ts.Attr("a", "int64", fill=FILL, filters=[ts.Zstd(level=1)])] if kind == "chunked" else a
+        ts.create(uri_of(workdir, kind),
+                  ts.ArraySchema([ts.Dim("r", (0, MAX_WRITERS * br - 1), tr), ts.Dim("c", (0, bc - 1), tc)], attrs),
+                  config=CONFIG[kind])
     ts.create(uri_of(workdir, "sparse"),
               ts.ArraySchema([ts.Dim("x", (0, 63), 4), ts.Dim("y", (0, 63), 4)], a, sparse=True, capacity=4))
     ts.create(uri_of(workdir, "dups"),
@@ -114,8 +151,9 @@ def create_arrays(workdir: str, writers: int) -> None:
 def region_coords(kind: str, w: int, n: int) -> Tuple[np.ndarray, np.ndarray]:
     """Coordinates of the K cells an op ``n`` of writer ``w`` writes (in cell order i)."""
     i = np.arange(K[kind], dtype=np.int64)
-    if kind == "dense":
-        return w * R + i // C, i % C
+    if kind in DENSE_KINDS:
+        br, bc = BLOCK[kind]
+        return w * br + i // bc, i % bc
     if kind == "sparse":
         return i, np.full_like(i, w)
     return np.full_like(i, n), w * 8 + i
@@ -124,8 +162,12 @@ def region_coords(kind: str, w: int, n: int) -> Tuple[np.ndarray, np.ndarray]:
 def apply_op(workdir: str, kind: str, w: int, n: int) -> None:
     """Applies op ``n`` of writer ``w`` to the array ``kind`` (one commit)."""
     i = np.arange(K[kind], dtype=np.int64)
-    d0, d1 = ("r", "c") if kind == "dense" else ("x", "y")
-    with ts.open(uri_of(workdir, kind), "w") as W:
+    d0, d1 = ("r", "c") if kind in DENSE_KINDS else ("x", "y")
+    with ts.open(uri_of(workdir, kind), "w", config=CONFIG[kind]) as W:
+        if is_delete(n) and kind == "chunked":
+            br, bc = BLOCK[kind]
+            W.delete(ranges={d0: (w * br, (w + 1) * br - 1), d1: [(c, c) for c in range(0, bc, 3)]})
+            return
         if is_delete(n):
             a, b = region_coords(kind, w, n - 1)
             mask = deleted(kind, i)
@@ -133,11 +175,12 @@ def apply_op(workdir: str, kind: str, w: int, n: int) -> None:
             return
         a, b = region_coords(kind, w, n)
         vals = encode(n, w, i, 0)
-        if kind == "dense":
+        if kind in DENSE_KINDS:
+            br, bc = BLOCK[kind]
             if n % 4 == 2:
                 W.write({d0: a, d1: b}, vals)
             else:
-                W[w * R:(w + 1) * R, :] = vals.reshape(R, C)
+                W[w * br:(w + 1) * br, :] = vals.reshape(br, bc)
         elif kind == "sparse":
             W.write({d0: a, d1: b}, vals)
         else:
@@ -150,7 +193,7 @@ def expected(kind: str, w: int, n: int) -> np.ndarray:
     i = np.arange(K[kind], dtype=np.int64)
     if n < 0:
         return np.zeros(0, dtype=np.int64)
-    if kind in ("dense", "sparse"):
+    if kind != "dups":
         if is_delete(n):
             return np.sort(encode(n - 1, w, i[~deleted(kind, i)], 0))
         return np.sort(encode(n, w, i, 0))
@@ -161,10 +204,14 @@ def expected(kind: str, w: int, n: int) -> np.ndarray:
     return np.sort(np.concatenate([v, v | 1]))
 
 
-def classify(kind: str, w: int, n: int, got: np.ndarray) -> Optional[Tuple[str, str]]:
+def classify(kind: str, w: int, n: int, got: np.ndarray, cells: Optional[np.ndarray] = None
+             ) -> Optional[Tuple[str, str]]:
     """None if ``got`` (sorted) holds exactly the values of the state after op ``n``; else the
-    kind of difference and its details."""
+    kind of difference and its details. ``cells``: only those cells of the region were read
+    (dense kinds)."""
     want = expected(kind, w, n)
+    if cells is not None:
+        want = want[np.isin(cell_part(want), cells)]
     if np.array_equal(got, want):
         return None
     gu, gc = np.unique(got, return_counts=True)
@@ -191,15 +238,16 @@ def classify(kind: str, w: int, n: int, got: np.ndarray) -> Optional[Tuple[str, 
 def regions_of(kind: str, data: Dict[str, np.ndarray], writers: int) -> Tuple[Dict[int, np.ndarray], List[str]]:
     """Splits a whole-array read into the writers' regions (sorted values of each); checks that
     each value sits at the coordinates its encoding names (else a ``corrupt`` message)."""
-    if kind == "dense":
+    if kind in DENSE_KINDS:
         a = data["a"]
         rows, cols = np.nonzero(a != FILL)
         vals = a[rows, cols].astype(np.int64)
-        owner, local, xs = rows // R, (rows % R) * C + cols, None
+        br, bc = BLOCK[kind]
+        owner, local, xs = rows // br, (rows % br) * bc + cols, None
     else:
         x, y, vals = data["x"], data["y"], data["a"].astype(np.int64)
         owner, local, xs = (y, x, None) if kind == "sparse" else (y // 8, y % 8, x)
-    ok = ((vals >> 12) & 0xFF == owner) & (cell_part(vals) == local) & (owner < writers)
+    ok = (writer_part(vals) == owner) & (cell_part(vals) == local) & (owner < writers)
     if xs is not None:
         ok &= op_part(vals) == xs
     corrupt = [f"value {int(v)} at {kind} coordinates of writer {int(o)} cell {int(c)}"
@@ -308,7 +356,7 @@ def write_loop(workdir: str, w: int, deadline: float, seed: int, report: Report)
 
 def read_all(uri: str, kind: str) -> Dict[str, np.ndarray]:
     with ts.open(uri) as A:
-        if kind == "dense":
+        if kind in DENSE_KINDS:
             return {"a": np.asarray(A[:, :])}
         res = A.read()
         return {k: np.asarray(v) for k, v in res.items()}
@@ -330,19 +378,62 @@ def check_array(workdir: str, kind: str, writers: int, logs: Logs, last_seen: Di
         report.violation("corrupt", f"{kind}: {corrupt}")
         return
     for w, got in regions.items():
-        n = op_of(kind, got)
-        bad = classify(kind, w, n, got)
-        if bad is not None:
-            report.violation(bad[0], f"{kind} writer {w}: {bad[1]}")
+        if check_region(kind, w, got, None, required[w], last_seen, report):
+            report.counts["regions_checked"] += 1
+
+
+def check_region(kind: str, w: int, got: np.ndarray, cells: Optional[np.ndarray], required: int,
+                 last_seen: Dict[Tuple[str, int], int], report: Report) -> bool:
+    """Checks that ``got`` (sorted values of writer ``w``'s region, or of its ``cells`` only) is
+    the state after one op, no older than ``required`` nor than this reader saw last; whether
+    it is one state."""
+    where = f"{kind} writer {w}" + ("" if cells is None else f" (partial read, {len(cells)} cells)")
+    n = op_of(kind, got)
+    bad = classify(kind, w, n, got, cells)
+    if bad is not None:
+        report.violation(bad[0], f"{where}: {bad[1]}")
+        return False
+    if n < required:
+        report.violation("missed", f"{where}: read shows op {n}, but op {required} had committed before the "
+                                   f"read began")
+    prev = last_seen.get((kind, w), -1)
+    if n < prev:
+        report.violation("backwards", f"{where}: read shows op {n} after this reader saw op {prev}")
+    last_seen[(kind, w)] = max(prev, n)
+    return True
+
+
+def check_partial(workdir: str, kind: str, writers: int, rng: random.Random, logs: Logs,
+                  last_seen: Dict[Tuple[str, int], int], report: Report) -> None:
+    """Opens the array once and reads, for each writer, one to three rows and three or more
+    columns of its block (so both kept and deleted columns); checks each part as
+    ``check_array`` checks whole regions."""
+    br, bc = BLOCK[kind]
+    boxes = []
+    for w in range(writers):
+        nr, nc = rng.randint(1, 3), rng.randint(3, 24)
+        boxes.append((w, w * br + rng.randrange(br - nr + 1), nr, rng.randrange(bc - nc + 1), nc))
+    t_start = time.monotonic()
+    logs.refresh()
+    try:
+        with ts.open(uri_of(workdir, kind), config=PARTIAL_READ_CONFIG) as A:
+            parts = [np.asarray(A[r0:r0 + nr, c0:c0 + nc]).astype(np.int64) for _, r0, nr, c0, nc in boxes]
+    except ts.TesseraError as e:
+        report.violation("read_error", f"{kind} partial reads {boxes}: {type(e).__name__}: {e}")
+        return
+    report.counts[f"{kind}_partial_reads"] += 1
+    for (w, r0, nr, c0, nc), a in zip(boxes, parts):
+        local = (np.arange(r0, r0 + nr)[:, None] - w * br) * bc + np.arange(c0, c0 + nc)[None, :]
+        present = a != FILL
+        vals, at = a[present], local[present]
+        wrong = (writer_part(vals) != w) | (cell_part(vals) != at)
+        if wrong.any():
+            report.violation("corrupt", f"{kind} rows {r0}+{nr} columns {c0}+{nc}: values "
+                                        f"{vals[wrong][:3].tolist()} at writer {w} cells {at[wrong][:3].tolist()}")
             continue
-        if n < required[w]:
-            report.violation("missed", f"{kind} writer {w}: read shows op {n}, but op {required[w]} "
-                                       f"had committed before the read began")
-        prev = last_seen.get((kind, w), -1)
-        if n < prev:
-            report.violation("backwards", f"{kind} writer {w}: read shows op {n} after this reader saw op {prev}")
-        last_seen[(kind, w)] = max(prev, n)
-        report.counts["regions_checked"] += 1
+        required = logs.committed_before(kind, w, t_start)
+        if check_region(kind, w, np.sort(vals), local.ravel(), required, last_seen, report):
+            report.counts["partial_regions_checked"] += 1
 
 
 def read_loop(workdir: str, writers: int, deadline: float, seed: int, report: Report) -> None:
@@ -351,7 +442,10 @@ def read_loop(workdir: str, writers: int, deadline: float, seed: int, report: Re
     last_seen: Dict[Tuple[str, int], int] = {}
     while time.time() < deadline:
         for kind in KINDS:
-            check_array(workdir, kind, writers, logs, last_seen, report)
+            # A whole read of ``chunked`` costs more than the other kinds' together.
+            if kind != "chunked" or report.counts["rounds"] % 2 == 0:
+                check_array(workdir, kind, writers, logs, last_seen, report)
+        check_partial(workdir, "chunked", writers, rng, logs, last_seen, report)
         report.counts["rounds"] += 1
         time.sleep(rng.uniform(0, 0.003))
 
@@ -362,9 +456,10 @@ REFUSALS = ("start the run at the oldest fragment", "no fragment called", "must 
 
 def consolidate_loop(workdir: str, deadline: float, seed: int, report: Report) -> None:
     rng = random.Random(seed)
-    config = {"sm.vacuum.lock_timeout_ms": str(VACUUM_WAIT_MS), "sm.consolidation.buffer_size": "4096"}
+    common = {"sm.vacuum.lock_timeout_ms": str(VACUUM_WAIT_MS), "sm.consolidation.buffer_size": "4096"}
     while time.time() < deadline:
         kind = rng.choice(KINDS)
+        config = {**common, **(CONFIG[kind] or {})}
         uri = uri_of(workdir, kind)
         how = rng.randrange(3)
         try:

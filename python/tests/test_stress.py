@@ -1,8 +1,9 @@
 """The multi-process stress test of issue 12: writers, readers and two consolidate+vacuum loops
-run at once, each in its own process, on a dense array and on sparse arrays with and without
-duplicates (see ``stress_worker.py`` for the exact checks). No read may show a torn write, go
-back in time, miss a write whose commit returned before the read began, return a cell twice or
-bring a deleted cell back; no operation may fail.
+run at once, each in its own process, on a dense array, on sparse arrays with and without
+duplicates and on a dense array of chunked tiles read whole and in parts (see
+``stress_worker.py`` for the exact checks). No read may show a torn write, go back in time,
+miss a write whose commit returned before the read began, return a cell twice or bring a
+deleted cell back; no operation may fail.
 
 ``TESSERA_STRESS_SECONDS`` sets how long the processes run (default 20; ``make stress`` runs
 300). The counts are printed (``pytest -s``)."""
@@ -13,12 +14,14 @@ import collections
 import json
 import os
 import pathlib
+import random
 import subprocess
 import sys
 import time
 from typing import Any, Counter, Dict, List, Tuple
 
 import stress_worker as worker
+import tessera as ts
 
 WRITERS, READERS, CONSOLIDATORS = 3, 3, 2
 
@@ -87,5 +90,34 @@ def test_writers_readers_and_consolidators_in_processes(tmp_path: pathlib.Path) 
     # Everything took part, so a run without violations proves something.
     assert counts["writes"] >= 10 and counts["deletes"] >= 3, counts
     assert counts["regions_checked"] >= 30 and counts["consolidations"] >= 2, counts
+    assert counts["chunked_ops"] >= 4 and counts["partial_regions_checked"] >= 10, counts
     assert counts["final_regions_checked"] == WRITERS * len(worker.KINDS), counts
     assert not violations, f"{sum(violations.values())} violations: {dict(violations)}\n" + "\n".join(samples[:10])
+
+
+def test_the_chunked_kind_stores_chunked_tiles_that_partial_reads_decode_in_part(tmp_path: pathlib.Path) -> None:
+    """The ``chunked`` array of the stress test really has chunked tiles, and its partial reads
+    decode one 4 KiB chunk of each 19200-byte tile they touch (else the stress test would not
+    exercise them): after one slab write of each writer (two whole tiles and two half tiles
+    each), two rows of a whole tile and three rows across two shared half tiles; both pass the
+    readers' check."""
+    worker.create_arrays(str(tmp_path), WRITERS)
+    for w in range(WRITERS):
+        worker.apply_op(str(tmp_path), "chunked", w, 0)
+    uri = worker.uri_of(str(tmp_path), "chunked")
+    ts.stats.enable()
+    try:
+        for rows, cols, tiles in ((slice(0, 2), slice(0, 10), 1), (slice(50, 53), slice(55, 65), 2)):
+            ts.stats.reset()
+            with ts.open(uri, config=worker.PARTIAL_READ_CONFIG) as A:
+                A[rows, cols]
+            c = ts.stats.json()["counters"]
+            assert c["reader_num_attr_tiles_touched"] == tiles, c
+            assert c["reader_num_bytes_after_filtering"] == 4096 * tiles, c
+    finally:
+        ts.stats.disable()
+        ts.stats.reset()
+    report = worker.Report()
+    logs = worker.Logs(str(tmp_path), WRITERS)
+    worker.check_partial(str(tmp_path), "chunked", WRITERS, random.Random(1), logs, {}, report)
+    assert report.counts["partial_regions_checked"] == WRITERS and not report.violations, report.json()
