@@ -255,8 +255,8 @@ are not nullable, and null in nullable ones).";
 const IMPORT_HELP: &str = "Column types are inferred from the data: a column whose values are all \
 integers becomes int64 (a Parquet UINT64 column with values above 2^63 - 1: uint64), numbers \
 float64, a Parquet TIMESTAMP or DATE column datetime64 of its unit (DATE: D; dimensions then all \
-of that type, --domain may give ISO 8601 times, t=2020-01-01:2021-01-01, and --tile is a count \
-of the unit), BOOLEAN bool, \
+of that type, --domain may give ISO 8601 times, t=2020-01-01:2021-01-01 (read as --subarray \
+bounds), and --tile is a count of the unit), BOOLEAN bool, \
 anything else utf8 of variable length (CSV times too); a column with absent values (empty CSV fields, \
 Parquet nulls) becomes a nullable attribute. Dimensions must all have one type (an engine rule): \
 if any is float64, all are. The domain of each dimension is the range of its values unless given \

@@ -59,7 +59,7 @@ fn colon_in_time(item: &str, k: usize) -> bool {
 
 /// Splits a SPEC item into its two bounds (`None`: a single coordinate): at `..`, else at the
 /// one `:` that is not inside a time of day.
-fn split_range(item: &str) -> Result<Option<(&str, &str)>> {
+pub(crate) fn split_range(item: &str) -> Result<Option<(&str, &str)>> {
     if let Some((a, b)) = item.split_once("..") {
         if b.contains("..") {
             bail!("{item:?} has more than one '..' (expected lo..hi)");

@@ -975,6 +975,9 @@ fn foreign_times_convert_exactly_or_are_refused() {
         std::fs::read_to_string(f.path("imp.csv")).unwrap(),
         "t,flag,day,seen\n2000-02-13T00:00:00.000000000,true,2020-01-01,\n2000-02-13T00:00:00.001000000,false,1969-12-31,1970-01-01T00:01:00\n"
     );
+    // --domain splits as --subarray does: `..` too, and a time's own colons stay in the time.
+    let out = ok(&["import", &good, &f.p("imp3"), "--dims", "t", "--domain", "t=2000-02-13T00:00:00..2000-02-14"]);
+    assert!(out.contains("domain 2000-02-13T00:00:00.000000000:2000-02-14T00:00:00.000000000"), "{out}");
     let e = err(&["import", &good, &f.p("imp2"), "--dims", "flag"]);
     assert!(e.contains("column flag holds booleans; a dimension needs numbers"), "{e}");
     let e = err(&["import", &good, &f.p("imp2"), "--dims", "t,day"]);
