@@ -4,8 +4,9 @@
 //! `npyz` reads and writes the headers; the data sections are streamed as raw bytes, since C
 //! order is the engine's row-major layout and Fortran order its column-major one. A fixed-size,
 //! non-nullable attribute of `cell_val_num` n over a subarray of shape `S` is:
-//! - n = 1: the dtype of the attribute's type (`int32` → `<i4`), shape `S`; `uint8` also takes
-//!   `bool` (`|b1`) input, written as its 0/1 bytes;
+//! - n = 1: the dtype of the attribute's type (`int32` → `<i4`, `bool` → `|b1`,
+//!   `datetime64[s]` → `<M8[s]`: the same unit, NaT being the `i64` minimum in both), shape `S`;
+//!   `uint8` also takes `bool` (`|b1`) input, written as its 0/1 bytes;
 //! - `float32`/`float64` with n = 2: `complex64`/`complex128` of shape `S` (what a read gives), or
 //!   the float type with shape `S + (2,)`;
 //! - other n > 1: the value type with shape `S + (n,)`, C order only (a cell's values adjacent);
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use npyz::{DType, NpyHeader, Order, TypeChar, TypeStr, WriteOptions, WriterBuilder};
-use tessera::{ArraySchema, AttrInput, Attribute, CellValNum, Config, Datatype, Layout, Mode, Subarray};
+use tessera::{ArraySchema, AttrInput, Attribute, CellValNum, Config, Datatype, Layout, Mode, Subarray, TimeUnit};
 
 use crate::info::human;
 use crate::spec::{spec_str, Spec};
@@ -34,12 +35,13 @@ const BATCH_BYTES: u64 = 64 << 20;
 const PYTHON_HINT: &str = "use the Python API (`import tessera`), which returns offsets and validity as \
      separate arrays";
 
-/// The `.npy` form of an attribute's cells: the element type and, if any, a trailing axis of
-/// `values_axis` values per cell.
+/// The `.npy` form of an attribute's cells: the element type (with its unit for `datetime64`)
+/// and, if any, a trailing axis of `values_axis` values per cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Form {
     kind: TypeChar,
     size: u64,
+    unit: Option<TimeUnit>,
     values_axis: Option<u64>,
 }
 
@@ -49,15 +51,17 @@ impl Form {
         cells.iter().copied().chain(self.values_axis).collect()
     }
 
-    /// The NumPy type string, e.g. `<f8`, `|u1`, `|S5`.
+    /// The NumPy type string, e.g. `<f8`, `|u1`, `|S5`, `<M8[ms]`.
     fn type_str(self) -> Result<TypeStr> {
         let order = if self.size == 1 || self.kind == TypeChar::ByteStr { '|' } else { '<' };
-        format!("{order}{}{}", self.kind.to_str(), self.size).parse().map_err(|e| anyhow!("dtype: {e}"))
+        let unit = self.unit.map(|u| format!("[{}]", u.code())).unwrap_or_default();
+        format!("{order}{}{}{unit}", self.kind.to_str(), self.size).parse().map_err(|e| anyhow!("dtype: {e}"))
     }
 }
 
-/// A dtype for people: `float64 (<f8)`, `bool (|b1)`, `S4 (|S4)`.
-fn dtype_str(kind: TypeChar, size: u64, ts: &dyn std::fmt::Display) -> String {
+/// A dtype for people: `float64 (<f8)`, `bool (|b1)`, `S4 (|S4)`, `datetime64[s] (<M8[s])`.
+fn dtype_str(ts: &TypeStr) -> String {
+    let (kind, size) = (ts.type_char(), ts.size_field());
     let bits = size * 8;
     let name = match kind {
         TypeChar::Int => format!("int{bits}"),
@@ -66,6 +70,7 @@ fn dtype_str(kind: TypeChar, size: u64, ts: &dyn std::fmt::Display) -> String {
         TypeChar::Complex => format!("complex{bits}"),
         TypeChar::Bool => "bool".into(),
         TypeChar::ByteStr => format!("S{size}"),
+        TypeChar::DateTime => format!("datetime64[{}]", ts.time_units().map_or("?", |u| u.to_str())),
         k => format!("{}{size}", k.to_str()),
     };
     format!("{name} ({ts})")
@@ -90,20 +95,23 @@ fn forms(a: &Attribute, verb: &str) -> Result<Vec<Form>> {
         );
     }
     let size = a.datatype.size() as u64;
+    let unit = a.datatype.time_unit();
     let kind = match a.datatype {
-        Datatype::Utf8 => return Ok(vec![Form { kind: TypeChar::ByteStr, size: n, values_axis: None }]),
+        Datatype::Utf8 => return Ok(vec![Form { kind: TypeChar::ByteStr, size: n, unit, values_axis: None }]),
         Datatype::Float32 | Datatype::Float64 => TypeChar::Float,
+        Datatype::Bool => TypeChar::Bool,
+        Datatype::Datetime64(_) => TypeChar::DateTime,
         t if t.integer_bounds().is_some_and(|(lo, _)| lo < 0) => TypeChar::Int,
         t if t.is_integer() => TypeChar::Uint,
         t => bail!("attribute {}: type {t} has no .npy equivalent", a.name),
     };
     let values_axis = (n > 1).then_some(n);
-    let mut out = vec![Form { kind, size, values_axis }];
+    let mut out = vec![Form { kind, size, unit, values_axis }];
     if kind == TypeChar::Float && n == 2 {
-        out.insert(0, Form { kind: TypeChar::Complex, size: 2 * size, values_axis: None });
+        out.insert(0, Form { kind: TypeChar::Complex, size: 2 * size, unit, values_axis: None });
     }
     if a.datatype == Datatype::UInt8 {
-        out.push(Form { kind: TypeChar::Bool, size: 1, values_axis });
+        out.push(Form { kind: TypeChar::Bool, size: 1, unit, values_axis });
     }
     Ok(out)
 }
@@ -184,18 +192,30 @@ fn check_input(a: &Attribute, header: &NpyHeader, cells: &[u64], spec: &str, sho
         TypeChar::Object => return Err(unsupported("Python objects cannot be stored")),
         _ => {}
     }
-    let (kind, size) = (ts.type_char(), ts.size_field());
+    let (kind, size, unit) = (ts.type_char(), ts.size_field(), ts.time_units().map(npyz::TimeUnits::to_str));
     if ts.endianness() == npyz::Endianness::Big && size > 1 && kind != TypeChar::ByteStr {
         bail!(
-            "{shown}: dtype {:?} is big-endian; only little-endian data is supported (convert with arr.astype('<{}{size}'))",
+            "{shown}: dtype {:?} is big-endian; only little-endian data is supported (convert with arr.astype('<{}'))",
             ts.to_string(),
-            kind.to_str()
+            &ts.to_string()[1..]
         );
     }
     let forms = forms(a, "written")?;
-    let Some(form) = forms.iter().find(|f| f.kind == kind && f.size == size) else {
-        let want: Vec<String> =
-            forms.iter().map(|f| f.type_str().map(|t| dtype_str(f.kind, f.size, &t))).collect::<Result<_>>()?;
+    let unit_of = |f: &Form| f.unit.map(TimeUnit::code);
+    let Some(form) = forms.iter().find(|f| f.kind == kind && f.size == size && unit_of(f) == unit) else {
+        if let Some(f) = forms.iter().find(|f| f.kind == kind && f.size == size) {
+            // Counts of another unit are other times: no silent reinterpretation.
+            bail!(
+                "{shown}: dtype {} has unit {} but attribute {} is {}; no implicit conversion is done (convert \
+                 with arr.astype('{}'))",
+                dtype_str(&ts),
+                unit.unwrap_or("?"),
+                a.name,
+                a.datatype,
+                f.type_str()?
+            );
+        }
+        let want: Vec<String> = forms.iter().map(|f| f.type_str().map(|t| dtype_str(&t))).collect::<Result<_>>()?;
         let n = match a.cell_val_num {
             CellValNum::Fixed(n) if n > 1 => format!(" x {n}"),
             _ => String::new(),
@@ -203,7 +223,7 @@ fn check_input(a: &Attribute, header: &NpyHeader, cells: &[u64], spec: &str, sho
         bail!(
             "{shown}: dtype {} does not match attribute {} ({}{n}), which needs {}; no implicit casting is done \
              (convert with arr.astype('{}'))",
-            dtype_str(kind, size, &ts),
+            dtype_str(&ts),
             a.name,
             a.datatype,
             want.join(" or "),
@@ -493,7 +513,7 @@ fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
         let w = BufWriter::with_capacity(1 << 20, temps.create(path)?);
         let shape = form.shape(&cells_shape);
         let ts = form.type_str()?;
-        done.push((dtype_str(form.kind, form.size, &ts), shape_str(&shape)));
+        done.push((dtype_str(&ts), shape_str(&shape)));
         let options = WriteOptions::new_header_only().dtype(DType::Plain(ts)).shape(&shape).order(order);
         writers
             .push(options.writer(w).write_header_only().with_context(|| format!("cannot write {}", path.display()))?);
@@ -556,6 +576,9 @@ mod tests {
         assert_eq!(first(Datatype::UInt32, 3), ("<u4".into(), Some(3)));
         assert_eq!(first(Datatype::Utf8, 4), ("|S4".into(), None));
         assert_eq!(forms(&attr(Datatype::UInt8, 1), "read").unwrap()[1].kind, TypeChar::Bool);
+        assert_eq!(first(Datatype::Bool, 1), ("|b1".into(), None));
+        assert_eq!(first(Datatype::Datetime64(TimeUnit::Second), 1), ("<M8[s]".into(), None));
+        assert_eq!(first(Datatype::Datetime64(TimeUnit::Nano), 2), ("<M8[ns]".into(), Some(2)));
         let mut v = attr(Datatype::Utf8, 1);
         v.cell_val_num = CellValNum::Var;
         assert!(forms(&v, "read").unwrap_err().to_string().contains("variable-length"));

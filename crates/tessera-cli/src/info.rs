@@ -8,9 +8,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{Context as _, Result};
 use comfy_table::{presets::NOTHING, Table};
 use serde_json::{json, Value};
-use tessera::{display_datetime, Array, CellValNum, DimRange, Dimension, Extent, FilterPipeline, FragmentMetadata};
+use tessera::{Array, CellValNum, DimRange, Dimension, Extent, FilterPipeline, FragmentMetadata};
 
-use crate::spec::coords_str;
+use crate::spec::{coords_str, int_range_str};
 
 /// Writes the summary of the open array `array` to `out`, as JSON when `as_json`.
 ///
@@ -141,19 +141,15 @@ fn coords_json(r: &[DimRange]) -> Value {
 }
 
 /// A dimension's domain as `lo:hi`: floats for float dimensions whatever the JSON gave (a float
-/// dimension's domain written `[0, 10]` is read as integers); ISO times for `datetime64`.
+/// dimension's domain written `[0, 10]` is read as integers); ISO times, then the counts of the
+/// unit, for `datetime64` (both are what `--subarray` takes).
 pub(crate) fn domain_str(d: &Dimension) -> String {
     if d.is_float() {
         let (lo, hi) = d.float_domain();
         format!("{lo:?}:{hi:?}")
-    } else if let Some(u) = d.datatype.time_unit() {
-        // Times as ISO text, then the counts of the unit (what --subarray takes).
-        let (lo, hi) = d.int_domain();
-        let iso = |v: i128| i64::try_from(v).map_or_else(|_| v.to_string(), |v| display_datetime(v, u).to_string());
-        format!("{}:{} ({lo}:{hi})", iso(lo), iso(hi))
     } else {
         let (lo, hi) = d.int_domain();
-        format!("{lo}:{hi}")
+        int_range_str(d, lo, hi)
     }
 }
 

@@ -72,13 +72,15 @@ prints the example below without the comments (JSON has none).
     "dims": [                         // slowest-varying first (as in C order)
       { "name": "y",
         "type": "int64",              // int8 int16 int32 int64 uint8 uint16 uint32 uint64
+                                      //   datetime64[D|h|m|s|ms|us|ns] (schema version 3)
         "domain": [1, 3000],          // inclusive [lo, hi]; negative bounds are fine
         "tile": 500 },                // space-tile extent in cells (the unit of I/O)
       { "name": "x", "type": "int64", "domain": [1, 12000], "tile": 1000 }
     ],
     "attrs": [
       { "name": "temperature",
-        "type": "float32",            // the integer types, float32, float64, utf8
+        "type": "float32",            // the integer types, float32, float64, utf8, bool,
+                                      //   datetime64[unit] (bool, datetime64: version 3)
         "cell_val_num": 1,            // values per cell (2 for complex), or "var"
         "nullable": false,            // per-cell validity (not writable from .npy)
         "filters": [                  // applied in order to every tile
@@ -116,11 +118,20 @@ macro_rules! spec_help {
             "Comma-separated inclusive ranges lo:hi, one per dimension, in domain coordinates, e.g. \
              1:3000,1:12000 or -5:5,: . A single number n means n:n; lo: and :hi run to the domain's \
              bound; `:`, an empty item or a dimension left off at the end means the whole domain of \
-             that dimension. ",
+             that dimension; lo..hi is the same as lo:hi. Bounds may be floats on float dimensions. \
+             On datetime64 dimensions a bound is an integer count of the unit or an ISO 8601 time \
+             (2024-01-31, 2024-01-31T23:59:59.5, UTC), e.g. 2024-01-01T00:00:00:2024-01-31T23:59:59,1:10 \
+             or 2024-01-01:2024-01-31: a ':' right after the hour or the minutes of a time and before two \
+             digits (the minutes or seconds) belongs to the time, any other ':' separates the bounds; \
+             lo..hi always separates (2024-01-01T10..12: from 10 o'clock to the count 12). tessera \
+             info prints a time domain in both forms. ",
             $default
         )
     };
 }
+
+/// The long help of `tessera delete --subarray`.
+pub(crate) const DELETE_SPEC_HELP: &str = spec_help!("Required.");
 
 /// Create, inspect, write and read Tessera arrays.
 #[derive(Debug, Parser)]
@@ -198,8 +209,9 @@ pub enum MultimapCommand {
 }
 
 const WRITE_HELP: &str = "Each .npy file must have exactly the attribute's dtype (no casting: \
-int32 needs <i4, float64 <f8, ...; bool is accepted for uint8) and the subarray's shape. C-order \
-arrays are written row-major and Fortran-order ones column-major, without copying. A float32 or \
+int32 needs <i4, float64 <f8, bool |b1 (also accepted for uint8), datetime64[s] <M8[s] (the \
+same unit: another unit is an error, not converted; NaT stays NaT), ...) and the subarray's \
+shape. C-order arrays are written row-major and Fortran-order ones column-major, without copying. A float32 or \
 float64 attribute with cell_val_num 2 takes complex64/complex128 (or a trailing axis of 2); other \
 multi-value attributes take a trailing axis of cell_val_num; fixed-length utf8 takes |S<n> byte \
 strings. Variable-length and nullable attributes cannot be represented in .npy: write those with \
@@ -223,16 +235,16 @@ rows must already be in the array's global order and are streamed in chunks of 1
 global-order write (less memory; still one fragment, nothing committed on error).";
 
 const READ_HELP: &str = "Each .npy file is shaped like the subarray (with --layout global: one \
-axis of cells in the array's global order) and has the attribute's dtype; 2-value float32/float64 \
-attributes come back as complex64/complex128. row-major writes a C-order file, col-major a \
-Fortran-order one. Variable-length and nullable attributes cannot be represented in .npy: read \
+axis of cells in the array's global order) and has the attribute's dtype (bool as |b1, \
+datetime64[unit] as <M8[unit] with NaT as NaT); 2-value float32/float64 attributes come back as \
+complex64/complex128. row-major writes a C-order file, col-major a Fortran-order one. Variable-length and nullable attributes cannot be represented in .npy: read \
 those with the Python API. Files are written under a temporary name and renamed when complete.
 
 Sparse arrays: --output is one .csv (.tsv) or .parquet file: a column per dimension, then one per \
 attribute (all, or those of --attrs), a row per cell. --subarray bounds may be floats for float \
-dimensions (-12.5:47.25) and are counts of the unit for datetime64 dimensions (tessera info shows \
-a time domain both ways). --layout global gives the array's global order, row-major and col-major sort \
-by coordinates, unordered whatever is fastest. CSV writes floats as the shortest text that reads back \
+dimensions (-12.5:47.25) and ISO 8601 times or counts of the unit for datetime64 dimensions (see \
+--subarray; tessera info shows a time domain both ways). --layout global gives the array's global \
+order, row-major and col-major sort by coordinates, unordered whatever is fastest. CSV writes floats as the shortest text that reads back \
 exactly, bools as true/false, times as ISO 8601 text as precise as the unit and NaT as NaT, null as \
 an empty field and the empty string as \"\"; Parquet writes one row group per batch, \
 zstd-compressed, nullable attributes as optional columns, bool as BOOLEAN, datetime64[D] as DATE \
@@ -243,8 +255,8 @@ are not nullable, and null in nullable ones).";
 const IMPORT_HELP: &str = "Column types are inferred from the data: a column whose values are all \
 integers becomes int64 (a Parquet UINT64 column with values above 2^63 - 1: uint64), numbers \
 float64, a Parquet TIMESTAMP or DATE column datetime64 of its unit (DATE: D; dimensions then all \
-of that type, --domain may give ISO 8601 times, t=2020-01-01:2021-01-01, and --tile is a count \
-of the unit), BOOLEAN bool, \
+of that type, --domain may give ISO 8601 times, t=2020-01-01:2021-01-01 (read as --subarray \
+bounds), and --tile is a count of the unit), BOOLEAN bool, \
 anything else utf8 of variable length (CSV times too); a column with absent values (empty CSV fields, \
 Parquet nulls) becomes a nullable attribute. Dimensions must all have one type (an engine rule): \
 if any is float64, all are. The domain of each dimension is the range of its values unless given \

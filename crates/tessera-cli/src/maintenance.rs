@@ -53,9 +53,9 @@ pub struct VacuumArgs {
 pub struct DeleteArgs {
     /// The array.
     pub uri: PathBuf,
-    /// The cells to delete: inclusive `lo:hi` per dimension (floats for float dimensions; `:` or
-    /// omitted: the whole dimension).
-    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
+    /// The cells to delete: inclusive `lo:hi` per dimension (floats for float dimensions, ISO
+    /// 8601 times or counts for datetime64 ones; `:` or omitted: the whole dimension).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true, long_help = crate::DELETE_SPEC_HELP)]
     pub subarray: String,
 }
 

@@ -399,13 +399,17 @@ fn domain_of<T: std::str::FromStr>(d: &str, v: &str, ok: impl Fn(&T) -> bool, wh
     Ok((p(a)?, p(b)?))
 }
 
-/// Parses `--domain` value `v` of `datetime64[u]` dimension `d`: `LO:HI` of counts of `u`, or
-/// of ISO 8601 times (whose own colons are told apart by trying each split).
+/// Parses `--domain` value `v` of `datetime64[u]` dimension `d`: `LO:HI` (or `LO..HI`) of
+/// counts of `u` or ISO 8601 times, split as `--subarray` items are (a time's own colons stay).
 fn time_domain(d: &str, v: &str, u: TimeUnit) -> Result<(i128, i128)> {
-    let iso = |s: &str| parse_datetime(s, u).ok().filter(|&t| t != NAT).map(i128::from);
-    domain_of(d, v, |_: &i128| true, "")
+    let bound = |s: &str| {
+        let s = s.trim();
+        s.parse().ok().or_else(|| parse_datetime(s, u).ok().filter(|&t| t != NAT).map(i128::from))
+    };
+    crate::spec::split_range(v)
         .ok()
-        .or_else(|| v.match_indices(':').find_map(|(k, _)| Some((iso(&v[..k])?, iso(&v[k + 1..])?))))
+        .flatten()
+        .and_then(|(a, b)| Some((bound(a)?, bound(b)?)))
         .ok_or_else(|| anyhow!("--domain {d}={v}: expected LO:HI, ISO 8601 times or integer counts of {}", u.code()))
 }
 

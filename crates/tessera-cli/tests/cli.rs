@@ -273,6 +273,157 @@ fn multi_value_string_and_bool_attributes() {
     assert!(e.contains("use --layout row-major"), "{e}");
 }
 
+/// January 2024 hour by hour (t, datetime64[h], 473352 = 2024-01-01T00 in hours) by x 1..=10
+/// (also datetime64[h], as every dimension has one type; given as counts): a bool attribute and
+/// times of two units.
+const HOURS: &str = r#"{"version": 3, "array_type": "dense",
+  "dims": [{"name": "t", "type": "datetime64[h]", "domain": [473352, 474095], "tile": 24},
+           {"name": "x", "type": "datetime64[h]", "domain": [1, 10], "tile": 5}],
+  "attrs": [{"name": "flag", "type": "bool"},
+            {"name": "at", "type": "datetime64[s]", "filters": [{"name": "zstd", "level": 1}]},
+            {"name": "day", "type": "datetime64[D]"}],
+  "cell_order": "row-major", "tile_order": "row-major"}"#;
+
+/// bool and datetime64 attributes go through `.npy` as `|b1` and `<M8[unit]` (NaT included) and
+/// come back the same, over subarrays of a datetime64 dimension given as ISO 8601 times (either
+/// separator) or counts of the unit.
+#[test]
+fn bool_and_datetime_npy_round_trip_over_iso_subarrays() {
+    let f = Fixture::new();
+    f.create("h", HOURS);
+    let h = f.p("h");
+    // 2024-01-02T00 .. 2024-01-03T23: 48 hours (473376..=473423) by 10.
+    let n = 48 * 10;
+    let flag: Vec<u8> = (0..n).map(|i| u8::from(i % 3 == 0)).collect();
+    let nat = i64::MIN;
+    let at: Vec<i64> = (0..n as i64).map(|i| if i % 7 == 3 { nat } else { 1_704_153_600 + i * 61 - 5_000 }).collect();
+    let day: Vec<i64> = (0..n as i64).map(|i| if i % 11 == 5 { nat } else { 19_724 + i - 240 }).collect();
+    save(&f.path("flag.npy"), "|b1", &[48, 10], false, &flag);
+    save(&f.path("at.npy"), "<M8[s]", &[48, 10], false, &le(&at, i64::to_le_bytes));
+    save(&f.path("day.npy"), "<M8[D]", &[48, 10], false, &le(&day, i64::to_le_bytes));
+    let input = |a: &str| format!("{a}={}", f.p(&format!("{a}.npy")));
+    let out = ok(&[
+        "write",
+        &h,
+        "--subarray",
+        "2024-01-02T00:2024-01-03T23,:",
+        "--input",
+        &input("flag"),
+        &input("at"),
+        &input("day"),
+    ]);
+    assert!(out.contains("wrote 480 cells"), "{out}");
+    let output = |a: &str| format!("{a}={}", f.p(&format!("{a}_out.npy")));
+    let check = |a: &str, descr: &str, data: &[u8]| {
+        let back = load(&f.path(&format!("{a}_out.npy")));
+        assert_eq!((back.descr.as_str(), back.shape.as_slice()), (descr, [48u64, 10].as_slice()), "{a}");
+        assert!(back.data == data, "{a}: the cells differ");
+    };
+    for spec in ["2024-01-02T00:2024-01-03T23", "2024-01-02..2024-01-03T23:00:00Z,1:10", "473376:473423"] {
+        ok(&["read", &h, "--subarray", spec, "--output", &output("flag"), &output("at"), &output("day")]);
+        check("flag", "|b1", &flag);
+        check("at", "<M8[s]", &le(&at, i64::to_le_bytes));
+        check("day", "<M8[D]", &le(&day, i64::to_le_bytes));
+    }
+    // One hour, given as a time with minutes: row 2024-01-03T05 (the 30th of the write).
+    ok(&["read", &h, "--subarray", "2024-01-03T05:00,4:6", "--output", &output("at")]);
+    let back = load(&f.path("at_out.npy"));
+    assert_eq!((back.descr.as_str(), back.shape.as_slice()), ("<M8[s]", [1u64, 3].as_slice()));
+    assert_eq!(back.data, le(&at[29 * 10 + 3..29 * 10 + 6], i64::to_le_bytes));
+    // info prints the time domain as ISO text and counts; the ISO text is a --subarray.
+    let info = ok(&["info", &h]);
+    assert!(info.contains("2024-01-01T00:2024-01-31T23 (473352:474095)"), "{info}");
+    ok(&["read", &h, "--subarray", "2024-01-01T00:2024-01-31T23", "--output", &output("flag")]);
+    assert_eq!(load(&f.path("flag_out.npy")).shape, vec![744, 10]);
+    // A delete over ISO bounds: those cells read as the fill values (false, NaT) afterwards.
+    let out = ok(&["delete", &h, "--subarray", "2024-01-03T04:00:00:2024-01-03T05,4"]);
+    assert!(out.contains("deleted t 473404:473405, x 4:4"), "{out}");
+    ok(&["read", &h, "--subarray", "2024-01-03T03..2024-01-03T06,4", "--output", &output("flag"), &output("at")]);
+    let rows = [27usize, 28, 29, 30].map(|r| r * 10 + 3);
+    let (flag_back, at_back) = (load(&f.path("flag_out.npy")).data, load(&f.path("at_out.npy")).data);
+    assert_eq!(flag_back, [flag[rows[0]], 0, 0, flag[rows[3]]]);
+    assert_eq!(at_back, le(&[at[rows[0]], nat, nat, at[rows[3]]], i64::to_le_bytes));
+}
+
+/// Bad ISO bounds and dtypes of another unit or kind are refused, naming the dimension or file
+/// and the text, and change nothing on disk.
+#[test]
+fn bad_times_and_units_are_refused() {
+    let f = Fixture::new();
+    f.create("h", HOURS);
+    f.create("g", GRID);
+    let h = f.p("h");
+    save(&f.path("flag.npy"), "|b1", &[2, 10], false, &[1; 20]);
+    save(&f.path("at.npy"), "<M8[s]", &[2, 10], false, &[0; 160]);
+    save(&f.path("day.npy"), "<M8[D]", &[2, 10], false, &[0; 160]);
+    save(&f.path("at_ms.npy"), "<M8[ms]", &[2, 10], false, &[0; 160]);
+    save(&f.path("at_i8.npy"), "<i8", &[2, 10], false, &[0; 160]);
+    save(&f.path("flag_u1.npy"), "|u1", &[2, 10], false, &[1; 20]);
+    save(&f.path("flag_2.npy"), "|b1", &[2, 10], false, &[2; 20]);
+    let input = |a: &str, file: &str| format!("{a}={}", f.p(file));
+    let write = |spec: &str, flag: &str, at: &str| -> Vec<String> {
+        ["write", &h, "--subarray", spec, "--input", &input("flag", flag), &input("at", at), &input("day", "day.npy")]
+            .map(String::from)
+            .to_vec()
+    };
+    let two = "2024-01-05T10:2024-01-05T11";
+    ok(&write(two, "flag.npy", "at.npy").iter().map(String::as_str).collect::<Vec<_>>());
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            write("2024-02-30T00:2024-03-01T00", "flag.npy", "at.npy"),
+            "dimension t: \"2024-02-30T00\" is not an ISO 8601 date and time: no such date",
+        ),
+        (
+            write("2024-01-05T10:30,:", "flag.npy", "at.npy"),
+            "dimension t: \"2024-01-05T10:30\" is finer than the unit h",
+        ),
+        (write("2024-01-05T1O:2024-01-05T11", "flag.npy", "at.npy"), "\"2024-01-05T1O\" is not an ISO 8601 date"),
+        (
+            ["read", &f.p("g"), "--subarray", "2024-01-01", "--output", &input("a", "o.npy")]
+                .map(String::from)
+                .to_vec(),
+            "dimension r has int64 coordinates; \"2024-01-01\" is a time, which only datetime64 dimensions take",
+        ),
+        (
+            write("2024-02-01T00:2024-02-01T01", "flag.npy", "at.npy"),
+            "dimension t: range 2024-02-01T00:2024-02-01T01 (474096:474097) is outside the domain \
+             2024-01-01T00:2024-01-31T23 (473352:474095)",
+        ),
+        (
+            write(two, "flag.npy", "at_ms.npy"),
+            "at_ms.npy: dtype datetime64[ms] (<M8[ms]) has unit ms but attribute at is datetime64[s]; no implicit \
+             conversion is done (convert with arr.astype('<M8[s]'))",
+        ),
+        (
+            write(two, "flag.npy", "at_i8.npy"),
+            "at_i8.npy: dtype int64 (<i8) does not match attribute at (datetime64[s]), which needs datetime64[s] \
+             (<M8[s])",
+        ),
+        (
+            write(two, "flag_u1.npy", "at.npy"),
+            "flag_u1.npy: dtype uint8 (|u1) does not match attribute flag (bool), which needs bool (|b1)",
+        ),
+        (write(two, "flag_2.npy", "at.npy"), "flag"),
+        (
+            ["read", &h, "--subarray", "2024-01-05T10:2024-01-05", "--output", &input("at", "o.npy")]
+                .map(String::from)
+                .to_vec(),
+            "dimension t: range 2024-01-05T10:2024-01-05T00 (473458:473448) is reversed",
+        ),
+        (
+            ["delete", &h, "--subarray", "2024-13-01"].map(String::from).to_vec(),
+            "dimension t: \"2024-13-01\" is not an ISO 8601 date and time: no such date",
+        ),
+    ];
+    for (args, msg) in cases {
+        let before = snapshot(f.dir.path());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let e = err(&args);
+        assert!(e.contains(msg), "tessera {args:?}: {e:?} should contain {msg:?}");
+        assert!(snapshot(f.dir.path()) == before, "tessera {args:?} changed files");
+    }
+}
+
 #[test]
 fn errors_are_clear_and_change_nothing_on_disk() {
     let f = Fixture::new();

@@ -975,8 +975,41 @@ fn foreign_times_convert_exactly_or_are_refused() {
         std::fs::read_to_string(f.path("imp.csv")).unwrap(),
         "t,flag,day,seen\n2000-02-13T00:00:00.000000000,true,2020-01-01,\n2000-02-13T00:00:00.001000000,false,1969-12-31,1970-01-01T00:01:00\n"
     );
+    // --domain splits as --subarray does: `..` too, and a time's own colons stay in the time.
+    let out = ok(&["import", &good, &f.p("imp3"), "--dims", "t", "--domain", "t=2000-02-13T00:00:00..2000-02-14"]);
+    assert!(out.contains("domain 2000-02-13T00:00:00.000000000:2000-02-14T00:00:00.000000000"), "{out}");
     let e = err(&["import", &good, &f.p("imp2"), "--dims", "flag"]);
     assert!(e.contains("column flag holds booleans; a dimension needs numbers"), "{e}");
     let e = err(&["import", &good, &f.p("imp2"), "--dims", "t,day"]);
     assert!(e.contains("the dimensions would be t datetime64[ns], day datetime64[D], but all dimensions"), "{e}");
+}
+
+/// `--subarray` takes ISO 8601 times (and counts of the unit) on a datetime64 dimension of a
+/// sparse array, for reads and deletes.
+#[test]
+fn iso_subarrays_on_a_sparse_time_dimension() {
+    let f = Fixture::new();
+    f.create("tm", TIMES);
+    let tm = f.p("tm");
+    let rows = [
+        "2020-01-01T00:00:00.000,true,2020-01-01,",
+        "2020-01-01T10:30:00.000,false,2020-01-01,",
+        "2020-01-01T10:30:00.001,true,2020-01-01,",
+        "2020-01-02T00:00:00.000,false,2020-01-02,",
+    ];
+    let csv = |rows: &[&str]| format!("t,flag,day,seen\n{}", rows.iter().map(|r| format!("{r}\n")).collect::<String>());
+    ok(&["write", &tm, "--input", &f.write("in.csv", &csv(&rows))]);
+    let read = |spec: &str| {
+        ok(&["read", &tm, "--subarray", spec, "--output", &f.p("out.csv")]);
+        std::fs::read_to_string(f.path("out.csv")).unwrap()
+    };
+    assert_eq!(read("2020-01-01T10:30:2020-01-01T23:59:59.999"), csv(&rows[1..3]));
+    assert_eq!(read("2020-01-01T10:30:00.001"), csv(&rows[2..3]));
+    assert_eq!(read("2020-01-01..1577872800000"), csv(&rows[..1]));
+    assert_eq!(read("2020-01-01T10:30:00:"), csv(&rows[1..]));
+    let out = ok(&["delete", &tm, "--subarray", "2020-01-01T10:30:00:2020-01-01T10:30:00.001"]);
+    assert!(out.contains("deleted t 1577874600000:1577874600001"), "{out}");
+    assert_eq!(read(":2100-01-01"), csv(&[rows[0], rows[3]]));
+    let e = err(&["read", &tm, "--subarray", "2020-01-01T10:30:00.0001", "--output", &f.p("out.csv")]);
+    assert!(e.contains("dimension t: \"2020-01-01T10:30:00.0001\" is finer than the unit ms"), "{e}");
 }
