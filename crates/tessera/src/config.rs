@@ -21,8 +21,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "sm.tile_chunk_size",
-        "65536",
-        "writers filter a tile of a filtered attribute larger than twice this in independent chunks of this many bytes, so a read of a few cells decodes only their chunks and one tile decodes on every core (0: whole tiles; else a power of two from 4096 to 2^30)",
+        "auto",
+        "writers filter a tile of a filtered attribute larger than twice this in independent chunks of this many bytes, so a read of a few cells decodes only their chunks and one tile decodes on every core (auto: 64 KiB, 256 KiB or 1 MiB, whichever is smallest among those storing a sample of the tile within 10% of the best; 0: whole tiles; else a power of two from 4096 to 2^30)",
     ),
     ("sm.limits.attributes", "65536", "most attributes a schema read from disk may have"),
     ("sm.limits.schema_bytes", "16777216", "largest schema file a read accepts, in bytes"),
@@ -85,6 +85,17 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 
 /// Smallest and largest tile chunk size (log2) a fragment may record (docs/format.md §8.2).
 pub(crate) const CHUNK_LOG2_RANGE: std::ops::RangeInclusive<u32> = 12..=30;
+
+/// How writers store large tiles of filtered files (`sm.tile_chunk_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileChunking {
+    /// Whole tiles (`0`).
+    Whole,
+    /// Chunks of `2^log2` bytes.
+    Fixed(u32),
+    /// Chunks of 64 KiB, 256 KiB or 1 MiB, chosen from a sample of the data (`auto`).
+    Auto,
+}
 
 /// Keys whose values are text (any other key but `vfs.read_mode` takes a non-negative integer).
 const TEXT_KEYS: &[&str] =
@@ -159,14 +170,14 @@ impl Config {
             if !matches!(value, "true" | "false" | "") {
                 return Err(err(format!("{value:?} is not true or false")));
             }
+        } else if key == "sm.tile_chunk_size" {
+            let n: Option<u64> = value.parse().ok();
+            let log2_ok = n.is_some_and(|n| n.is_power_of_two() && CHUNK_LOG2_RANGE.contains(&n.trailing_zeros()));
+            if value != "auto" && n != Some(0) && !log2_ok {
+                return Err(err(format!("{value:?} is not auto, 0 or a power of two from 4096 to 2^30")));
+            }
         } else if value.parse::<u64>().is_err() {
             return Err(err(format!("{value:?} is not a non-negative integer")));
-        } else if key == "sm.tile_chunk_size" {
-            let n: u64 = value.parse().unwrap_or(0);
-            let log2_ok = n.is_power_of_two() && CHUNK_LOG2_RANGE.contains(&n.trailing_zeros());
-            if n != 0 && !log2_ok {
-                return Err(err(format!("{value} is not 0 or a power of two from 4096 to 2^30")));
-            }
         }
         self.values.insert(key.to_string(), value.to_string());
         Ok(self)
@@ -255,11 +266,15 @@ impl Config {
     pub fn coalesce_gap(&self) -> u64 {
         self.num("vfs.coalesce_gap")
     }
-    /// `sm.tile_chunk_size` as a power of two: the chunk size writers filter large tiles in
-    /// (`None`: whole tiles).
-    pub fn tile_chunk_log2(&self) -> Option<u32> {
-        let n = self.num("sm.tile_chunk_size");
-        (n != 0).then(|| n.trailing_zeros())
+    /// `sm.tile_chunk_size`: how writers store large tiles of filtered files.
+    pub fn tile_chunking(&self) -> TileChunking {
+        match self.get("sm.tile_chunk_size") {
+            Some("auto") => TileChunking::Auto,
+            _ => match self.num("sm.tile_chunk_size") {
+                0 => TileChunking::Whole,
+                n => TileChunking::Fixed(n.trailing_zeros()),
+            },
+        }
     }
     /// Largest coalesced read.
     pub fn coalesce_max(&self) -> u64 {
@@ -343,6 +358,21 @@ mod tests {
         assert!(c.set("sm.compute_concurrency", "-1").is_err());
         c.set("sm.compute_concurrency", "3").unwrap();
         assert_eq!(c.compute_concurrency(), 3);
+    }
+
+    #[test]
+    fn the_tile_chunk_size_is_auto_zero_or_a_power_of_two() {
+        let mut c = Config::new();
+        assert_eq!(c.tile_chunking(), TileChunking::Auto);
+        c.set("sm.tile_chunk_size", "0").unwrap();
+        assert_eq!(c.tile_chunking(), TileChunking::Whole);
+        c.set("sm.tile_chunk_size", "4096").unwrap();
+        assert_eq!(c.tile_chunking(), TileChunking::Fixed(12));
+        for bad in ["2048", "65535", "-1", "automatic", ""] {
+            assert!(c.set("sm.tile_chunk_size", bad).is_err(), "{bad:?}");
+        }
+        c.set("sm.tile_chunk_size", "auto").unwrap();
+        assert_eq!(c.tile_chunking(), TileChunking::Auto);
     }
 
     #[test]

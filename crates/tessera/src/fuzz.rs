@@ -244,7 +244,7 @@ pub fn update_index(data: &[u8]) {
 mod tests {
     use super::*;
     use crate::filter::testdata::random;
-    use crate::fragment::{BlockIndex, Chunk, ChunkIndex, RTree, SparseIndex, TileEntry};
+    use crate::fragment::{BlockIndex, Chunk, ChunkIndex, RTree, SparseIndex, TileChunks, TileEntry};
     use crate::schema::{ArrayType, Attribute, CellValNum, Datatype, Dimension};
 
     /// Deterministic xorshift.
@@ -361,7 +361,8 @@ mod tests {
         let sum = crate::fragment::checksum_of_sums(&sums);
         let big = TileEntry { offset: 0, stored_size: 300, unfiltered_size: 10_000, checksum: sum };
         chunked.files.push(("a1.data".into(), vec![big, e(4)]));
-        chunked.chunks = ChunkIndex { log2: 12, chunks: vec![vec![], vec![], vec![chunks, vec![]]] };
+        let tile = TileChunks { log2: 12, list: chunks };
+        chunked.chunks = ChunkIndex { chunks: vec![vec![], vec![], vec![tile, TileChunks::default()]] };
         let mut sparse = dense.clone();
         let mbrs = vec![vec![[0, 4], [3, 5]], vec![[5, 9], [4, 7]], vec![[1, 2], [3, 3]]];
         sparse.files = vec![("d0.data".into(), vec![e(0), e(1), e(2)])];

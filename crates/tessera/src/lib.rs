@@ -58,7 +58,7 @@ pub use aggregate::{AggregateOp, AggregateRequest, AggregateValue};
 pub use array::{Array, Mode, MAX_DELETE_RECTS, MAX_WRITE_TIMESTAMP, META_DIR};
 pub use commit::COMMITS_DIR;
 pub use condition::{AttrRef, Bound as BoundCondition, CmpOp, Condition, Value as ConditionValue};
-pub use config::{Config, Limits, KEYS as CONFIG_KEYS};
+pub use config::{Config, Limits, TileChunking, KEYS as CONFIG_KEYS};
 pub use consolidate::{
     consolidate, consolidate_fragment_metadata, plan as plan_consolidation, vacuum, ConsolidationPlan, Selection,
     VacuumReport,
@@ -68,8 +68,8 @@ pub use error::{ArrayError, Error, ErrorContext, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
-    BlockIndex, Chunk, ChunkIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileEntry,
-    FRAGMENTS_DIR, METADATA_FILE,
+    BlockIndex, Chunk, ChunkIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileChunks,
+    TileEntry, FRAGMENTS_DIR, METADATA_FILE,
 };
 pub use geometry::{curve_key, dense_tile_positions, DimRange, Layout, Subarray};
 pub use group::{object_kind, Group, ObjectKind};

@@ -334,7 +334,7 @@ fn chunked_tiles_from_the_callers_rows_equal_assembled_tiles() {
     };
     let (fw, fb) = (frag(&whole), frag(&banded));
     // Every tile of every file is chunked: 9 tiles, 3 files.
-    assert_eq!(fw.chunks.chunks.iter().flatten().filter(|c| !c.is_empty()).count(), 27);
+    assert_eq!(fw.chunks.chunks.iter().flatten().filter(|c| !c.list.is_empty()).count(), 27);
     assert_eq!(fw.chunks, fb.chunks);
     for ((name, tw), (_, tb)) in fw.files.iter().zip(&fb.files) {
         let key = |t: &TileEntry| (t.stored_size, t.unfiltered_size, t.checksum);

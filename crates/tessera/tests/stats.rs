@@ -87,7 +87,7 @@ fn one_tile_array_quarter_read_is_25_percent() {
     assert_eq!(counter(&s, Counter::VfsReadTotalBytes), tile_and_meta);
 }
 
-/// The same tile compressed in chunks of 64 KiB (the default): the quarter read reads and
+/// The same tile compressed in chunks of 64 KiB (`sm.tile_chunk_size` 65536): the quarter read reads and
 /// decodes only the 22 chunks that hold its 1,440,000 bytes.
 #[test]
 fn chunked_quarter_read_decodes_only_its_chunks() {
@@ -468,5 +468,82 @@ fn dense_tile_positions_predict_the_reads_of_a_box() {
         let two = Subarray { ranges: vec![vec![(0, 1), (1, 2)], vec![(0, 0)], vec![(0, 0)]] };
         assert_eq!(dense_tile_positions(&schema, &two, 1000).unwrap().len(), 2);
         assert!(dense_tile_positions(&schema, &Subarray::full(&schema), 59).is_err());
+    }
+}
+
+/// With `sm.tile_chunk_size` auto (the default), each file's chunk size comes from a sample of
+/// its data: a smooth ramp, stored far smaller in large chunks, gets 1 MiB chunks; noise, stored
+/// the same at any size, keeps 64 KiB. Either way a one-cell read decodes one chunk, at most
+/// 1 MiB, and both read back what was written, whether the tiles came straight from the
+/// caller's rows (one submit) or were assembled from several.
+#[test]
+fn automatic_chunk_sizes_follow_the_data_and_bound_a_one_cell_read() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::new();
+    c.set("sm.tile_cache_size", "0").unwrap();
+    let ctx = Context::new(c).unwrap();
+    let (rows, cols) = (1024i128, 2048i128);
+    let attr = |name: &str| {
+        let mut a = Attribute::new(name, Datatype::Float64);
+        a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 3 }]);
+        a
+    };
+    // Tiles of 512 x 1024 cells: 4 MiB per tile and attribute.
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (1, rows), 512))
+        .dim(Dimension::new("c", Datatype::Int64, (1, cols), 1024))
+        .attr(attr("smooth"))
+        .attr(attr("noise"))
+        .build()
+        .unwrap();
+    let n = (rows * cols) as usize;
+    let smooth: Vec<f64> = (0..n).map(|i| (i / 4096) as f64).collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let noise: Vec<f64> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64
+        })
+        .collect();
+    let inputs = |r0: usize, r1: usize| {
+        let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
+        [
+            AttrInput::fixed("smooth", bytemuck::cast_slice(&smooth[lo..hi])),
+            AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
+        ]
+    };
+    for banded in [false, true] {
+        let uri = dir.path().join(format!("a{banded}"));
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        let mut writer = w.writer(&Subarray::full(&schema), Layout::RowMajor).unwrap();
+        let step = if banded { 100 } else { rows as usize };
+        for r0 in (0..rows as usize).step_by(step) {
+            let r1 = (r0 + step).min(rows as usize);
+            let part = Subarray::from_ranges(&[(r0 as i128 + 1, r1 as i128), (1, cols)]);
+            writer.submit_part(&part, &inputs(r0, r1)).unwrap();
+        }
+        writer.finish().unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let frag = r.fragments()[0].clone();
+        for (f, want) in [(0, 20), (1, 16)] {
+            for t in 0..4 {
+                let c = frag.chunks.of(f, t).unwrap_or_else(|| panic!("file {f} tile {t} is not chunked"));
+                assert_eq!(c.log2, want, "file {f} tile {t} (banded: {banded})");
+            }
+        }
+        for (name, want, chunk) in [("smooth", &smooth, 1u64 << 20), ("noise", &noise, 1 << 16)] {
+            let s = measured(|| {
+                let res = r.read(&Subarray::from_ranges(&[(700, 700), (5, 5)]), &[name], Layout::RowMajor).unwrap();
+                let v: &[f64] = bytemuck::cast_slice(&res.attrs[0].data);
+                assert_eq!(v, [want[699 * cols as usize + 4]]);
+            });
+            assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), chunk, "{name}");
+            let all = r.read(&Subarray::full(&schema), &[name], Layout::RowMajor).unwrap();
+            assert!(bytemuck::cast_slice::<u8, f64>(&all.attrs[0].data) == &want[..], "{name}");
+        }
     }
 }

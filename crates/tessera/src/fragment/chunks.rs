@@ -5,7 +5,11 @@
 //! chunk's stored size and checksum (the xxh3-64 of its stored bytes); the tile's checksum is the
 //! xxh3-64 of its chunk checksums, as for block checksums. Chunks are filtered and unfiltered
 //! in parallel, and a read that needs a few cells of a large tile reads, verifies and decodes
-//! only the chunks holding them.
+//! only the chunks holding them. Each tile records its own chunk size (format version 5): a
+//! writer left to choose (`sm.tile_chunk_size` auto) samples a tile's first MiB at 64 KiB,
+//! 256 KiB and 1 MiB chunks and takes the smallest that stores it about as well as the largest,
+//! so smooth data is not stored many times larger than whole tiles for the sake of reads that
+//! decode at most 1 MiB for one cell.
 
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
@@ -13,9 +17,16 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::blocks::checksum_of_sums;
 use crate::filter::{FilterError, FilterPipeline};
 
-/// Chunks of 64 KiB unless `sm.tile_chunk_size` says otherwise.
-pub(crate) const DEFAULT_CHUNK_LOG2: u32 = 16;
+use crate::config::TileChunking;
 pub(crate) use crate::config::CHUNK_LOG2_RANGE;
+
+/// The chunk sizes (log2) a writer choosing by itself tries, smallest first: 64 KiB, 256 KiB,
+/// 1 MiB. The largest bounds what a read of one cell decodes.
+pub(crate) const AUTO_CHUNK_LOG2S: [u32; 3] = [16, 18, 20];
+
+/// A larger chunk is chosen only if the sample stored in chunks of the smaller one takes more
+/// than this many times the best size (in tenths: 11 is 1.1x).
+const AUTO_TOLERANCE_TENTHS: usize = 11;
 
 /// One chunk of a chunked tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,36 +37,133 @@ pub struct Chunk {
     pub checksum: u64,
 }
 
+/// The chunks of one tile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TileChunks {
+    /// Chunks hold `2^log2` unfiltered bytes (the last may hold fewer).
+    pub log2: u32,
+    /// The chunks, first to last (empty: the tile is filtered whole).
+    pub list: Vec<Chunk>,
+}
+
 /// The chunks of a fragment's chunked tiles.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChunkIndex {
-    /// Chunks hold `2^log2` unfiltered bytes (the last of a tile may hold fewer).
-    pub log2: u32,
-    /// Per file, per tile: the tile's chunks (empty: the tile is filtered whole).
-    pub chunks: Vec<Vec<Vec<Chunk>>>,
+    /// Per file, per tile: the tile's chunks (none: the tile is filtered whole).
+    pub chunks: Vec<Vec<TileChunks>>,
 }
 
 impl ChunkIndex {
     /// The chunks of tile `tile` of file `file`, if it is chunked.
-    pub fn of(&self, file: usize, tile: u64) -> Option<&[Chunk]> {
-        self.chunks.get(file)?.get(usize::try_from(tile).ok()?).filter(|c| !c.is_empty()).map(Vec::as_slice)
+    pub fn of(&self, file: usize, tile: u64) -> Option<&TileChunks> {
+        self.chunks.get(file)?.get(usize::try_from(tile).ok()?).filter(|c| !c.list.is_empty())
     }
 
     /// Every chunked tile: (file, tile, chunks).
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (usize, usize, &Vec<Chunk>)> {
-        self.chunks
-            .iter()
-            .enumerate()
-            .flat_map(|(f, tiles)| tiles.iter().enumerate().filter(|(_, c)| !c.is_empty()).map(move |(t, c)| (f, t, c)))
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (usize, usize, &TileChunks)> {
+        self.chunks.iter().enumerate().flat_map(|(f, tiles)| {
+            tiles.iter().enumerate().filter(|(_, c)| !c.list.is_empty()).map(move |(t, c)| (f, t, c))
+        })
     }
 }
 
 /// A chunked tile filtered: its stored bytes, its chunks and its checksum.
-pub(crate) type EncodedTile = (Vec<u8>, Vec<Chunk>, u64);
+pub(crate) type EncodedTile = (Vec<u8>, TileChunks, u64);
 
 /// Whether a tile of `unfiltered` bytes of a filtered file is chunked, with chunks of `2^log2`.
 pub(crate) fn wants_chunks(unfiltered: u64, log2: u32) -> bool {
     unfiltered > 2u64 << log2
+}
+
+/// Whether a writer chunking as `chunking` says stores a tile of `unfiltered` bytes of a filtered
+/// file in chunks.
+pub(crate) fn chunks_tile(chunking: TileChunking, unfiltered: u64) -> bool {
+    match chunking {
+        TileChunking::Whole => false,
+        TileChunking::Fixed(log2) => wants_chunks(unfiltered, log2),
+        TileChunking::Auto => wants_chunks(unfiltered, AUTO_CHUNK_LOG2S[0]),
+    }
+}
+
+/// The chunk size (log2) of a tile of `unfiltered` bytes of a filtered file for a writer whose
+/// chunk size is `wanted`: the largest of `AUTO_CHUNK_LOG2S` up to `wanted` at which the tile is
+/// chunked, or `wanted` itself if it is none of them; `None`: the tile is filtered whole.
+pub(crate) fn fit_chunk_log2(unfiltered: u64, wanted: u32) -> Option<u32> {
+    if !AUTO_CHUNK_LOG2S.contains(&wanted) {
+        return wants_chunks(unfiltered, wanted).then_some(wanted);
+    }
+    AUTO_CHUNK_LOG2S.iter().rev().copied().find(|&l| l <= wanted && wants_chunks(unfiltered, l))
+}
+
+/// The chunk size (log2) to store a tile of `len` unfiltered bytes in, from the tile's first
+/// bytes: `sample(n)` gives the first `n` (at most 1 MiB). The sample is filtered in chunks of
+/// each of `AUTO_CHUNK_LOG2S` at which the tile is chunked, in parallel, and the smallest size
+/// whose chunks store it within 10% of the best is chosen. `None`: the tile is too small to be
+/// chunked.
+///
+/// # Errors
+/// A filter failure.
+pub(crate) fn choose_chunk_log2<'s>(
+    filters: &FilterPipeline,
+    elem_size: usize,
+    len: u64,
+    sample: impl FnOnce(usize) -> std::borrow::Cow<'s, [u8]>,
+) -> Result<Option<u32>, FilterError> {
+    let tried: Vec<u32> = AUTO_CHUNK_LOG2S.iter().copied().filter(|&l| wants_chunks(len, l)).collect();
+    let (Some(&smallest), Some(&largest)) = (tried.first(), tried.last()) else { return Ok(None) };
+    if tried.len() == 1 {
+        return Ok(Some(smallest));
+    }
+    let data = sample(1 << largest);
+    let jobs: Vec<(usize, &[u8])> =
+        tried.iter().enumerate().flat_map(|(i, &l)| data.chunks(1 << l).map(move |c| (i, c))).collect();
+    let sizes: Vec<(usize, usize)> = jobs
+        .par_iter()
+        .map(|&(i, c)| Ok((i, filters.encode_slice(c, elem_size)?.len())))
+        .collect::<Result<_, FilterError>>()?;
+    let mut stored = vec![0usize; tried.len()];
+    sizes.iter().for_each(|&(i, n)| stored[i] += n);
+    let best = stored.iter().copied().min().unwrap_or(0);
+    let pick = stored.iter().position(|&n| n * 10 <= best * AUTO_TOLERANCE_TENTHS).unwrap_or(0);
+    Ok(Some(tried[pick]))
+}
+
+/// One file's chunk size while a writer chooses it (`sm.tile_chunk_size` auto): chosen from a
+/// tile's sample, kept for the next `resample` unfiltered bytes of the file's tiles, then
+/// chosen again (the data may change along the array).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AutoChunkSize {
+    /// The size (log2) chosen last and the bytes it still holds for.
+    chosen: Option<(u32, u64)>,
+}
+
+impl AutoChunkSize {
+    /// The chunk size (log2) of the file's next tile, of `len` unfiltered bytes (`None`: filtered
+    /// whole); `choose` samples the tile when a choice is due (see `choose_chunk_log2`).
+    ///
+    /// # Errors
+    /// `choose`'s.
+    pub(crate) fn next<E>(
+        &mut self,
+        len: u64,
+        resample: u64,
+        choose: impl FnOnce() -> Result<Option<u32>, E>,
+    ) -> Result<Option<u32>, E> {
+        let [smallest, .., largest] = AUTO_CHUNK_LOG2S;
+        match fit_chunk_log2(len, largest) {
+            // Too small to chunk, or only the smallest size chunks it: nothing to choose.
+            None => Ok(None),
+            Some(l) if l == smallest => Ok(Some(l)),
+            Some(_) => {
+                let (chosen, left) = match self.chosen {
+                    Some((l, left)) if left > 0 => (l, left),
+                    _ => (choose()?.unwrap_or(smallest), resample),
+                };
+                self.chosen = Some((chosen, left.saturating_sub(len)));
+                Ok(fit_chunk_log2(len, chosen))
+            }
+        }
+    }
 }
 
 /// Number of chunks of a tile of `unfiltered` bytes.
@@ -83,7 +191,7 @@ pub(crate) fn encode_chunked(
 ) -> Result<EncodedTile, FilterError> {
     let parts: Vec<Vec<u8>> =
         data.par_chunks(1 << log2).map(|c| filters.encode_slice(c, elem_size)).collect::<Result<_, _>>()?;
-    Ok(assemble(&parts))
+    Ok(assemble(&parts, log2))
 }
 
 /// A tile of a fixed-size file whose unfiltered bytes lie in a caller's buffer as runs (a tile's
@@ -125,7 +233,7 @@ impl<'a> TileRuns<'a> {
     }
 
     /// Copies the tile's bytes `[lo, lo + out.len())` into `out` (inside the tile).
-    fn gather(&self, lo: usize, out: &mut [u8]) {
+    pub(crate) fn gather(&self, lo: usize, out: &mut [u8]) {
         let hi = lo + out.len();
         let mut i = self.runs.partition_point(|&(_, d, n)| d + n <= lo);
         let mut at = lo;
@@ -140,46 +248,48 @@ impl<'a> TileRuns<'a> {
     }
 }
 
-/// [`encode_chunked`] of tiles given as runs, every chunk of every tile in parallel: per tile,
-/// the stored bytes, the chunks and the tile checksum, exactly as `encode_chunked` of the
-/// assembled tile gives them.
+/// [`encode_chunked`] of tiles given as runs, each with its chunk size (log2), every chunk of
+/// every tile in parallel: per tile, the stored bytes, the chunks and the tile checksum, exactly
+/// as `encode_chunked` of the assembled tile gives them.
 ///
 /// # Errors
 /// A filter failure.
-pub(crate) fn encode_chunked_runs(tiles: &[&TileRuns<'_>], log2: u32) -> Result<Vec<EncodedTile>, FilterError> {
-    let size = 1usize << log2;
-    let jobs: Vec<(usize, usize)> =
-        tiles.iter().enumerate().flat_map(|(t, r)| (0..r.len.div_ceil(size)).map(move |j| (t, j * size))).collect();
+pub(crate) fn encode_chunked_runs(tiles: &[(&TileRuns<'_>, u32)]) -> Result<Vec<EncodedTile>, FilterError> {
+    let jobs: Vec<(usize, usize)> = tiles
+        .iter()
+        .enumerate()
+        .flat_map(|(t, (r, log2))| (0..r.len.div_ceil(1 << log2)).map(move |j| (t, j << log2)))
+        .collect();
     let parts: Vec<Vec<u8>> = jobs
         .par_iter()
         .map_init(Vec::new, |scratch: &mut Vec<u8>, &(t, lo)| {
-            let r = &tiles[t];
-            scratch.resize(size.min(r.len - lo), 0);
+            let (r, log2) = tiles[t];
+            scratch.resize((1usize << log2).min(r.len - lo), 0);
             r.gather(lo, scratch);
             r.filters.encode_slice(scratch, r.elem_size)
         })
         .collect::<Result<_, _>>()?;
     let mut out = Vec::with_capacity(tiles.len());
     let mut parts = parts.into_iter();
-    for r in tiles {
-        let n = r.len.div_ceil(size);
+    for &(r, log2) in tiles {
+        let n = r.len.div_ceil(1 << log2);
         let mine: Vec<Vec<u8>> = parts.by_ref().take(n).collect();
-        out.push(assemble(&mine));
+        out.push(assemble(&mine, log2));
     }
     Ok(out)
 }
 
-/// Filtered chunks `parts` of one tile, back to back: the stored bytes, the chunks and the tile
-/// checksum.
-fn assemble(parts: &[Vec<u8>]) -> EncodedTile {
+/// Filtered chunks `parts` of `2^log2` bytes of one tile, back to back: the stored bytes, the
+/// chunks and the tile checksum.
+fn assemble(parts: &[Vec<u8>], log2: u32) -> EncodedTile {
     let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
-    let mut chunks = Vec::with_capacity(parts.len());
+    let mut list = Vec::with_capacity(parts.len());
     for p in parts {
-        chunks.push(Chunk { stored: p.len() as u64, checksum: xxh3_64(p) });
+        list.push(Chunk { stored: p.len() as u64, checksum: xxh3_64(p) });
         out.extend_from_slice(p);
     }
-    let sums: Vec<u64> = chunks.iter().map(|c| c.checksum).collect();
-    (out, chunks, checksum_of_sums(&sums))
+    let sums: Vec<u64> = list.iter().map(|c| c.checksum).collect();
+    (out, TileChunks { log2, list }, checksum_of_sums(&sums))
 }
 
 /// Where chunk `j` of a tile with `chunks` starts in the tile's stored bytes, for every `j`
@@ -209,8 +319,9 @@ pub(crate) struct ChunkedTile<'a> {
 }
 
 impl<'a> ChunkedTile<'a> {
-    /// Tile `chunks` of the file `spec`, of `unfiltered` bytes in chunks of `2^log2`.
-    pub(crate) fn of(spec: &'a super::FileSpec, log2: u32, unfiltered: u64, chunks: &'a [Chunk]) -> Self {
+    /// Tile `chunks` of the file `spec`, of `unfiltered` bytes.
+    pub(crate) fn of(spec: &'a super::FileSpec, unfiltered: u64, chunks: &'a TileChunks) -> Self {
+        let (log2, chunks) = (chunks.log2, chunks.list.as_slice());
         Self { filters: &spec.filters, elem_size: spec.elem_size, log2, unfiltered, chunks }
     }
 
@@ -280,6 +391,7 @@ mod tests {
             let data: Vec<u8> = (0..len).map(|i| ((i / 7) % 251) as u8).collect();
             let filters = &pipelines()[p];
             let (stored, chunks, _) = encode_chunked(filters, &data, 4, 12).unwrap();
+            let chunks = chunks.list;
             prop_assert_eq!(chunks.len() as u64, chunk_count(len as u64, 12));
             prop_assert!(stored.len() as u64 <= max_chunked_len(filters, len as u64, 12));
             let starts = stored_offsets(&chunks).unwrap();
@@ -317,8 +429,8 @@ mod tests {
                 runs.push(TileRuns::new(&pipes[p], 4, &src, r).unwrap());
                 assembled.push((tile, p));
             }
-            let refs: Vec<&TileRuns<'_>> = runs.iter().collect();
-            let got = encode_chunked_runs(&refs, log2).unwrap();
+            let refs: Vec<(&TileRuns<'_>, u32)> = runs.iter().map(|r| (r, log2)).collect();
+            let got = encode_chunked_runs(&refs).unwrap();
             for ((tile, p), g) in assembled.iter().zip(&got) {
                 prop_assert_eq!(g, &encode_chunked(&pipes[*p], tile, 4, log2).unwrap());
             }
@@ -339,6 +451,7 @@ mod tests {
         let data: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
         let filters = &pipelines()[0];
         let (mut stored, chunks, _) = encode_chunked(filters, &data, 1, 12).unwrap();
+        let chunks = chunks.list;
         let starts = stored_offsets(&chunks).unwrap();
         stored[starts[5] as usize + 3] ^= 0x10;
         let tile = ChunkedTile { filters, elem_size: 1, log2: 12, unfiltered: data.len() as u64, chunks: &chunks };
@@ -346,5 +459,70 @@ mod tests {
         assert_eq!(j, 5);
         assert!(what.contains("checksum mismatch"), "{what}");
         assert!(wants_chunks(8193, 12) && !wants_chunks(8192, 12));
+    }
+
+    /// The choice holds for `resample` bytes of tiles, then the next tile large enough is
+    /// sampled again; tiles too small to choose for neither sample nor spend it.
+    #[test]
+    fn a_choice_holds_for_its_bytes_then_is_made_again() {
+        const M: u64 = 1 << 20;
+        let mut auto = AutoChunkSize::default();
+        let mut calls = 0;
+        let mut next = |len: u64, pick: u32| {
+            auto.next::<()>(len, 10 * M, || {
+                calls += 1;
+                Ok(Some(pick))
+            })
+            .unwrap()
+        };
+        assert_eq!(next(4 * M, 20), Some(20), "sampled");
+        assert_eq!(next(100_000, 16), None, "too small to chunk");
+        assert_eq!(next(300_000, 16), Some(16), "only 64 KiB chunks it");
+        assert_eq!(next(M, 16), Some(18), "the choice, fitted to the tile");
+        assert_eq!(next(5 * M, 16), Some(20), "10 MiB chosen for");
+        assert_eq!(next(4 * M, 16), Some(16), "sampled again");
+        assert_eq!(next(4 * M, 20), Some(16));
+        assert_eq!(calls, 2);
+    }
+
+    #[test]
+    fn a_tile_fits_the_largest_chunk_size_it_is_chunked_at() {
+        const K: u64 = 1024;
+        assert_eq!(fit_chunk_log2(128 * K, 20), None, "two chunks of 64 KiB: whole");
+        assert_eq!(fit_chunk_log2(128 * K + 1, 20), Some(16));
+        assert_eq!(fit_chunk_log2(512 * K + 1, 20), Some(18));
+        assert_eq!(fit_chunk_log2(2048 * K + 1, 20), Some(20));
+        assert_eq!(fit_chunk_log2(2048 * K + 1, 18), Some(18), "never above the wanted size");
+        assert_eq!(fit_chunk_log2(9000, 12), Some(12), "a fixed size outside the automatic ones");
+        assert_eq!(fit_chunk_log2(8192, 12), None);
+    }
+
+    /// Smooth data that compresses far better in large chunks gets them; noise, which stores
+    /// the same at any chunk size, keeps the smallest (reads of a few cells decode least).
+    #[test]
+    fn the_chosen_chunk_size_is_the_smallest_that_stores_about_as_well() {
+        let zstd = &pipelines()[0];
+        let len = 8u64 << 20;
+        // A slow ramp of f64: each 64 KiB chunk costs zstd a fixed overhead it is mostly made of.
+        let smooth: Vec<u8> = (0..len / 8).flat_map(|i| ((i / 4096) as f64).to_le_bytes()).collect();
+        let sample = |n: usize| std::borrow::Cow::Borrowed(&smooth[..n]);
+        assert_eq!(choose_chunk_log2(zstd, 8, len, sample).unwrap(), Some(20));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let sample = |n: usize| std::borrow::Cow::Borrowed(&noise[..n]);
+        assert_eq!(choose_chunk_log2(zstd, 8, len, sample).unwrap(), Some(16));
+        let sample = |n: usize| std::borrow::Cow::Borrowed(&smooth[..n]);
+        assert_eq!(choose_chunk_log2(zstd, 8, 1 << 20, sample).unwrap(), Some(18), "1 MiB: 64 or 256 KiB");
+        let never = |_: usize| -> std::borrow::Cow<'static, [u8]> { unreachable!("one size: no sample") };
+        assert_eq!(choose_chunk_log2(zstd, 8, 300 << 10, never).unwrap(), Some(16));
+        let never = |_: usize| -> std::borrow::Cow<'static, [u8]> { unreachable!("no chunks: no sample") };
+        assert_eq!(choose_chunk_log2(zstd, 8, 100 << 10, never).unwrap(), None);
     }
 }

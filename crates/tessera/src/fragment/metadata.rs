@@ -8,7 +8,9 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::footer::{seal, unseal, FORMAT_VERSION};
 use crate::fragment::blocks::checksum_of_sums;
-use crate::fragment::chunks::{chunk_count, stored_offsets, wants_chunks, Chunk, ChunkIndex, CHUNK_LOG2_RANGE};
+use crate::fragment::chunks::{
+    chunk_count, stored_offsets, wants_chunks, Chunk, ChunkIndex, TileChunks, CHUNK_LOG2_RANGE,
+};
 use crate::fragment::rtree::RTree;
 use crate::fragment::FragmentName;
 use crate::geometry::Rect;
@@ -244,16 +246,17 @@ impl FragmentMetadata {
                 sums.iter().for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
             }
         }
-        if self.chunks.entries().next().is_some() {
+        // The section's chunk size is the smallest of its tiles'; every entry gives its own.
+        if let Some(log2) = self.chunks.entries().map(|(_, _, c)| c.log2).min() {
             b.extend_from_slice(CHUNKS_TAG);
-            b.extend_from_slice(&self.chunks.log2.to_le_bytes());
+            b.extend_from_slice(&log2.to_le_bytes());
             b.extend_from_slice(&(self.chunks.entries().count() as u64).to_le_bytes());
             for (f, t, chunks) in self.chunks.entries() {
                 b.extend_from_slice(&(f as u32).to_le_bytes());
-                b.extend_from_slice(&0u32.to_le_bytes());
+                b.extend_from_slice(&chunks.log2.to_le_bytes());
                 b.extend_from_slice(&(t as u64).to_le_bytes());
-                b.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
-                for c in chunks {
+                b.extend_from_slice(&(chunks.list.len() as u64).to_le_bytes());
+                for c in &chunks.list {
                     b.extend_from_slice(&c.stored.to_le_bytes());
                     b.extend_from_slice(&c.checksum.to_le_bytes());
                 }
@@ -403,27 +406,32 @@ fn decode_chunks(
     blocks: &BlockIndex,
     path: &Path,
 ) -> Result<ChunkIndex> {
-    let log2 = r.u32()?;
-    if !CHUNK_LOG2_RANGE.contains(&log2) {
-        return Err(Error::corrupt(path, format!("chunk size 2^{log2} out of range")));
+    let section_log2 = r.u32()?;
+    if !CHUNK_LOG2_RANGE.contains(&section_log2) {
+        return Err(Error::corrupt(path, format!("chunk size 2^{section_log2} out of range")));
     }
     let count = r.u64()?;
     if count.saturating_mul(24) > (r.b.len() - r.at) as u64 {
         return Err(Error::corrupt(path, "chunked tile count larger than the file"));
     }
-    let mut chunks: Vec<Vec<Vec<Chunk>>> = files.iter().map(|(_, t)| vec![Vec::new(); t.len()]).collect();
+    let mut chunks: Vec<Vec<TileChunks>> = files.iter().map(|(_, t)| vec![TileChunks::default(); t.len()]).collect();
     for _ in 0..count {
-        let (f, _reserved, t, n) = (r.u32()? as usize, r.u32()?, r.u64()?, r.u64()?);
+        let (f, own_log2, t, n) = (r.u32()? as usize, r.u32()?, r.u64()?, r.u64()?);
         let entry = files.get(f).and_then(|(_, tiles)| tiles.get(usize::try_from(t).ok()?));
         let bad = |what: String| Error::corrupt(path, format!("file {f}, tile {t}: {what}"));
         let Some(entry) = entry else { return Err(bad("chunks of a tile that does not exist".into())) };
+        // Version 4 entries hold 0: the section's chunk size.
+        let log2 = if own_log2 == 0 { section_log2 } else { own_log2 };
+        if !CHUNK_LOG2_RANGE.contains(&log2) {
+            return Err(bad(format!("chunk size 2^{log2} out of range")));
+        }
         if n != chunk_count(entry.unfiltered_size, log2) || !wants_chunks(entry.unfiltered_size, log2) {
             return Err(bad(format!("{n} chunks for {} unfiltered bytes", entry.unfiltered_size)));
         }
         if n.saturating_mul(16) > (r.b.len() - r.at) as u64 {
             return Err(bad("chunk list larger than the file".into()));
         }
-        if blocks.of(f, t).is_some() || !chunks[f][t as usize].is_empty() {
+        if blocks.of(f, t).is_some() || !chunks[f][t as usize].list.is_empty() {
             return Err(bad("chunks given twice, or beside block checksums".into()));
         }
         let list = (0..n).map(|_| Ok(Chunk { stored: r.u64()?, checksum: r.u64()? })).collect::<Result<Vec<_>>>()?;
@@ -434,9 +442,9 @@ fn decode_chunks(
         if checksum_of_sums(&sums) != entry.checksum {
             return Err(bad("the tile checksum is not that of its chunks".into()));
         }
-        chunks[f][t as usize] = list;
+        chunks[f][t as usize] = TileChunks { log2, list };
     }
-    Ok(ChunkIndex { log2, chunks })
+    Ok(ChunkIndex { chunks })
 }
 
 fn decode_sparse(r: &mut Reader<'_>, k: usize, n: usize, path: &Path) -> Result<SparseIndex> {
@@ -547,6 +555,49 @@ mod tests {
         bad.blocks.sums[0][0].pop();
         let e = FragmentMetadata::decode(&bad.encode(), m.name.clone(), Path::new("m")).unwrap_err();
         assert!(e.to_string().contains("4 block checksums for 5000 bytes"), "{e}");
+    }
+
+    /// Tiles chunked at different sizes keep each its own (version 5); a version 4 section, whose
+    /// entries hold 0, gives all its tiles the section's size; a size out of range, or one that
+    /// does not match an entry's chunk count, is corruption.
+    #[test]
+    fn chunk_sizes_are_per_tile() {
+        let mut m = sample();
+        let chunked = |n: u64, log2: u32| {
+            let list: Vec<Chunk> = (0..n).map(|i| Chunk { stored: 100, checksum: 7 + i }).collect();
+            let sums: Vec<u64> = list.iter().map(|c| c.checksum).collect();
+            let entry = TileEntry { offset: 0, stored_size: 100 * n, unfiltered_size: n << log2, checksum: 0 };
+            (TileEntry { checksum: checksum_of_sums(&sums), ..entry }, TileChunks { log2, list })
+        };
+        let ((e0, c0), (e1, c1)) = (chunked(3, 13), chunked(4, 12));
+        m.files[0].1 = vec![e0, e1];
+        m.chunks = ChunkIndex { chunks: vec![vec![c0.clone(), c1.clone()], vec![]] };
+        let bytes = m.encode();
+        let back = FragmentMetadata::decode(&bytes, m.name.clone(), Path::new("m")).unwrap();
+        assert_eq!(back.chunks.of(0, 0), Some(&c0));
+        assert_eq!(back.chunks.of(0, 1), Some(&c1));
+        // The section: tag, u32 size (the smallest, 12), u64 count, then entries whose second
+        // u32 is the tile's size.
+        let payload = &bytes[..bytes.len() - 20];
+        let at = payload.windows(4).rposition(|w| w == CHUNKS_TAG).unwrap();
+        assert_eq!(&payload[at + 4..at + 8], &12u32.to_le_bytes());
+        let first_entry = at + 16;
+        let second_entry = first_entry + 24 + 3 * 16;
+        let patched = |edits: &[(usize, u32)]| {
+            let mut p = payload.to_vec();
+            for &(at, v) in edits {
+                p[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            FragmentMetadata::decode(&seal(p, FOOTER_MAGIC), m.name.clone(), Path::new("m"))
+        };
+        // Version 4: both entries 0, the section's size 12 for both: tile 0 (3 chunks of 8 KiB)
+        // no longer adds up.
+        let e = patched(&[(first_entry + 4, 0), (second_entry + 4, 0)]).unwrap_err();
+        assert!(e.to_string().contains("3 chunks for 24576 unfiltered bytes"), "{e}");
+        let v4 = patched(&[(at + 4, 13), (first_entry + 4, 0), (second_entry + 4, 12)]).unwrap();
+        assert_eq!(v4.chunks, back.chunks);
+        let e = patched(&[(first_entry + 4, 31)]).unwrap_err();
+        assert!(e.to_string().contains("chunk size 2^31 out of range"), "{e}");
     }
 
     #[test]

@@ -12,10 +12,10 @@ mod rtree;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use chunks::{
-    encode_chunked, encode_chunked_runs, max_chunked_len, stored_offsets, wants_chunks, ChunkedTile, TileRuns,
-    DEFAULT_CHUNK_LOG2,
+    choose_chunk_log2, chunks_tile, encode_chunked, encode_chunked_runs, max_chunked_len, stored_offsets, wants_chunks,
+    AutoChunkSize, ChunkedTile, TileRuns,
 };
-pub use chunks::{Chunk, ChunkIndex};
+pub use chunks::{Chunk, ChunkIndex, TileChunks};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use metadata::FOOTER_MAGIC as METADATA_FOOTER_MAGIC;

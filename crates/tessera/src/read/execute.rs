@@ -11,7 +11,7 @@ use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec};
+use crate::fragment::{stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, TileChunks};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
 use crate::snapshot::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, Snapshot, TileKey, Tiles};
@@ -391,7 +391,8 @@ fn partial_blocks(
     let (units, log2) = if spec.filters.is_empty() {
         (frag.blocks.of(f, key.1)?.len() as u64, frag.blocks.log2)
     } else {
-        (frag.chunks.of(f, key.1)?.len() as u64, frag.chunks.log2)
+        let c = frag.chunks.of(f, key.1)?;
+        (c.list.len() as u64, c.log2)
     };
     let cache = array.ctx.tile_cache();
     let entry = frag.files[f].1[key.1 as usize];
@@ -515,14 +516,19 @@ fn read_chunks(
     let frag = &array.fragments[key.0];
     let entry = frag.files[f].1[key.1 as usize];
     let path = file_path(array, key.0, &spec.name);
-    let chunks = frag.chunks.of(f, key.1).unwrap_or(&[]);
-    let starts = stored_offsets(chunks).unwrap_or_default();
-    let tile = ChunkedTile::of(spec, log2, entry.unfiltered_size, chunks);
+    let none = TileChunks { log2, list: Vec::new() };
+    let chunks = frag.chunks.of(f, key.1).unwrap_or(&none);
+    let starts = stored_offsets(&chunks.list).unwrap_or_default();
+    let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
     let mut out = Vec::with_capacity(runs.len());
     let mut read = 0u64;
     for &(a, b) in runs {
         let (Some(&s0), Some(&s1)) = (starts.get(a as usize), starts.get(b as usize)) else {
-            return Err(Error::corrupt_tile(&path, key.1, format!("chunks {a}..{b} of {} do not exist", chunks.len())));
+            return Err(Error::corrupt_tile(
+                &path,
+                key.1,
+                format!("chunks {a}..{b} of {} do not exist", chunks.list.len()),
+            ));
         };
         let raw =
             array.ctx.storage().read_immutable(&path, entry.offset + s0, s1 - s0).map_err(|e| storage_err(&path, e))?;

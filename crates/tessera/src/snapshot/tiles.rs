@@ -190,8 +190,8 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
             return Err(tile_err("chunks recorded for a file without filters".into()));
         }
         let _u = stats::timer(Timer::ReaderUnfilterTiles);
-        let tile = ChunkedTile::of(spec, fragment.chunks.log2, entry.unfiltered_size, chunks);
-        let out = tile.decode(0..chunks.len(), &raw).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
+        let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
+        let out = tile.decode(0..chunks.list.len(), &raw).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
         Bytes::from_vec(out)
     } else {
         let blocks = &fragment.blocks;
@@ -290,7 +290,7 @@ fn check_entry(array: &Snapshot, specs: &[FileSpec], key: TileKey, f: usize, lim
     )?;
     let fragment = &array.fragments[key.0];
     let max_stored = match fragment.chunks.of(f, key.1) {
-        Some(_) => max_chunked_len(&spec.filters, entry.unfiltered_size, fragment.chunks.log2),
+        Some(c) => max_chunked_len(&spec.filters, entry.unfiltered_size, c.log2),
         None => spec.filters.max_filtered_len(entry.unfiltered_size),
     };
     if entry.stored_size > max_stored {

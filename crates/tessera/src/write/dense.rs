@@ -13,9 +13,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::{FragmentWriter, UnfilteredTile};
-use crate::config::{check_limit, memory_limit};
+use crate::config::{check_limit, memory_limit, TileChunking};
 use crate::error::{QueryError, Result};
-use crate::fragment::{wants_chunks, FileKind, FileSpec, FragmentMetadata, FragmentName, TileEntry, TileRuns};
+use crate::fragment::{chunks_tile, FileKind, FileSpec, FragmentMetadata, FragmentName, TileEntry, TileRuns};
 use crate::geometry::Layout;
 use crate::geometry::{
     cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
@@ -353,7 +353,7 @@ impl DenseWriter {
         chunk: Vec<(u64, Vec<Placement>)>,
     ) -> Vec<(u64, PartialTile, Vec<Placement>)> {
         let grid = self.snap.grid.clone();
-        let chunk_log2 = self.frag.as_ref().and_then(FragmentWriter::chunk_log2);
+        let chunking = self.frag.as_ref().map_or(TileChunking::Whole, FragmentWriter::chunking);
         let tile_cells = grid.cells_per_tile();
         let mut jobs = Vec::with_capacity(chunk.len());
         for (idx, ps) in chunk {
@@ -367,7 +367,7 @@ impl DenseWriter {
                     let direct = if grid.cell_curve.is_some() {
                         vec![false; self.specs.len()]
                     } else {
-                        direct_files(schema, &self.specs, inputs, &ps, tile_cells, chunk_log2)
+                        direct_files(schema, &self.specs, inputs, &ps, tile_cells, chunking)
                     };
                     new_tile(schema, &self.specs, fills, tile_cells, inside, covered == tile_cells, direct)
                 }
@@ -492,14 +492,14 @@ fn place_cells(
 /// Which files of a new tile go straight from the submit's buffers, never copied into a tile
 /// buffer: the tile is covered by one placement whose cells form contiguous runs, the file is of
 /// fixed-size cells, and it is either unfiltered (written from the runs as they are) or filtered
-/// into chunks (`chunk_log2`; each chunk gathered from the runs and filtered, see `TileRuns`).
+/// into chunks (as `chunking` says; each chunk gathered from the runs and filtered, see `TileRuns`).
 fn direct_files(
     schema: &ArraySchema,
     specs: &[FileSpec],
     inputs: &[AttrInput<'_>],
     ps: &[Placement],
     tile_cells: u64,
-    chunk_log2: Option<u32>,
+    chunking: TileChunking,
 ) -> Vec<bool> {
     let [p] = ps else { return vec![false; specs.len()] };
     if p.shape.iter().product::<u64>() != tile_cells {
@@ -512,7 +512,7 @@ fn direct_files(
             if s.filters.is_empty() {
                 return contiguous_runs(elem, &p.shape, &p.src, &p.dst).is_some();
             }
-            let chunked = chunk_log2.is_some_and(|l| wants_chunks(tile_cells.saturating_mul(elem as u64), l));
+            let chunked = chunks_tile(chunking, tile_cells.saturating_mul(elem as u64));
             chunked && tile_runs(s, elem, src, p).is_some()
         })
         .collect()

@@ -9,12 +9,12 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::commit::{commit_consolidation, commit_write, Placed};
 use crate::config::check_limit;
-use crate::config::Config;
+use crate::config::{Config, TileChunking};
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
-    block_sums, checksum_of_sums, encode_chunked, encode_chunked_runs, wants_blocks, wants_chunks, BlockIndex, Chunk,
-    ChunkIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileEntry, TileRuns, BLOCK_LOG2,
-    DEFAULT_CHUNK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
+    block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked, encode_chunked_runs, wants_blocks, wants_chunks,
+    AutoChunkSize, BlockIndex, ChunkIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileChunks,
+    TileEntry, TileRuns, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
 use crate::stats::{self, Counter, Timer};
@@ -41,9 +41,13 @@ struct FilteredTile {
     checksum: u64,
     /// Block checksums (unfiltered tiles of more than two blocks), else empty.
     sums: Vec<u64>,
-    /// Chunks (filtered tiles of more than two chunks), else empty.
-    chunks: Vec<Chunk>,
+    /// Chunks (filtered tiles of more than two chunks), else none.
+    chunks: TileChunks,
 }
+
+/// With `sm.tile_chunk_size` auto, a file's chunk size is chosen again from a new sample after
+/// this many unfiltered bytes of its tiles (the sample costs about 1% of filtering them).
+const RESAMPLE_BYTES: u64 = 256 << 20;
 
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
 pub(crate) struct FragmentWriter {
@@ -57,9 +61,11 @@ pub(crate) struct FragmentWriter {
     /// Block checksums per file and tile (unfiltered tiles of more than two blocks).
     blocks: Vec<Vec<Vec<u64>>>,
     /// Chunks per file and tile (filtered tiles of more than two chunks).
-    chunks: Vec<Vec<Vec<Chunk>>>,
-    /// `sm.tile_chunk_size` (log2): filtered tiles larger than two chunks are chunked.
-    chunk_log2: Option<u32>,
+    chunks: Vec<Vec<TileChunks>>,
+    /// `sm.tile_chunk_size`: whether and in what size filtered tiles are chunked.
+    chunking: TileChunking,
+    /// With `TileChunking::Auto`, per file: the chunk size chosen from a sample.
+    chosen: Vec<AutoChunkSize>,
     domain: Rect,
     /// For a consolidation's output: the fragments it replaces, oldest first.
     replaces: Option<Vec<Placed>>,
@@ -106,6 +112,7 @@ impl FragmentWriter {
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
         let blocks = vec![Vec::new(); specs.len()];
         let chunks = vec![Vec::new(); specs.len()];
+        let chosen = vec![AutoChunkSize::default(); specs.len()];
         Self {
             storage,
             array,
@@ -116,7 +123,8 @@ impl FragmentWriter {
             entries,
             blocks,
             chunks,
-            chunk_log2: config.tile_chunk_log2(),
+            chunking: config.tile_chunking(),
+            chosen,
             domain,
             replaces: None,
             committed: false,
@@ -125,12 +133,36 @@ impl FragmentWriter {
         }
     }
 
-    /// The fragment's name.
-    /// Chunk size (log2) of this fragment's chunked tiles; `None`: tiles are filtered whole.
-    pub(crate) fn chunk_log2(&self) -> Option<u32> {
-        self.chunk_log2
+    /// How this fragment's filtered tiles are chunked.
+    pub(crate) fn chunking(&self) -> TileChunking {
+        self.chunking
     }
 
+    /// The chunk size (log2) of each tile `(file, unfiltered size)` of `tiles`, in order (`None`:
+    /// filtered whole). With `TileChunking::Auto`, a file without a current choice gets one from
+    /// `sample(i, n)`, the first `n` bytes of tile `i`.
+    fn chunk_sizes<'s>(
+        &mut self,
+        tiles: &[(usize, u64)],
+        sample: impl Fn(usize, usize) -> std::borrow::Cow<'s, [u8]>,
+    ) -> Result<Vec<Option<u32>>> {
+        let mut out = Vec::with_capacity(tiles.len());
+        for (i, &(f, len)) in tiles.iter().enumerate() {
+            let spec = &self.specs[f];
+            let log2 = match self.chunking {
+                _ if spec.filters.is_empty() => None,
+                TileChunking::Whole => None,
+                TileChunking::Fixed(log2) => wants_chunks(len, log2).then_some(log2),
+                TileChunking::Auto => self.chosen[f].next(len, RESAMPLE_BYTES, || {
+                    choose_chunk_log2(&spec.filters, spec.elem_size, len, |n| sample(i, n))
+                })?,
+            };
+            out.push(log2);
+        }
+        Ok(out)
+    }
+
+    /// The fragment's name.
     pub(crate) fn name(&self) -> &FragmentName {
         &self.name
     }
@@ -164,7 +196,6 @@ impl FragmentWriter {
             }
         }
         self.start()?;
-        let specs = &self.specs;
         let jobs: Vec<(u64, usize, Vec<u8>)> = tiles
             .into_iter()
             .flat_map(|t| {
@@ -177,10 +208,13 @@ impl FragmentWriter {
             })
             .collect();
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
-        let chunk_log2 = self.chunk_log2;
+        let sizes: Vec<(usize, u64)> = jobs.iter().map(|(_, f, b)| (*f, b.len() as u64)).collect();
+        let log2s = self.chunk_sizes(&sizes, |i, n| std::borrow::Cow::Borrowed(&jobs[i].2[..n]))?;
+        let specs = &self.specs;
         let filtered: Vec<FilteredTile> = jobs
             .into_par_iter()
-            .map(|(index, file, buf)| {
+            .zip(log2s)
+            .map(|((index, file, buf), log2)| {
                 let (spec, unfiltered) = (&specs[file], buf.len() as u64);
                 let mut t = FilteredTile {
                     index,
@@ -189,11 +223,11 @@ impl FragmentWriter {
                     bytes: Vec::new(),
                     checksum: 0,
                     sums: Vec::new(),
-                    chunks: Vec::new(),
+                    chunks: TileChunks::default(),
                 };
-                match chunk_log2 {
+                match log2 {
                     // Large filtered tiles: independent chunks, filtered in parallel.
-                    Some(log2) if !spec.filters.is_empty() && wants_chunks(unfiltered, log2) => {
+                    Some(log2) => {
                         (t.bytes, t.chunks, t.checksum) = encode_chunked(&spec.filters, &buf, spec.elem_size, log2)?;
                     }
                     _ => {
@@ -221,18 +255,24 @@ impl FragmentWriter {
     /// # Errors
     /// As `write_tiles`; also a tile too small to be chunked or a writer without chunking.
     pub(crate) fn write_tile_runs(&mut self, tiles: Vec<(u64, usize, TileRuns<'_>)>) -> Result<()> {
-        let log2 = self.chunk_log2.ok_or_else(|| QueryError::WriteState("tile runs need chunked tiles".into()))?;
         for (index, f, r) in &tiles {
             let what = || format!("tile {index} of {} of the fragment being written", self.specs[*f].name);
             check_limit("sm.limits.tile_bytes", what, r.len() as u64, self.tile_limit)?;
-            if !wants_chunks(r.len() as u64, log2) || self.specs[*f].filters.is_empty() {
-                return Err(QueryError::WriteState(format!("tile {index} is not a chunked tile")).into());
-            }
+        }
+        let filter_timer = stats::timer(Timer::WriterFilterTiles);
+        let sizes: Vec<(usize, u64)> = tiles.iter().map(|(_, f, r)| (*f, r.len() as u64)).collect();
+        let log2s = self.chunk_sizes(&sizes, |i, n| {
+            let mut buf = vec![0; n];
+            tiles[i].2.gather(0, &mut buf);
+            std::borrow::Cow::Owned(buf)
+        })?;
+        let mut runs = Vec::with_capacity(tiles.len());
+        for ((index, _, r), log2) in tiles.iter().zip(log2s) {
+            let log2 = log2.ok_or_else(|| QueryError::WriteState(format!("tile {index} is not a chunked tile")))?;
+            runs.push((r, log2));
         }
         self.start()?;
-        let filter_timer = stats::timer(Timer::WriterFilterTiles);
-        let runs: Vec<&TileRuns<'_>> = tiles.iter().map(|t| &t.2).collect();
-        let encoded = encode_chunked_runs(&runs, log2)?;
+        let encoded = encode_chunked_runs(&runs)?;
         drop(filter_timer);
         let filtered = tiles
             .iter()
@@ -273,7 +313,12 @@ impl FragmentWriter {
                 checksum: t.checksum,
             });
             set_at(&mut self.blocks[f], index, t.sums);
-            set_at(&mut self.chunks[f], index, t.chunks);
+            if !t.chunks.list.is_empty() {
+                if self.chunks[f].len() <= index as usize {
+                    self.chunks[f].resize(index as usize + 1, TileChunks::default());
+                }
+                self.chunks[f][index as usize] = t.chunks;
+            }
         }
         Ok(())
     }
@@ -360,7 +405,7 @@ impl FragmentWriter {
         let mut chunks = std::mem::take(&mut self.chunks);
         for ((s, c), (_, tiles)) in sums.iter_mut().zip(chunks.iter_mut()).zip(&files) {
             s.resize(tiles.len(), Vec::new());
-            c.resize(tiles.len(), Vec::new());
+            c.resize(tiles.len(), TileChunks::default());
         }
         let meta = FragmentMetadata {
             name: self.name.clone(),
@@ -370,7 +415,7 @@ impl FragmentWriter {
             sparse,
             deletes,
             blocks: BlockIndex { log2: BLOCK_LOG2, sums },
-            chunks: ChunkIndex { log2: self.chunk_log2.unwrap_or(DEFAULT_CHUNK_LOG2), chunks },
+            chunks: ChunkIndex { chunks },
         };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         let encoded = meta.encode();
