@@ -305,6 +305,9 @@ pub(crate) fn stored_offsets(chunks: &[Chunk]) -> Option<Vec<u64>> {
     Some(out)
 }
 
+/// Pieces of one chunk to fill: (offset in the chunk, bytes).
+type Pieces<'b> = Vec<(usize, &'b mut [u8])>;
+
 /// A chunk that failed: its number and what is wrong.
 pub(crate) type ChunkError = (usize, String);
 
@@ -366,6 +369,72 @@ impl<'a> ChunkedTile<'a> {
         // capacity is at least `len`.
         unsafe { out.set_len(len) };
         Ok(out)
+    }
+
+    /// Verifies and unfilters the chunks holding `pieces`, each `(offset in the tile, bytes to
+    /// fill)` (disjoint, in any order), from the tile's stored bytes `raw`, in parallel, and
+    /// fills the pieces: a chunk that one piece covers exactly is decoded straight into it (a
+    /// whole tile read into its place in a result), any other into a per-thread buffer that
+    /// stays in cache and is copied out. No tile-sized buffer is ever made.
+    ///
+    /// # Errors
+    /// A piece outside the tile, a chunk whose checksum differs or that does not decode to its
+    /// size, or stored sizes that do not add up to `raw`'s.
+    pub(crate) fn decode_scattered(&self, raw: &[u8], pieces: Vec<(u64, &mut [u8])>) -> Result<(), ChunkError> {
+        let log2 = self.log2;
+        let starts = stored_offsets(self.chunks).ok_or((0, "chunk sizes overflow".to_owned()))?;
+        if starts.last().copied() != Some(raw.len() as u64) {
+            return Err((0, format!("chunks hold {:?} stored bytes, {} were read", starts.last(), raw.len())));
+        }
+        // Pieces cut at chunk boundaries, grouped by chunk: (chunk, [(offset in the chunk, bytes)]).
+        let mut cut: Vec<(usize, usize, &mut [u8])> = Vec::new();
+        for (mut at, mut rest) in pieces {
+            if at.checked_add(rest.len() as u64).is_none_or(|end| end > self.unfiltered) {
+                return Err((0, format!("bytes {at}+{} are outside the tile of {}", rest.len(), self.unfiltered)));
+            }
+            while !rest.is_empty() {
+                let j = at >> log2;
+                let within = at - (j << log2);
+                let (head, tail) = rest.split_at_mut(((1u64 << log2) - within).min(rest.len() as u64) as usize);
+                at += head.len() as u64;
+                cut.push((j as usize, within as usize, head));
+                rest = tail;
+            }
+        }
+        cut.sort_unstable_by_key(|c| (c.0, c.1));
+        let mut groups: Vec<(usize, Pieces<'_>)> = Vec::new();
+        for (j, within, bytes) in cut {
+            match groups.last_mut() {
+                Some(g) if g.0 == j => g.1.push((within, bytes)),
+                _ => groups.push((j, vec![(within, bytes)])),
+            }
+        }
+        groups.into_par_iter().try_for_each_init(Vec::new, |scratch: &mut Vec<u8>, (j, mut parts)| {
+            let (c, bytes) = (self.chunks[j], &raw[starts[j] as usize..starts[j + 1] as usize]);
+            let sum = xxh3_64(bytes);
+            if sum != c.checksum {
+                return Err((j, format!("checksum mismatch (stored {:016x}, computed {sum:016x})", c.checksum)));
+            }
+            let len = (1u64 << log2).min(self.unfiltered - ((j as u64) << log2)) as usize;
+            let decode = |out: &mut [u8]| {
+                // SAFETY: a `MaybeUninit<u8>` has the layout of a `u8`, and `decode_into` only
+                // writes initialized bytes into it, so `out` holds bytes after as before.
+                #[allow(unsafe_code)]
+                let out = unsafe { &mut *(std::ptr::from_mut::<[u8]>(out) as *mut [std::mem::MaybeUninit<u8>]) };
+                self.filters.decode_into(bytes, self.elem_size, out).map_err(|e| (j, e.to_string()))
+            };
+            match parts.as_mut_slice() {
+                [(0, whole)] if whole.len() == len => decode(whole),
+                _ => {
+                    scratch.resize(len, 0);
+                    decode(scratch)?;
+                    for (within, out) in parts {
+                        out.copy_from_slice(&scratch[within..within + out.len()]);
+                    }
+                    Ok(())
+                }
+            }
+        })
     }
 }
 
@@ -435,6 +504,58 @@ mod tests {
                 prop_assert_eq!(g, &encode_chunked(&pipes[*p], tile, 4, log2).unwrap());
             }
         }
+    }
+
+    proptest! {
+        /// Pieces of a tile filled from its chunks (straight, or through the per-thread buffer)
+        /// hold exactly the tile's bytes, whatever the pieces' sizes and order.
+        #[test]
+        fn scattered_pieces_hold_the_tile_bytes(
+            len in 8193usize..40_000,
+            cuts in prop::collection::vec(0usize..40_000, 0..12),
+            p in 0usize..3,
+            reversed in any::<bool>(),
+        ) {
+            let data: Vec<u8> = (0..len).map(|i| ((i / 3) % 239) as u8).collect();
+            let filters = &pipelines()[p];
+            let (stored, chunks, _) = encode_chunked(filters, &data, 4, 12).unwrap();
+            let tile = ChunkedTile { filters, elem_size: 4, log2: 12, unfiltered: len as u64, chunks: &chunks.list };
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % len).chain([0, len]).collect();
+            bounds.sort_unstable();
+            bounds.dedup();
+            let mut out = vec![0xAAu8; len];
+            let mut pieces: Vec<(u64, &mut [u8])> = Vec::new();
+            let mut rest = out.as_mut_slice();
+            for w in bounds.windows(2) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+                pieces.push((w[0] as u64, head));
+                rest = tail;
+            }
+            if reversed {
+                pieces.reverse();
+            }
+            tile.decode_scattered(&stored, pieces).unwrap();
+            prop_assert_eq!(out, data);
+        }
+    }
+
+    #[test]
+    fn scattered_pieces_are_checked() {
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
+        let filters = &pipelines()[0];
+        let (mut stored, chunks, _) = encode_chunked(filters, &data, 1, 12).unwrap();
+        let tile = ChunkedTile { filters, elem_size: 1, log2: 12, unfiltered: 50_000, chunks: &chunks.list };
+        let mut out = [0u8; 100];
+        let (_, what) = tile.decode_scattered(&stored, vec![(49_950, &mut out[..])]).unwrap_err();
+        assert!(what.contains("outside the tile"), "{what}");
+        let (_, what) = tile.decode_scattered(&stored[1..], vec![(0, &mut out[..])]).unwrap_err();
+        assert!(what.contains("were read"), "{what}");
+        let starts = stored_offsets(&chunks.list).unwrap();
+        stored[starts[7] as usize + 2] ^= 1;
+        let (j, what) = tile.decode_scattered(&stored, vec![(7 * 4096 + 10, &mut out[..])]).unwrap_err();
+        assert_eq!(j, 7);
+        assert!(what.contains("checksum mismatch"), "{what}");
+        assert!(tile.decode_scattered(&stored, vec![(6 * 4096, &mut out[..])]).is_ok(), "chunk 7 is not read");
     }
 
     #[test]

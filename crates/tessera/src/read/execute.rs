@@ -1,8 +1,9 @@
 //! Executing a read plan: the tiles the copies need are fetched with adjacent byte ranges of a
 //! file coalesced into one request, requests run in parallel, each tile's checksum is verified,
 //! tiles are unfiltered in parallel (unfiltered tiles are used in place, with no copy), and the
-//! copies move whole contiguous runs. Tiles are processed in batches bounded by
-//! `sm.memory_budget`.
+//! copies move whole contiguous runs. A tile the read takes whole goes into the result without
+//! a tile buffer: unfiltered, read straight into its place; chunked, each chunk decoded into its
+//! runs. Tiles are processed in batches bounded by `sm.memory_budget`.
 
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
@@ -149,6 +150,11 @@ fn tile_read_bytes(array: &Snapshot, specs: &[FileSpec], wanted: &[usize], key: 
 /// offset in the sink's buffer).
 type Direct = (usize, TileKey, usize, usize);
 
+/// A chunked tile whose every cell the copies take, decoded chunk by chunk straight into a
+/// result buffer: (sink, tile, data file, runs `(offset in the tile, offset in the sink's
+/// buffer, bytes)` sorted by tile offset and covering the tile once).
+type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>);
+
 /// The files of one attribute: data, offsets (variable-length), validity (nullable).
 #[derive(Clone, Copy)]
 struct AttrFiles {
@@ -184,9 +190,12 @@ fn run_batch(
     by_tile: &FastMap<TileKey, Vec<CopyOp>>,
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
-    let direct = direct_reads(array, specs, batch, by_tile, sinks);
-    let is_direct = |key: TileKey, f: usize| direct.iter().any(|d| d.1 == key && d.2 == f);
+    let (direct, chunked) = direct_reads(array, specs, batch, by_tile, sinks);
+    let is_direct = |key: TileKey, f: usize| {
+        direct.iter().any(|d| d.1 == key && d.2 == f) || chunked.iter().any(|d| d.1 == key && d.2 == f)
+    };
     read_direct(array, specs, &direct, sinks)?;
+    read_direct_chunked(array, specs, &chunked, sinks)?;
     // Unfiltered tiles with block checksums, and chunked tiles, of which the copies need a few
     // blocks or chunks: only those are read, verified (and unfiltered).
     let (mut partial, mut whole) = (Vec::new(), Vec::new());
@@ -209,39 +218,77 @@ fn run_batch(
     Ok(())
 }
 
-/// Direct reads: an unfiltered fixed-size data tile whose only copy is one contiguous run of
-/// the whole tile goes from storage straight into the result (no intermediate buffer). Tiles
-/// the tile cache takes go through it instead.
+/// Direct reads, for fixed-size data tiles the tile cache does not take: an unfiltered tile
+/// whose only copy is one contiguous run of the whole tile goes from storage straight into the
+/// result, and a chunked tile whose copies take every cell as runs is decoded chunk by chunk
+/// into them (no tile buffer either way).
 fn direct_reads(
     array: &Snapshot,
     specs: &[FileSpec],
     batch: &[TileKey],
     by_tile: &FastMap<TileKey, Vec<CopyOp>>,
     sinks: &[Sink<'_>],
-) -> Vec<Direct> {
+) -> (Vec<Direct>, Vec<DirectChunked>) {
     let cells_per_tile = array.grid.cells_per_tile();
-    let mut direct = Vec::new();
+    let (mut direct, mut chunked) = (Vec::new(), Vec::new());
     if array.grid.cell_curve.is_some() {
         // Stored in curve order: tiles go through `fetch_tiles`, which moves them back.
-        return direct;
+        return (direct, chunked);
     }
     for (si, s) in sinks.iter().enumerate() {
-        let (DataSink::Fixed(_), Some(fd)) = (&s.data, AttrFiles::of(specs, s.attr).data) else { continue };
+        let (DataSink::Fixed(buf), Some(fd)) = (&s.data, AttrFiles::of(specs, s.attr).data) else { continue };
         let cs = array.schema().attrs[s.attr].cell_size();
         let tile_bytes = cells_per_tile * cs as u64;
-        if !specs[fd].filters.is_empty() || array.ctx.tile_cache().admits(tile_bytes) {
+        if array.ctx.tile_cache().admits(tile_bytes) {
             continue;
         }
+        let first_chunked = chunked.len();
         for &key in batch {
-            let [op] = by_tile[&key].as_slice() else { continue };
-            if let Some([(0, dst, len)]) = contiguous_runs(cs, &op.shape, &op.src, &op.dst).as_deref() {
-                if *len as u64 == tile_bytes {
-                    direct.push((si, key, fd, *dst));
+            let ops = by_tile[&key].as_slice();
+            if specs[fd].filters.is_empty() {
+                let [op] = ops else { continue };
+                if let Some([(0, dst, len)]) = contiguous_runs(cs, &op.shape, &op.src, &op.dst).as_deref() {
+                    if *len as u64 == tile_bytes {
+                        direct.push((si, key, fd, *dst));
+                    }
                 }
+                continue;
+            }
+            let frag = &array.fragments[key.0];
+            // A tile whose size is not what its cells imply is read whole, which reports it.
+            if frag.chunks.of(fd, key.1).is_none() || frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
+                continue;
+            }
+            let runs: Option<Vec<Vec<(usize, usize, usize)>>> =
+                ops.iter().map(|op| contiguous_runs(cs, &op.shape, &op.src, &op.dst)).collect();
+            let Some(mut runs) = runs.map(|r| r.concat()) else { continue };
+            runs.sort_unstable();
+            let mut at = 0usize;
+            let covers = runs.iter().all(|&(src, _, len)| {
+                let next = src == at;
+                at += len;
+                next
+            });
+            if covers && at as u64 == tile_bytes {
+                chunked.push((si, key, fd, runs));
             }
         }
+        // The plan copies every result cell once, so the runs into one buffer are disjoint
+        // (`read_direct_chunked` splits the buffer into them); checked, not assumed.
+        let mut spans: Vec<(usize, usize)> =
+            chunked[first_chunked..].iter().flat_map(|j| j.3.iter().map(|r| (r.1, r.2))).collect();
+        spans.sort_unstable();
+        let mut end = 0usize;
+        let disjoint = spans.iter().all(|&(dst, len)| {
+            let ok = dst >= end;
+            end = dst.saturating_add(len);
+            ok
+        });
+        if !disjoint || end > buf.len() {
+            chunked.truncate(first_chunked);
+        }
     }
-    direct
+    (direct, chunked)
 }
 
 /// Copies tile `key`'s cells of one attribute (copies `ops`) into sink `s` (its data unless
@@ -549,6 +596,68 @@ fn storage_err(path: &std::path::Path, e: StorageError) -> Error {
         StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => Error::corrupt(path, e.to_string()),
         e => e.into(),
     }
+}
+
+/// Reads the chunked tiles `jobs` and decodes them into their runs of their sinks' buffers: the
+/// stored tiles are read in parallel, then every chunk of every tile is verified and decoded in
+/// parallel, straight into a run that holds it whole, else through a per-thread buffer.
+fn read_direct_chunked(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    jobs: &[DirectChunked],
+    sinks: &mut [Sink<'_>],
+) -> Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let storage = array.ctx.storage();
+    let raws: Vec<Bytes> = array.ctx.install_io(|| {
+        jobs.par_iter()
+            .map(|(_, key, f, _)| {
+                let path = file_path(array, key.0, &specs[*f].name);
+                let entry = array.fragments[key.0].files[*f].1[key.1 as usize];
+                storage.read_immutable(&path, entry.offset, entry.stored_size).map_err(|e| storage_err(&path, e))
+            })
+            .collect::<Result<_>>()
+    })?;
+    // Each job's pieces of its sink's buffer: the plan copies every result cell once, so the
+    // runs of a sink are disjoint and the buffer splits into them.
+    let mut pieces: Vec<Vec<(u64, &mut [u8])>> = jobs.iter().map(|_| Vec::new()).collect();
+    for (si, s) in sinks.iter_mut().enumerate() {
+        let DataSink::Fixed(buf) = &mut s.data else { continue };
+        let mut mine: Vec<(usize, usize, usize, usize)> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| j.0 == si)
+            .flat_map(|(i, j)| j.3.iter().map(move |&(src, dst, len)| (dst, len, i, src)))
+            .collect();
+        mine.sort_unstable();
+        let (mut rest, mut consumed): (&mut [u8], usize) = (buf, 0);
+        for (dst, len, i, src) in mine {
+            // Disjoint and inside the buffer (`direct_reads`).
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(dst - consumed);
+            let (slot, tail) = tail.split_at_mut(len);
+            pieces[i].push((src as u64, slot));
+            (rest, consumed) = (tail, dst + len);
+        }
+    }
+    array.ctx.install(|| {
+        jobs.par_iter().zip(raws).zip(pieces).try_for_each(|(((_, key, f, _), raw), pieces)| {
+            let (frag, spec) = (&array.fragments[key.0], &specs[*f]);
+            let entry = frag.files[*f].1[key.1 as usize];
+            let path = file_path(array, key.0, &spec.name);
+            let chunks =
+                frag.chunks.of(*f, key.1).ok_or_else(|| Error::corrupt_tile(&path, key.1, "chunks missing"))?;
+            let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
+            let _u = stats::timer(Timer::ReaderUnfilterTiles);
+            tile.decode_scattered(&raw, pieces)
+                .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
+            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+            count_fetched(array.schema(), spec, entry.stored_size, entry.unfiltered_size);
+            count_copied(false, entry.unfiltered_size);
+            Ok(())
+        })
+    })
 }
 
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
