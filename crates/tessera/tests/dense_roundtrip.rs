@@ -354,16 +354,17 @@ fn chunked_tiles_from_the_callers_rows_equal_assembled_tiles() {
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 40, ..Default::default() })]
-    /// Chunked tiles the tile cache does not take, whose every cell a read needs, are decoded
-    /// chunk by chunk straight into the result (a run per tile row when the result is wider
-    /// than the tile): random overlapping writes (several fragments: a tile partly hidden by a
-    /// newer one is copied, not decoded in place) and random boxes in both layouts, pread and
-    /// mmap, every read equal to a reference array of the newest values.
+    /// Chunked tiles the tile cache does not take have the chunks a read needs decoded straight
+    /// into the result (a run per tile row when the result is wider than the tile, a run per
+    /// point): random overlapping writes (several fragments), random boxes in both layouts (a
+    /// column-major result is not runs of a tile: copied from the decoded tile) and random
+    /// points, pread and mmap, every read equal to a reference array of the newest values.
     #[test]
     fn whole_chunked_tiles_decode_into_the_result(
         writes in proptest::collection::vec((0i128..120, 1i128..120, 0i128..90, 1i128..90, proptest::prelude::any::<u32>()), 1..4),
         reads in proptest::collection::vec((0i128..120, 1i128..120, 0i128..90, 1i128..90, proptest::prelude::any::<bool>()), 1..5),
         mmap in proptest::prelude::any::<bool>(),
+        points in proptest::collection::vec((1i64..=120, 1i64..=90), 1..40),
     ) {
         let (rows, cols) = (120i128, 90i128);
         let dir = tempfile::tempdir().unwrap();
@@ -413,6 +414,12 @@ proptest::proptest! {
             let got: &[i64] = bytemuck::cast_slice(&res.attrs[0].data);
             proptest::prop_assert_eq!(got, &want[..], "box {:?} {:?}", (r0, r1, c0, c1), layout);
         }
+        // Points: each a run of one cell, decoded from the chunk holding it.
+        let (rs, cs): (Vec<i64>, Vec<i64>) = points.iter().copied().unzip();
+        let coords = [CoordInput { name: "r", data: bytemuck::cast_slice(&rs) }, CoordInput { name: "c", data: bytemuck::cast_slice(&cs) }];
+        let res = r.read_points(&coords, &["a"]).unwrap();
+        let want: Vec<i64> = points.iter().map(|&(pr, pc)| model[((pr - 1) as i128 * cols + (pc - 1) as i128) as usize]).collect();
+        proptest::prop_assert_eq!(bytemuck::cast_slice::<u8, i64>(&res.attrs[0].data), &want[..]);
     }
 }
 

@@ -305,6 +305,15 @@ pub(crate) fn stored_offsets(chunks: &[Chunk]) -> Option<Vec<u64>> {
     Some(out)
 }
 
+/// Largest chunk decoded through the per-thread buffer (larger ones, of fixed chunk sizes, get
+/// a buffer of their own).
+const SCRATCH_KEPT: usize = 1 << 20;
+
+thread_local! {
+    /// Per thread, the buffer a chunk is decoded into when no one piece takes it whole.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Pieces of one chunk to fill: (offset in the chunk, bytes).
 type Pieces<'b> = Vec<(usize, &'b mut [u8])>;
 
@@ -372,20 +381,32 @@ impl<'a> ChunkedTile<'a> {
     }
 
     /// Verifies and unfilters the chunks holding `pieces`, each `(offset in the tile, bytes to
-    /// fill)` (disjoint, in any order), from the tile's stored bytes `raw`, in parallel, and
-    /// fills the pieces: a chunk that one piece covers exactly is decoded straight into it (a
-    /// whole tile read into its place in a result), any other into a per-thread buffer that
-    /// stays in cache and is copied out. No tile-sized buffer is ever made.
+    /// fill)` (disjoint, in any order), in parallel, and fills the pieces. `stored` holds runs
+    /// of the tile's stored chunks, `(first chunk, their stored bytes back to back)`, that must
+    /// hold every chunk a piece needs; no other chunk is decoded. A chunk that one piece covers
+    /// exactly is decoded straight into it (a whole tile read into its place in a result), any
+    /// other into a per-thread buffer that stays in cache and is copied out: no tile-sized
+    /// buffer is ever made.
     ///
     /// # Errors
-    /// A piece outside the tile, a chunk whose checksum differs or that does not decode to its
-    /// size, or stored sizes that do not add up to `raw`'s.
-    pub(crate) fn decode_scattered(&self, raw: &[u8], pieces: Vec<(u64, &mut [u8])>) -> Result<(), ChunkError> {
+    /// A piece outside the tile, a needed chunk `stored` does not hold, a chunk whose checksum
+    /// differs or that does not decode to its size.
+    pub(crate) fn decode_scattered(
+        &self,
+        stored: &[(usize, &[u8])],
+        pieces: Vec<(u64, &mut [u8])>,
+    ) -> Result<(), ChunkError> {
         let log2 = self.log2;
         let starts = stored_offsets(self.chunks).ok_or((0, "chunk sizes overflow".to_owned()))?;
-        if starts.last().copied() != Some(raw.len() as u64) {
-            return Err((0, format!("chunks hold {:?} stored bytes, {} were read", starts.last(), raw.len())));
-        }
+        // The stored bytes of chunk `j`, from the run that holds it.
+        let bytes_of = |j: usize| -> Result<&[u8], ChunkError> {
+            let r = stored.partition_point(|r| r.0 <= j).checked_sub(1).map(|r| stored[r]);
+            let held = r.and_then(|(first, bytes)| {
+                let (lo, hi) = (starts.get(j)? - starts[first], starts.get(j + 1)? - starts[first]);
+                bytes.get(usize::try_from(lo).ok()?..usize::try_from(hi).ok()?)
+            });
+            held.ok_or_else(|| (j, "the chunk's stored bytes were not read".to_owned()))
+        };
         // Pieces cut at chunk boundaries, grouped by chunk: (chunk, [(offset in the chunk, bytes)]).
         let mut cut: Vec<(usize, usize, &mut [u8])> = Vec::new();
         for (mut at, mut rest) in pieces {
@@ -409,8 +430,8 @@ impl<'a> ChunkedTile<'a> {
                 _ => groups.push((j, vec![(within, bytes)])),
             }
         }
-        groups.into_par_iter().try_for_each_init(Vec::new, |scratch: &mut Vec<u8>, (j, mut parts)| {
-            let (c, bytes) = (self.chunks[j], &raw[starts[j] as usize..starts[j + 1] as usize]);
+        groups.into_par_iter().try_for_each(|(j, mut parts)| {
+            let (c, bytes) = (self.chunks[j], bytes_of(j)?);
             let sum = xxh3_64(bytes);
             if sum != c.checksum {
                 return Err((j, format!("checksum mismatch (stored {:016x}, computed {sum:016x})", c.checksum)));
@@ -426,12 +447,23 @@ impl<'a> ChunkedTile<'a> {
             match parts.as_mut_slice() {
                 [(0, whole)] if whole.len() == len => decode(whole),
                 _ => {
-                    scratch.resize(len, 0);
-                    decode(scratch)?;
-                    for (within, out) in parts {
-                        out.copy_from_slice(&scratch[within..within + out.len()]);
+                    let through = |scratch: &mut [u8]| {
+                        decode(scratch)?;
+                        for (within, out) in parts {
+                            out.copy_from_slice(&scratch[within..within + out.len()]);
+                        }
+                        Ok(())
+                    };
+                    if len > SCRATCH_KEPT {
+                        return through(&mut vec![0; len]);
                     }
-                    Ok(())
+                    // Zeroed once per thread: the buffer outlives the read.
+                    SCRATCH.with_borrow_mut(|scratch| {
+                        if scratch.len() < len {
+                            scratch.resize(len, 0);
+                        }
+                        through(&mut scratch[..len])
+                    })
                 }
             }
         })
@@ -534,7 +566,7 @@ mod tests {
             if reversed {
                 pieces.reverse();
             }
-            tile.decode_scattered(&stored, pieces).unwrap();
+            tile.decode_scattered(&[(0, &stored)], pieces).unwrap();
             prop_assert_eq!(out, data);
         }
     }
@@ -546,16 +578,23 @@ mod tests {
         let (mut stored, chunks, _) = encode_chunked(filters, &data, 1, 12).unwrap();
         let tile = ChunkedTile { filters, elem_size: 1, log2: 12, unfiltered: 50_000, chunks: &chunks.list };
         let mut out = [0u8; 100];
-        let (_, what) = tile.decode_scattered(&stored, vec![(49_950, &mut out[..])]).unwrap_err();
+        let (_, what) = tile.decode_scattered(&[(0, &stored)], vec![(49_950, &mut out[..])]).unwrap_err();
         assert!(what.contains("outside the tile"), "{what}");
-        let (_, what) = tile.decode_scattered(&stored[1..], vec![(0, &mut out[..])]).unwrap_err();
-        assert!(what.contains("were read"), "{what}");
         let starts = stored_offsets(&chunks.list).unwrap();
-        stored[starts[7] as usize + 2] ^= 1;
-        let (j, what) = tile.decode_scattered(&stored, vec![(7 * 4096 + 10, &mut out[..])]).unwrap_err();
+        let (s5, s7, s9) = (starts[5] as usize, starts[7] as usize, starts[9] as usize);
+        // Only chunks 5 and 6, then 7 and 8, were read: a piece in chunk 4 or 9 is refused.
+        let runs = [(5, &stored[s5..s7]), (7, &stored[s7..s9])];
+        for at in [4 * 4096, 9 * 4096 - 50] {
+            let (j, what) = tile.decode_scattered(&runs, vec![(at, &mut out[..])]).unwrap_err();
+            assert!(what.contains("not read") && (j == 4 || j == 9), "{j} {what}");
+        }
+        tile.decode_scattered(&runs, vec![(7 * 4096 - 50, &mut out[..])]).unwrap();
+        assert_eq!(&out[..], &data[7 * 4096 - 50..7 * 4096 + 50]);
+        stored[s7 + 2] ^= 1;
+        let (j, what) = tile.decode_scattered(&[(0, &stored)], vec![(7 * 4096 + 10, &mut out[..])]).unwrap_err();
         assert_eq!(j, 7);
         assert!(what.contains("checksum mismatch"), "{what}");
-        assert!(tile.decode_scattered(&stored, vec![(6 * 4096, &mut out[..])]).is_ok(), "chunk 7 is not read");
+        assert!(tile.decode_scattered(&[(0, &stored)], vec![(6 * 4096, &mut out[..])]).is_ok(), "chunk 7 is not read");
     }
 
     #[test]

@@ -150,10 +150,10 @@ fn tile_read_bytes(array: &Snapshot, specs: &[FileSpec], wanted: &[usize], key: 
 /// offset in the sink's buffer).
 type Direct = (usize, TileKey, usize, usize);
 
-/// A chunked tile whose every cell the copies take, decoded chunk by chunk straight into a
-/// result buffer: (sink, tile, data file, runs `(offset in the tile, offset in the sink's
-/// buffer, bytes)` sorted by tile offset and covering the tile once).
-type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>);
+/// A chunked tile whose copies are runs of bytes, decoded chunk by chunk straight into a result
+/// buffer: (sink, tile, data file, runs `(offset in the tile, offset in the sink's buffer,
+/// bytes)`, the ranges `[a, b)` of chunks that hold them).
+type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>, Vec<(u64, u64)>);
 
 /// The files of one attribute: data, offsets (variable-length), validity (nullable).
 #[derive(Clone, Copy)]
@@ -218,10 +218,12 @@ fn run_batch(
     Ok(())
 }
 
-/// Direct reads, for fixed-size data tiles the tile cache does not take: an unfiltered tile
-/// whose only copy is one contiguous run of the whole tile goes from storage straight into the
-/// result, and a chunked tile whose copies take every cell as runs is decoded chunk by chunk
-/// into them (no tile buffer either way).
+/// Direct reads of fixed-size data tiles: an unfiltered tile the tile cache does not take whose
+/// only copy is one contiguous run of the whole tile goes from storage straight into the
+/// result, and a chunked tile whose copies are runs of bytes has the chunks holding them read
+/// and decoded into them (no tile buffer either way), unless the tile cache holds the tile or
+/// would take it and the copies need more than half its chunks (the whole tile is then read,
+/// and cached).
 fn direct_reads(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -235,18 +237,19 @@ fn direct_reads(
         // Stored in curve order: tiles go through `fetch_tiles`, which moves them back.
         return (direct, chunked);
     }
+    let cache = array.ctx.tile_cache();
     for (si, s) in sinks.iter().enumerate() {
         let (DataSink::Fixed(buf), Some(fd)) = (&s.data, AttrFiles::of(specs, s.attr).data) else { continue };
         let cs = array.schema().attrs[s.attr].cell_size();
         let tile_bytes = cells_per_tile * cs as u64;
-        if array.ctx.tile_cache().admits(tile_bytes) {
-            continue;
-        }
         let first_chunked = chunked.len();
         for &key in batch {
             let ops = by_tile[&key].as_slice();
             if specs[fd].filters.is_empty() {
                 let [op] = ops else { continue };
+                if cache.admits(tile_bytes) {
+                    continue;
+                }
                 if let Some([(0, dst, len)]) = contiguous_runs(cs, &op.shape, &op.src, &op.dst).as_deref() {
                     if *len as u64 == tile_bytes {
                         direct.push((si, key, fd, *dst));
@@ -255,23 +258,20 @@ fn direct_reads(
                 continue;
             }
             let frag = &array.fragments[key.0];
+            let Some(chunks) = frag.chunks.of(fd, key.1) else { continue };
             // A tile whose size is not what its cells imply is read whole, which reports it.
-            if frag.chunks.of(fd, key.1).is_none() || frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
+            if frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
                 continue;
             }
-            let runs: Option<Vec<Vec<(usize, usize, usize)>>> =
-                ops.iter().map(|op| contiguous_runs(cs, &op.shape, &op.src, &op.dst)).collect();
-            let Some(mut runs) = runs.map(|r| r.concat()) else { continue };
-            runs.sort_unstable();
-            let mut at = 0usize;
-            let covers = runs.iter().all(|&(src, _, len)| {
-                let next = src == at;
-                at += len;
-                next
-            });
-            if covers && at as u64 == tile_bytes {
-                chunked.push((si, key, fd, runs));
+            let Some(runs) = byte_runs(cs, ops) else { continue };
+            let needed = chunk_ranges(&runs, chunks.log2);
+            let count: u64 = needed.iter().map(|(a, b)| b - a).sum();
+            if cache.admits(tile_bytes)
+                && (count * 2 > chunks.list.len() as u64 || cache.contains(&cache_key(array, key, fd)))
+            {
+                continue;
             }
+            chunked.push((si, key, fd, runs, needed));
         }
         // The plan copies every result cell once, so the runs into one buffer are disjoint
         // (`read_direct_chunked` splits the buffer into them); checked, not assumed.
@@ -598,9 +598,43 @@ fn storage_err(path: &std::path::Path, e: StorageError) -> Error {
     }
 }
 
+/// The copies `ops` of cells of `cs` bytes as runs of bytes `(offset in the tile, offset in the
+/// result, length)`, if every copy is runs (one per cell for points, with no allocation each).
+fn byte_runs(cs: usize, ops: &[CopyOp]) -> Option<Vec<(usize, usize, usize)>> {
+    let mut runs = Vec::with_capacity(ops.len());
+    for op in ops {
+        if op.shape.iter().all(|&n| n == 1) {
+            runs.push((op.src.offset as usize * cs, op.dst.offset as usize * cs, cs));
+        } else {
+            runs.extend(contiguous_runs(cs, &op.shape, &op.src, &op.dst)?);
+        }
+    }
+    Some(runs)
+}
+
+/// The ranges `[a, b)` of chunks of `2^log2` bytes that hold the byte runs `runs` (`(offset,
+/// _, length)`), merged.
+fn chunk_ranges(runs: &[(usize, usize, usize)], log2: u32) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = runs
+        .iter()
+        .filter(|r| r.2 > 0)
+        .map(|&(src, _, len)| ((src as u64) >> log2, ((src + len - 1) as u64 >> log2) + 1))
+        .collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Reads the chunked tiles `jobs` and decodes them into their runs of their sinks' buffers: the
-/// stored tiles are read in parallel, then every chunk of every tile is verified and decoded in
-/// parallel, straight into a run that holds it whole, else through a per-thread buffer.
+/// stored chunks the runs need are read in parallel, then every one of them is verified and
+/// decoded in parallel, straight into a run that holds it whole, else through a per-thread
+/// buffer.
 fn read_direct_chunked(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -611,15 +645,32 @@ fn read_direct_chunked(
         return Ok(());
     }
     let storage = array.ctx.storage();
-    let raws: Vec<Bytes> = array.ctx.install_io(|| {
+    let fetch = stats::timer(Timer::ReaderFetchTiles);
+    let raws: Vec<Vec<(usize, Bytes)>> = array.ctx.install_io(|| {
         jobs.par_iter()
-            .map(|(_, key, f, _)| {
+            .map(|(_, key, f, _, needed)| {
                 let path = file_path(array, key.0, &specs[*f].name);
-                let entry = array.fragments[key.0].files[*f].1[key.1 as usize];
-                storage.read_immutable(&path, entry.offset, entry.stored_size).map_err(|e| storage_err(&path, e))
+                let frag = &array.fragments[key.0];
+                let entry = frag.files[*f].1[key.1 as usize];
+                let chunks = frag.chunks.of(*f, key.1).map_or(&[][..], |c| c.list.as_slice());
+                let starts = stored_offsets(chunks).unwrap_or_default();
+                needed
+                    .iter()
+                    .map(|&(a, b)| {
+                        let (Some(&s0), Some(&s1)) = (starts.get(a as usize), starts.get(b as usize)) else {
+                            let what = format!("chunks {a}..{b} of {} do not exist", chunks.len());
+                            return Err(Error::corrupt_tile(&path, key.1, what));
+                        };
+                        let raw = storage
+                            .read_immutable(&path, entry.offset + s0, s1 - s0)
+                            .map_err(|e| storage_err(&path, e))?;
+                        Ok((a as usize, raw))
+                    })
+                    .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<_>>()
     })?;
+    drop(fetch);
     // Each job's pieces of its sink's buffer: the plan copies every result cell once, so the
     // runs of a sink are disjoint and the buffer splits into them.
     let mut pieces: Vec<Vec<(u64, &mut [u8])>> = jobs.iter().map(|_| Vec::new()).collect();
@@ -642,19 +693,22 @@ fn read_direct_chunked(
         }
     }
     array.ctx.install(|| {
-        jobs.par_iter().zip(raws).zip(pieces).try_for_each(|(((_, key, f, _), raw), pieces)| {
+        jobs.par_iter().zip(raws).zip(pieces).try_for_each(|(((_, key, f, runs, needed), raw), pieces)| {
             let (frag, spec) = (&array.fragments[key.0], &specs[*f]);
             let entry = frag.files[*f].1[key.1 as usize];
             let path = file_path(array, key.0, &spec.name);
             let chunks =
                 frag.chunks.of(*f, key.1).ok_or_else(|| Error::corrupt_tile(&path, key.1, "chunks missing"))?;
             let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
+            let stored: Vec<(usize, &[u8])> = raw.iter().map(|(a, b)| (*a, &b[..])).collect();
             let _u = stats::timer(Timer::ReaderUnfilterTiles);
-            tile.decode_scattered(&raw, pieces)
+            tile.decode_scattered(&stored, pieces)
                 .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
+            let at = |j: u64| (j << chunks.log2).min(entry.unfiltered_size);
+            let decoded: u64 = needed.iter().map(|&(a, b)| at(b) - at(a)).sum();
             stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-            count_fetched(array.schema(), spec, entry.stored_size, entry.unfiltered_size);
-            count_copied(false, entry.unfiltered_size);
+            count_fetched(array.schema(), spec, stored.iter().map(|s| s.1.len() as u64).sum(), decoded);
+            count_copied(false, runs.iter().map(|r| r.2 as u64).sum());
             Ok(())
         })
     })
