@@ -81,7 +81,7 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
         writeln!(out, "capacity {} cells per data tile, duplicates {dups}", schema.capacity)?;
     }
     match array.nonempty_domain_ranges() {
-        Some(d) => writeln!(out, "non-empty domain: {}", coords_str(&d))?,
+        Some(d) => writeln!(out, "non-empty domain: {}", coords_str(schema, &d))?,
         None => writeln!(out, "non-empty domain: none (nothing written)")?,
     }
     writeln!(out, "fragments: {}{}", frags.len(), if frags.len() > 1 { " (oldest first)" } else { "" })?;
@@ -92,7 +92,7 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
                 f.kind().name().into(),
                 format!("{} .. {}", iso_ms(f.name.t0), iso_ms(f.name.t1)),
                 f.cell_count.to_string(),
-                coords_str(&f.nonempty_domain(schema)),
+                coords_str(schema, &f.nonempty_domain(schema)),
                 f.tile_count().to_string(),
                 human(f.stored_bytes()),
                 human(f.unfiltered_bytes()),

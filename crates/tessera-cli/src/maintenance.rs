@@ -91,7 +91,7 @@ pub fn fragments(args: &FragmentsArgs, config: &Config, out: &mut impl Write) ->
             iso_ms(f.name.t1),
             f.cell_count.to_string(),
             human(f.stored_bytes()),
-            coords_str(&f.nonempty_domain(a.schema())),
+            coords_str(a.schema(), &f.nonempty_domain(a.schema())),
         ]
     });
     write_table(out, &["name", "kind", "t0", "t1", "cells", "stored", "non-empty domain"], rows)

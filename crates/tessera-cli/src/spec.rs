@@ -234,9 +234,18 @@ pub(crate) fn range_str(r: &DimRange) -> String {
     }
 }
 
-/// Ranges as a SPEC: `-12.5:47.0,-0.5:100.0`.
-pub(crate) fn coords_str(r: &[DimRange]) -> String {
-    r.iter().map(range_str).collect::<Vec<_>>().join(",")
+/// Ranges of `schema`'s dimensions as a SPEC, ready to paste into `--subarray`:
+/// `-12.5:47.0,-0.5:100.0`, with ISO 8601 times on `datetime64` dimensions
+/// (`2024-01-02T00:2024-01-03T23,1:10`).
+pub(crate) fn coords_str(schema: &ArraySchema, r: &[DimRange]) -> String {
+    let one = |(d, r): (&Dimension, &DimRange)| match (d.datatype.time_unit(), *r) {
+        (Some(u), DimRange::Int(a, b)) => {
+            let iso = |v: i128| i64::try_from(v).map_or_else(|_| v.to_string(), |v| display_datetime(v, u).to_string());
+            format!("{}:{}", iso(a), iso(b))
+        }
+        _ => range_str(r),
+    };
+    schema.dims.iter().zip(r).map(one).collect::<Vec<_>>().join(",")
 }
 
 /// Ranges of named dimensions as text: `x -12.5:47.0, y all`.

@@ -330,9 +330,14 @@ fn bool_and_datetime_npy_round_trip_over_iso_subarrays() {
     let back = load(&f.path("at_out.npy"));
     assert_eq!((back.descr.as_str(), back.shape.as_slice()), ("<M8[s]", [1u64, 3].as_slice()));
     assert_eq!(back.data, le(&at[29 * 10 + 3..29 * 10 + 6], i64::to_le_bytes));
-    // info prints the time domain as ISO text and counts; the ISO text is a --subarray.
+    // info prints the time domain as ISO text and counts; the ISO text is a --subarray, and so
+    // is the non-empty domain, in ISO text too.
     let info = ok(&["info", &h]);
     assert!(info.contains("2024-01-01T00:2024-01-31T23 (473352:474095)"), "{info}");
+    let written = "2024-01-02T00:2024-01-03T23,1970-01-01T01:1970-01-01T10";
+    assert!(info.contains(&format!("non-empty domain: {written}\n")), "{info}");
+    ok(&["read", &h, "--subarray", written, "--output", &output("flag")]);
+    assert_eq!(load(&f.path("flag_out.npy")).shape, vec![48, 10]);
     ok(&["read", &h, "--subarray", "2024-01-01T00:2024-01-31T23", "--output", &output("flag")]);
     assert_eq!(load(&f.path("flag_out.npy")).shape, vec![744, 10]);
     // A delete over ISO bounds: those cells read as the fill values (false, NaT) afterwards.
