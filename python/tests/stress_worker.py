@@ -359,6 +359,7 @@ def read_all(uri: str, kind: str) -> Dict[str, np.ndarray]:
         if kind in DENSE_KINDS:
             return {"a": np.asarray(A[:, :])}
         res = A.read()
+        assert isinstance(res, dict), "a sparse read gives one array per field"
         return {k: np.asarray(v) for k, v in res.items()}
 
 
