@@ -455,22 +455,12 @@ fn partial_blocks(
     if entry.unfiltered_size != expected || (spec.filters.is_empty() && entry.stored_size != expected) {
         return None;
     }
-    let mut spans: Vec<(u64, u64)> = ops
-        .iter()
-        .map(|op| {
-            let last: u64 = op.shape.iter().zip(&op.src.strides).map(|(n, s)| n.saturating_sub(1) * s).sum();
-            let (first, end) = (op.src.offset * cs, (op.src.offset + last + 1) * cs);
-            (first >> log2, (end - 1) >> log2)
-        })
-        .collect();
-    spans.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b + 1),
-            _ => out.push((a, b + 1)),
-        }
-    }
+    let spans = ops.iter().map(|op| {
+        let last: u64 = op.shape.iter().zip(&op.src.strides).map(|(n, s)| n.saturating_sub(1) * s).sum();
+        let (first, end) = (op.src.offset * cs, (op.src.offset + last + 1) * cs);
+        (first >> log2, ((end - 1) >> log2) + 1)
+    });
+    let out = merge_ranges(spans.collect());
     let needed: u64 = out.iter().map(|(a, b)| b - a).sum();
     (needed * 2 <= units).then_some((log2, out))
 }
@@ -615,11 +605,12 @@ fn byte_runs(cs: usize, ops: &[CopyOp]) -> Option<Vec<(usize, usize, usize)>> {
 /// The ranges `[a, b)` of chunks of `2^log2` bytes that hold the byte runs `runs` (`(offset,
 /// _, length)`), merged.
 fn chunk_ranges(runs: &[(usize, usize, usize)], log2: u32) -> Vec<(u64, u64)> {
-    let mut spans: Vec<(u64, u64)> = runs
-        .iter()
-        .filter(|r| r.2 > 0)
-        .map(|&(src, _, len)| ((src as u64) >> log2, ((src + len - 1) as u64 >> log2) + 1))
-        .collect();
+    let spans = runs.iter().filter(|r| r.2 > 0);
+    merge_ranges(spans.map(|&(src, _, len)| ((src as u64) >> log2, ((src + len - 1) as u64 >> log2) + 1)).collect())
+}
+
+/// Unit ranges `[a, b)`, sorted and with overlapping or touching ones merged.
+fn merge_ranges(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     spans.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
     for (a, b) in spans {
