@@ -2,13 +2,17 @@
 //! are contiguous on both sides (after merging dimensions that line up) move with one
 //! `copy_from_slice` each; only a true transpose falls back to element-by-element moves.
 
+/// One number per dimension (a box's shape, a buffer's strides), inline for up to four
+/// dimensions: a plan of many small copies (point reads) allocates nothing per copy.
+pub(crate) type Dims = smallvec::SmallVec<[u64; 4]>;
+
 /// Where a box's first cell sits in a buffer and how far apart its neighbours are, in elements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Strided {
     /// Element offset of the box's first cell.
     pub offset: u64,
     /// Element stride per dimension.
-    pub strides: Vec<u64>,
+    pub strides: Dims,
 }
 
 /// A dimension of the copy after sorting and merging: extent and the two strides.

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::copy::Dims;
 use super::order::{ranked_tiles, tile_permutation, Curve, RankedTiles, TilePermutation};
 use super::rect::{strides, Rect};
 use crate::schema::{ArraySchema, CellOrder, Dimension};
@@ -20,7 +21,7 @@ pub(crate) struct TileGrid {
     /// Order of tiles.
     pub tile_order: CellOrder,
     /// Element strides of a tile's cells in cell order.
-    pub cell_strides: Vec<u64>,
+    pub cell_strides: Dims,
     /// The last normalized coordinate per dimension (domain size - 1).
     pub last: Vec<u64>,
     /// The tile order's curve over tile coordinates, if it is one.
@@ -252,7 +253,7 @@ mod tests {
             counts: sizes.iter().zip(extents).map(|(s, e)| s.div_ceil(*e)).collect(),
             cell_order: order,
             tile_order: order,
-            cell_strides: vec![1; sizes.len()],
+            cell_strides: Dims::from_elem(1, sizes.len()),
             last: sizes.iter().map(|s| s - 1).collect(),
         }
     }

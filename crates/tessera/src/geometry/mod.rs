@@ -15,7 +15,7 @@ mod subarray;
 pub(crate) use coords::{
     cells_in_box, ordinal_values, ordinals, ordinals_at, pack_keys, sort_permutation, value_text, OrderKeys,
 };
-pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
+pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Dims, Strided};
 pub use grid::dense_tile_positions;
 pub(crate) use grid::TileGrid;
 pub(crate) use layout::layout_counter;

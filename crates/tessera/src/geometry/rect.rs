@@ -69,9 +69,9 @@ pub(crate) fn subtract(a: &[[u64; 2]], b: &[[u64; 2]]) -> Vec<Rect> {
 /// follow the curve (`order.rs`). The running product saturates: a sparse space tile may hold
 /// more than 2^64 cells (its strides are never used to address cells), while dense tiles hold at
 /// most 2^34 cells and every other box is a result or a tile range, both bounded below 2^64.
-pub(crate) fn strides(shape: &[u64], order: CellOrder) -> Vec<u64> {
+pub(crate) fn strides(shape: &[u64], order: CellOrder) -> super::Dims {
     let n = shape.len();
-    let mut s = vec![0u64; n];
+    let mut s = super::Dims::from_elem(0, n);
     let mut acc = 1u64;
     match order {
         CellOrder::RowMajor | CellOrder::Hilbert | CellOrder::Z => {

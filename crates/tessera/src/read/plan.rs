@@ -8,9 +8,10 @@
 //! fragment holds get the fill value. Sparse fragments of dense arrays (random updates) are laid
 //! over the result afterwards (`overlay.rs`).
 
+use crate::fast_hash::FastMap;
 use crate::fragment::FragmentMetadata;
 use crate::geometry::Layout;
-use crate::geometry::{cells, intersect, split_interval, strides, subtract, Rect, Strided, TileGrid};
+use crate::geometry::{cells, intersect, split_interval, strides, subtract, Dims, Rect, Strided, TileGrid};
 use crate::schema::CellOrder;
 
 /// Copy a box from one tile of one fragment into the result.
@@ -18,7 +19,7 @@ use crate::schema::CellOrder;
 pub(crate) struct CopyOp {
     pub frag: usize,
     pub tile: u64,
-    pub shape: Vec<u64>,
+    pub shape: Dims,
     pub src: Strided,
     pub dst: Strided,
 }
@@ -26,7 +27,7 @@ pub(crate) struct CopyOp {
 /// Fill a box of the result with the fill value.
 #[derive(Debug, Clone)]
 pub(crate) struct FillOp {
-    pub shape: Vec<u64>,
+    pub shape: Dims,
     pub dst: Strided,
 }
 
@@ -59,7 +60,7 @@ impl ResultSpace {
             return (c0..c1)
                 .map(|i| {
                     let rect = cols.iter().map(|c| [c[i as usize], c[i as usize]]).collect();
-                    (rect, Strided { offset: i - c0, strides: vec![0; cols.len()] })
+                    (rect, Strided { offset: i - c0, strides: Dims::from_elem(0, cols.len()) })
                 })
                 .collect();
         }
@@ -178,7 +179,8 @@ pub(crate) fn plan(
 /// coordinate): as `plan` of one-cell boxes, without their rectangle arithmetic. A point is
 /// copied from the newest dense fragment whose domain holds it, unless a newer delete rectangle
 /// holds it (fill value); a point no fragment holds takes the fill value. Copies are of one
-/// cell, one dimension.
+/// cell, one dimension, grouped by tile (in result order within a tile), so that the executor
+/// takes each tile's copies as they are.
 fn plan_points(
     cols: &[Vec<u64>],
     grid: &TileGrid,
@@ -189,13 +191,18 @@ fn plan_points(
     let nd = cols.len();
     let franges: Vec<Rect> = fragments.iter().map(|f| grid.tile_range(&f.domain)).collect();
     // Tile strides of each fragment's tile range (row- or column-major tile orders).
-    let fstrides: Vec<Vec<u64>> = franges
+    let fstrides: Vec<Dims> = franges
         .iter()
         .map(|r| strides(&r.iter().map(|[lo, hi]| hi - lo + 1).collect::<Vec<_>>(), grid.tile_order))
         .collect();
     let holds = |r: &Rect, p: &[u64]| r.iter().zip(p).all(|(b, x)| b[0] <= *x && *x <= b[1]);
-    let one = |offset: u64| Strided { offset, strides: vec![1] };
-    let (mut copies, mut fills) = (Vec::with_capacity((c1 - c0) as usize), Vec::new());
+    let one = |offset: u64| Strided { offset, strides: smallvec::smallvec![1] };
+    // Each copied point's (group, tile, cell in the tile, result cell); groups are tiles in the
+    // order first met.
+    let mut found: Vec<(u32, u64, u64, u64)> = Vec::with_capacity((c1 - c0) as usize);
+    let mut groups: FastMap<(usize, u64), u32> = FastMap::default();
+    let mut group_keys: Vec<(usize, u64)> = Vec::new();
+    let mut fills = Vec::new();
     let (mut p, mut tc, mut lo) = (vec![0u64; nd], vec![0u64; nd], vec![0u64; nd]);
     for i in c0..c1 {
         for d in 0..nd {
@@ -214,9 +221,8 @@ fn plan_points(
                 break;
             }
         }
-        let dst = one(i - c0);
         let Some(fi) = from else {
-            fills.push(FillOp { shape: vec![1], dst });
+            fills.push(FillOp { shape: smallvec::smallvec![1], dst: one(i - c0) });
             continue;
         };
         let tile = if grid.tile_curve.is_some() {
@@ -224,8 +230,34 @@ fn plan_points(
         } else {
             tc.iter().zip(&franges[fi]).zip(&fstrides[fi]).map(|((t, r), s)| (t - r[0]) * s).sum()
         };
-        copies.push(CopyOp { frag: fi, tile, shape: vec![1], src: one(grid.cell_offset(&lo, &p)), dst });
+        let g = *groups.entry((fi, tile)).or_insert_with(|| {
+            group_keys.push((fi, tile));
+            (group_keys.len() - 1) as u32
+        });
+        found.push((g, tile, grid.cell_offset(&lo, &p), i - c0));
     }
+    // Counting sort by group: each group's copies in one run, in result order.
+    let mut starts = vec![0usize; group_keys.len() + 1];
+    for f in &found {
+        starts[f.0 as usize + 1] += 1;
+    }
+    for g in 0..group_keys.len() {
+        starts[g + 1] += starts[g];
+    }
+    let mut order = vec![0u32; found.len()];
+    for (k, f) in found.iter().enumerate() {
+        let at = &mut starts[f.0 as usize];
+        order[*at] = k as u32;
+        *at += 1;
+    }
+    let copies = order
+        .iter()
+        .map(|&k| {
+            let (g, tile, src, dst) = found[k as usize];
+            let frag = group_keys[g as usize].0;
+            CopyOp { frag, tile, shape: smallvec::smallvec![1], src: one(src), dst: one(dst) }
+        })
+        .collect();
     (copies, fills)
 }
 
@@ -250,7 +282,7 @@ impl Piece<'_> {
     }
 }
 
-fn shape_of(b: &Rect) -> Vec<u64> {
+fn shape_of(b: &Rect) -> Dims {
     b.iter().map(|[x, y]| y - x + 1).collect()
 }
 
