@@ -44,7 +44,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "sm.read.batch_size",
         "16777216",
-        "bytes of unfiltered tiles a dense read decodes and copies at once, or one tile per compute thread when tiles are larger (sm.memory_budget bounds both): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
+        "bytes of unfiltered tiles a dense read decodes and copies at once (a tile decoded or read straight into the result counts only the stored chunks it holds), or one tile per compute thread when tiles are larger (sm.memory_budget bounds both): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
     ),
     (
         "sm.read.max_result_bytes",

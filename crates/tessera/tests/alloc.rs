@@ -317,6 +317,41 @@ fn a_read_of_many_tiles_holds_one_batch_of_them() {
     }
 }
 
+/// Points in every 64 KiB chunk of two compressed 4 MiB tiles, read under a 1 MiB memory budget:
+/// the chunks are decoded straight into the result, so the read holds only the stored chunks and
+/// is neither refused (as a read of whole tiles would be) nor allowed to allocate a tile.
+#[test]
+fn a_point_read_of_every_chunk_of_a_tile_holds_only_its_stored_chunks() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("chunks");
+    let (tiles, tile, chunk) = (2u64, 4u64 << 20, 64u64 << 10);
+    let mut a = Attribute::new("a", Datatype::UInt8);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, (tiles * tile) as i128 - 1), tile))
+        .attr(a)
+        .build()
+        .unwrap();
+    let writer = ctx_with(&[("sm.tile_chunk_size", &chunk.to_string())]);
+    Array::create(&writer, &uri, &schema).unwrap();
+    let values: Vec<u8> = (0..tiles * tile).map(|i| (i % 251) as u8).collect();
+    Array::open(&writer, &uri, Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", &values)])
+        .unwrap();
+    // One point per chunk, in reverse order.
+    let points: Vec<i64> = (0..tiles * tile / chunk).rev().map(|k| (k * chunk + k % 13) as i64).collect();
+    let coords = [CoordInput { name: "x", data: bytemuck::cast_slice(&points) }];
+    let want: Vec<u8> = points.iter().map(|&p| values[p as usize]).collect();
+    drop(values);
+    let ctx = ctx_with(&[("sm.tile_cache_size", "0"), ("sm.memory_budget", "1048576")]);
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let (got, peak) = peak_of(|| r.read_points(&coords, &["a"]));
+    assert_eq!(got.unwrap().attrs[0].data, want);
+    assert!(peak < 2 * MIB, "a point in every chunk of two 4 MiB tiles allocated {peak} bytes");
+}
+
 /// `payload` sealed as a schema file (docs/format.md §2).
 fn seal_schema(mut payload: Vec<u8>) -> Vec<u8> {
     payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());

@@ -97,13 +97,15 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     }
     let specs = FileSpec::for_schema(schema);
     let wanted: Vec<usize> = (0..specs.len()).filter(|&f| sinks.iter().any(|s| s.attr == specs[f].attr)).collect();
-    let mut by_tile: FastMap<TileKey, Vec<CopyOp>> = FastMap::default();
-    for op in copies {
-        by_tile.entry((op.frag, op.tile)).or_default().push(op);
-    }
-    let mut keys: Vec<TileKey> = by_tile.keys().copied().collect();
+    let by_tile = TileOps::group(copies);
+    let mut keys: Vec<TileKey> = by_tile.runs.keys().copied().collect();
     // Fragment by fragment, tiles in file order: neighbours coalesce.
     keys.sort_unstable();
+    // Which tiles go straight into the results, decided for the whole read: such a tile holds
+    // no tile buffer (a chunked one only its stored chunks), so many of them share a batch.
+    let mut direct = direct_reads(array, &specs, &keys, &by_tile, sinks);
+    direct.whole.sort_unstable_by_key(|d| d.1);
+    direct.chunked.sort_unstable_by_key(|d| d.1);
     let budget = array.ctx.config().memory_budget();
     // Batches of `sm.read.batch_size`, or of one tile per compute thread when tiles are larger
     // (so that every core decodes): tiles are decoded and copied a few at a time, and each batch
@@ -113,7 +115,7 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     let mut batch: Vec<TileKey> = Vec::new();
     let mut batch_bytes = 0u64;
     for key in keys {
-        let bytes = tile_read_bytes(array, &specs, &wanted, key, &by_tile[&key]);
+        let bytes = tile_read_bytes(array, &specs, &wanted, key, by_tile.of(key), &direct);
         // The budget holds for every tile, the first of a batch included: a read that needs a
         // larger tile is refused rather than allowed past it.
         check_limit(
@@ -124,24 +126,101 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
         )?;
         let next = batch_bytes.saturating_add(bytes);
         if !batch.is_empty() && (next > budget || (next > batch_size && batch.len() >= threads)) {
-            run_batch(array, &specs, &wanted, &std::mem::take(&mut batch), &by_tile, sinks)?;
+            run_batch(array, &specs, &wanted, &std::mem::take(&mut batch), &by_tile, &direct, sinks)?;
             batch_bytes = 0;
         }
         batch.push(key);
         batch_bytes = batch_bytes.saturating_add(bytes);
     }
-    run_batch(array, &specs, &wanted, &batch, &by_tile, sinks)
+    run_batch(array, &specs, &wanted, &batch, &by_tile, &direct, sinks)
 }
 
-/// The bytes a batch holds for tile `key` (copies `ops`) of the files `wanted`: the unfiltered
+/// A read's copies grouped by tile: one vector in which each tile's copies form one run.
+struct TileOps {
+    ops: Vec<CopyOp>,
+    /// Per tile, its run `[a, b)` of `ops`.
+    runs: FastMap<TileKey, (usize, usize)>,
+}
+
+impl TileOps {
+    /// Groups `ops` by tile: as they come when each tile's copies already form one run (a point
+    /// plan makes them so), else moved into runs in the order each tile is first met, each
+    /// tile's copies in their order.
+    fn group(ops: Vec<CopyOp>) -> Self {
+        if let Some(runs) = Self::runs_of(&ops) {
+            return Self { ops, runs };
+        }
+        let mut groups: FastMap<TileKey, usize> = FastMap::default();
+        let mut starts = vec![0usize];
+        let group: Vec<usize> = ops
+            .iter()
+            .map(|op| {
+                let next = groups.len();
+                let g = *groups.entry((op.frag, op.tile)).or_insert(next);
+                if g == next {
+                    starts.push(0);
+                }
+                starts[g + 1] += 1;
+                g
+            })
+            .collect();
+        for g in 1..starts.len() {
+            starts[g] += starts[g - 1];
+        }
+        let mut slots: Vec<Option<CopyOp>> = (0..ops.len()).map(|_| None).collect();
+        for (op, g) in ops.into_iter().zip(group) {
+            slots[starts[g]] = Some(op);
+            starts[g] += 1;
+        }
+        let ops: Vec<CopyOp> = slots.into_iter().flatten().collect();
+        let runs = Self::runs_of(&ops).unwrap_or_default();
+        Self { ops, runs }
+    }
+
+    /// Each tile's run of `ops`, if each tile's copies form one run.
+    fn runs_of(ops: &[CopyOp]) -> Option<FastMap<TileKey, (usize, usize)>> {
+        let mut runs: FastMap<TileKey, (usize, usize)> = FastMap::default();
+        let mut start = 0;
+        for i in 1..=ops.len() {
+            let key = (ops[start].frag, ops[start].tile);
+            if i == ops.len() || (ops[i].frag, ops[i].tile) != key {
+                if runs.insert(key, (start, i)).is_some() {
+                    return None;
+                }
+                start = i;
+            }
+        }
+        Some(runs)
+    }
+
+    /// The copies from tile `key` (none for a tile the read does not copy from).
+    fn of(&self, key: TileKey) -> &[CopyOp] {
+        self.runs.get(&key).map_or(&[], |&(a, b)| &self.ops[a..b])
+    }
+}
+
+/// The bytes a batch holds for tile `key` (copies `ops`) of the files `wanted`: nothing for a
+/// tile read straight into the result, the stored chunks of one decoded into it, the unfiltered
 /// size of each file's tile, or only the blocks read of a tile read in part.
-fn tile_read_bytes(array: &Snapshot, specs: &[FileSpec], wanted: &[usize], key: TileKey, ops: &[CopyOp]) -> u64 {
+fn tile_read_bytes(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    wanted: &[usize],
+    key: TileKey,
+    ops: &[CopyOp],
+    direct: &DirectReads,
+) -> u64 {
     let frag = &array.fragments[key.0];
     wanted
         .iter()
-        .map(|&f| match partial_blocks(array, specs, key, f, ops) {
-            Some((log2, runs)) => runs.iter().map(|(a, b)| (b - a) << log2).sum(),
-            None => frag.files[f].1[key.1 as usize].unfiltered_size,
+        .map(|&f| {
+            if let Some(&held) = direct.held.get(&(key, f)) {
+                return held;
+            }
+            match partial_blocks(array, specs, key, f, ops) {
+                Some((log2, runs)) => runs.iter().map(|(a, b)| (b - a) << log2).sum(),
+                None => frag.files[f].1[key.1 as usize].unfiltered_size,
+            }
         })
         .fold(0u64, u64::saturating_add)
 }
@@ -154,6 +233,26 @@ type Direct = (usize, TileKey, usize, usize);
 /// buffer: (sink, tile, data file, runs `(offset in the tile, offset in the sink's buffer,
 /// bytes)`, the ranges `[a, b)` of chunks that hold them).
 type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>, Vec<(u64, u64)>);
+
+/// The tiles of a read that go straight into the results.
+struct DirectReads {
+    whole: Vec<Direct>,
+    chunked: Vec<DirectChunked>,
+    /// Per (tile, data file) read directly, the bytes a batch holds for it.
+    held: FastMap<(TileKey, usize), u64>,
+}
+
+impl DirectReads {
+    /// The direct reads of the tiles `batch` (sorted, as `whole` and `chunked` are).
+    fn of_batch(&self, batch: &[TileKey]) -> (&[Direct], &[DirectChunked]) {
+        let (Some(&first), Some(&last)) = (batch.first(), batch.last()) else { return (&[], &[]) };
+        let whole =
+            &self.whole[self.whole.partition_point(|d| d.1 < first)..self.whole.partition_point(|d| d.1 <= last)];
+        let chunked =
+            &self.chunked[self.chunked.partition_point(|d| d.1 < first)..self.chunked.partition_point(|d| d.1 <= last)];
+        (whole, chunked)
+    }
+}
 
 /// The files of one attribute: data, offsets (variable-length), validity (nullable).
 #[derive(Clone, Copy)]
@@ -180,28 +279,27 @@ struct BatchTiles {
     parts: FastMap<(TileKey, usize), BlockRuns>,
 }
 
-/// Runs the copies of the tiles `batch`: plans which tiles go straight from storage into the
-/// results and which are read in part, fetches the rest, then copies tile by tile.
+/// Runs the copies of the tiles `batch`: reads the tiles that go straight into the results,
+/// fetches the rest (whole, or the blocks the copies need), then copies tile by tile.
 fn run_batch(
     array: &Snapshot,
     specs: &[FileSpec],
     wanted: &[usize],
     batch: &[TileKey],
-    by_tile: &FastMap<TileKey, Vec<CopyOp>>,
+    by_tile: &TileOps,
+    direct: &DirectReads,
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
-    let (direct, chunked) = direct_reads(array, specs, batch, by_tile, sinks);
-    let is_direct = |key: TileKey, f: usize| {
-        direct.iter().any(|d| d.1 == key && d.2 == f) || chunked.iter().any(|d| d.1 == key && d.2 == f)
-    };
-    read_direct(array, specs, &direct, sinks)?;
-    read_direct_chunked(array, specs, &chunked, sinks)?;
+    let (whole_direct, chunked) = direct.of_batch(batch);
+    let is_direct = |key: TileKey, f: usize| direct.held.contains_key(&(key, f));
+    read_direct(array, specs, whole_direct, sinks)?;
+    read_direct_chunked(array, specs, chunked, sinks)?;
     // Unfiltered tiles with block checksums, and chunked tiles, of which the copies need a few
     // blocks or chunks: only those are read, verified (and unfiltered).
     let (mut partial, mut whole) = (Vec::new(), Vec::new());
     for &key in batch {
         for &f in wanted.iter().filter(|&&f| !is_direct(key, f)) {
-            match partial_blocks(array, specs, key, f, &by_tile[&key]) {
+            match partial_blocks(array, specs, key, f, by_tile.of(key)) {
                 Some((log2, runs)) => partial.push(((key, f), log2, runs)),
                 None => whole.push((key, f)),
             }
@@ -212,7 +310,7 @@ fn run_batch(
         let files = AttrFiles::of(specs, s.attr);
         for &key in batch {
             let skip_data = files.data.is_some_and(|f| is_direct(key, f));
-            copy_tile(array, specs, &tiles, files, key, &by_tile[&key], s, skip_data)?;
+            copy_tile(array, specs, &tiles, files, key, by_tile.of(key), s, skip_data)?;
         }
     }
     Ok(())
@@ -223,19 +321,19 @@ fn run_batch(
 /// result, and a chunked tile whose copies are runs of bytes has the chunks holding them read
 /// and decoded into them (no tile buffer either way), unless the tile cache holds the tile or
 /// would take it and the copies need more than half its chunks (the whole tile is then read,
-/// and cached).
+/// and cached). Decided once for all the tiles `keys` of a read.
 fn direct_reads(
     array: &Snapshot,
     specs: &[FileSpec],
-    batch: &[TileKey],
-    by_tile: &FastMap<TileKey, Vec<CopyOp>>,
+    keys: &[TileKey],
+    by_tile: &TileOps,
     sinks: &[Sink<'_>],
-) -> (Vec<Direct>, Vec<DirectChunked>) {
+) -> DirectReads {
     let cells_per_tile = array.grid.cells_per_tile();
     let (mut direct, mut chunked) = (Vec::new(), Vec::new());
     if array.grid.cell_curve.is_some() {
         // Stored in curve order: tiles go through `fetch_tiles`, which moves them back.
-        return (direct, chunked);
+        return DirectReads { whole: direct, chunked, held: FastMap::default() };
     }
     let cache = array.ctx.tile_cache();
     for (si, s) in sinks.iter().enumerate() {
@@ -243,8 +341,8 @@ fn direct_reads(
         let cs = array.schema().attrs[s.attr].cell_size();
         let tile_bytes = cells_per_tile * cs as u64;
         let first_chunked = chunked.len();
-        for &key in batch {
-            let ops = by_tile[&key].as_slice();
+        for &key in keys {
+            let ops = by_tile.of(key);
             if specs[fd].filters.is_empty() {
                 let [op] = ops else { continue };
                 if cache.admits(tile_bytes) {
@@ -288,7 +386,15 @@ fn direct_reads(
             chunked.truncate(first_chunked);
         }
     }
-    (direct, chunked)
+    let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
+    for (_, key, f, _, needed) in &chunked {
+        let list = array.fragments[key.0].chunks.of(*f, key.1).map_or(&[][..], |c| c.list.as_slice());
+        let stored = stored_offsets(list).unwrap_or_default();
+        let at = |j: u64| stored.get(j as usize).copied().unwrap_or(0);
+        let bytes = needed.iter().map(|&(a, b)| at(b).saturating_sub(at(a))).fold(0u64, u64::saturating_add);
+        held.insert((*key, *f), bytes);
+    }
+    DirectReads { whole: direct, chunked, held }
 }
 
 /// Copies tile `key`'s cells of one attribute (copies `ops`) into sink `s` (its data unless
@@ -758,4 +864,34 @@ fn read_direct(
             Ok(())
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(frag: usize, tile: u64, dst: u64) -> CopyOp {
+        let one = |offset| Strided { offset, strides: smallvec::smallvec![1] };
+        CopyOp { frag, tile, shape: smallvec::smallvec![1], src: one(0), dst: one(dst) }
+    }
+
+    fn dsts(t: &TileOps, key: TileKey) -> Vec<u64> {
+        t.of(key).iter().map(|o| o.dst.offset).collect()
+    }
+
+    #[test]
+    fn copies_group_by_tile_in_their_order() {
+        // Interleaved tiles are moved into one run each, keeping each tile's order.
+        let t = TileOps::group(vec![op(0, 3, 0), op(1, 3, 1), op(0, 3, 2), op(0, 1, 3), op(1, 3, 4), op(0, 1, 5)]);
+        assert_eq!(t.ops.len(), 6);
+        assert_eq!(dsts(&t, (0, 3)), [0, 2]);
+        assert_eq!(dsts(&t, (1, 3)), [1, 4]);
+        assert_eq!(dsts(&t, (0, 1)), [3, 5]);
+        assert!(dsts(&t, (2, 0)).is_empty());
+        // Runs already grouped are taken as they are.
+        let t = TileOps::group(vec![op(0, 2, 7), op(0, 2, 1), op(0, 1, 0)]);
+        assert_eq!(t.ops.iter().map(|o| o.dst.offset).collect::<Vec<_>>(), [7, 1, 0]);
+        assert_eq!(t.runs.len(), 2);
+        assert!(TileOps::group(Vec::new()).runs.is_empty());
+    }
 }
