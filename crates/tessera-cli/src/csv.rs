@@ -23,18 +23,12 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{anyhow, bail, Context as _, Result};
 use arrow_array::builder::StringBuilder;
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
-    UInt64Type, UInt8Type,
-};
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::DataType;
 use csv_core::ReadRecordResult;
 
-use crate::arrow::SrcKind;
+use crate::arrow::{values, SrcKind, Value};
 use crate::sparse::{Batch, Sink, Source, SrcColumn};
 
 /// One record: its fields' text (unescaped), which were quoted, and the line it starts on.
@@ -377,53 +371,20 @@ impl CsvSink {
 
 /// Formats every entry of `a` into `text`, pushing the end of each onto `ends`.
 fn format_column(a: &dyn Array, delimiter: u8, text: &mut Vec<u8>, ends: &mut Vec<usize>) -> Result<()> {
-    fn each<T: ArrowPrimitiveType>(
-        a: &dyn Array,
-        text: &mut Vec<u8>,
-        ends: &mut Vec<usize>,
-        f: impl Fn(&mut Vec<u8>, T::Native) -> io::Result<()>,
-    ) -> Result<()> {
-        for v in a.as_primitive::<T>() {
-            if let Some(v) = v {
-                f(text, v)?;
-            }
-            ends.push(text.len());
+    let values = values(a).map_err(|e| anyhow!("{e}"))?;
+    for i in 0..a.len() {
+        match values(i) {
+            Value::Null => {}
+            Value::Int(v) => text.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+            Value::Float(_, Some(v)) => write!(text, "{v:?}")?,
+            Value::Float(v, None) => write!(text, "{v:?}")?,
+            Value::Bool(v) => text.extend_from_slice(if v { b"true" } else { b"false" }),
+            Value::Str(s) => write_field(text, s.as_bytes(), delimiter, s.is_empty())?,
+            Value::Bytes(s) => write_field(text, s, delimiter, s.is_empty())?,
         }
-        Ok(())
+        ends.push(text.len());
     }
-    fn int(t: &mut Vec<u8>, v: impl itoa::Integer) -> io::Result<()> {
-        t.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-        Ok(())
-    }
-    match a.data_type() {
-        DataType::Int8 => each::<Int8Type>(a, text, ends, int),
-        DataType::Int16 => each::<Int16Type>(a, text, ends, int),
-        DataType::Int32 => each::<Int32Type>(a, text, ends, int),
-        DataType::Int64 => each::<Int64Type>(a, text, ends, int),
-        DataType::UInt8 => each::<UInt8Type>(a, text, ends, int),
-        DataType::UInt16 => each::<UInt16Type>(a, text, ends, int),
-        DataType::UInt32 => each::<UInt32Type>(a, text, ends, int),
-        DataType::UInt64 => each::<UInt64Type>(a, text, ends, int),
-        DataType::Float32 => each::<Float32Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
-        DataType::Float64 => each::<Float64Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
-        DataType::Boolean => {
-            for v in a.as_boolean() {
-                text.extend_from_slice(v.map_or(&b""[..], |v| if v { b"true" } else { b"false" }));
-                ends.push(text.len());
-            }
-            Ok(())
-        }
-        DataType::Utf8 => {
-            for v in a.as_string::<i32>() {
-                if let Some(s) = v {
-                    write_field(text, s.as_bytes(), delimiter, s.is_empty())?;
-                }
-                ends.push(text.len());
-            }
-            Ok(())
-        }
-        t => bail!("internal error: no CSV form for Arrow type {t}"),
-    }
+    Ok(())
 }
 
 impl Sink for CsvSink {
