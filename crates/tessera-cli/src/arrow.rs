@@ -11,7 +11,7 @@
 //!   nullable attributes; text (CSV) is parsed (`bool`: `true`/`false`/`1`/`0`; `datetime64`:
 //!   ISO 8601 by the engine's parser). `bool` takes Arrow `Boolean`; `datetime64[unit]` takes
 //!   `Timestamp` of any unit, `Date32` and `Date64`, converted to the unit only when exact. An
-//!   array of exactly an unchecked attribute's type moves as one copy of its value buffer; other
+//!   array of exactly an integer or float spec's type moves as one copy of its value buffer; other
 //!   columns are read value by value ([`values`]: one [`Value`] per row, whatever the Arrow type)
 //!   and each value is checked and appended. The first bad value is returned with its row.
 //! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
@@ -382,10 +382,18 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
         Kind::Float(_) => true,
         Kind::Str(_) => false,
     };
-    // A column of exactly the type of an attribute without checks moves as one copy (null slots
-    // hold placeholders).
-    if plain && spec.dim.is_none() && arrow_type(spec, false) == *t && (spec.nullable || a.null_count() == 0) {
-        let (data, size) = (a.to_data(), arrow_type(spec, false).primitive_width().unwrap_or(1));
+    let values = values(a).map_err(|e| (0, e))?;
+    let inside = |i| match (values(i), spec.dim) {
+        (Value::Int(v), Some(((lo, hi), _))) => (lo..=hi).contains(&v),
+        (Value::Float(x, _), Some((_, (lo, hi)))) => x.is_finite() && lo <= x && x <= hi,
+        _ => false,
+    };
+    // A column of exactly the spec's type moves as one copy (null slots hold placeholders) once
+    // a dimension's coordinates are known to be inside the domain; the value-by-value path
+    // below reports the first bad value.
+    let same_type = plain && arrow_type(spec, false) == *t && (spec.nullable || a.null_count() == 0);
+    if same_type && (spec.dim.is_none() || (0..a.len()).all(inside)) {
+        let (data, size) = (a.to_data(), t.primitive_width().unwrap_or(1));
         buf.data.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * size..][..data.len() * size]);
         if spec.nullable {
             buf.validity.extend((0..a.len()).map(|i| u8::from(a.is_valid(i))));
@@ -398,7 +406,6 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
         && spec.dim.is_none()
         && matches!(spec.kind, Kind::Int(Datatype::Datetime64(_)))
         && matches!(t, DataType::Timestamp(..) | DataType::Date32 | DataType::Date64);
-    let values = values(a).map_err(|e| (0, e))?;
     let mut p = Pusher { spec, buf, time: time_unit_of(t), nat_for_null };
     (0..a.len()).try_for_each(|i| p.push(values(i)).map_err(|e| (i, e)))
 }
@@ -951,6 +958,12 @@ mod tests {
         assert_eq!(e, "row 1: 6 is outside the domain -5:5 of dimension c");
         let e = convert(&dim, &Int16Array::from(vec![Some(1), None])).unwrap_err();
         assert!(e.starts_with("row 1: no value"), "{e}");
+        let fdim = spec(Kind::Float(Datatype::Float64), false, Some(((0, 0), (-1.0, 1.0))));
+        assert_eq!(convert(&fdim, &Float64Array::from(vec![0.5])).unwrap().data, 0.5f64.to_le_bytes());
+        let e = convert(&fdim, &Float64Array::from(vec![0.5, 1.5])).unwrap_err();
+        assert_eq!(e, "row 1: 1.5 is outside the domain -1.0:1.0 of dimension c");
+        let e = convert(&fdim, &Float64Array::from(vec![f64::NAN])).unwrap_err();
+        assert!(e.contains("row 0: NaN is not a finite coordinate"), "{e}");
     }
 
     #[test]
