@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use arrow_array::builder::StringBuilder;
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch};
 use csv_core::ReadRecordResult;
 
 use crate::arrow::{values, SrcKind, Value};
@@ -346,9 +346,6 @@ impl Source for CsvSource {
 pub(crate) struct CsvSink {
     out: BufWriter<File>,
     delimiter: u8,
-    /// Each column's fields of the current batch, and where each field ends.
-    fields: Vec<(Vec<u8>, Vec<usize>)>,
-    line: Vec<u8>,
 }
 
 impl CsvSink {
@@ -365,48 +362,30 @@ impl CsvSink {
             write_field(&mut out, name.as_bytes(), delimiter, false)?;
         }
         out.write_all(b"\n")?;
-        Ok(Self { out, delimiter, fields: vec![Default::default(); names.len()], line: Vec::with_capacity(2 << 20) })
+        Ok(Self { out, delimiter })
     }
-}
-
-/// Formats every entry of `a` into `text`, pushing the end of each onto `ends`.
-fn format_column(a: &dyn Array, delimiter: u8, text: &mut Vec<u8>, ends: &mut Vec<usize>) -> Result<()> {
-    let values = values(a).map_err(|e| anyhow!("{e}"))?;
-    for i in 0..a.len() {
-        match values(i) {
-            Value::Null => {}
-            Value::Int(v) => text.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
-            Value::Float(_, Some(v)) => write!(text, "{v:?}")?,
-            Value::Float(v, None) => write!(text, "{v:?}")?,
-            Value::Bool(v) => text.extend_from_slice(if v { b"true" } else { b"false" }),
-            Value::Str(s) => write_field(text, s.as_bytes(), delimiter, s.is_empty())?,
-            Value::Bytes(s) => write_field(text, s, delimiter, s.is_empty())?,
-        }
-        ends.push(text.len());
-    }
-    Ok(())
 }
 
 impl Sink for CsvSink {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
-        for ((text, ends), a) in self.fields.iter_mut().zip(batch.columns()) {
-            text.clear();
-            ends.clear();
-            format_column(a, self.delimiter, text, ends)?;
-        }
-        // Rows are assembled in `line` and written about 1 MiB at a time.
+        let cols = batch.columns().iter().map(|a| values(a.as_ref())).collect::<Result<Vec<_>, _>>();
+        let (cols, out, d) = (cols.map_err(|e| anyhow!("{e}"))?, &mut self.out, self.delimiter);
         for i in 0..batch.num_rows() {
-            for (k, (text, ends)) in self.fields.iter().enumerate() {
+            for (k, value) in cols.iter().enumerate() {
                 if k > 0 {
-                    self.line.push(self.delimiter);
+                    out.write_all(&[d])?;
                 }
-                self.line.extend_from_slice(&text[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]);
+                match value(i) {
+                    Value::Null => {}
+                    Value::Int(v) => out.write_all(itoa::Buffer::new().format(v).as_bytes())?,
+                    Value::Float(_, Some(v)) => write!(out, "{v:?}")?,
+                    Value::Float(v, None) => write!(out, "{v:?}")?,
+                    Value::Bool(v) => out.write_all(if v { b"true" } else { b"false" })?,
+                    Value::Str(s) => write_field(out, s.as_bytes(), d, s.is_empty())?,
+                    Value::Bytes(s) => write_field(out, s, d, s.is_empty())?,
+                }
             }
-            self.line.push(b'\n');
-            if self.line.len() >= 1 << 20 || i + 1 == batch.num_rows() {
-                self.out.write_all(&self.line)?;
-                self.line.clear();
-            }
+            out.write_all(b"\n")?;
         }
         Ok(())
     }
