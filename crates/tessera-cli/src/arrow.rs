@@ -317,55 +317,43 @@ pub(crate) type Values<'a> = Box<dyn Fn(usize) -> Value<'a> + 'a>;
 /// An Arrow type tessera cannot read.
 pub(crate) fn values(a: &dyn Array) -> Result<Values<'_>, String> {
     use DataType as D;
-    macro_rules! prim {
-        ($a:expr, $t:ty, $v:ident => $e:expr) => {{
-            let p = $a.as_primitive::<$t>().clone();
+    // A reader of the rows of a typed array, and of an integer array.
+    macro_rules! rows {
+        ($typed:expr, $v:ident => $e:expr) => {{
+            let typed = $typed;
             Box::new(move |i| {
-                if p.is_null(i) {
+                if typed.is_null(i) {
                     Value::Null
                 } else {
-                    let $v = p.value(i);
+                    let $v = typed.value(i);
                     $e
                 }
             })
         }};
     }
-    macro_rules! bytes {
-        ($a:expr, $as:ident, $o:ty, $v:ident => $e:expr) => {{
-            let s = $a.$as::<$o>();
-            Box::new(move |i| {
-                if s.is_null(i) {
-                    Value::Null
-                } else {
-                    let $v = s.value(i);
-                    $e
-                }
-            })
-        }};
+    macro_rules! ints {
+        ($a:expr, $t:ty) => {
+            rows!($a.as_primitive::<$t>().clone(), v => Value::Int(v.into()))
+        };
     }
     let values: Values<'_> = match a.data_type() {
-        D::Int8 => prim!(a, Int8Type, v => Value::Int(v.into())),
-        D::Int16 => prim!(a, Int16Type, v => Value::Int(v.into())),
-        D::Int32 => prim!(a, Int32Type, v => Value::Int(v.into())),
-        D::Int64 => prim!(a, Int64Type, v => Value::Int(v.into())),
-        D::UInt8 => prim!(a, UInt8Type, v => Value::Int(v.into())),
-        D::UInt16 => prim!(a, UInt16Type, v => Value::Int(v.into())),
-        D::UInt32 => prim!(a, UInt32Type, v => Value::Int(v.into())),
-        D::UInt64 => prim!(a, UInt64Type, v => Value::Int(v.into())),
-        D::Date32 | D::Time32(_) => prim!(reinterpret(a, D::Int32)?, Int32Type, v => Value::Int(v.into())),
-        D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => {
-            prim!(reinterpret(a, D::Int64)?, Int64Type, v => Value::Int(v.into()))
-        }
-        D::Float32 => prim!(a, Float32Type, v => Value::Float(v.into(), Some(v))),
-        D::Float64 => prim!(a, Float64Type, v => Value::Float(v, None)),
-        D::Boolean => {
-            let b = a.as_boolean().clone();
-            Box::new(move |i| if b.is_null(i) { Value::Null } else { Value::Bool(b.value(i)) })
-        }
-        D::Utf8 => bytes!(a, as_string, i32, v => Value::Str(v)),
-        D::LargeUtf8 => bytes!(a, as_string, i64, v => Value::Str(v)),
-        D::Binary => bytes!(a, as_binary, i32, v => Value::Bytes(v)),
-        D::LargeBinary => bytes!(a, as_binary, i64, v => Value::Bytes(v)),
+        D::Int8 => ints!(a, Int8Type),
+        D::Int16 => ints!(a, Int16Type),
+        D::Int32 => ints!(a, Int32Type),
+        D::Int64 => ints!(a, Int64Type),
+        D::UInt8 => ints!(a, UInt8Type),
+        D::UInt16 => ints!(a, UInt16Type),
+        D::UInt32 => ints!(a, UInt32Type),
+        D::UInt64 => ints!(a, UInt64Type),
+        D::Date32 | D::Time32(_) => ints!(reinterpret(a, D::Int32)?, Int32Type),
+        D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => ints!(reinterpret(a, D::Int64)?, Int64Type),
+        D::Float32 => rows!(a.as_primitive::<Float32Type>().clone(), v => Value::Float(v.into(), Some(v))),
+        D::Float64 => rows!(a.as_primitive::<Float64Type>().clone(), v => Value::Float(v, None)),
+        D::Boolean => rows!(a.as_boolean().clone(), v => Value::Bool(v)),
+        D::Utf8 => rows!(a.as_string::<i32>(), v => Value::Str(v)),
+        D::LargeUtf8 => rows!(a.as_string::<i64>(), v => Value::Str(v)),
+        D::Binary => rows!(a.as_binary::<i32>(), v => Value::Bytes(v)),
+        D::LargeBinary => rows!(a.as_binary::<i64>(), v => Value::Bytes(v)),
         t => return Err(format!("internal error: Arrow type {t} reached the conversion")),
     };
     Ok(values)
