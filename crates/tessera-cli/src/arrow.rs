@@ -37,7 +37,7 @@ use arrow_array::types::{
     TimestampMillisecondType, TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow_array::{make_array, Array, ArrayRef, BooleanArray, PrimitiveArray, StringArray};
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{ArrowNativeType, BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, TimeUnit as ArrowUnit};
 use tessera::{
@@ -376,13 +376,21 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
         (Value::Float(x, _), Some((_, (lo, hi)))) => x.is_finite() && lo <= x && x <= hi,
         _ => false,
     };
-    // A column of exactly the spec's type moves as one copy (null slots hold placeholders) once
-    // a dimension's coordinates are known to be inside the domain; the value-by-value path
-    // below reports the first bad value.
-    let same_type = plain && arrow_type(spec, false) == *t && (spec.nullable || a.null_count() == 0);
-    if same_type && (spec.dim.is_none() || (0..a.len()).all(inside)) {
-        let (data, size) = (a.to_data(), t.primitive_width().unwrap_or(1));
-        buf.data.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * size..][..data.len() * size]);
+    // A column of exactly the spec's type (or strings for variable-length ones) moves as one
+    // copy (null slots hold placeholders) once a dimension's coordinates are known to be inside
+    // the domain; the value-by-value path below reports the first bad value.
+    let strings = a.as_string_opt::<i32>().filter(|_| spec.kind == Kind::Str(None));
+    let same_type = plain && arrow_type(spec, false) == *t && (spec.dim.is_none() || (0..a.len()).all(inside));
+    if (spec.nullable || a.null_count() == 0) && (strings.is_some() || same_type) {
+        if let Some(s) = strings {
+            let (o, base) = (s.value_offsets(), buf.data.len() as u64);
+            let (first, last) = (o[0].as_usize(), o[s.len()].as_usize());
+            buf.offsets.extend(o[..s.len()].iter().map(|x| base + (x.as_usize() - first) as u64));
+            buf.data.extend_from_slice(&s.values()[first..last]);
+        } else {
+            let (data, size) = (a.to_data(), t.primitive_width().unwrap_or(1));
+            buf.data.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * size..][..data.len() * size]);
+        }
         if spec.nullable {
             buf.validity.extend((0..a.len()).map(|i| u8::from(a.is_valid(i))));
         }
