@@ -11,15 +11,17 @@
 //!   nullable attributes; text (CSV) is parsed (`bool`: `true`/`false`/`1`/`0`; `datetime64`:
 //!   ISO 8601 by the engine's parser). `bool` takes Arrow `Boolean`; `datetime64[unit]` takes
 //!   `Timestamp` of any unit, `Date32` and `Date64`, converted to the unit only when exact. An
-//!   array of exactly the target's type moves as one copy of its value buffer; other conversions
-//!   run one loop over the column and allocate nothing per cell. The first bad value is returned with its row in the batch.
+//!   array of exactly an integer or float spec's type moves as one copy of its value buffer; other
+//!   columns are read value by value ([`values`]: one [`Value`] per row, whatever the Arrow type)
+//!   and each value is checked and appended. The first bad value is returned with its row.
 //! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
 //!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned): `bool` as
 //!   `Boolean`, `datetime64` as `Date32` (unit D) or `Timestamp` (ms, us, ns; s, m and h as
 //!   milliseconds, exactly) with NaT as null, as pandas and pyarrow write NaT (and a null of a
 //!   date or timestamp column is read back as NaT into a `datetime64` attribute that is not
 //!   nullable); for CSV, as ISO text with NaT as `NaT`.
-//! - [`Inference`] learns the type and range of a column for `tessera import`.
+//! - [`Inference`] learns the type and range of a column for `tessera import`; the CSV writer
+//!   formats [`values`] too.
 //!
 //! Arrow buffers are in the host's byte order and the engine's are little-endian, so the CLI
 //! builds only on little-endian targets.
@@ -31,12 +33,12 @@ use anyhow::{anyhow, bail, Result};
 use arrow_array::builder::StringBuilder;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    ArrowPrimitiveType, Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type,
-    UInt8Type,
+    Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
-use arrow_array::{make_array, Array, ArrayRef, BooleanArray, OffsetSizeTrait, PrimitiveArray, StringArray};
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_array::{make_array, Array, ArrayRef, BooleanArray, PrimitiveArray, StringArray};
+use arrow_buffer::{ArrowNativeType, BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, TimeUnit as ArrowUnit};
 use tessera::{
     display_datetime, parse_datetime, ArraySchema, AttrData, Attribute, CellValNum, Datatype, Dimension, TimeUnit, NAT,
@@ -289,69 +291,119 @@ pub(crate) fn check_compatible(src: SrcKind, name: &str, type_name: &str, spec: 
 /// A bad value: its row in the batch and what is wrong.
 pub(crate) type RowError = (usize, String);
 
+/// One value of a file column, as the conversions read it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Value<'a> {
+    /// Null (an absent value).
+    Null,
+    /// An integer; of a date, time, timestamp or duration column, a count of its unit.
+    Int(i128),
+    /// A float, with its float32 value when the column holds float32.
+    Float(f64, Option<f32>),
+    /// A boolean.
+    Bool(bool),
+    /// A string: CSV field text (parsed for numbers) or a Parquet string.
+    Str(&'a str),
+    /// A byte string (checked to be UTF-8 where a string is needed).
+    Bytes(&'a [u8]),
+}
+
+/// Reads the values of a column by row.
+pub(crate) type Values<'a> = Box<dyn Fn(usize) -> Value<'a> + 'a>;
+
+/// The values of column `a` (of a type [`src_kind`] supports), row by row.
+///
+/// # Errors
+/// An Arrow type tessera cannot read.
+pub(crate) fn values(a: &dyn Array) -> Result<Values<'_>, String> {
+    use DataType as D;
+    // A reader of the rows of a typed array, and of an integer array.
+    macro_rules! rows {
+        ($typed:expr, $v:ident => $e:expr) => {{
+            let typed = $typed;
+            Box::new(move |i| {
+                if typed.is_null(i) {
+                    Value::Null
+                } else {
+                    let $v = typed.value(i);
+                    $e
+                }
+            })
+        }};
+    }
+    macro_rules! ints {
+        ($a:expr, $t:ty) => {
+            rows!($a.as_primitive::<$t>().clone(), v => Value::Int(v.into()))
+        };
+    }
+    let values: Values<'_> = match a.data_type() {
+        D::Int8 => ints!(a, Int8Type),
+        D::Int16 => ints!(a, Int16Type),
+        D::Int32 => ints!(a, Int32Type),
+        D::Int64 => ints!(a, Int64Type),
+        D::UInt8 => ints!(a, UInt8Type),
+        D::UInt16 => ints!(a, UInt16Type),
+        D::UInt32 => ints!(a, UInt32Type),
+        D::UInt64 => ints!(a, UInt64Type),
+        D::Date32 | D::Time32(_) => ints!(reinterpret(a, D::Int32)?, Int32Type),
+        D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => ints!(reinterpret(a, D::Int64)?, Int64Type),
+        D::Float32 => rows!(a.as_primitive::<Float32Type>().clone(), v => Value::Float(v.into(), Some(v))),
+        D::Float64 => rows!(a.as_primitive::<Float64Type>().clone(), v => Value::Float(v, None)),
+        D::Boolean => rows!(a.as_boolean().clone(), v => Value::Bool(v)),
+        D::Utf8 => rows!(a.as_string::<i32>(), v => Value::Str(v)),
+        D::LargeUtf8 => rows!(a.as_string::<i64>(), v => Value::Str(v)),
+        D::Binary => rows!(a.as_binary::<i32>(), v => Value::Bytes(v)),
+        D::LargeBinary => rows!(a.as_binary::<i64>(), v => Value::Bytes(v)),
+        t => return Err(format!("internal error: Arrow type {t} reached the conversion")),
+    };
+    Ok(values)
+}
+
 /// Appends column `a` converted for `spec` to `buf` (see the module documentation).
 ///
 /// # Errors
 /// The first value that does not convert exactly.
 pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -> Result<(), RowError> {
-    let mut p = Pusher { spec, buf, time: time_unit_of(a.data_type()) };
-    let nulls = a.logical_nulls().filter(|n| n.null_count() > 0);
+    let t = a.data_type();
+    let plain = match spec.kind {
+        Kind::Int(d) => d.time_unit().is_none() && d != Datatype::Bool,
+        Kind::Float(_) => true,
+        Kind::Str(_) => false,
+    };
+    let values = values(a).map_err(|e| (0, e))?;
+    let inside = |i| match (values(i), spec.dim) {
+        (Value::Int(v), Some(((lo, hi), _))) => (lo..=hi).contains(&v),
+        (Value::Float(x, _), Some((_, (lo, hi)))) => x.is_finite() && lo <= x && x <= hi,
+        _ => false,
+    };
+    // A column of exactly the spec's type (or strings for variable-length ones) moves as one
+    // copy (null slots hold placeholders) once a dimension's coordinates are known to be inside
+    // the domain; the value-by-value path below reports the first bad value.
+    let strings = a.as_string_opt::<i32>().filter(|_| spec.kind == Kind::Str(None));
+    let same_type = plain && arrow_type(spec, false) == *t && (spec.dim.is_none() || (0..a.len()).all(inside));
+    if (spec.nullable || a.null_count() == 0) && (strings.is_some() || same_type) {
+        if let Some(s) = strings {
+            let (o, base) = (s.value_offsets(), buf.data.len() as u64);
+            let (first, last) = (o[0].as_usize(), o[s.len()].as_usize());
+            buf.offsets.extend(o[..s.len()].iter().map(|x| base + (x.as_usize() - first) as u64));
+            buf.data.extend_from_slice(&s.values()[first..last]);
+        } else {
+            let (data, size) = (a.to_data(), t.primitive_width().unwrap_or(1));
+            buf.data.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * size..][..data.len() * size]);
+        }
+        if spec.nullable {
+            buf.validity.extend((0..a.len()).map(|i| u8::from(a.is_valid(i))));
+        }
+        return Ok(());
+    }
     // A null of a date or timestamp column is NaT in a datetime64 attribute that is not nullable:
     // Parquet has no NaT, and pandas, pyarrow and `tessera read` write NaT as null.
     let nat_for_null = !spec.nullable
         && spec.dim.is_none()
         && matches!(spec.kind, Kind::Int(Datatype::Datetime64(_)))
-        && matches!(a.data_type(), DataType::Timestamp(..) | DataType::Date32 | DataType::Date64);
-    if let Some(n) = nulls.as_ref().filter(|_| !spec.nullable && !nat_for_null) {
-        return Err((n.iter().position(|v| !v).unwrap_or(0), p.null().err().unwrap_or_default()));
-    }
-    let start = p.buf.data.len();
-    let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
-    p.buf.data.reserve(a.len() * p.size());
-    if let Some(s) = a.as_string_opt::<i32>().filter(|_| spec_is_text(a.data_type(), spec)) {
-        return (0..s.len()).try_for_each(|i| p.text(valid(i).then(|| s.value(i))).map_err(|e| (i, e)));
-    }
-    use DataType as D;
-    match a.data_type() {
-        D::Int8 => p.ints::<Int8Type>(a),
-        D::Int16 => p.ints::<Int16Type>(a),
-        D::Int32 => p.ints::<Int32Type>(a),
-        D::Int64 => p.ints::<Int64Type>(a),
-        D::UInt8 => p.ints::<UInt8Type>(a),
-        D::UInt16 => p.ints::<UInt16Type>(a),
-        D::UInt32 => p.ints::<UInt32Type>(a),
-        D::UInt64 => p.ints::<UInt64Type>(a),
-        D::Date32 | D::Time32(_) => p.ints::<Int32Type>(&reinterpret(a, D::Int32)?),
-        D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => p.ints::<Int64Type>(&reinterpret(a, D::Int64)?),
-        D::Float32 => p.floats::<Float32Type>(a),
-        D::Float64 => p.floats::<Float64Type>(a),
-        // Only into bool (checked); null slots hold 0 or 1 too.
-        D::Boolean => {
-            p.buf.data.extend(a.as_boolean().values().iter().map(u8::from));
-            Ok(())
-        }
-        D::Utf8 => p.strings(a.as_string::<i32>().value_offsets(), a.as_string::<i32>().values(), &valid, true),
-        D::LargeUtf8 => p.strings(a.as_string::<i64>().value_offsets(), a.as_string::<i64>().values(), &valid, true),
-        D::Binary => p.strings(a.as_binary::<i32>().value_offsets(), a.as_binary::<i32>().values(), &valid, false),
-        D::LargeBinary => p.strings(a.as_binary::<i64>().value_offsets(), a.as_binary::<i64>().values(), &valid, false),
-        t => Err((0, format!("internal error: Arrow type {t} reached the conversion"))),
-    }?;
-    if let Some(n) = nulls.as_ref().filter(|_| nat_for_null) {
-        let cells = p.buf.data[start..].chunks_exact_mut(8);
-        for (cell, _) in cells.zip(n.iter()).filter(|(_, valid)| !valid) {
-            cell.copy_from_slice(&NAT.to_le_bytes());
-        }
-    }
-    if spec.nullable {
-        p.buf.validity.extend((0..a.len()).map(|i| u8::from(valid(i))));
-    }
-    Ok(())
-}
-
-/// Whether a `Utf8` column is CSV text to parse (CSV columns are the only `Utf8` columns fed to
-/// numbers: [`check_compatible`] refuses Parquet strings there).
-fn spec_is_text(t: &DataType, spec: &ColumnSpec) -> bool {
-    *t == DataType::Utf8 && !matches!(spec.kind, Kind::Str(_))
+        && matches!(t, DataType::Timestamp(..) | DataType::Date32 | DataType::Date64);
+    let mut p = Pusher { spec, buf, time: time_unit_of(t), nat_for_null };
+    (0..a.len()).try_for_each(|i| p.push(values(i)).map_err(|e| (i, e)))
 }
 
 /// Appends converted values of one spec to one buffer.
@@ -360,6 +412,8 @@ struct Pusher<'a> {
     buf: &'a mut ColumnBuf,
     /// The unit of a date or timestamp column's integers.
     time: Option<TimeUnit>,
+    /// Whether a null is NaT (see [`to_engine`]).
+    nat_for_null: bool,
 }
 
 impl Pusher<'_> {
@@ -371,116 +425,60 @@ impl Pusher<'_> {
         }
     }
 
-    /// A column of integers (nulls were checked; their values are placeholders).
-    fn ints<T: ArrowPrimitiveType>(&mut self, a: &dyn Array) -> Result<(), RowError>
-    where
-        T::Native: Into<i128> + bytemuck::Pod,
-    {
-        let v: &[T::Native] = a.as_primitive::<T>().values();
-        if matches!(self.spec.kind, Kind::Int(_)) && arrow_type(self.spec, false) == T::DATA_TYPE {
-            if let Some(((lo, hi), _)) = self.spec.dim {
-                if let Some(i) = v.iter().position(|&x| !(lo..=hi).contains(&x.into())) {
-                    return self.int(v[i].into(), &v[i].into()).map_err(|e| (i, e));
-                }
-            }
-            self.buf.data.extend_from_slice(bytemuck::cast_slice(v));
-            return Ok(());
-        }
-        let size = self.size();
-        (0..v.len()).try_for_each(|i| {
-            if a.is_valid(i) {
-                self.int(v[i].into(), &v[i].into()).map_err(|e| (i, e))
-            } else {
-                self.buf.data.resize(self.buf.data.len() + size, 0);
-                Ok(())
-            }
-        })
-    }
-
-    /// A column of floats.
-    fn floats<T: ArrowPrimitiveType>(&mut self, a: &dyn Array) -> Result<(), RowError>
-    where
-        T::Native: Into<f64> + Display + bytemuck::Pod,
-    {
-        let v: &[T::Native] = a.as_primitive::<T>().values();
-        let f32_src = T::DATA_TYPE == DataType::Float32;
-        if arrow_type(self.spec, false) == T::DATA_TYPE && self.spec.dim.is_none() {
-            self.buf.data.extend_from_slice(bytemuck::cast_slice(v));
-            return Ok(());
-        }
-        let size = self.size();
-        (0..v.len()).try_for_each(|i| {
-            if a.is_valid(i) {
-                let x: f64 = v[i].into();
-                #[allow(clippy::cast_possible_truncation)]
-                self.float(x, f32_src.then_some(x as f32), &v[i]).map_err(|e| (i, e))
-            } else {
-                self.buf.data.resize(self.buf.data.len() + size, 0);
-                Ok(())
-            }
-        })
-    }
-
-    /// A column of strings (`utf8`: known to be valid UTF-8), given by Arrow offsets and values.
-    fn strings<O: OffsetSizeTrait>(
-        &mut self,
-        offsets: &[O],
-        values: &[u8],
-        valid: &dyn Fn(usize) -> bool,
-        utf8: bool,
-    ) -> Result<(), RowError> {
-        let (first, last) = (offsets[0].as_usize(), offsets[offsets.len() - 1].as_usize());
-        let all = &values[first..last];
-        if !utf8 {
-            if let Err(e) = std::str::from_utf8(all) {
-                let row = offsets.partition_point(|o| o.as_usize() - first <= e.valid_up_to()).saturating_sub(1);
-                let s = &all[offsets[row].as_usize() - first..offsets[row + 1].as_usize() - first];
-                return Err((row, format!("{} is not valid UTF-8", String::from_utf8_lossy(s).escape_debug())));
-            }
-        }
-        let cells = offsets.len() - 1;
-        match self.spec.kind {
-            Kind::Str(None) => {
-                let base = self.buf.data.len() as u64;
-                self.buf.offsets.extend(offsets[..cells].iter().map(|o| base + (o.as_usize() - first) as u64));
-                self.buf.data.extend_from_slice(all);
-            }
-            Kind::Str(Some(n)) => {
-                for (i, w) in offsets.windows(2).enumerate() {
-                    let s = &values[w[0].as_usize()..w[1].as_usize()];
-                    if !valid(i) {
-                        self.buf.data.resize(self.buf.data.len() + n as usize, 0);
-                    } else if s.len() == n as usize {
-                        self.buf.data.extend_from_slice(s);
-                    } else {
-                        let (s, len, role) = (String::from_utf8_lossy(s), s.len(), self.spec.role());
-                        return Err((
-                            i,
-                            format!("{s:?} has {len} bytes, but {role} holds strings of exactly {n} bytes"),
-                        ));
-                    }
-                }
-            }
-            _ => return Err((0, format!("{} holds numbers, not strings", self.spec.role()))),
-        }
-        Ok(())
-    }
-
-    /// One CSV field: `None` for an absent value (an unquoted empty field); blank text is absent
-    /// too for numbers.
-    fn text(&mut self, s: Option<&str>) -> Result<(), String> {
+    /// Appends one value.
+    fn push(&mut self, v: Value<'_>) -> Result<(), String> {
         let role = self.spec.role();
-        let s = match s.map(str::trim) {
-            None | Some("") => {
-                self.null()?;
-                self.buf.validity.push(0);
+        if self.spec.kind == Kind::Str(None) {
+            self.buf.offsets.push(self.buf.data.len() as u64);
+        }
+        // Blank text is absent for numbers; a quoted "" is an empty string.
+        let blank = matches!(v, Value::Str(s) if s.trim().is_empty() && !matches!(self.spec.kind, Kind::Str(_)));
+        if v == Value::Null || blank {
+            if self.nat_for_null {
+                self.buf.data.extend_from_slice(&NAT.to_le_bytes());
                 return Ok(());
             }
-            Some(s) => s,
-        };
+            self.null()?;
+            self.buf.validity.push(0);
+            return Ok(());
+        }
         if self.spec.nullable {
             self.buf.validity.push(1);
         }
+        match (v, self.spec.kind) {
+            (Value::Int(x), _) => self.int(x, &x),
+            (Value::Float(x, Some(f)), _) => self.float(x, Some(f), &f),
+            (Value::Float(x, None), _) => self.float(x, None, &x),
+            (Value::Bool(b), Kind::Int(Datatype::Bool)) => self.int(b.into(), &b),
+            (Value::Bool(b), _) => Err(format!("{b} is a boolean; {role} is {}", self.spec.kind.describe())),
+            (Value::Str(s), Kind::Str(_)) => self.string(s),
+            (Value::Str(s), _) => self.text(s.trim()),
+            (Value::Bytes(b), _) => match std::str::from_utf8(b) {
+                Ok(s) if matches!(self.spec.kind, Kind::Str(_)) => self.string(s),
+                Ok(_) => Err(format!("{role} holds numbers, not strings")),
+                Err(_) => Err(format!("{} is not valid UTF-8", String::from_utf8_lossy(b).escape_debug())),
+            },
+            (Value::Null, _) => Ok(()),
+        }
+    }
+
+    /// A string into a string attribute (of exactly its length if fixed).
+    fn string(&mut self, s: &str) -> Result<(), String> {
+        match self.spec.kind {
+            Kind::Str(Some(n)) if s.len() != n as usize => {
+                let (len, role) = (s.len(), self.spec.role());
+                Err(format!("{s:?} has {len} bytes, but {role} holds strings of exactly {n} bytes"))
+            }
+            _ => {
+                self.buf.data.extend_from_slice(s.as_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    /// One CSV field's text (trimmed, not blank), parsed as the spec's type.
+    fn text(&mut self, s: &str) -> Result<(), String> {
+        let role = self.spec.role();
         match self.spec.kind {
             Kind::Int(Datatype::Bool) => match s {
                 "1" => self.int(1, &s),
@@ -499,20 +497,19 @@ impl Pusher<'_> {
             },
             Kind::Float(t) => {
                 let bad = || format!("{s:?} is not a number ({role} is {t})");
-                // An infinite result is an overflow unless the text spells an infinity.
-                let overflow = |v: f64| v.is_infinite() && !s.to_ascii_lowercase().contains("inf");
                 let (v, as_f32) = if t == Datatype::Float32 {
                     let v = s.parse::<f32>().map_err(|_| bad())?;
                     (f64::from(v), Some(v))
                 } else {
                     (s.parse::<f64>().map_err(|_| bad())?, None)
                 };
-                if overflow(v) {
+                // An infinite result is an overflow unless the text spells an infinity.
+                if v.is_infinite() && !s.to_ascii_lowercase().contains("inf") {
                     return Err(format!("{s} is out of range for {t} ({role})"));
                 }
                 self.float(v, as_f32, &s)
             }
-            Kind::Str(_) => Err(format!("internal error: text for {role} was not moved as strings")),
+            Kind::Str(_) => self.string(s),
         }
     }
 
@@ -636,18 +633,16 @@ fn show(t: Datatype, v: i128) -> String {
     }
 }
 
-/// The values of `cells` engine cells of `T` as an Arrow buffer: `data` moved, or copied when
-/// its allocation is not aligned for `T`.
-fn scalar<T: arrow_buffer::ArrowNativeType>(data: Vec<u8>, cells: usize, what: &str) -> Result<ScalarBuffer<T>> {
-    let want = cells.checked_mul(size_of::<T>()).ok_or_else(|| anyhow!("{what}: too many cells"))?;
-    if data.len() != want {
-        bail!("{what}: the engine returned {} bytes for {cells} cells of {} bytes", data.len(), size_of::<T>());
+/// Engine cells of a fixed-size type as an Arrow array of type `t` (the buffer moved, or copied
+/// when its allocation is not aligned for `t`).
+fn fixed(t: DataType, data: Vec<u8>, cells: usize, nulls: Option<NullBuffer>, what: &str) -> Result<ArrayRef> {
+    let size = t.primitive_width().unwrap_or(1);
+    if cells.checked_mul(size) != Some(data.len()) {
+        bail!("{what}: the engine returned {} bytes for {cells} cells of {size} bytes", data.len());
     }
-    let mut buf = Buffer::from_vec(data);
-    if buf.as_ptr().align_offset(align_of::<T>()) != 0 {
-        buf = Buffer::from_slice_ref(buf.as_slice());
-    }
-    Ok(ScalarBuffer::new(buf, 0, cells))
+    let data = ArrayData::builder(t).len(cells).nulls(nulls).add_buffer(Buffer::from_vec(data));
+    let data = data.align_buffers(true).build();
+    Ok(make_array(data.map_err(|e| anyhow!("{what}: {e}"))?))
 }
 
 /// Engine result column `col` of `cells` cells as an Arrow array of [`arrow_type`]`(spec, text)`.
@@ -662,9 +657,6 @@ pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize, text: boo
         Some(v) => Some(NullBuffer::new(BooleanBuffer::collect_bool(cells, |i| v[i] != 0))),
         None => None,
     };
-    fn prim<T: ArrowPrimitiveType>(data: Vec<u8>, n: usize, nulls: Option<NullBuffer>, w: &str) -> Result<ArrayRef> {
-        Ok(Arc::new(PrimitiveArray::<T>::new(scalar(data, n, w)?, nulls)))
-    }
     let data = col.data;
     match spec.kind {
         Kind::Int(Datatype::Bool) => {
@@ -673,17 +665,11 @@ pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize, text: boo
             }
             Ok(Arc::new(BooleanArray::new(BooleanBuffer::collect_bool(cells, |i| data[i] != 0), nulls)))
         }
-        Kind::Int(Datatype::Datetime64(u)) => times(u, scalar(data, cells, &what)?, nulls, text, &what),
-        Kind::Int(Datatype::Int8) => prim::<Int8Type>(data, cells, nulls, &what),
-        Kind::Int(Datatype::Int16) => prim::<Int16Type>(data, cells, nulls, &what),
-        Kind::Int(Datatype::Int32) => prim::<Int32Type>(data, cells, nulls, &what),
-        Kind::Int(Datatype::UInt8) => prim::<UInt8Type>(data, cells, nulls, &what),
-        Kind::Int(Datatype::UInt16) => prim::<UInt16Type>(data, cells, nulls, &what),
-        Kind::Int(Datatype::UInt32) => prim::<UInt32Type>(data, cells, nulls, &what),
-        Kind::Int(Datatype::UInt64) => prim::<UInt64Type>(data, cells, nulls, &what),
-        Kind::Int(_) => prim::<Int64Type>(data, cells, nulls, &what),
-        Kind::Float(Datatype::Float32) => prim::<Float32Type>(data, cells, nulls, &what),
-        Kind::Float(_) => prim::<Float64Type>(data, cells, nulls, &what),
+        Kind::Int(Datatype::Datetime64(u)) => {
+            let v = fixed(DataType::Int64, data, cells, None, &what)?.as_primitive::<Int64Type>().values().clone();
+            times(u, v, nulls, text, &what)
+        }
+        Kind::Int(_) | Kind::Float(_) => fixed(arrow_type(spec, false), data, cells, nulls, &what),
         Kind::Str(n) => {
             let len = data.len();
             let too_big = || anyhow!("{what}: more than 2 GiB of strings in one batch");
@@ -832,45 +818,33 @@ impl Inference {
     /// Takes in column `a` of a batch (`text`: CSV text); `locate` names row `i` of the batch.
     pub(crate) fn add(&mut self, a: &dyn Array, text: bool, locate: &dyn Fn(usize) -> String) {
         self.rows += a.len() as u64;
-        for i in (0..a.len()).filter(|&i| a.is_null(i)) {
-            self.null_at(locate, i);
+        if *a.data_type() == DataType::Boolean {
+            self.typed = Some(Datatype::Bool);
+        } else if let Some(u) = time_unit_of(a.data_type()) {
+            self.typed = Some(Datatype::Datetime64(u));
         }
-        match src_kind(a.data_type(), text) {
-            SrcKind::Text => {
-                let a = a.as_string::<i32>();
-                for (i, s) in a.iter().enumerate() {
-                    let Some(s) = s else { continue };
-                    match (s.trim().parse::<i64>(), s.trim().parse::<f64>()) {
-                        // Blank: absent for numbers; a quoted "" is an empty string.
-                        _ if s.trim().is_empty() && !s.is_empty() => self.null_at(locate, i),
-                        (Ok(v), _) if !self.not_int => self.int(i128::from(v)),
-                        (_, Ok(v)) if !self.not_float => {
-                            self.not_int = true;
-                            self.float(v);
-                        }
-                        _ => self.text(|| locate(i), s),
+        let Ok(values) = values(a) else { return self.text(|| locate(0), "(unsupported)") };
+        for i in 0..a.len() {
+            match values(i) {
+                Value::Null => self.null_at(locate, i),
+                Value::Int(v) => self.int(v),
+                Value::Float(v, _) => {
+                    self.not_int = true;
+                    self.float(v);
+                }
+                Value::Bool(_) => {}
+                Value::Str(s) if text => match (s.trim().parse::<i64>(), s.trim().parse::<f64>()) {
+                    // Blank: absent for numbers; a quoted "" is an empty string.
+                    _ if s.trim().is_empty() && !s.is_empty() => self.null_at(locate, i),
+                    (Ok(v), _) if !self.not_int => self.int(i128::from(v)),
+                    (_, Ok(v)) if !self.not_float => {
+                        self.not_int = true;
+                        self.float(v);
                     }
-                }
-            }
-            SrcKind::Int => for_each_int(a, &mut |_, v| self.int(v)),
-            SrcKind::Time => {
-                self.typed = time_unit_of(a.data_type()).map(Datatype::Datetime64);
-                for_each_int(a, &mut |_, v| self.int(v));
-            }
-            SrcKind::Bool => self.typed = Some(Datatype::Bool),
-            SrcKind::Float => {
-                self.not_int = true;
-                for_each_float(a, &mut |v| self.float(v));
-            }
-            SrcKind::Bytes | SrcKind::Unsupported => {
-                if let Some(i) = (0..a.len()).find(|&i| a.is_valid(i)) {
-                    let v = match a.data_type() {
-                        DataType::Utf8 => a.as_string::<i32>().value(i).to_string(),
-                        DataType::LargeUtf8 => a.as_string::<i64>().value(i).to_string(),
-                        _ => "(bytes)".into(),
-                    };
-                    self.text(|| locate(i), &v);
-                }
+                    _ => self.text(|| locate(i), s),
+                },
+                Value::Str(s) => self.text(|| locate(i), s),
+                Value::Bytes(_) => self.text(|| locate(i), "(bytes)"),
             }
         }
     }
@@ -883,44 +857,11 @@ impl Inference {
     }
 }
 
-/// Calls `f` with the row and value of every valid entry of an integer (or temporal) column.
-fn for_each_int(a: &dyn Array, f: &mut dyn FnMut(usize, i128)) {
-    fn go<T: ArrowPrimitiveType>(a: &dyn Array, f: &mut dyn FnMut(usize, i128))
-    where
-        T::Native: Into<i128>,
-    {
-        let v = a.as_primitive::<T>().values();
-        (0..v.len()).filter(|&i| a.is_valid(i)).for_each(|i| f(i, v[i].into()));
-    }
-    use DataType as D;
-    match a.data_type() {
-        D::Int8 => go::<Int8Type>(a, f),
-        D::Int16 => go::<Int16Type>(a, f),
-        D::Int32 => go::<Int32Type>(a, f),
-        D::Date32 | D::Time32(_) => reinterpret(a, D::Int32).into_iter().for_each(|a| go::<Int32Type>(&a, f)),
-        D::UInt8 => go::<UInt8Type>(a, f),
-        D::UInt16 => go::<UInt16Type>(a, f),
-        D::UInt32 => go::<UInt32Type>(a, f),
-        D::UInt64 => go::<UInt64Type>(a, f),
-        D::Int64 => go::<Int64Type>(a, f),
-        _ => reinterpret(a, D::Int64).into_iter().for_each(|a| go::<Int64Type>(&a, f)),
-    }
-}
-
-/// Calls `f` with every valid value of a float column.
-fn for_each_float(a: &dyn Array, f: &mut dyn FnMut(f64)) {
-    if let Some(v) = a.as_primitive_opt::<Float32Type>() {
-        v.iter().flatten().for_each(|x| f(f64::from(x)));
-    } else if let Some(v) = a.as_primitive_opt::<Float64Type>() {
-        v.iter().flatten().for_each(f);
-    }
-}
-
 /// A date, time, timestamp or duration column as the integers of type `t` it stores (the same
 /// buffers).
-fn reinterpret(a: &dyn Array, t: DataType) -> Result<ArrayRef, RowError> {
+fn reinterpret(a: &dyn Array, t: DataType) -> Result<ArrayRef, String> {
     let data = a.to_data().into_builder().data_type(t).build();
-    data.map(make_array).map_err(|e| (0, format!("cannot read {} values as integers: {e}", a.data_type())))
+    data.map(make_array).map_err(|e| format!("cannot read {} values as integers: {e}", a.data_type()))
 }
 
 #[cfg(test)]
@@ -1013,6 +954,12 @@ mod tests {
         assert_eq!(e, "row 1: 6 is outside the domain -5:5 of dimension c");
         let e = convert(&dim, &Int16Array::from(vec![Some(1), None])).unwrap_err();
         assert!(e.starts_with("row 1: no value"), "{e}");
+        let fdim = spec(Kind::Float(Datatype::Float64), false, Some(((0, 0), (-1.0, 1.0))));
+        assert_eq!(convert(&fdim, &Float64Array::from(vec![0.5])).unwrap().data, 0.5f64.to_le_bytes());
+        let e = convert(&fdim, &Float64Array::from(vec![0.5, 1.5])).unwrap_err();
+        assert_eq!(e, "row 1: 1.5 is outside the domain -1.0:1.0 of dimension c");
+        let e = convert(&fdim, &Float64Array::from(vec![f64::NAN])).unwrap_err();
+        assert!(e.contains("row 0: NaN is not a finite coordinate"), "{e}");
     }
 
     #[test]

@@ -23,18 +23,12 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{anyhow, bail, Context as _, Result};
 use arrow_array::builder::StringBuilder;
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    ArrowPrimitiveType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type,
-    UInt64Type, UInt8Type,
-};
-use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::DataType;
+use arrow_array::{ArrayRef, RecordBatch};
 use csv_core::ReadRecordResult;
 
-use crate::arrow::SrcKind;
+use crate::arrow::{values, SrcKind, Value};
 use crate::sparse::{Batch, Sink, Source, SrcColumn};
 
 /// One record: its fields' text (unescaped), which were quoted, and the line it starts on.
@@ -352,9 +346,6 @@ impl Source for CsvSource {
 pub(crate) struct CsvSink {
     out: BufWriter<File>,
     delimiter: u8,
-    /// Each column's fields of the current batch, and where each field ends.
-    fields: Vec<(Vec<u8>, Vec<usize>)>,
-    line: Vec<u8>,
 }
 
 impl CsvSink {
@@ -371,81 +362,30 @@ impl CsvSink {
             write_field(&mut out, name.as_bytes(), delimiter, false)?;
         }
         out.write_all(b"\n")?;
-        Ok(Self { out, delimiter, fields: vec![Default::default(); names.len()], line: Vec::with_capacity(2 << 20) })
-    }
-}
-
-/// Formats every entry of `a` into `text`, pushing the end of each onto `ends`.
-fn format_column(a: &dyn Array, delimiter: u8, text: &mut Vec<u8>, ends: &mut Vec<usize>) -> Result<()> {
-    fn each<T: ArrowPrimitiveType>(
-        a: &dyn Array,
-        text: &mut Vec<u8>,
-        ends: &mut Vec<usize>,
-        f: impl Fn(&mut Vec<u8>, T::Native) -> io::Result<()>,
-    ) -> Result<()> {
-        for v in a.as_primitive::<T>() {
-            if let Some(v) = v {
-                f(text, v)?;
-            }
-            ends.push(text.len());
-        }
-        Ok(())
-    }
-    fn int(t: &mut Vec<u8>, v: impl itoa::Integer) -> io::Result<()> {
-        t.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-        Ok(())
-    }
-    match a.data_type() {
-        DataType::Int8 => each::<Int8Type>(a, text, ends, int),
-        DataType::Int16 => each::<Int16Type>(a, text, ends, int),
-        DataType::Int32 => each::<Int32Type>(a, text, ends, int),
-        DataType::Int64 => each::<Int64Type>(a, text, ends, int),
-        DataType::UInt8 => each::<UInt8Type>(a, text, ends, int),
-        DataType::UInt16 => each::<UInt16Type>(a, text, ends, int),
-        DataType::UInt32 => each::<UInt32Type>(a, text, ends, int),
-        DataType::UInt64 => each::<UInt64Type>(a, text, ends, int),
-        DataType::Float32 => each::<Float32Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
-        DataType::Float64 => each::<Float64Type>(a, text, ends, |t, v| write!(t, "{v:?}")),
-        DataType::Boolean => {
-            for v in a.as_boolean() {
-                text.extend_from_slice(v.map_or(&b""[..], |v| if v { b"true" } else { b"false" }));
-                ends.push(text.len());
-            }
-            Ok(())
-        }
-        DataType::Utf8 => {
-            for v in a.as_string::<i32>() {
-                if let Some(s) = v {
-                    write_field(text, s.as_bytes(), delimiter, s.is_empty())?;
-                }
-                ends.push(text.len());
-            }
-            Ok(())
-        }
-        t => bail!("internal error: no CSV form for Arrow type {t}"),
+        Ok(Self { out, delimiter })
     }
 }
 
 impl Sink for CsvSink {
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<()> {
-        for ((text, ends), a) in self.fields.iter_mut().zip(batch.columns()) {
-            text.clear();
-            ends.clear();
-            format_column(a, self.delimiter, text, ends)?;
-        }
-        // Rows are assembled in `line` and written about 1 MiB at a time.
+        let cols = batch.columns().iter().map(|a| values(a.as_ref())).collect::<Result<Vec<_>, _>>();
+        let (cols, out, d) = (cols.map_err(|e| anyhow!("{e}"))?, &mut self.out, self.delimiter);
         for i in 0..batch.num_rows() {
-            for (k, (text, ends)) in self.fields.iter().enumerate() {
+            for (k, value) in cols.iter().enumerate() {
                 if k > 0 {
-                    self.line.push(self.delimiter);
+                    out.write_all(&[d])?;
                 }
-                self.line.extend_from_slice(&text[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]);
+                match value(i) {
+                    Value::Null => {}
+                    Value::Int(v) => out.write_all(itoa::Buffer::new().format(v).as_bytes())?,
+                    Value::Float(_, Some(v)) => write!(out, "{v:?}")?,
+                    Value::Float(v, None) => write!(out, "{v:?}")?,
+                    Value::Bool(v) => out.write_all(if v { b"true" } else { b"false" })?,
+                    Value::Str(s) => write_field(out, s.as_bytes(), d, s.is_empty())?,
+                    Value::Bytes(s) => write_field(out, s, d, s.is_empty())?,
+                }
             }
-            self.line.push(b'\n');
-            if self.line.len() >= 1 << 20 || i + 1 == batch.num_rows() {
-                self.out.write_all(&self.line)?;
-                self.line.clear();
-            }
+            out.write_all(b"\n")?;
         }
         Ok(())
     }

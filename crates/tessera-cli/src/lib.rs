@@ -63,68 +63,29 @@ pub const SCHEMA_EXAMPLE: &str = r#"{
 }
 "#;
 
-const SCHEMA_HELP: &str = r#"Schema file: the engine's JSON form of a schema. `tessera schema-example > schema.json`
-prints the example below without the comments (JSON has none).
-
-  {
-    "version": 1,                     // schema format version: 1 (2 for z and hilbert orders)
-    "array_type": "dense",            // only "dense" arrays are supported for now
-    "dims": [                         // slowest-varying first (as in C order)
-      { "name": "y",
-        "type": "int64",              // int8 int16 int32 int64 uint8 uint16 uint32 uint64
-                                      //   datetime64[D|h|m|s|ms|us|ns] (schema version 3)
-        "domain": [1, 3000],          // inclusive [lo, hi]; negative bounds are fine
-        "tile": 500 },                // space-tile extent in cells (the unit of I/O)
-      { "name": "x", "type": "int64", "domain": [1, 12000], "tile": 1000 }
-    ],
-    "attrs": [
-      { "name": "temperature",
-        "type": "float32",            // the integer types, float32, float64, utf8, bool,
-                                      //   datetime64[unit] (bool, datetime64: version 3)
-        "cell_val_num": 1,            // values per cell (2 for complex), or "var"
-        "nullable": false,            // per-cell validity (not writable from .npy)
-        "filters": [                  // applied in order to every tile
-          { "name": "byteshuffle" },  // also: delta, rle, lz4,
-          { "name": "zstd", "level": 3 }  // gzip {level 0..9}, zstd {level -7..22}
-        ],
-        "fill": ["nan"] }             // optional: value of never-written cells, one per
-    ],                                //   cell value (default: type min/max, NaN)
-    "cell_order": "row-major",        // order of cells in a tile: row-major | col-major
-                                      //   | z | hilbert (space-filling curves, version 2)
-    "tile_order": "row-major"         // order of the tiles: the same four
-  }"#;
-
 const LONG_ABOUT: &str = "Create, inspect, write and read Tessera arrays (dense and sparse \
 multi-dimensional arrays stored as compressed, timestamped fragments). Dense arrays are exchanged as \
 NumPy .npy files (one per attribute), sparse arrays as CSV or Parquet files (one row per cell, one \
-column per dimension and attribute).
+column per dimension and attribute). docs/cli.md is the reference: what each option takes and what \
+the files hold.
 
-Example session (dense):
+Example session:
   tessera schema-example > schema.json
   tessera create temps --schema schema.json
   tessera write temps --subarray 1:3000,1:12000 --input temperature=day1.npy
-  tessera info temps
   tessera read temps --subarray 1:10,: --output temperature=first_rows.npy
-
-Example session (sparse):
-  tessera import trips.parquet trips --dims lon,lat --domain lon=-180:180,lat=-90:90 --tile lon=1,lat=1
-  tessera write trips --input more_trips.csv
+  tessera import trips.parquet trips --dims lon,lat --tile lon=1,lat=1
   tessera read trips --subarray -74.1:-73.9,40.6:40.8 --output midtown.csv --stats";
 
 /// The long help of `--subarray`, followed by what an omitted `--subarray` means.
 macro_rules! spec_help {
     ($default:literal) => {
         concat!(
-            "Comma-separated inclusive ranges lo:hi, one per dimension, in domain coordinates, e.g. \
-             1:3000,1:12000 or -5:5,: . A single number n means n:n; lo: and :hi run to the domain's \
-             bound; `:`, an empty item or a dimension left off at the end means the whole domain of \
-             that dimension; lo..hi is the same as lo:hi. Bounds may be floats on float dimensions. \
-             On datetime64 dimensions a bound is an integer count of the unit or an ISO 8601 time \
-             (2024-01-31, 2024-01-31T23:59:59.5, UTC), e.g. 2024-01-01T00:00:00:2024-01-31T23:59:59,1:10 \
-             or 2024-01-01:2024-01-31: a ':' right after the hour or the minutes of a time and before two \
-             digits (the minutes or seconds) belongs to the time, any other ':' separates the bounds; \
-             lo..hi always separates (2024-01-01T10..12: from 10 o'clock to the count 12). tessera \
-             info prints a time domain in both forms. ",
+            "Comma-separated inclusive ranges lo:hi, one per dimension (1:3000,1:12000 or -5:5,: ; n is \
+             n:n; lo: and :hi run to the domain's bound; : or nothing is the whole dimension; lo..hi is \
+             lo:hi). Float bounds on float dimensions; on datetime64 dimensions ISO 8601 times or counts \
+             of the unit (2024-01-01T00:00:00:2024-01-31T23:59:59: a ':' between two-digit hours, minutes \
+             and seconds belongs to the time). See docs/cli.md. ",
             $default
         )
     };
@@ -132,6 +93,11 @@ macro_rules! spec_help {
 
 /// The long help of `tessera delete --subarray`.
 pub(crate) const DELETE_SPEC_HELP: &str = spec_help!("Required.");
+
+/// What `tessera create --help` shows after the options: the example schema.
+fn schema_help() -> String {
+    format!("The schema's fields are described in docs/cli.md; `tessera schema-example` prints:\n\n{SCHEMA_EXAMPLE}")
+}
 
 /// Create, inspect, write and read Tessera arrays.
 #[derive(Debug, Parser)]
@@ -155,7 +121,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create an empty array from a JSON schema.
-    #[command(after_long_help = SCHEMA_HELP)]
+    #[command(after_long_help = schema_help())]
     Create(CreateArgs),
     /// Print an example schema (JSON) to start from.
     SchemaExample,
@@ -163,22 +129,22 @@ pub enum Command {
     Info(InfoArgs),
     /// Write cells as a new fragment: a dense subarray from .npy files (one per attribute), or
     /// sparse cells from a CSV or Parquet file (one row per cell).
-    #[command(after_long_help = WRITE_HELP)]
     Write(WriteArgs),
     /// Read cells: a dense subarray into .npy files (one per attribute), or sparse cells into a
     /// CSV or Parquet file.
-    #[command(after_long_help = READ_HELP)]
     Read(ReadArgs),
     /// Create a sparse array from a CSV or Parquet file (types and domain inferred) and write the
     /// file into it.
-    #[command(after_long_help = IMPORT_HELP)]
     Import(ImportArgs),
     /// List the fragments readers see: name, kind, timestamps, cells, bytes, non-empty domain.
-    Fragments(maintenance::FragmentsArgs),
+    Fragments(InfoArgs),
     /// Merge consecutive fragments into one (all by default).
     Consolidate(maintenance::ConsolidateArgs),
     /// Delete fragments superseded by consolidation and what crashed writers left.
-    Vacuum(maintenance::VacuumArgs),
+    Vacuum {
+        /// The array.
+        uri: PathBuf,
+    },
     /// Delete every cell of a subarray (a delete fragment: older values stop being read).
     Delete(maintenance::DeleteArgs),
     /// List an array's or a group's metadata, or set (--set KEY=VALUE) and delete (--delete
@@ -208,65 +174,6 @@ pub enum MultimapCommand {
     },
 }
 
-const WRITE_HELP: &str = "Each .npy file must have exactly the attribute's dtype (no casting: \
-int32 needs <i4, float64 <f8, bool |b1 (also accepted for uint8), datetime64[s] <M8[s] (the \
-same unit: another unit is an error, not converted; NaT stays NaT), ...) and the subarray's \
-shape. C-order arrays are written row-major and Fortran-order ones column-major, without copying. A float32 or \
-float64 attribute with cell_val_num 2 takes complex64/complex128 (or a trailing axis of 2); other \
-multi-value attributes take a trailing axis of cell_val_num; fixed-length utf8 takes |S<n> byte \
-strings. Variable-length and nullable attributes cannot be represented in .npy: write those with \
-the Python API. A write is all or nothing: on any error no fragment is committed.
-
-Sparse arrays: --input is one .csv (.tsv) or .parquet file with one row per cell and one column per \
-dimension and attribute, named like them (every one is needed; other columns are an error unless \
---ignore-extra). Values must be exactly of the schema's types: integers within the type's range for \
-integer types, numbers for float types, text for utf8 (a fixed-length utf8 attribute takes strings of \
-exactly its length), coordinates inside the domain. An empty CSV field or a Parquet null is an absent \
-value, allowed only for nullable attributes; in CSV write \"\" for an empty string. Parquet columns \
-may be BOOLEAN, INT32, INT64 (also unsigned), FLOAT, DOUBLE, BYTE_ARRAY strings, DATE or TIMESTAMP; \
-integers go into float attributes only when exact. bool takes BOOLEAN (CSV: true, false, 1 or 0, \
-any case). datetime64[unit] takes TIMESTAMP of any unit or time zone (as UTC) and DATE, converted \
-to the unit only when exact (a value finer than the unit or beyond its range is an error), or in \
-CSV ISO 8601 text (2020-01-01, 2020-01-01T12:30:00.5Z) and NaT; a null of a DATE or TIMESTAMP \
-column is NaT in a datetime64 attribute that is not nullable (pandas writes NaT as null) and null \
-in a nullable one. Every row is checked before \
-anything is written, and the file becomes one fragment (one unordered write). With --sorted the \
-rows must already be in the array's global order and are streamed in chunks of 1Mi rows into one \
-global-order write (less memory; still one fragment, nothing committed on error).";
-
-const READ_HELP: &str = "Each .npy file is shaped like the subarray (with --layout global: one \
-axis of cells in the array's global order) and has the attribute's dtype (bool as |b1, \
-datetime64[unit] as <M8[unit] with NaT as NaT); 2-value float32/float64 attributes come back as \
-complex64/complex128. row-major writes a C-order file, col-major a Fortran-order one. Variable-length and nullable attributes cannot be represented in .npy: read \
-those with the Python API. Files are written under a temporary name and renamed when complete.
-
-Sparse arrays: --output is one .csv (.tsv) or .parquet file: a column per dimension, then one per \
-attribute (all, or those of --attrs), a row per cell. --subarray bounds may be floats for float \
-dimensions (-12.5:47.25) and ISO 8601 times or counts of the unit for datetime64 dimensions (see \
---subarray; tessera info shows a time domain both ways). --layout global gives the array's global \
-order, row-major and col-major sort by coordinates, unordered whatever is fastest. CSV writes floats as the shortest text that reads back \
-exactly, bools as true/false, times as ISO 8601 text as precise as the unit and NaT as NaT, null as \
-an empty field and the empty string as \"\"; Parquet writes one row group per batch, \
-zstd-compressed, nullable attributes as optional columns, bool as BOOLEAN, datetime64[D] as DATE \
-and other units as TIMESTAMP (ms, us, ns; s, m and h as ms), with NaT as null as pandas does \
-(so datetime64 attribute columns are optional; written back, they are NaT again in attributes that \
-are not nullable, and null in nullable ones).";
-
-const IMPORT_HELP: &str = "Column types are inferred from the data: a column whose values are all \
-integers becomes int64 (a Parquet UINT64 column with values above 2^63 - 1: uint64), numbers \
-float64, a Parquet TIMESTAMP or DATE column datetime64 of its unit (DATE: D; dimensions then all \
-of that type, --domain may give ISO 8601 times, t=2020-01-01:2021-01-01 (read as --subarray \
-bounds), and --tile is a count of the unit), BOOLEAN bool, \
-anything else utf8 of variable length (CSV times too); a column with absent values (empty CSV fields, \
-Parquet nulls) becomes a nullable attribute. Dimensions must all have one type (an engine rule): \
-if any is float64, all are. The domain of each dimension is the range of its values unless given \
-with --domain; without --tile a dimension has no tile extent (one space tile; see --cell-order \
-hilbert for spatial locality). The file is read twice (once to infer, once to write); on any error \
-the array folder is removed again.
-
-Example:
-  tessera import points.csv pts --dims x,y --tile x=1000,y=1000 --cell-order hilbert --zstd 5";
-
 /// Arguments of `tessera create`.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
@@ -277,7 +184,7 @@ pub struct CreateArgs {
     pub schema: PathBuf,
 }
 
-/// Arguments of `tessera info`.
+/// Arguments of `tessera info` and `tessera fragments`.
 #[derive(Debug, Args)]
 pub struct InfoArgs {
     /// The array.
@@ -470,7 +377,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Import(a) => sparse::import(a, &config, out),
         Command::Fragments(a) => maintenance::fragments(a, &config, out),
         Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
-        Command::Vacuum(a) => maintenance::vacuum_cmd(a, &config, out),
+        Command::Vacuum { uri } => maintenance::vacuum_cmd(uri, &config, out),
         Command::Delete(a) => maintenance::delete(a, &config, out),
         Command::Meta(a) => meta::meta(a, &config, out),
         Command::Ls(a) => ls::ls(a, &config, out),

@@ -2,7 +2,7 @@
 //! `tessera vacuum` and `tessera delete` (cells in a subarray).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
@@ -11,16 +11,6 @@ use tessera::{consolidate, vacuum, Config, Mode, Selection};
 use crate::info::{human, iso_ms, write_table};
 use crate::spec::{coords_str, named_str, Spec};
 use crate::{context, open};
-
-/// Arguments of `tessera fragments`.
-#[derive(Debug, Args)]
-pub struct FragmentsArgs {
-    /// The array.
-    pub uri: PathBuf,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// Arguments of `tessera consolidate`.
 #[derive(Debug, Args)]
@@ -41,13 +31,6 @@ pub struct ConsolidateArgs {
     pub vacuum: bool,
 }
 
-/// Arguments of `tessera vacuum`.
-#[derive(Debug, Args)]
-pub struct VacuumArgs {
-    /// The array.
-    pub uri: PathBuf,
-}
-
 /// Arguments of `tessera delete`.
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
@@ -63,7 +46,7 @@ pub struct DeleteArgs {
 ///
 /// # Errors
 /// The array cannot be opened, or `out` cannot be written.
-pub fn fragments(args: &FragmentsArgs, config: &Config, out: &mut impl Write) -> Result<()> {
+pub fn fragments(args: &crate::InfoArgs, config: &Config, out: &mut impl Write) -> Result<()> {
     let a = open(config, &args.uri, Mode::Read)?;
     let frags = a.fragments();
     if args.json {
@@ -142,7 +125,7 @@ pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl W
         )?,
     }
     if args.vacuum {
-        vacuum_cmd(&VacuumArgs { uri: args.uri.clone() }, config, out)?;
+        vacuum_cmd(&args.uri, config, out)?;
     }
     Ok(())
 }
@@ -151,12 +134,12 @@ pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl W
 ///
 /// # Errors
 /// Readers or writers holding the array past `sm.vacuum.lock_timeout_ms`, or a storage failure.
-pub fn vacuum_cmd(args: &VacuumArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let r = vacuum(&context(config)?, &args.uri).with_context(|| format!("cannot vacuum {}", args.uri.display()))?;
+pub fn vacuum_cmd(uri: &Path, config: &Config, out: &mut impl Write) -> Result<()> {
+    let r = vacuum(&context(config)?, uri).with_context(|| format!("cannot vacuum {}", uri.display()))?;
     writeln!(
         out,
         "vacuumed {}: removed {} superseded fragment(s) and {} unfinished one(s)",
-        args.uri.display(),
+        uri.display(),
         r.removed.len(),
         r.uncommitted.len()
     )?;
