@@ -96,8 +96,9 @@ class Dense:
     (each tile holding points is read once). Consolidation: ``ts.consolidate`` then
     ``ts.vacuum``. ``read_mode``: the engine's ``vfs.read_mode`` (default pread; the suite also
     runs reads with "mmap" as the engine ``tessera-mmap``). ``tile_chunk_size``: the engine's
-    ``sm.tile_chunk_size`` (default 64 KiB: filtered tiles are filtered in independent chunks;
-    the suite runs 0, whole tiles, as the engine ``tessera-whole``)."""
+    ``sm.tile_chunk_size`` (default ``auto``: filtered tiles are filtered in independent chunks
+    of 64 KiB to 1 MiB chosen per tile from a sample of the data; the suite runs 0, whole tiles,
+    as the engine ``tessera-whole``)."""
 
     point_reads_native = True
 
