@@ -20,7 +20,7 @@
 //! array is touched; resolving gives the engine's [`DimRange`]s.
 
 use anyhow::{anyhow, bail, Result};
-use tessera::{display_datetime, parse_datetime, ArraySchema, DimRange, Dimension};
+use tessera::{display_datetime, parse_datetime, ArraySchema, DimRange, Dimension, TimeUnit};
 
 /// A bound of a SPEC.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,12 +213,14 @@ impl Spec {
 /// takes.
 pub(crate) fn int_range_str(d: &Dimension, lo: i128, hi: i128) -> String {
     match d.datatype.time_unit() {
-        Some(u) => {
-            let iso = |v: i128| i64::try_from(v).map_or_else(|_| v.to_string(), |v| display_datetime(v, u).to_string());
-            format!("{}:{} ({lo}:{hi})", iso(lo), iso(hi))
-        }
+        Some(u) => format!("{}:{} ({lo}:{hi})", iso(u, lo), iso(u, hi)),
         None => format!("{lo}:{hi}"),
     }
+}
+
+/// A count `v` of time unit `u` as an ISO 8601 time (the count itself if past `i64`).
+fn iso(u: TimeUnit, v: i128) -> String {
+    i64::try_from(v).map_or_else(|_| v.to_string(), |v| display_datetime(v, u).to_string())
 }
 
 /// Dense ranges as a SPEC (`1:30,1:40`), ready to paste into `--subarray`.
@@ -234,24 +236,26 @@ pub(crate) fn range_str(r: &DimRange) -> String {
     }
 }
 
+/// One dimension's range as a SPEC item: `-12.5:47.0`, or ISO 8601 times on `datetime64`
+/// dimensions (`2024-01-02T00:2024-01-03T23`).
+fn dim_range_str(d: &Dimension, r: &DimRange) -> String {
+    match (d.datatype.time_unit(), *r) {
+        (Some(u), DimRange::Int(a, b)) => format!("{}:{}", iso(u, a), iso(u, b)),
+        _ => range_str(r),
+    }
+}
+
 /// Ranges of `schema`'s dimensions as a SPEC, ready to paste into `--subarray`:
 /// `-12.5:47.0,-0.5:100.0`, with ISO 8601 times on `datetime64` dimensions
 /// (`2024-01-02T00:2024-01-03T23,1:10`).
 pub(crate) fn coords_str(schema: &ArraySchema, r: &[DimRange]) -> String {
-    let one = |(d, r): (&Dimension, &DimRange)| match (d.datatype.time_unit(), *r) {
-        (Some(u), DimRange::Int(a, b)) => {
-            let iso = |v: i128| i64::try_from(v).map_or_else(|_| v.to_string(), |v| display_datetime(v, u).to_string());
-            format!("{}:{}", iso(a), iso(b))
-        }
-        _ => range_str(r),
-    };
-    schema.dims.iter().zip(r).map(one).collect::<Vec<_>>().join(",")
+    schema.dims.iter().zip(r).map(|(d, r)| dim_range_str(d, r)).collect::<Vec<_>>().join(",")
 }
 
-/// Ranges of named dimensions as text: `x -12.5:47.0, y all`.
+/// Ranges of named dimensions as text: `x -12.5:47.0, t 2024-01-02T00:2024-01-03T23, y all`.
 pub(crate) fn named_str(schema: &ArraySchema, ranges: &[Option<DimRange>]) -> String {
-    let item = |(d, r): (&tessera::Dimension, &Option<DimRange>)| {
-        format!("{} {}", d.name, r.as_ref().map_or_else(|| "all".into(), range_str))
+    let item = |(d, r): (&Dimension, &Option<DimRange>)| {
+        format!("{} {}", d.name, r.as_ref().map_or_else(|| "all".into(), |r| dim_range_str(d, r)))
     };
     schema.dims.iter().zip(ranges).map(item).collect::<Vec<_>>().join(", ")
 }
@@ -359,6 +363,11 @@ mod tests {
         assert_eq!(r("2024-01-15T10:30:05").unwrap(), vec![one(1_705_314_605), None]);
         assert_eq!(r("2024-01-15T10:").unwrap(), vec![Some(DimRange::Int(1_705_312_800, 4_102_444_800)), None]);
         assert_eq!(r(":1970-01-02").unwrap(), vec![Some(DimRange::Int(0, 86_400)), None]);
+        // Messages name time ranges as times (what `--subarray` takes back).
+        assert_eq!(
+            named_str(&s, &r("2024-01-15T10:30,7").unwrap()),
+            "t 2024-01-15T10:30:00:2024-01-15T10:30:00, x 1970-01-01T00:00:07:1970-01-01T00:00:07"
+        );
         // What `tessera info` prints as the domain reads back as the domain.
         assert_eq!(
             r(crate::info::domain_str(&s.dims[0]).split(' ').next().unwrap()).unwrap()[0],
