@@ -66,7 +66,7 @@ def rows(r: Dict[str, np.ndarray]) -> List[Tuple[Any, ...]]:
 
 
 def test_sparse_dims_get_the_engines_default_coordinate_filters() -> None:
-    assert ts.default_coord_filters() == (ts.Delta(), ts.Zstd(level=3))
+    assert ts.default_coord_filters() == (ts.Delta(), ts.ByteShuffle(), ts.Zstd(level=3))
     s = ts.ArraySchema(
         dims=[ts.Dim("x", (0, 9), 5), ts.Dim("y", (0, 9), filters=[]), ts.Dim("z", (0, 9), filters=[ts.Gzip(1)])],
         attrs=[ts.Attr("a", "int32")],
@@ -74,7 +74,7 @@ def test_sparse_dims_get_the_engines_default_coordinate_filters() -> None:
     )
     d = json.loads(s.to_json())
     assert d["array_type"] == "sparse" and d["capacity"] == 10000 and d["allows_duplicates"] is False
-    assert d["dims"][0]["filters"] == [{"name": "delta"}, {"name": "zstd", "level": 3}]
+    assert d["dims"][0]["filters"] == [{"name": "delta"}, {"name": "byteshuffle"}, {"name": "zstd", "level": 3}]
     assert "filters" not in d["dims"][1]  # explicitly unfiltered
     assert d["dims"][2]["filters"] == [{"name": "gzip", "level": 1}]
     assert "tile" not in d["dims"][1]  # sparse dimensions may leave the tile out
