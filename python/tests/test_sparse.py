@@ -356,6 +356,20 @@ def test_to_pandas(uri: str) -> None:
     assert isinstance(df, pd.DataFrame)
 
 
+def test_to_pandas_shares_the_columns_without_nulls(uri: str) -> None:
+    pytest.importorskip("pandas")
+    ts.create(uri, ts.ArraySchema([ts.Dim("x", (0.0, 10.0), dtype="float64")],
+                                  [ts.Attr("a", "int32"), ts.Attr("f", "float64")], sparse=True))
+    with ts.open(uri, "w") as A:
+        A.write({"x": [2.5, 0.5, 1.5]}, {"a": np.array([7, 8, 9], np.int32), "f": np.array([0.25, 0.5, 0.75])})
+    with ts.open(uri) as A:
+        r = A.read(attrs=["a", "f"])
+    df = r.to_pandas()
+    assert df["x"].tolist() == [0.5, 1.5, 2.5] and df["a"].tolist() == [8, 9, 7]
+    for name in ("x", "a", "f"):  # no copy into a 2-D block per dtype
+        assert np.shares_memory(df[name].to_numpy(), r[name]), name
+
+
 def test_to_arrow(uri: str) -> None:
     pa = pytest.importorskip("pyarrow")
     t = _small_result(uri).to_arrow()
