@@ -26,7 +26,8 @@ def timed(label: str):
 
 
 # 1. The schema: float64 coordinates in 10-degree space tiles, cells along a Hilbert curve,
-#    data tiles of 4096 cells. Coordinates get the default filters (delta, zstd level 3).
+#    data tiles of 4096 cells. Coordinates get the default filters (delta, byte shuffle, zstd
+#    level 3).
 schema = ts.ArraySchema(
     dims=[ts.Dim("lon", domain=(-180.0, 180.0), tile=10.0, dtype="float64"),
           ts.Dim("lat", domain=(-90.0, 90.0), tile=10.0, dtype="float64")],

@@ -41,9 +41,13 @@ class Result(Dict[str, np.ndarray]):
 
     def to_pandas(self) -> Any:
         """A ``pandas.DataFrame`` with one column per entry, in order. Null cells become ``<NA>``
-        (nullable integer and float columns) or ``None``; multi-valued cells become 1-D arrays."""
+        (nullable integer and float columns) or ``None``; multi-valued cells become 1-D arrays.
+        Columns without nulls share the result's arrays instead of copying them (pandas would
+        otherwise copy every column into one block per dtype: for a large read, more time than
+        the read's own copies)."""
         pd = _import("pandas", "to_pandas")
-        return pd.DataFrame({name: _pandas_column(pd, v) for name, v in self.items()}, columns=list(self))
+        columns = {name: _pandas_column(pd, v) for name, v in self.items()}
+        return pd.DataFrame(columns, columns=list(self), copy=False)
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` with one column per entry, in order: strings as ``string``, bytes

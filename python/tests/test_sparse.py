@@ -66,7 +66,7 @@ def rows(r: Dict[str, np.ndarray]) -> List[Tuple[Any, ...]]:
 
 
 def test_sparse_dims_get_the_engines_default_coordinate_filters() -> None:
-    assert ts.default_coord_filters() == (ts.Delta(), ts.Zstd(level=3))
+    assert ts.default_coord_filters() == (ts.Delta(), ts.ByteShuffle(), ts.Zstd(level=3))
     s = ts.ArraySchema(
         dims=[ts.Dim("x", (0, 9), 5), ts.Dim("y", (0, 9), filters=[]), ts.Dim("z", (0, 9), filters=[ts.Gzip(1)])],
         attrs=[ts.Attr("a", "int32")],
@@ -74,7 +74,7 @@ def test_sparse_dims_get_the_engines_default_coordinate_filters() -> None:
     )
     d = json.loads(s.to_json())
     assert d["array_type"] == "sparse" and d["capacity"] == 10000 and d["allows_duplicates"] is False
-    assert d["dims"][0]["filters"] == [{"name": "delta"}, {"name": "zstd", "level": 3}]
+    assert d["dims"][0]["filters"] == [{"name": "delta"}, {"name": "byteshuffle"}, {"name": "zstd", "level": 3}]
     assert "filters" not in d["dims"][1]  # explicitly unfiltered
     assert d["dims"][2]["filters"] == [{"name": "gzip", "level": 1}]
     assert "tile" not in d["dims"][1]  # sparse dimensions may leave the tile out
@@ -354,6 +354,20 @@ def test_to_pandas(uri: str) -> None:
     assert [list(v) for v in df["r"]] == [[], [1.0], [2.0, 3.0]]
     assert df["f"].isna().tolist() == [False, True, False]
     assert isinstance(df, pd.DataFrame)
+
+
+def test_to_pandas_shares_the_columns_without_nulls(uri: str) -> None:
+    pytest.importorskip("pandas")
+    ts.create(uri, ts.ArraySchema([ts.Dim("x", (0.0, 10.0), dtype="float64")],
+                                  [ts.Attr("a", "int32"), ts.Attr("f", "float64")], sparse=True))
+    with ts.open(uri, "w") as A:
+        A.write({"x": [2.5, 0.5, 1.5]}, {"a": np.array([7, 8, 9], np.int32), "f": np.array([0.25, 0.5, 0.75])})
+    with ts.open(uri) as A:
+        r = A.read(attrs=["a", "f"])
+    df = r.to_pandas()
+    assert df["x"].tolist() == [0.5, 1.5, 2.5] and df["a"].tolist() == [8, 9, 7]
+    for name in ("x", "a", "f"):  # no copy into a 2-D block per dtype
+        assert np.shares_memory(df[name].to_numpy(), r[name]), name
 
 
 def test_to_arrow(uri: str) -> None:

@@ -285,8 +285,9 @@ pub struct ImportArgs {
     /// Order of the space tiles.
     #[arg(long, value_enum, default_value_t = CellOrderArg::RowMajor)]
     pub tile_order: CellOrderArg,
-    /// Compress attributes with zstd at LEVEL (-7..=22), and coordinates with delta + zstd at LEVEL
-    /// (default: attributes unfiltered, coordinates delta + zstd level 3).
+    /// Compress attributes with zstd at LEVEL (-7..=22), and coordinates with delta + byte
+    /// shuffle + zstd at LEVEL (default: attributes unfiltered, coordinates delta + byte shuffle +
+    /// zstd level 3).
     #[arg(long, value_name = "LEVEL", allow_hyphen_values = true)]
     pub zstd: Option<i32>,
     /// The rows are in the new array's global order: stream them (see `tessera write --help`).

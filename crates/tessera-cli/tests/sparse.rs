@@ -400,7 +400,7 @@ fn import_infers_the_schema() {
     assert_eq!(info["schema"]["attrs"][0]["filters"], serde_json::json!([{"name": "zstd", "level": 7}]));
     assert_eq!(
         info["schema"]["dims"][0]["filters"],
-        serde_json::json!([{"name": "delta"}, {"name": "zstd", "level": 7}])
+        serde_json::json!([{"name": "delta"}, {"name": "byteshuffle"}, {"name": "zstd", "level": 7}])
     );
     assert_eq!(info["fragments"][0]["cell_count"], 3);
 

@@ -405,7 +405,7 @@ fn filters_repr(p: &FilterPipeline) -> String {
 }
 
 /// The coordinate filters the engine gives dimensions of sparse arrays created without
-/// `filters` (the engine's `default_coord_filters()`: delta, then zstd level 3).
+/// `filters` (the engine's `default_coord_filters()`: delta, byte shuffle, then zstd level 3).
 #[pyfunction]
 fn default_coord_filters(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
     filters_tuple(py, &tessera::default_coord_filters())

@@ -349,3 +349,56 @@ fn sparse_tiles_of_more_than_2_64_cells() {
         res.attrs.last().unwrap().data.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(v, vec![1, 2, 3]);
 }
+
+/// Sparse dimensions built without filters get delta, byte shuffle and zstd level 3 (the
+/// default coordinate filters, docs/format.md §9), and coordinates spread over most of the int64
+/// range (deltas of every size, wrapping ones included) read back exactly through them.
+#[test]
+fn default_coordinate_filters_round_trip_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    let (lo, hi) = (-(1i64 << 62), 1i64 << 62);
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(Dimension::new("x", Datatype::Int64, (lo.into(), hi.into()), 1 << 40))
+        .dim(Dimension::new("y", Datatype::Int64, (lo.into(), hi.into()), 1 << 40))
+        .attr(Attribute::new("v", Datatype::Int32))
+        .capacity(4_000)
+        .build()
+        .unwrap();
+    let want = FilterPipeline::new(vec![Filter::Delta, Filter::ByteShuffle, Filter::Zstd { level: 3 }]);
+    assert_eq!(default_coord_filters(), want);
+    assert!(schema.dims.iter().all(|d| d.filters == want), "{:?}", schema.dims);
+    let uri = dir.path().join("s");
+    Array::create(&ctx, &uri, &schema).unwrap();
+    // Distinct points: a few far apart (both ends of the domain), most in small clusters.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        state >> 1
+    };
+    let mut pts: Vec<(i64, i64)> = vec![(lo, lo), (lo, hi), (hi, lo), (hi, hi), (0, 0)];
+    for k in 0..20_000i64 {
+        let far = next() % 8 == 0;
+        let x = if far { lo + (next() % (1 << 63)) as i64 } else { (k / 100) * 1_000 + (next() % 300) as i64 };
+        let y = if far { lo + (next() % (1 << 63)) as i64 } else { (next() % 1_000_000) as i64 - 500_000 };
+        pts.push((x, y));
+    }
+    pts.sort_unstable();
+    pts.dedup();
+    let col = |f: fn(&(i64, i64)) -> i64| -> Vec<u8> { pts.iter().flat_map(|p| f(p).to_le_bytes()).collect() };
+    let (xs, ys) = (col(|p| p.0), col(|p| p.1));
+    let vals: Vec<i32> = (0..pts.len() as i32).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write_sparse(
+        &[CoordInput { name: "x", data: &xs }, CoordInput { name: "y", data: &ys }],
+        &[AttrInput::fixed("v", i32_bytes(&vals))],
+    )
+    .unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let all = vec![vec![DimRange::Int(lo.into(), hi.into())]; 2];
+    let res = r.sparse_query(&all, &["v"], Layout::RowMajor).unwrap().read_all().unwrap();
+    let i64s = |b: &[u8]| -> Vec<i64> { b.chunks(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect() };
+    let got: Vec<(i64, i64)> = i64s(&res.attrs[0].data).into_iter().zip(i64s(&res.attrs[1].data)).collect();
+    assert_eq!(got, pts);
+    assert_eq!(as_i32(&res.attrs[2].data), vals);
+}

@@ -125,21 +125,27 @@ fn sparse_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/v1").join(name)
 }
 
+/// The coordinate filters the golden sparse arrays were written with: the builder's default of
+/// the time (delta, zstd level 3), pinned so that a later default does not change them.
+fn golden_coord_filters() -> FilterPipeline {
+    FilterPipeline::new(vec![Filter::Delta, Filter::Zstd { level: 3 }])
+}
+
 fn sparse_schemas() -> Vec<(&'static str, ArraySchema)> {
     let mut s = Attribute::new("s", Datatype::Utf8);
     s.cell_val_num = CellValNum::Var;
     s.nullable = true;
     let ints = ArraySchema::builder(ArrayType::Sparse)
-        .dim(Dimension::new("x", Datatype::Int64, (-1000, 1000), 100))
-        .dim(Dimension::new("y", Datatype::Int64, (0, 99), 10))
+        .dim(Dimension::new("x", Datatype::Int64, (-1000, 1000), 100).with_filters(golden_coord_filters()))
+        .dim(Dimension::new("y", Datatype::Int64, (0, 99), 10).with_filters(golden_coord_filters()))
         .attr(Attribute::new("a", Datatype::Int32))
         .attr(s)
         .capacity(7)
         .build()
         .unwrap();
     let mut floats = ArraySchema::builder(ArrayType::Sparse)
-        .dim(Dimension::float("lon", Datatype::Float64, (-180.0, 180.0), None))
-        .dim(Dimension::float("lat", Datatype::Float64, (-90.0, 90.0), None))
+        .dim(Dimension::float("lon", Datatype::Float64, (-180.0, 180.0), None).with_filters(golden_coord_filters()))
+        .dim(Dimension::float("lat", Datatype::Float64, (-90.0, 90.0), None).with_filters(golden_coord_filters()))
         .attr(Attribute::new("a", Datatype::Int32))
         .cell_order(CellOrder::Hilbert)
         .capacity(5)
@@ -489,8 +495,8 @@ fn orders_dense_schema() -> ArraySchema {
 /// Sparse, 16 x 16 in tiles of 4 x 4: Z order of the tiles, Hilbert order inside a tile.
 fn orders_sparse_schema() -> ArraySchema {
     ArraySchema::builder(ArrayType::Sparse)
-        .dim(Dimension::new("x", Datatype::Int64, (0, 15), 4))
-        .dim(Dimension::new("y", Datatype::Int64, (0, 15), 4))
+        .dim(Dimension::new("x", Datatype::Int64, (0, 15), 4).with_filters(golden_coord_filters()))
+        .dim(Dimension::new("y", Datatype::Int64, (0, 15), 4).with_filters(golden_coord_filters()))
         .attr(Attribute::new("a", Datatype::Int32))
         .cell_order(CellOrder::Hilbert)
         .tile_order(CellOrder::Z)

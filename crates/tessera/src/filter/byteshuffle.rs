@@ -11,6 +11,8 @@
 //! With `w = 1` (e.g. after a compressor) the filter is the identity. Decoding is the inverse
 //! transpose.
 
+use std::mem::MaybeUninit;
+
 /// Elements per cache block: the transpose works through the tile one block at a time so that
 /// the block's source stays in the L1 cache while each of its `w` planes is written.
 const BLOCK: usize = 2048;
@@ -46,22 +48,37 @@ pub(super) fn decode(data: Vec<u8>, w: usize) -> Vec<u8> {
         return data;
     }
     let mut out = vec![0u8; data.len()];
-    let whole = data.len() - data.len() % w;
-    let (src, tail) = data.split_at(whole);
-    let (dst, dst_tail) = out.split_at_mut(whole);
+    unshuffle_into(&data, w, &mut out, |b| b);
+    out
+}
+
+/// Reverses [`encode`] of `src` straight into `out`, of the same length, which need not be
+/// initialized: every byte of `out` is written.
+pub(super) fn decode_into(src: &[u8], w: usize, out: &mut [MaybeUninit<u8>]) {
+    unshuffle_into(src, w, out, MaybeUninit::new);
+}
+
+/// The inverse transpose of `src` into `out` (same length), byte `v` stored as `put(v)`, so that
+/// `out` may be bytes or bytes not yet initialized.
+fn unshuffle_into<T: Copy>(src: &[u8], w: usize, out: &mut [T], put: impl Fn(u8) -> T + Copy) {
+    let whole = if w <= 1 || src.len() < 2 * w { 0 } else { src.len() - src.len() % w };
+    let (src, tail) = src.split_at(whole);
+    let (dst, dst_tail) = out.split_at_mut(whole.min(out.len()));
     match w {
-        2 => unshuffle_fixed::<2>(src, dst, |p, i| [p[0][i], p[1][i]]),
-        4 => unshuffle_fixed::<4>(src, dst, |p, i| [p[0][i], p[1][i], p[2][i], p[3][i]]),
-        8 => unshuffle_fixed::<8>(src, dst, |p, i| {
+        _ if whole == 0 => {}
+        2 => unshuffle_fixed::<2, T>(src, dst, |p, i| [p[0][i], p[1][i]].map(put)),
+        4 => unshuffle_fixed::<4, T>(src, dst, |p, i| [p[0][i], p[1][i], p[2][i], p[3][i]].map(put)),
+        8 => unshuffle_fixed::<8, T>(src, dst, |p, i| {
             // Two 4-byte halves vectorize far better than one 8-byte gather.
             let lo = u32::from_le_bytes([p[0][i], p[1][i], p[2][i], p[3][i]]);
             let hi = u32::from_le_bytes([p[4][i], p[5][i], p[6][i], p[7][i]]);
-            (u64::from(hi) << 32 | u64::from(lo)).to_le_bytes()
+            (u64::from(hi) << 32 | u64::from(lo)).to_le_bytes().map(put)
         }),
-        _ => unshuffle_any(src, dst, w),
+        _ => unshuffle_any(src, dst, w, put),
     }
-    dst_tail.copy_from_slice(tail);
-    out
+    for (d, &v) in dst_tail.iter_mut().zip(tail) {
+        *d = put(v);
+    }
 }
 
 /// Transposes `src` (whole `W`-byte elements) into `W` planes in `dst` (same length), one cache
@@ -82,7 +99,7 @@ fn shuffle_fixed<const W: usize>(src: &[u8], dst: &mut [u8], byte: impl Fn(&[u8;
 
 /// Reverses [`shuffle_fixed`] in one pass reading the `W` planes of `src` side by side;
 /// `assemble(planes, i)` is element `i`.
-fn unshuffle_fixed<const W: usize>(src: &[u8], dst: &mut [u8], assemble: impl Fn(&[&[u8]; W], usize) -> [u8; W]) {
+fn unshuffle_fixed<const W: usize, T>(src: &[u8], dst: &mut [T], assemble: impl Fn(&[&[u8]; W], usize) -> [T; W]) {
     let (elems, _) = dst.as_chunks_mut::<W>();
     let m = elems.len();
     let planes: [&[u8]; W] = std::array::from_fn(|b| &src[b * m..(b + 1) * m]);
@@ -102,11 +119,11 @@ fn shuffle_any(src: &[u8], dst: &mut [u8], w: usize) {
 }
 
 /// [`unshuffle_fixed`] for any width.
-fn unshuffle_any(src: &[u8], dst: &mut [u8], w: usize) {
+fn unshuffle_any<T>(src: &[u8], dst: &mut [T], w: usize, put: impl Fn(u8) -> T) {
     let m = dst.len() / w;
     for (b, plane) in src.chunks_exact(m).enumerate() {
         for (e, &v) in dst.chunks_exact_mut(w).zip(plane) {
-            e[b] = v;
+            e[b] = put(v);
         }
     }
 }
@@ -149,7 +166,7 @@ mod tests {
             let enc = encode(data.clone(), w);
             assert_eq!(enc[..whole], generic);
             let mut back = vec![0; whole];
-            unshuffle_any(&generic, &mut back, w);
+            unshuffle_any(&generic, &mut back, w, |b| b);
             assert_eq!(back, data[..whole]);
             assert_eq!(decode(enc, w), data);
         }

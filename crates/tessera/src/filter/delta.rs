@@ -11,7 +11,9 @@
 //!
 //! Decoding is the running sum mod 2^(8w). Because the arithmetic is on the bits, it is lossless
 //! for signed and unsigned integers and for floating-point bit patterns alike. Both directions
-//! work in place on the tile's buffer.
+//! work in place on the tile's buffer (decoding may also write into another one).
+
+use std::mem::MaybeUninit;
 
 /// Delta-encodes `data` in place, elements of `w` bytes.
 pub(super) fn encode(mut data: Vec<u8>, w: usize) -> Vec<u8> {
@@ -36,6 +38,46 @@ pub(super) fn decode(mut data: Vec<u8>, w: usize) -> Vec<u8> {
     }
     data
 }
+
+/// Reverses [`encode`] of `src` into `out`, of the same length, which need not be initialized:
+/// every byte of `out` is written.
+pub(super) fn decode_into(src: &[u8], w: usize, out: &mut [MaybeUninit<u8>]) {
+    match w {
+        0 | 1 => decode_into_u8(src, out),
+        2 => decode_into_u16(src, out),
+        4 => decode_into_u32(src, out),
+        8 => decode_into_u64(src, out),
+        _ => {
+            let plain = decode(src.to_vec(), w);
+            for (d, &v) in out.iter_mut().zip(&plain) {
+                d.write(v);
+            }
+        }
+    }
+}
+
+/// The running sum of `src`'s elements of type `$t` written to `out` (trailing bytes copied).
+macro_rules! delta_into {
+    ($name:ident, $t:ty) => {
+        fn $name(src: &[u8], out: &mut [MaybeUninit<u8>]) {
+            let (elems, tail) = src.as_chunks::<{ size_of::<$t>() }>();
+            let (outs, out_tail) = out.as_chunks_mut::<{ size_of::<$t>() }>();
+            let mut acc: $t = 0;
+            for (o, e) in outs.iter_mut().zip(elems) {
+                acc = acc.wrapping_add(<$t>::from_le_bytes(*e));
+                *o = acc.to_le_bytes().map(MaybeUninit::new);
+            }
+            for (d, &v) in out_tail.iter_mut().zip(tail) {
+                d.write(v);
+            }
+        }
+    };
+}
+
+delta_into!(decode_into_u8, u8);
+delta_into!(decode_into_u16, u16);
+delta_into!(decode_into_u32, u32);
+delta_into!(decode_into_u64, u64);
 
 macro_rules! delta_word {
     ($encode:ident, $decode:ident, $t:ty) => {

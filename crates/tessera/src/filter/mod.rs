@@ -248,16 +248,46 @@ impl FilterPipeline {
     }
     /// [`FilterPipeline::decode`] into `out`, which need not be initialized and receives exactly
     /// `out.len()` unfiltered bytes: a pipeline whose only filter is zstd decompresses straight
-    /// into `out` (no buffer, no copy, no zeroing); any other decodes into a buffer and copies it.
+    /// into `out` (no buffer, no copy, no zeroing); delta and byte shuffle stages before a last
+    /// zstd (the default coordinate filters, `[byteshuffle, zstd]`, ...) decompress into one
+    /// buffer, and their first stage writes its output straight into `out`; any other pipeline
+    /// decodes into a buffer and copies it.
     ///
     /// # Errors
     /// As [`FilterPipeline::decode`]; `out` may then be partly written.
     pub fn decode_into(&self, data: &[u8], elem_size: usize, out: &mut [MaybeUninit<u8>]) -> Result<(), FilterError> {
-        if let [only @ Filter::Zstd { .. }] = self.filters.as_slice() {
-            let _t = stats::timer(Timer::FilterPipelineRunReverse);
-            check_elem_size(elem_size)?;
-            let _f = stats::timer(only.timers().1);
-            return zstd::decode_into(data, out);
+        match self.filters.as_slice() {
+            [only @ Filter::Zstd { .. }] => {
+                let _t = stats::timer(Timer::FilterPipelineRunReverse);
+                check_elem_size(elem_size)?;
+                let _f = stats::timer(only.timers().1);
+                return zstd::decode_into(data, out);
+            }
+            [first @ (Filter::Delta | Filter::ByteShuffle), middle @ .., last @ Filter::Zstd { .. }]
+                if middle.iter().all(|f| matches!(f, Filter::Delta | Filter::ByteShuffle)) =>
+            {
+                let _t = stats::timer(Timer::FilterPipelineRunReverse);
+                check_elem_size(elem_size)?;
+                // Delta and byte shuffle keep both the length and the element width, so every
+                // stage's input is `out.len()` bytes of `elem_size`-byte elements.
+                let mut buf = {
+                    let _f = stats::timer(last.timers().1);
+                    zstd::decode(data, out.len())?
+                };
+                if buf.len() != out.len() {
+                    return Err(corrupt(last.name(), format!("decoded {} bytes, expected {}", buf.len(), out.len())));
+                }
+                for f in middle.iter().rev() {
+                    buf = f.decode(buf, elem_size, out.len())?;
+                }
+                let _f = stats::timer(first.timers().1);
+                match first {
+                    Filter::Delta => delta::decode_into(&buf, elem_size, out),
+                    _ => byteshuffle::decode_into(&buf, elem_size, out),
+                }
+                return Ok(());
+            }
+            _ => {}
         }
         let plain = self.decode(data.to_vec(), elem_size, out.len())?;
         for (dst, &b) in out.iter_mut().zip(&plain) {
@@ -495,22 +525,38 @@ mod tests {
         let data = int32_grid(70_000);
         let mut pipelines: Vec<Vec<Filter>> = all_filters().into_iter().map(|f| vec![f]).collect();
         pipelines.push(vec![]);
-        pipelines.push(vec![Filter::Delta, Filter::ByteShuffle, Filter::Zstd { level: 3 }]);
-        for filters in pipelines {
+        for pre in [
+            &[Filter::Delta][..],
+            &[Filter::ByteShuffle],
+            &[Filter::Delta, Filter::ByteShuffle],
+            &[Filter::ByteShuffle, Filter::Delta],
+        ] {
+            pipelines.push([pre, &[Filter::Zstd { level: 3 }]].concat());
+        }
+        // Element widths with and without a typed path, lengths with and without a partial
+        // last element.
+        let cases = [
+            (4, data.clone()),
+            (8, data.clone()),
+            (2, data[..69_999].to_vec()),
+            (1, data[..999].to_vec()),
+            (3, data[..69_998].to_vec()),
+        ];
+        for (filters, (w, data)) in pipelines.into_iter().flat_map(|p| cases.clone().map(|c| (p.clone(), c))) {
             let p = FilterPipeline::new(filters);
-            let enc = p.encode_slice(&data, 4).unwrap();
-            assert_eq!(enc, p.encode(data.clone(), 4).unwrap(), "{p:?}");
+            let enc = p.encode_slice(&data, w).unwrap();
+            assert_eq!(enc, p.encode(data.clone(), w).unwrap(), "{p:?}");
             let mut out = vec![MaybeUninit::new(0xEEu8); data.len()];
-            p.decode_into(&enc, 4, &mut out).unwrap();
+            p.decode_into(&enc, w, &mut out).unwrap();
             // SAFETY: every byte was initialized when `out` was made.
             let got: Vec<u8> = out.iter().map(|b| unsafe { b.assume_init() }).collect();
-            assert_eq!(got, data, "{p:?}");
+            assert_eq!(got, data, "{p:?} width {w}");
             for wrong in [data.len() - 1, data.len() + 1] {
                 let mut other = vec![MaybeUninit::new(0u8); wrong];
-                assert!(p.decode_into(&enc, 4, &mut other).is_err(), "{p:?} into {wrong}");
+                assert!(p.decode_into(&enc, w, &mut other).is_err(), "{p:?} into {wrong}");
             }
             for cut in [0, 9, enc.len() / 2, enc.len() - 1] {
-                assert!(p.decode_into(&enc[..cut], 4, &mut out).is_err(), "{p:?} cut at {cut}");
+                assert!(p.decode_into(&enc[..cut], w, &mut out).is_err(), "{p:?} cut at {cut}");
             }
         }
     }

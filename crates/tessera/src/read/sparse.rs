@@ -32,6 +32,10 @@ use crate::stats::{self, Timer};
 /// in the update index (whose values the read copies).
 pub(super) type CellRef = (u32, u32, u32);
 
+/// Cells per run from which [`gather_runs`] copies run by run (one memcpy each) rather than into
+/// a zeroed output with one fixed-size copy per cell.
+const LONG_RUN: usize = 16;
+
 /// The fragment number of result cells whose values come from the update index.
 const FROM_INDEX: u32 = u32::MAX;
 
@@ -479,8 +483,17 @@ fn retain_in_ranges(keep: &mut Vec<u32>, ords: &mut [Vec<u64>], oranges: &[Vec<[
 
 /// Appends, for each run `(slot, s, e)`, cells `s..e` of `srcs[slot]` (cells of `cs` bytes) to
 /// `out`. Sparse results are often runs of one cell: common cell sizes copy a fixed-size value
-/// instead of calling memcpy per run.
+/// instead of calling memcpy per run. Long runs (whole tiles of a large read) are appended
+/// without zeroing the output first.
 fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: usize) {
+    let cells: usize = runs.iter().map(|&(_, s, e)| (e - s) as usize).sum();
+    if cells >= LONG_RUN * runs.len() {
+        out.reserve(cells * cs);
+        for &(sl, s, e) in runs {
+            out.extend_from_slice(&srcs[sl as usize][s as usize * cs..e as usize * cs]);
+        }
+        return;
+    }
     fn fixed<const N: usize>(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)]) {
         let total: usize = runs.iter().map(|&(_, s, e)| (e - s) as usize * N).sum();
         let mut at = out.len();
