@@ -8,7 +8,10 @@ and parallel writes from them in which every task commits its own fragment.
 >>> tsd.write_dataframe(df, "pts2", dims=["x", "y"])                 # doctest: +SKIP
 
 Every task reopens the array by URI in its own process (nothing but the URI, a timestamp and the
-configuration travels), so the tasks run on any worker of a ``dask.distributed`` cluster. All the
+configuration travels), so the tasks run on any worker of a ``dask.distributed`` cluster. On such
+a worker the engine decodes with as many threads as the worker runs tasks
+(``sm.compute_concurrency``, unless the configuration sets it), as dask's nanny limits numpy's
+threads, so that worker processes do not oversubscribe the machine's cores. All the
 reads of one graph see one snapshot: the read handle's ``snapshot_timestamp()``, fixed when the
 graph is built. Writes need no coordination beyond the commit protocol: each task writes and
 commits one fragment; ``consolidate=True`` merges them once every task has finished.
@@ -35,6 +38,20 @@ if TYPE_CHECKING:
     import dask.dataframe
 
 __all__ = ["from_tessera", "read_dataframe", "to_tessera", "write_dataframe"]
+
+def _task_config(config: Optional[Dict[str, str]]) -> Optional[Dict[str, str]]:
+    """The configuration a task opens the array with: on a ``dask.distributed`` worker, the
+    engine's compute pool takes the worker's thread count unless ``config`` sets it."""
+    if config and "sm.compute_concurrency" in config:
+        return config
+    try:
+        from distributed import get_worker
+
+        threads = int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return config  # not on a worker (threaded or synchronous scheduler, or no distributed)
+    return {**(config or {}), "sm.compute_concurrency": str(max(1, threads))}
+
 
 #: Default size of one chunk of ``from_tessera`` (a whole number of tiles per axis).
 CHUNK_BYTES = 64 << 20
@@ -87,7 +104,7 @@ class _DenseBlocks:
                 return np.empty(tuple(max(0, t.indices(m)[1] - t.indices(m)[0]) for t, m in zip(key, self.shape)),
                                 dtype=self.dtype)
             ranges.append((o + start, o + stop - 1))
-        with _array.open(self.uri, "r", timestamp=self.timestamp, config=self.config) as A:
+        with _array.open(self.uri, "r", timestamp=self.timestamp, config=_task_config(self.config)) as A:
             out = A.read(ranges=ranges, attrs=[self.attr])
         assert isinstance(out, np.ndarray)
         return out
@@ -191,7 +208,7 @@ class _BlockWriter:
 
     def __setitem__(self, key: Tuple[slice, ...], value: np.ndarray) -> None:
         sel = tuple(slice(o + s.start, o + s.stop) for o, s in zip(self.origin, key))
-        with _array.open(self.uri, "w", config=self.config) as A:
+        with _array.open(self.uri, "w", config=_task_config(self.config)) as A:
             A[sel] = {self.attr: np.ascontiguousarray(value)}
 
 
@@ -323,7 +340,7 @@ def _sparse_read(A: _array.Array, ranges: Any, attrs: List[str]) -> Result:
 def _read_partition(
     uri: str, ts: int, config: Optional[Dict[str, str]], ranges: Any, attrs: List[str], meta: Any
 ) -> Any:
-    with _array.open(uri, "r", timestamp=ts, config=config) as A:
+    with _array.open(uri, "r", timestamp=ts, config=_task_config(config)) as A:
         df = _sparse_read(A, ranges, attrs).to_pandas()
     return df.astype(meta.dtypes.to_dict(), copy=False) if len(df) == 0 else df
 
@@ -416,7 +433,7 @@ def _write_partition(part: Any, uri: str, dims: List[str], config: Optional[Dict
         return 0
     coords = {d: part[d].to_numpy() for d in dims}
     values = {c: part[c].to_numpy() for c in part.columns if c not in dims}
-    with _array.open(uri, "w", config=config) as A:
+    with _array.open(uri, "w", config=_task_config(config)) as A:
         A.write(coords, values)
     return len(part)
 

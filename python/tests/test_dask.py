@@ -241,3 +241,14 @@ def test_bool_and_datetime_arrays_round_trip_through_workers(client: Any, tmp_pa
         y = tsd.from_tessera(uri, chunks=(30, 20))
         assert y.dtype == x.dtype
         np.testing.assert_array_equal(y.compute(), x)
+
+
+def test_tasks_on_a_worker_decode_with_the_workers_threads(client: Any) -> None:
+    # Each worker runs one task at a time: the engine takes one compute thread there (as dask
+    # limits numpy's), unless the configuration says otherwise; off a worker nothing changes.
+    assert client.submit(tsd._task_config, None, pure=False).result() == {"sm.compute_concurrency": "1"}
+    cfg = {"sm.io_concurrency": "3"}
+    assert client.submit(tsd._task_config, cfg, pure=False).result() == {**cfg, "sm.compute_concurrency": "1"}
+    mine = {"sm.compute_concurrency": "2"}
+    assert client.submit(tsd._task_config, mine, pure=False).result() == mine
+    assert tsd._task_config(None) is None and tsd._task_config(cfg) == cfg
