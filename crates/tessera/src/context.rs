@@ -1,6 +1,8 @@
 //! The context of array operations: configuration, the storage backend (wrapped so statistics
-//! see every I/O), the tile cache, and the thread pool that filters and unfilters tiles. Cheap to
-//! clone; shared by every array and query opened with it.
+//! see every I/O), the tile cache, the thread pool that filters and unfilters tiles, and the
+//! chunk sizes writers chose per array file (`sm.tile_chunk_size` auto), so that the next
+//! fragment of an array does not sample its data again. Cheap to clone; shared by every array
+//! and query opened with it.
 //!
 //! Array locations are local paths, `file://` URIs naming one, or `s3://bucket/path` URIs of an
 //! S3-compatible object store (configured by the `vfs.s3.*` keys and the AWS environment); any
@@ -8,11 +10,12 @@
 //! taken for a relative folder called `gs:`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::cache::TileCache;
 use crate::config::Config;
 use crate::error::{ArrayError, Error, Result};
+use crate::fast_hash::FastMap;
 use crate::storage::{InstrumentedStorage, LocalStorage, RequestTally, RoutedStorage, Storage, S3_SCHEME};
 
 /// Configuration, storage and compute threads.
@@ -30,6 +33,34 @@ struct Inner {
     cache: TileCache,
     pool: rayon::ThreadPool,
     io_pool: rayon::ThreadPool,
+    chunk_sizes: ChunkSizeChoices,
+}
+
+/// The chunk size writers last chose for each (array, file): `(log2, bytes it still holds
+/// for)`, as `fragment::AutoChunkSize` keeps it within one fragment. At most
+/// [`ChunkSizeChoices::MAX`] entries (then emptied: a choice is only a saved sample).
+#[derive(Debug, Default)]
+pub(crate) struct ChunkSizeChoices {
+    map: Mutex<FastMap<(PathBuf, String), (u32, u64)>>,
+}
+
+impl ChunkSizeChoices {
+    const MAX: usize = 4096;
+
+    /// The choice recorded for file `file` of the array at `array`.
+    pub(crate) fn get(&self, array: &Path, file: &str) -> Option<(u32, u64)> {
+        let map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(&(array.to_path_buf(), file.to_owned())).copied()
+    }
+
+    /// Records the choice for file `file` of the array at `array`.
+    pub(crate) fn set(&self, array: &Path, file: &str, choice: (u32, u64)) {
+        let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert((array.to_path_buf(), file.to_owned()), choice);
+    }
 }
 
 impl Context {
@@ -76,7 +107,8 @@ impl Context {
             .map_err(|e| ArrayError::Config { key: "sm.io_concurrency".into(), detail: e.to_string() })?;
         let storage: Arc<dyn Storage> = Arc::new(InstrumentedStorage::new(storage));
         let cache = TileCache::new(config.tile_cache_size());
-        Ok(Self { inner: Arc::new(Inner { config, storage, routed: None, cache, pool, io_pool }) })
+        let chunk_sizes = ChunkSizeChoices::default();
+        Ok(Self { inner: Arc::new(Inner { config, storage, routed: None, cache, pool, io_pool, chunk_sizes }) })
     }
 
     /// The storage location of the array at `uri`: a local path as given, the path of a
@@ -100,6 +132,11 @@ impl Context {
     /// The storage backend.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.inner.storage
+    }
+
+    /// The chunk sizes writers chose per array file.
+    pub(crate) fn chunk_sizes(&self) -> &ChunkSizeChoices {
+        &self.inner.chunk_sizes
     }
 
     /// The cache of unfiltered tiles shared by every query of this context.

@@ -547,3 +547,38 @@ fn automatic_chunk_sizes_follow_the_data_and_bound_a_one_cell_read() {
         }
     }
 }
+
+/// The chunk size chosen from a sample (`sm.tile_chunk_size` auto) carries over to the array's
+/// next fragment written through the same context: the second write of a 4 MiB tile compresses
+/// only its chunks, where the first also compressed the sample; a new context samples again.
+#[test]
+fn the_next_fragment_resumes_the_chosen_chunk_size() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let mut a = Attribute::new("v", Datatype::Float64);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 3 }]);
+    let cells = 1i128 << 19; // one 4 MiB tile
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, cells - 1), cells as u64))
+        .attr(a)
+        .build()
+        .unwrap();
+    let values: Vec<f64> = (0..cells).map(|i| (i / 4096) as f64).collect();
+    let write = |ctx: &Context| {
+        let w = Array::open(ctx, &uri, Mode::Write).unwrap();
+        w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("v", bytemuck::cast_slice(&values))])
+            .unwrap();
+    };
+    let calls = |s: &stats::Snapshot| s.timer(stats::Timer::CompressorZstdCompress).calls;
+    let ctx = Context::new(Config::new()).unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let first = calls(&measured(|| write(&ctx)));
+    let second = calls(&measured(|| write(&ctx)));
+    let other = calls(&measured(|| write(&Context::new(Config::new()).unwrap())));
+    let frags = Array::open(&ctx, &uri, Mode::Read).unwrap().fragments().to_vec();
+    let logs: Vec<u32> = frags.iter().map(|f| f.chunks.of(0, 0).expect("chunked").log2).collect();
+    assert_eq!(logs, [20, 20, 20], "every fragment in 1 MiB chunks");
+    assert_eq!(second, 4, "the second write compresses its 4 chunks and no sample");
+    assert!(first > second && other == first, "first {first}, second {second}, new context {other}");
+}

@@ -138,6 +138,17 @@ pub(crate) struct AutoChunkSize {
 }
 
 impl AutoChunkSize {
+    /// The state `(log2, bytes it still holds for)` another writer of the same file left
+    /// ([`AutoChunkSize::state`]).
+    pub(crate) fn resumed(state: Option<(u32, u64)>) -> Self {
+        Self { chosen: state }
+    }
+
+    /// The size chosen last and the bytes it still holds for, if a choice was made.
+    pub(crate) fn state(&self) -> Option<(u32, u64)> {
+        self.chosen
+    }
+
     /// The chunk size (log2) of the file's next tile, of `len` unfiltered bytes (`None`: filtered
     /// whole); `choose` samples the tile when a choice is due (see `choose_chunk_log2`).
     ///

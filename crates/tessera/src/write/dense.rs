@@ -126,11 +126,9 @@ impl DenseWriter {
             ))
             .into());
         }
-        let storage = snap.ctx.storage().clone();
         let tile_limit = snap.ctx.config().limits().tile_bytes;
         check_tile_sizes(schema, snap.grid.cells_per_tile(), tile_limit)?;
-        let frag =
-            FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), rect.clone(), tiles, snap.ctx.config());
+        let frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), rect.clone(), tiles);
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
         let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {

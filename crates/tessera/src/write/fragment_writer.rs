@@ -9,7 +9,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::commit::{commit_consolidation, commit_write, Placed};
 use crate::config::check_limit;
-use crate::config::{Config, TileChunking};
+use crate::config::TileChunking;
+use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
     block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked, encode_chunked_runs, wants_blocks, wants_chunks,
@@ -52,6 +53,9 @@ const RESAMPLE_BYTES: u64 = 256 << 20;
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
 pub(crate) struct FragmentWriter {
     storage: Arc<dyn Storage>,
+    /// The context, whose chunk size choices (`sm.tile_chunk_size` auto) the writer resumes and
+    /// leaves for the array's next fragment.
+    ctx: Context,
     array: PathBuf,
     dir: PathBuf,
     name: FragmentName,
@@ -98,23 +102,25 @@ impl std::fmt::Debug for FragmentWriter {
 
 impl FragmentWriter {
     /// A writer for fragment `name` of the array at `array`, holding `tile_count` tiles, with the
-    /// tile limit and chunk size of `config`.
+    /// storage, tile limit and chunk size of `ctx` (automatic chunk sizes resume the choices the
+    /// array's last fragment written through `ctx` made).
     pub(crate) fn new(
-        storage: Arc<dyn Storage>,
+        ctx: &Context,
         array: PathBuf,
         name: FragmentName,
         specs: Vec<FileSpec>,
         domain: Rect,
         tile_count: u64,
-        config: &Config,
     ) -> Self {
+        let config = ctx.config();
         let dir = array.join(FRAGMENTS_DIR).join(name.to_string());
         let entries = vec![vec![None; tile_count as usize]; specs.len()];
         let blocks = vec![Vec::new(); specs.len()];
         let chunks = vec![Vec::new(); specs.len()];
-        let chosen = vec![AutoChunkSize::default(); specs.len()];
+        let chosen = specs.iter().map(|s| AutoChunkSize::resumed(ctx.chunk_sizes().get(&array, &s.name))).collect();
         Self {
-            storage,
+            storage: ctx.storage().clone(),
+            ctx: ctx.clone(),
             array,
             dir,
             name,
@@ -400,6 +406,11 @@ impl FragmentWriter {
         }
         for h in self.handles.drain(..) {
             h.finish()?;
+        }
+        for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
+            if let Some(state) = chosen.state() {
+                self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
+            }
         }
         let mut sums = std::mem::take(&mut self.blocks);
         let mut chunks = std::mem::take(&mut self.chunks);

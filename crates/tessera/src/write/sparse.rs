@@ -137,10 +137,8 @@ impl SparseWriter {
             ))
             .into());
         }
-        let storage = snap.ctx.storage().clone();
         let specs = FileSpec::for_sparse(schema);
-        let frag =
-            FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), Vec::new(), 0, snap.ctx.config());
+        let frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), Vec::new(), 0);
         let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {
             _lock: lock,
@@ -165,10 +163,8 @@ impl SparseWriter {
     pub(crate) fn for_deletes(snap: &Snapshot, rects: Vec<Rect>, name: FragmentName) -> Result<Self> {
         let mut w = Self::named(snap, Layout::Unordered, name)?;
         let specs = FileSpec::for_deletes(snap.schema());
-        let storage = snap.ctx.storage().clone();
         let name = w.frag.as_ref().map(|f| f.name().clone()).unwrap_or_else(|| FragmentName::new(0));
-        w.frag =
-            Some(FragmentWriter::new(storage, snap.uri.clone(), name, specs.clone(), Vec::new(), 0, snap.ctx.config()));
+        w.frag = Some(FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), Vec::new(), 0));
         w.specs = specs;
         w.deletes = Some(rects);
         Ok(w)
