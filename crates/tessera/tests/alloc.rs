@@ -350,6 +350,41 @@ fn a_point_read_of_every_chunk_of_a_tile_holds_only_its_stored_chunks() {
     let (got, peak) = peak_of(|| r.read_points(&coords, &["a"]));
     assert_eq!(got.unwrap().attrs[0].data, want);
     assert!(peak < 2 * MIB, "a point in every chunk of two 4 MiB tiles allocated {peak} bytes");
+
+    // Chunks larger than the decoder's per-thread buffers (fixed at 2 MiB, of one 8 MiB tile)
+    // need buffers of their own, which the budget counts: refused under 1 MiB before anything
+    // is decoded, read under 8 MiB.
+    let uri = dir.path().join("large_chunks");
+    let big = 8u64 << 20;
+    let mut a = Attribute::new("a", Datatype::UInt8);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, big as i128 - 1), big))
+        .attr(a)
+        .build()
+        .unwrap();
+    let writer = ctx_with(&[("sm.tile_chunk_size", "2097152")]);
+    Array::create(&writer, &uri, &schema).unwrap();
+    let values: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
+    Array::open(&writer, &uri, Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", &values)])
+        .unwrap();
+    let points: Vec<i64> = (0..4).map(|k| (k * (2 << 20) + 1000 * k + 3) as i64).collect();
+    let coords = [CoordInput { name: "x", data: bytemuck::cast_slice(&points) }];
+    let want: Vec<u8> = points.iter().map(|&p| values[p as usize]).collect();
+    drop(values);
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(r.fragments()[0].chunks.of(0, 0).map(|c| c.log2), Some(21), "2 MiB chunks");
+    let (got, peak) = peak_of(|| r.read_points(&coords, &["a"]));
+    let msg = err(got).to_string();
+    assert!(msg.contains("sm.memory_budget") && msg.contains("tile 0"), "{msg}");
+    assert!(peak < MIB, "a refused read allocated {peak} bytes");
+    let roomy = ctx_with(&[("sm.tile_cache_size", "0"), ("sm.memory_budget", &(8 * MIB).to_string())]);
+    let r = Array::open(&roomy, &uri, Mode::Read).unwrap();
+    let (got, peak) = peak_of(|| r.read_points(&coords, &["a"]));
+    assert_eq!(got.unwrap().attrs[0].data, want);
+    assert!(peak < 8 * MIB, "two 2 MiB chunks in flight at most: {peak} bytes");
 }
 
 /// `payload` sealed as a schema file (docs/format.md §2).

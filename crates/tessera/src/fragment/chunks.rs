@@ -320,6 +320,17 @@ pub(crate) fn stored_offsets(chunks: &[Chunk]) -> Option<Vec<u64>> {
 /// a buffer of their own).
 const SCRATCH_KEPT: usize = 1 << 20;
 
+/// The bytes [`ChunkedTile::decode_scattered`] may allocate to decode `chunks` chunks of
+/// `2^log2` bytes on `threads` threads, beyond the per-thread buffers it keeps: a buffer of its
+/// own for each chunk in flight larger than they are.
+pub(crate) fn scattered_decode_bytes(log2: u32, chunks: u64, threads: usize) -> u64 {
+    let size = 1u64.checked_shl(log2).unwrap_or(u64::MAX);
+    if size <= SCRATCH_KEPT as u64 {
+        return 0;
+    }
+    chunks.min(threads as u64).saturating_mul(size)
+}
+
 thread_local! {
     /// Per thread, the buffer a chunk is decoded into when no one piece takes it whole.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };

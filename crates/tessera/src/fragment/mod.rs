@@ -12,8 +12,8 @@ mod rtree;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use chunks::{
-    choose_chunk_log2, chunks_tile, encode_chunked, encode_chunked_runs, max_chunked_len, stored_offsets, wants_chunks,
-    AutoChunkSize, ChunkedTile, TileRuns,
+    choose_chunk_log2, chunks_tile, encode_chunked, encode_chunked_runs, max_chunked_len, scattered_decode_bytes,
+    stored_offsets, wants_chunks, AutoChunkSize, ChunkedTile, TileRuns,
 };
 pub use chunks::{Chunk, ChunkIndex, TileChunks};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};

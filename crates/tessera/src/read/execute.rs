@@ -12,7 +12,9 @@ use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, TileChunks};
+use crate::fragment::{
+    scattered_decode_bytes, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, TileChunks,
+};
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
 use crate::snapshot::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, Snapshot, TileKey, Tiles};
@@ -386,13 +388,17 @@ fn direct_reads(
             chunked.truncate(first_chunked);
         }
     }
+    // What a batch holds for each: nothing (read into the result), or the stored chunks and any
+    // decode buffers of chunks larger than the per-thread ones.
+    let threads = array.ctx.config().compute_concurrency();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
     for (_, key, f, _, needed) in &chunked {
-        let list = array.fragments[key.0].chunks.of(*f, key.1).map_or(&[][..], |c| c.list.as_slice());
-        let stored = stored_offsets(list).unwrap_or_default();
+        let Some(chunks) = array.fragments[key.0].chunks.of(*f, key.1) else { continue };
+        let stored = stored_offsets(&chunks.list).unwrap_or_default();
         let at = |j: u64| stored.get(j as usize).copied().unwrap_or(0);
         let bytes = needed.iter().map(|&(a, b)| at(b).saturating_sub(at(a))).fold(0u64, u64::saturating_add);
-        held.insert((*key, *f), bytes);
+        let count = needed.iter().map(|(a, b)| b - a).sum();
+        held.insert((*key, *f), bytes.saturating_add(scattered_decode_bytes(chunks.log2, count, threads)));
     }
     DirectReads { whole: direct, chunked, held }
 }
