@@ -279,6 +279,26 @@ fn huge_tiles_are_refused_before_allocating() {
     }
 }
 
+/// A dense 1-D `uint8` array of `len` cells (value `i % 251`) at `uri`, in zstd tiles of `tile`
+/// cells, written with `sm.tile_chunk_size` = `chunk`; returns the values.
+fn zstd_byte_array(uri: &Path, len: u64, tile: u64, chunk: &str) -> Vec<u8> {
+    let mut a = Attribute::new("a", Datatype::UInt8);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, len as i128 - 1), tile))
+        .attr(a)
+        .build()
+        .unwrap();
+    let writer = ctx_with(&[("sm.tile_chunk_size", chunk)]);
+    Array::create(&writer, uri, &schema).unwrap();
+    let values: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    Array::open(&writer, uri, Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", &values)])
+        .unwrap();
+    values
+}
+
 /// Points in each of 24 compressed 4 MiB tiles (96 MiB unfiltered): the read decodes and copies
 /// its tiles in batches of `sm.read.batch_size` (here two tiles, one per compute thread), not all
 /// at once, though the memory budget (1 GiB) would admit them all (holding hundreds of decoded
@@ -290,20 +310,7 @@ fn a_read_of_many_tiles_holds_one_batch_of_them() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("tiles");
     let (tiles, tile) = (24u64, 4u64 << 20);
-    let mut a = Attribute::new("a", Datatype::UInt8);
-    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("x", Datatype::Int64, (0, (tiles * tile) as i128 - 1), tile))
-        .attr(a)
-        .build()
-        .unwrap();
-    let writer = ctx_with(&[("sm.tile_chunk_size", "0")]);
-    Array::create(&writer, &uri, &schema).unwrap();
-    let values: Vec<u8> = (0..tiles * tile).map(|i| (i % 251) as u8).collect();
-    Array::open(&writer, &uri, Mode::Write)
-        .unwrap()
-        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", &values)])
-        .unwrap();
+    let values = zstd_byte_array(&uri, tiles * tile, tile, "0");
     let points: Vec<i64> = (0..tiles).map(|t| (t * tile + t * 7) as i64).collect();
     let coords = [CoordInput { name: "x", data: bytemuck::cast_slice(&points) }];
     let want: Vec<u8> = points.iter().map(|&p| values[p as usize]).collect();
@@ -326,20 +333,7 @@ fn a_point_read_of_every_chunk_of_a_tile_holds_only_its_stored_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("chunks");
     let (tiles, tile, chunk) = (2u64, 4u64 << 20, 64u64 << 10);
-    let mut a = Attribute::new("a", Datatype::UInt8);
-    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("x", Datatype::Int64, (0, (tiles * tile) as i128 - 1), tile))
-        .attr(a)
-        .build()
-        .unwrap();
-    let writer = ctx_with(&[("sm.tile_chunk_size", &chunk.to_string())]);
-    Array::create(&writer, &uri, &schema).unwrap();
-    let values: Vec<u8> = (0..tiles * tile).map(|i| (i % 251) as u8).collect();
-    Array::open(&writer, &uri, Mode::Write)
-        .unwrap()
-        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", &values)])
-        .unwrap();
+    let values = zstd_byte_array(&uri, tiles * tile, tile, &chunk.to_string());
     // One point per chunk, in reverse order.
     let points: Vec<i64> = (0..tiles * tile / chunk).rev().map(|k| (k * chunk + k % 13) as i64).collect();
     let coords = [CoordInput { name: "x", data: bytemuck::cast_slice(&points) }];
@@ -356,20 +350,7 @@ fn a_point_read_of_every_chunk_of_a_tile_holds_only_its_stored_chunks() {
     // is decoded, read under 8 MiB.
     let uri = dir.path().join("large_chunks");
     let big = 8u64 << 20;
-    let mut a = Attribute::new("a", Datatype::UInt8);
-    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("x", Datatype::Int64, (0, big as i128 - 1), big))
-        .attr(a)
-        .build()
-        .unwrap();
-    let writer = ctx_with(&[("sm.tile_chunk_size", "2097152")]);
-    Array::create(&writer, &uri, &schema).unwrap();
-    let values: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
-    Array::open(&writer, &uri, Mode::Write)
-        .unwrap()
-        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", &values)])
-        .unwrap();
+    let values = zstd_byte_array(&uri, big, big, "2097152");
     let points: Vec<i64> = (0..4).map(|k| (k * (2 << 20) + 1000 * k + 3) as i64).collect();
     let coords = [CoordInput { name: "x", data: bytemuck::cast_slice(&points) }];
     let want: Vec<u8> = points.iter().map(|&p| values[p as usize]).collect();
