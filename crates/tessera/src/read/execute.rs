@@ -393,12 +393,15 @@ fn direct_reads(
     let threads = array.ctx.config().compute_concurrency();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
     for (_, key, f, _, needed) in &chunked {
-        let Some(chunks) = array.fragments[key.0].chunks.of(*f, key.1) else { continue };
-        let stored = stored_offsets(&chunks.list).unwrap_or_default();
-        let at = |j: u64| stored.get(j as usize).copied().unwrap_or(0);
-        let bytes = needed.iter().map(|&(a, b)| at(b).saturating_sub(at(a))).fold(0u64, u64::saturating_add);
-        let count = needed.iter().map(|(a, b)| b - a).sum();
-        held.insert((*key, *f), bytes.saturating_add(scattered_decode_bytes(chunks.log2, count, threads)));
+        // Every tile of `chunked` has chunks (`frag.chunks.of` above); it is marked direct either way.
+        let bytes = array.fragments[key.0].chunks.of(*f, key.1).map_or(0, |chunks| {
+            let stored = stored_offsets(&chunks.list).unwrap_or_default();
+            let at = |j: u64| stored.get(j as usize).copied().unwrap_or(0);
+            let read = needed.iter().map(|&(a, b)| at(b).saturating_sub(at(a))).fold(0u64, u64::saturating_add);
+            let count = needed.iter().map(|(a, b)| b - a).sum();
+            read.saturating_add(scattered_decode_bytes(chunks.log2, count, threads))
+        });
+        held.insert((*key, *f), bytes);
     }
     DirectReads { whole: direct, chunked, held }
 }
