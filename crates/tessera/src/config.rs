@@ -51,6 +51,16 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "0",
         "largest result a read into new buffers may allocate (0: the memory the system reports available); a larger read fails before allocating: read it in batches",
     ),
+    (
+        "sm.write.tile_stats",
+        "true",
+        "true: writers store each tile's null count, value count, sum, min and max per attribute in the fragment metadata, which aggregates use for tiles they cover whole",
+    ),
+    (
+        "sm.aggregate.tile_stats",
+        "true",
+        "true: aggregates without a condition take the stored summaries of tiles they cover whole that no other fragment overlaps, instead of reading those tiles",
+    ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
     ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
     (
@@ -102,7 +112,8 @@ const TEXT_KEYS: &[&str] =
     &["vfs.s3.endpoint", "vfs.s3.region", "vfs.s3.access_key_id", "vfs.s3.secret_access_key", "vfs.s3.session_token"];
 
 /// Keys whose values are `true` or `false` (or empty where the default is empty).
-const BOOL_KEYS: &[&str] = &["vfs.s3.allow_http", "vfs.s3.virtual_hosted_style"];
+const BOOL_KEYS: &[&str] =
+    &["vfs.s3.allow_http", "vfs.s3.virtual_hosted_style", "sm.write.tile_stats", "sm.aggregate.tile_stats"];
 
 /// Limits that bound what bytes on disk (or a schema) can make a read or write allocate; each is
 /// a configuration key (`sm.limits.*`).
@@ -229,6 +240,16 @@ impl Config {
     pub fn max_result_bytes(&self) -> Option<u64> {
         Some(self.num("sm.read.max_result_bytes")).filter(|&n| n > 0)
     }
+    /// `sm.write.tile_stats`: whether writers store per-tile summaries.
+    pub fn write_tile_stats(&self) -> bool {
+        self.get("sm.write.tile_stats") != Some("false")
+    }
+
+    /// `sm.aggregate.tile_stats`: whether aggregates use stored tile summaries.
+    pub fn aggregate_tile_stats(&self) -> bool {
+        self.get("sm.aggregate.tile_stats") != Some("false")
+    }
+
     /// Bytes of cells a consolidation holds at once.
     pub fn consolidation_buffer_size(&self) -> u64 {
         self.num("sm.consolidation.buffer_size").max(1)

@@ -353,6 +353,7 @@ mod tests {
             deletes: None,
             blocks: BlockIndex { log2: 10, sums: vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]] },
             chunks: ChunkIndex::default(),
+            stats: crate::fragment::TileStats::default(),
         };
         // A chunked tile: 10,000 bytes in chunks of 4 KiB, stored in 3 x 100 bytes.
         let mut chunked = dense.clone();
@@ -374,7 +375,19 @@ mod tests {
             first: vec![vec![0, 3], vec![5, 7], vec![1, 3]],
             last: vec![vec![4, 5], vec![9, 4], vec![2, 3]],
         });
+        // Tile statistics of an integer and a float attribute.
+        {
+            use crate::fragment::{Extremes, SummaryKind, TileStats, TileSummary};
+            let int = TileSummary { nulls: 1, values: 2, extremes: Extremes::Int { sum: 3, min: 1, max: 2 } };
+            let float = TileSummary { nulls: 0, values: 1, extremes: Extremes::Float { sum: 0.5, min: 0.5, max: 0.5 } };
+            sparse.stats = TileStats::collect(vec![
+                (0, 0, SummaryKind::Signed, int),
+                (2, 0, SummaryKind::Signed, int),
+                (1, 1, SummaryKind::Float, float),
+            ]);
+        }
         let mut delete = sparse.clone();
+        delete.stats = crate::fragment::TileStats::default();
         delete.deletes = Some(vec![vec![[1, 2], [3, 3]]]);
         // Payloads (the targets seal them): the encoding without its 20-byte footer.
         [dense, sparse, delete, chunked].iter().map(|m| m.encode()).map(|b| b[..b.len() - 20].to_vec()).collect()

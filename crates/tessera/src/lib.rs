@@ -68,8 +68,8 @@ pub use error::{ArrayError, Error, ErrorContext, QueryError, Result};
 pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
-    BlockIndex, Chunk, ChunkIndex, FragmentKind, FragmentMetadata, FragmentName, RTree, SparseIndex, TileChunks,
-    TileEntry, FRAGMENTS_DIR, METADATA_FILE,
+    AttrStats, BlockIndex, Chunk, ChunkIndex, Extremes, FragmentKind, FragmentMetadata, FragmentName, RTree,
+    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, FRAGMENTS_DIR, METADATA_FILE,
 };
 pub use geometry::{curve_key, dense_tile_positions, DimRange, Layout, Subarray};
 pub use group::{object_kind, Group, ObjectKind};

@@ -2,7 +2,9 @@
 //! fragments (rectangles, point updates, deletes), then every aggregate of an int32, a uint64
 //! (sums beyond u64) and a nullable float64 (with NaN) attribute over random boxes, with and
 //! without a random condition, read in batches much smaller than the array
-//! (`sm.memory_budget`) with the update index on or off. The reference computes each aggregate
+//! (`sm.memory_budget`) with the update index on or off, stored tile summaries used or not, and
+//! the fragments sometimes consolidated (whose output has summaries of every whole tile). The
+//! reference computes each aggregate
 //! over the newest value of each cell (the fill value for never-written or deleted cells of
 //! dense arrays), exactly.
 
@@ -56,6 +58,10 @@ struct Case {
     /// Per dimension: None for the whole dimension.
     queries: Vec<([Option<(i128, i128)>; 2], Option<Condition>)>,
     index: bool,
+    /// `sm.aggregate.tile_stats`.
+    stats: bool,
+    /// Consolidate every fragment before reading.
+    consolidate: bool,
 }
 
 fn range() -> impl Strategy<Value = (i128, i128)> {
@@ -70,19 +76,24 @@ fn case_strategy() -> impl Strategy<Value = Case> {
     );
     (
         any::<bool>(),
-        (1u64..=8, 1u64..=8),
+        // Small tiles half the time: more tiles lie whole inside queries.
+        prop_oneof![(1u64..=3, 1u64..=3), (1u64..=8, 1u64..=8)],
         1u64..10,
         prop::collection::vec(op, 0..6),
         prop::collection::vec(query, 1..5),
         any::<bool>(),
+        prop::bool::weighted(0.8),
+        any::<bool>(),
     )
-        .prop_map(|(sparse, tiles, capacity, ops, queries, index)| Case {
+        .prop_map(|(sparse, tiles, capacity, ops, queries, index, stats, consolidate)| Case {
             sparse,
             tiles,
             capacity,
             ops,
             queries,
             index,
+            stats,
+            consolidate,
         })
 }
 
@@ -93,6 +104,7 @@ fn create(c: &Case, uri: &std::path::Path) -> Context {
     // validity, coordinates).
     let tile_cells = (c.tiles.0 * c.tiles.1).max(c.capacity);
     config.set("sm.memory_budget", &(tile_cells * 40 + 64).max(300).to_string()).unwrap();
+    config.set("sm.aggregate.tile_stats", if c.stats { "true" } else { "false" }).unwrap();
     if c.index {
         config.set("sm.read.update_index_min_fragments", "1").unwrap();
     } else {
@@ -234,7 +246,7 @@ fn reference(cells: &[Cell]) -> Vec<AggregateValue> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn aggregates_equal_the_reference(c in case_strategy()) {
@@ -242,6 +254,12 @@ proptest! {
         let uri = dir.path().join("arr");
         let ctx = create(&c, &uri);
         let model = write_all(&c, &ctx, &uri);
+        if c.consolidate && Array::open(&ctx, &uri, Mode::Read).unwrap().fragments().len() > 1 {
+            if let Err(e) = consolidate(&ctx, &uri, &Selection::All) {
+                // Only a sparse run holding deletions with older fragments outside may be refused.
+                prop_assert!(e.to_string().contains("start the run at the oldest fragment"), "{}", e);
+            }
+        }
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         for (ranges, cond) in &c.queries {
             let bounds: Vec<(i128, i128)> = ranges.iter().map(|x| x.unwrap_or((0, SIDE - 1))).collect();

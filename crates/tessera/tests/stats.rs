@@ -582,3 +582,144 @@ fn the_next_fragment_resumes_the_chosen_chunk_size() {
     assert_eq!(second, 4, "the second write compresses its 4 chunks and no sample");
     assert!(first > second && other == first, "first {first}, second {second}, new context {other}");
 }
+
+/// An aggregate over a dense array takes the tiles it covers whole from their stored summaries:
+/// it reads only the border of the box; a newer fragment over some tiles makes them read again,
+/// and with `sm.aggregate.tile_stats` off every cell is read. The answers never change.
+#[test]
+fn aggregates_take_whole_tiles_from_their_summaries() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (0, 99), 10))
+        .dim(Dimension::new("c", Datatype::Int64, (0, 99), 10))
+        .attr(Attribute::new("v", Datatype::Int32))
+        .build()
+        .unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let values: Vec<i32> = (0..10_000).map(|i| (i * 7919) % 1000 - 500).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("v", bytemuck::cast_slice(&values))])
+        .unwrap();
+    let reqs = [
+        AggregateRequest::new("v", AggregateOp::Count),
+        AggregateRequest::new("v", AggregateOp::Sum),
+        AggregateRequest::new("v", AggregateOp::Min),
+        AggregateRequest::new("v", AggregateOp::Max),
+    ];
+    // Rows 5..=94, columns 3..=99: whole tiles rows 1..=8, columns 1..=9 (72 tiles).
+    let ranges = vec![vec![DimRange::Int(5, 94)], vec![DimRange::Int(3, 99)]];
+    let expect = |vals: &[i32]| {
+        let cells: Vec<i128> =
+            (5..=94).flat_map(|r| (3..=99).map(move |c| (r, c))).map(|(r, c)| i128::from(vals[r * 100 + c])).collect();
+        vec![
+            AggregateValue::Count(cells.len() as u64),
+            AggregateValue::Int(cells.iter().sum()),
+            AggregateValue::Int(*cells.iter().min().unwrap()),
+            AggregateValue::Int(*cells.iter().max().unwrap()),
+        ]
+    };
+    let run = |ctx: &Context| {
+        let r = Array::open(ctx, &uri, Mode::Read).unwrap();
+        let mut got = None;
+        let s = measured(|| got = Some(r.aggregate(&ranges, None, &reqs).unwrap()));
+        (got.unwrap(), s.counter(Counter::ReaderAggregateTilesFromStats), s.counter(Counter::ReaderAggregateCells))
+    };
+    let (got, tiles, read) = run(&ctx);
+    assert_eq!(got, expect(&values));
+    assert_eq!((tiles, read), (72, 90 * 97 - 7200), "72 tiles from summaries, the border read");
+    let mut off = Config::new();
+    off.set("sm.aggregate.tile_stats", "false").unwrap();
+    let (got_off, tiles_off, read_off) = run(&Context::new(off).unwrap());
+    assert_eq!((got_off, tiles_off, read_off), (expect(&values), 0, 90 * 97));
+    // A newer fragment over rows 20..=29, columns 20..=39 (2 tiles, written whole) and one over a
+    // part of a tile (rows 50..=52, columns 50..=52): 3 tiles no longer from the first fragment,
+    // 2 of them from the new one's summaries.
+    let mut now = values.clone();
+    for (r0, r1, c0, c1) in [(20, 29, 20, 39), (50, 52, 50, 52)] {
+        let n = (r1 - r0 + 1) * (c1 - c0 + 1);
+        let patch: Vec<i32> = (0..n).map(|i| 1000 + i as i32).collect();
+        w.write(
+            &Subarray::from_ranges(&[(r0 as i128, r1 as i128), (c0 as i128, c1 as i128)]),
+            Layout::RowMajor,
+            &[AttrInput::fixed("v", bytemuck::cast_slice(&patch))],
+        )
+        .unwrap();
+        for (k, (r, c)) in (r0..=r1).flat_map(|r| (c0..=c1).map(move |c| (r, c))).enumerate() {
+            now[r * 100 + c] = patch[k];
+        }
+    }
+    let (got, tiles, read) = run(&ctx);
+    assert_eq!(got, expect(&now));
+    assert_eq!((tiles, read), (71, 90 * 97 - 7100));
+}
+
+/// A sparse aggregate takes the data tiles whose MBR lies inside the box from their summaries
+/// while no other fragment overlaps them, and reads them once another one does.
+#[test]
+fn sparse_aggregates_take_tiles_inside_the_box_from_their_summaries() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("s");
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(Dimension::new("x", Datatype::Int64, (0, 999), 100))
+        .attr(Attribute { nullable: true, ..Attribute::new("v", Datatype::Float64) })
+        .capacity(100)
+        .build()
+        .unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let xs: Vec<i64> = (0..1000).collect();
+    let vs: Vec<f64> = (0..1000).map(|i| if i % 7 == 0 { f64::NAN } else { f64::from(i) / 4.0 }).collect();
+    let valid: Vec<u8> = (0..1000).map(|i| u8::from(i % 5 != 0)).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    let write = |xs: &[i64], vs: &[f64], valid: &[u8]| {
+        w.write_sparse(
+            &[CoordInput { name: "x", data: bytemuck::cast_slice(xs) }],
+            &[AttrInput { name: "v", data: bytemuck::cast_slice(vs), offsets: None, validity: Some(valid) }],
+        )
+        .unwrap();
+    };
+    write(&xs, &vs, &valid);
+    let reqs = [
+        AggregateRequest::new("v", AggregateOp::Count),
+        AggregateRequest::new("v", AggregateOp::NullCount),
+        AggregateRequest::new("v", AggregateOp::Sum),
+        AggregateRequest::new("v", AggregateOp::Max),
+    ];
+    let ranges = vec![vec![DimRange::Int(150, 949)]];
+    let expect = |vs: &[f64], valid: &[u8]| {
+        let (mut nulls, mut sum, mut max) = (0u64, 0.0f64, f64::NEG_INFINITY);
+        for i in 150..=949 {
+            if valid[i] == 0 {
+                nulls += 1;
+            } else if !vs[i].is_nan() {
+                sum += vs[i];
+                max = max.max(vs[i]);
+            }
+        }
+        vec![
+            AggregateValue::Count(800),
+            AggregateValue::Count(nulls),
+            AggregateValue::Float(sum),
+            AggregateValue::Float(max),
+        ]
+    };
+    let run = || {
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let mut got = None;
+        let s = measured(|| got = Some(r.aggregate(&ranges, None, &reqs).unwrap()));
+        (got.unwrap(), s.counter(Counter::ReaderAggregateTilesFromStats), s.counter(Counter::ReaderAggregateCells))
+    };
+    // Tiles of 100 cells: [200, 899] are 7 whole tiles inside; 150..199 and 900..949 are read.
+    assert_eq!(run(), (expect(&vs, &valid), 7, 100));
+    // An update of x = 500 overlaps tile [500, 599] (and only it): 6 tiles from summaries.
+    write(&[500], &[-1.0], &[1]);
+    let (mut vs2, valid2) = (vs.clone(), valid.clone());
+    vs2[500] = -1.0;
+    let mut valid2 = valid2;
+    valid2[500] = 1;
+    assert_eq!(run(), (expect(&vs2, &valid2), 6, 200));
+}

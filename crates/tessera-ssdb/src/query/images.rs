@@ -9,8 +9,8 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use sha2::{Digest, Sha256};
 use tessera::{
-    Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder, Context, Datatype, Dimension, Filter,
-    FilterPipeline, Layout, Mode, Subarray,
+    AggregateOp, AggregateRequest, AggregateValue, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder,
+    Context, Datatype, DimRange, Dimension, Filter, FilterPipeline, Layout, Mode, Subarray,
 };
 
 use super::regrid::{axis_spans, output_len, regrid_band, Combine, Span, BAND_OUT, BAND_SRC};
@@ -49,30 +49,25 @@ pub fn local_slab(config: Config) -> i64 {
     config.slabs().0.min(config.side())
 }
 
-/// Q1: Σ pix and the cell count over the slab of the 20 images of `cycle`, read a band of tile
-/// rows of all 20 images at a time.
-///
-/// Pushdown point: with the engine's aggregates this is one SUM/COUNT over the subarray.
+/// Q1: Σ pix and the cell count over the slab of the 20 images of `cycle`: one engine aggregate
+/// (SUM) over the subarray, which takes the tiles the slab covers whole from the summaries the
+/// load stored with them (docs/format.md §8.3) and reads the rest.
 ///
 /// # Errors
 /// Storage failures.
 pub fn q1(images: &Array, config: Config, cycle: i64) -> Result<Q1Result> {
     let m = local_slab(config);
-    let ty = i64::try_from(images.schema().dims[1].tile_extent())?;
     let t0 = cycle * i64::from(CYCLE);
-    let mut sum = 0i64;
-    let mut y0 = 0;
-    while y0 < m {
-        let y1 = (y0 + ty).min(m) - 1;
-        let r =
-            images.read(&rect((t0, t0 + i64::from(CYCLE) - 1), (y0, y1), (0, m - 1)), &["pix"], Layout::RowMajor)?;
-        sum += r.attrs[0]
-            .data
-            .chunks_exact(4)
-            .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-            .sum::<i64>();
-        y0 = y1 + 1;
-    }
+    let ranges = vec![
+        vec![DimRange::Int(t0.into(), (t0 + i64::from(CYCLE) - 1).into())],
+        vec![DimRange::Int(0, (m - 1).into())],
+        vec![DimRange::Int(0, (m - 1).into())],
+    ];
+    let got = images.aggregate(&ranges, None, &[AggregateRequest::new("pix", AggregateOp::Sum)])?;
+    let sum = match got.first() {
+        Some(AggregateValue::Int(s)) => i64::try_from(*s)?,
+        other => anyhow::bail!("Q1: the sum of pix came back as {other:?}"),
+    };
     Ok(Q1Result { sum, count: i64::from(CYCLE) * m * m })
 }
 

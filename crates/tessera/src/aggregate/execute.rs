@@ -5,13 +5,15 @@
 
 use rayon::prelude::*;
 
+use super::from_stats::{self, Rest};
 use super::partial::{accumulate, Cells, Partial};
 use super::{resolve, AggregateOp, AggregateRequest, AggregateValue, Resolved};
 use crate::condition::{eval, Bound, Column, Condition};
 use crate::error::Result;
+use crate::fast_hash::FastSet;
 use crate::geometry::{DimRange, Layout, Subarray};
 use crate::read::{AttrData, ReadQuery, ReadResult, SparseReadQuery};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, TileKey};
 use crate::stats::{self, Counter};
 
 /// Cells of a batch aggregated by one task.
@@ -24,10 +26,16 @@ enum Source {
 }
 
 impl Source {
-    fn new(array: &Snapshot, ranges: &[Vec<DimRange>], attrs: &[&str]) -> Result<Self> {
+    /// The read of `attrs` over `ranges`, leaving out the sparse tiles `skip`.
+    fn new(
+        array: &Snapshot,
+        ranges: &[Vec<DimRange>],
+        attrs: &[&str],
+        skip: Option<&FastSet<TileKey>>,
+    ) -> Result<Self> {
         let schema = array.schema();
         if schema.is_sparse() {
-            let q = SparseReadQuery::new(array, ranges, attrs, Layout::Unordered, None)?;
+            let q = SparseReadQuery::skipping(array, ranges, attrs, Layout::Unordered, None, skip)?;
             return Ok(Source::Sparse(Box::new(q)));
         }
         let sub = Subarray::from_dim_ranges(schema, ranges)?;
@@ -62,22 +70,26 @@ pub(crate) fn aggregate(
         }
     }
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
-    let mut source = Source::new(array, ranges, &names)?;
     let budget = array.ctx.config().memory_budget();
     let mut totals: Vec<Partial> = reqs.iter().map(Partial::empty).collect();
-    while let Some(batch) = source.next_batch(budget)? {
-        let keep = bound.as_ref().map(|b| selection(array, b, &batch));
-        let n = usize::try_from(batch.cells).unwrap_or(usize::MAX);
-        let cols: Vec<&AttrData> = reqs.iter().map(|r| column(&batch, &schema.attrs[r.attr].name)).collect();
-        let parts = array.ctx.install(|| batch_partials(&reqs, &cols, keep.as_deref(), n));
-        for part in parts {
-            for ((total, p), r) in totals.iter_mut().zip(part).zip(&reqs) {
-                total.merge(p, r.op, &schema.attrs[r.attr].name)?;
+    // Tiles answered from their stored summaries, and what is left to read.
+    let use_stats = condition.is_none() && array.ctx.config().aggregate_tile_stats();
+    let plan = if use_stats { from_stats::plan(array, ranges, &reqs)? } else { None };
+    let (boxes, skip) = match plan {
+        None => (vec![ranges.to_vec()], None),
+        Some(p) => {
+            for ((total, part), r) in totals.iter_mut().zip(p.partials).zip(&reqs) {
+                total.merge(part, r.op, &schema.attrs[r.attr].name)?;
+            }
+            match p.rest {
+                Rest::Boxes(b) => (b, None),
+                Rest::Skip(s) => (vec![ranges.to_vec()], Some(s)),
             }
         }
-        let aggregated = keep.as_ref().map_or(n, |k| k.iter().filter(|k| **k).count());
-        stats::add(Counter::ReaderAggregateCells, aggregated as u64);
-        stats::add(Counter::ReaderAggregateBatches, 1);
+    };
+    for ranges in &boxes {
+        let mut source = Source::new(array, ranges, &names, skip.as_ref())?;
+        stream(array, &mut source, budget, bound.as_ref(), &reqs, &mut totals)?;
     }
     Ok(reqs
         .iter()
@@ -88,6 +100,33 @@ pub(crate) fn aggregate(
             _ => p.finish(),
         })
         .collect())
+}
+
+/// Aggregates every batch of `source` into `totals`.
+fn stream(
+    array: &Snapshot,
+    source: &mut Source,
+    budget: u64,
+    bound: Option<&Bound>,
+    reqs: &[Resolved],
+    totals: &mut [Partial],
+) -> Result<()> {
+    let schema = array.schema();
+    while let Some(batch) = source.next_batch(budget)? {
+        let keep = bound.map(|b| selection(array, b, &batch));
+        let n = usize::try_from(batch.cells).unwrap_or(usize::MAX);
+        let cols: Vec<&AttrData> = reqs.iter().map(|r| column(&batch, &schema.attrs[r.attr].name)).collect();
+        let parts = array.ctx.install(|| batch_partials(reqs, &cols, keep.as_deref(), n));
+        for part in parts {
+            for ((total, p), r) in totals.iter_mut().zip(part).zip(reqs) {
+                total.merge(p, r.op, &schema.attrs[r.attr].name)?;
+            }
+        }
+        let aggregated = keep.as_ref().map_or(n, |k| k.iter().filter(|k| **k).count());
+        stats::add(Counter::ReaderAggregateCells, aggregated as u64);
+        stats::add(Counter::ReaderAggregateBatches, 1);
+    }
+    Ok(())
 }
 
 /// The column of attribute `name` in `batch` (the read was asked for it).

@@ -24,11 +24,13 @@
 //! (dense arrays through `ReadQuery`, sparse ones through `SparseReadQuery`); each batch is
 //! cut into chunks aggregated in parallel on the context's compute pool into mergeable
 //! [`Partial`](partial::Partial)s (`partial.rs`, pure, no allocation per cell), which are merged
-//! in order. Per-tile statistics stored with fragments (issue 14's format change, not made yet)
-//! would enter as more partials: tiles fully inside the subarray with no newer fragment over
-//! them would be merged from their metadata and left out of the streamed read.
+//! in order. Without a condition, tiles the query covers whole and no other fragment overlaps
+//! are first taken from the summaries stored with their fragments (`from_stats.rs`, format
+//! version 6, `sm.aggregate.tile_stats`) and left out of the streamed read. Float sums then add
+//! per-tile sums: equal up to rounding to the sum of the cells in any other order.
 
 mod execute;
+mod from_stats;
 mod partial;
 
 pub(crate) use execute::aggregate;

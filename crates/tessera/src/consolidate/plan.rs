@@ -142,6 +142,7 @@ mod tests {
             deletes: None,
             blocks: Default::default(),
             chunks: Default::default(),
+            stats: Default::default(),
         }
     }
 

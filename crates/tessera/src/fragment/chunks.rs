@@ -15,7 +15,9 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::blocks::checksum_of_sums;
+use super::tile_stats::{summarize, TileSummary};
 use crate::filter::{FilterError, FilterPipeline};
+use crate::schema::Attribute;
 
 use crate::config::TileChunking;
 pub(crate) use crate::config::CHUNK_LOG2_RANGE;
@@ -194,15 +196,43 @@ pub(crate) fn max_chunked_len(filters: &FilterPipeline, unfiltered: u64, log2: u
 ///
 /// # Errors
 /// A filter failure.
+#[cfg(test)]
 pub(crate) fn encode_chunked(
     filters: &FilterPipeline,
     data: &[u8],
     elem_size: usize,
     log2: u32,
 ) -> Result<EncodedTile, FilterError> {
-    let parts: Vec<Vec<u8>> =
-        data.par_chunks(1 << log2).map(|c| filters.encode_slice(c, elem_size)).collect::<Result<_, _>>()?;
-    Ok(assemble(&parts, log2))
+    Ok(encode_chunked_summarized(filters, data, elem_size, log2, None)?.0)
+}
+
+/// [`encode_chunked`], also summarizing the tile's values as attribute `attr` (a non-nullable
+/// attribute of fixed-size cells; `None`: no summary) chunk by chunk, while each chunk is in
+/// cache; the chunks' summaries merge in chunk order.
+pub(crate) fn encode_chunked_summarized(
+    filters: &FilterPipeline,
+    data: &[u8],
+    elem_size: usize,
+    log2: u32,
+    attr: Option<&Attribute>,
+) -> Result<(EncodedTile, Option<TileSummary>), FilterError> {
+    let parts: Vec<(Vec<u8>, Option<TileSummary>)> = data
+        .par_chunks(1 << log2)
+        .map(|c| Ok((filters.encode_slice(c, elem_size)?, attr.map(|a| summarize_chunk(a, c)))))
+        .collect::<Result<_, FilterError>>()?;
+    let summary = merge_summaries(parts.iter().map(|p| p.1));
+    let stored: Vec<Vec<u8>> = parts.into_iter().map(|p| p.0).collect();
+    Ok((assemble(&stored, log2), summary))
+}
+
+/// The summary of a chunk of whole cells of a non-nullable attribute.
+fn summarize_chunk(attr: &Attribute, chunk: &[u8]) -> TileSummary {
+    summarize(attr, chunk, None, (chunk.len() / attr.cell_size().max(1)) as u64)
+}
+
+/// Summaries of consecutive pieces of a tile merged in order (`None` if any is missing).
+fn merge_summaries(parts: impl Iterator<Item = Option<TileSummary>>) -> Option<TileSummary> {
+    parts.reduce(|a, b| Some(a?.merge(b?))).flatten()
 }
 
 /// A tile of a fixed-size file whose unfiltered bytes lie in a caller's buffer as runs (a tile's
@@ -265,30 +295,35 @@ impl<'a> TileRuns<'a> {
 ///
 /// # Errors
 /// A filter failure.
-pub(crate) fn encode_chunked_runs(tiles: &[(&TileRuns<'_>, u32)]) -> Result<Vec<EncodedTile>, FilterError> {
+pub(crate) fn encode_chunked_runs(tiles: &[ChunkedRuns<'_, '_>]) -> Result<Vec<SummarizedTile>, FilterError> {
     let jobs: Vec<(usize, usize)> = tiles
         .iter()
         .enumerate()
-        .flat_map(|(t, (r, log2))| (0..r.len.div_ceil(1 << log2)).map(move |j| (t, j << log2)))
+        .flat_map(|(t, (r, log2, _))| (0..r.len.div_ceil(1 << log2)).map(move |j| (t, j << log2)))
         .collect();
-    let parts: Vec<Vec<u8>> = jobs
+    let parts: Vec<(Vec<u8>, Option<TileSummary>)> = jobs
         .par_iter()
         .map_init(Vec::new, |scratch: &mut Vec<u8>, &(t, lo)| {
-            let (r, log2) = tiles[t];
+            let (r, log2, attr) = tiles[t];
             scratch.resize((1usize << log2).min(r.len - lo), 0);
             r.gather(lo, scratch);
-            r.filters.encode_slice(scratch, r.elem_size)
+            Ok((r.filters.encode_slice(scratch, r.elem_size)?, attr.map(|a| summarize_chunk(a, scratch))))
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, FilterError>>()?;
     let mut out = Vec::with_capacity(tiles.len());
     let mut parts = parts.into_iter();
-    for &(r, log2) in tiles {
+    for &(r, log2, _) in tiles {
         let n = r.len.div_ceil(1 << log2);
-        let mine: Vec<Vec<u8>> = parts.by_ref().take(n).collect();
-        out.push(assemble(&mine, log2));
+        let (mine, sums): (Vec<Vec<u8>>, Vec<Option<TileSummary>>) = parts.by_ref().take(n).unzip();
+        out.push((assemble(&mine, log2), merge_summaries(sums.into_iter())));
     }
     Ok(out)
 }
+
+/// A tile given as runs, its chunk size (log2), and the attribute to summarize it as, if any.
+pub(crate) type ChunkedRuns<'t, 'a> = (&'t TileRuns<'a>, u32, Option<&'t Attribute>);
+/// A filtered tile and its summary, if asked for.
+pub(crate) type SummarizedTile = (EncodedTile, Option<TileSummary>);
 
 /// Filtered chunks `parts` of `2^log2` bytes of one tile, back to back: the stored bytes, the
 /// chunks and the tile checksum.
@@ -552,10 +587,13 @@ mod tests {
                 runs.push(TileRuns::new(&pipes[p], 4, &src, r).unwrap());
                 assembled.push((tile, p));
             }
-            let refs: Vec<(&TileRuns<'_>, u32)> = runs.iter().map(|r| (r, log2)).collect();
+            let attr = Attribute::new("a", crate::schema::Datatype::Int32);
+            let refs: Vec<ChunkedRuns<'_, '_>> = runs.iter().map(|r| (r, log2, Some(&attr))).collect();
             let got = encode_chunked_runs(&refs).unwrap();
             for ((tile, p), g) in assembled.iter().zip(&got) {
-                prop_assert_eq!(g, &encode_chunked(&pipes[*p], tile, 4, log2).unwrap());
+                prop_assert_eq!(&g.0, &encode_chunked(&pipes[*p], tile, 4, log2).unwrap());
+                // The chunks' summaries merge into the whole tile's.
+                prop_assert_eq!(g.1, Some(summarize(&attr, tile, None, (tile.len() / 4) as u64)));
             }
         }
     }

@@ -12,6 +12,7 @@ use crate::fragment::chunks::{
     chunk_count, stored_offsets, wants_chunks, Chunk, ChunkIndex, TileChunks, CHUNK_LOG2_RANGE,
 };
 use crate::fragment::rtree::RTree;
+use crate::fragment::tile_stats::{TileStats, STATS_TAG};
 use crate::fragment::FragmentName;
 use crate::geometry::Rect;
 
@@ -119,6 +120,8 @@ pub struct FragmentMetadata {
     pub blocks: BlockIndex,
     /// Chunks of chunked (filtered) tiles.
     pub chunks: ChunkIndex,
+    /// Per-tile summaries of attribute values (version 6; empty before).
+    pub stats: TileStats,
 }
 
 impl FragmentMetadata {
@@ -262,6 +265,7 @@ impl FragmentMetadata {
                 }
             }
         }
+        self.stats.encode(&mut b);
         seal(b, FOOTER_MAGIC)
     }
 
@@ -341,8 +345,8 @@ impl FragmentMetadata {
         } else {
             None
         };
-        // Optional sections, each at most once and in this order: BLKS, then CHKS.
-        let (mut blocks, mut chunks) = (BlockIndex::default(), ChunkIndex::default());
+        // Optional sections, each at most once and in this order: BLKS, CHKS, STAT.
+        let (mut blocks, mut chunks, mut stats) = (BlockIndex::default(), ChunkIndex::default(), TileStats::default());
         let mut seen = 0;
         while r.at < payload.len() {
             match r.take(4)? {
@@ -354,10 +358,18 @@ impl FragmentMetadata {
                     chunks = decode_chunks(&mut r, &files, &blocks, path)?;
                     seen = 2;
                 }
+                t if t == STATS_TAG && seen < 3 => {
+                    // A dense tile's cell count needs the schema: its readers check it.
+                    let cells = |k: u64| {
+                        sparse.as_ref().map_or(u64::MAX, |s| s.tile_cells.get(k as usize).copied().unwrap_or(0))
+                    };
+                    stats = TileStats::decode(r.b, &mut r.at, tile_count, cells, path)?;
+                    seen = 3;
+                }
                 _ => return Err(Error::corrupt(path, "unknown or repeated section after the tile index")),
             }
         }
-        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks, chunks })
+        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks, chunks, stats })
     }
 }
 
@@ -531,6 +543,7 @@ mod tests {
             deletes: None,
             blocks: BlockIndex::default(),
             chunks: ChunkIndex::default(),
+            stats: TileStats::default(),
         }
     }
 
@@ -621,7 +634,21 @@ mod tests {
             first: vec![vec![0, 3], vec![5, 7]],
             last: vec![vec![4, 5], vec![9, 4]],
         });
+        use crate::fragment::{Extremes, SummaryKind, TileSummary};
+        let s = TileSummary { nulls: 0, values: 2, extremes: Extremes::Int { sum: -3, min: -2, max: -1 } };
+        m.stats = TileStats::collect(vec![(0, 0, SummaryKind::Signed, s), (1, 0, SummaryKind::Signed, s)]);
         m
+    }
+
+    /// A sparse tile's summary counting more cells than the tile holds is corruption.
+    #[test]
+    fn tile_statistics_are_checked_against_the_sparse_index() {
+        let m = sparse_sample();
+        assert!(FragmentMetadata::decode(&m.encode(), m.name.clone(), Path::new("m")).is_ok());
+        let mut bad = m.clone();
+        bad.sparse.as_mut().unwrap().tile_cells = vec![3, 1];
+        let e = FragmentMetadata::decode(&bad.encode(), m.name.clone(), Path::new("m")).unwrap_err();
+        assert!(e.to_string().contains("tile 1: 0 nulls and 2 values"), "{e}");
     }
 
     #[test]

@@ -9,11 +9,12 @@ mod files;
 mod metadata;
 mod name;
 mod rtree;
+mod tile_stats;
 
 pub(crate) use blocks::{block_sums, checksum_of_sums, verify_tile, wants_blocks, BLOCK_LOG2};
 pub(crate) use chunks::{
-    choose_chunk_log2, chunks_tile, encode_chunked, encode_chunked_runs, max_chunked_len, scattered_decode_bytes,
-    stored_offsets, wants_chunks, AutoChunkSize, ChunkedTile, TileRuns,
+    choose_chunk_log2, chunks_tile, encode_chunked_runs, encode_chunked_summarized, max_chunked_len,
+    scattered_decode_bytes, stored_offsets, wants_chunks, AutoChunkSize, ChunkedRuns, ChunkedTile, TileRuns,
 };
 pub use chunks::{Chunk, ChunkIndex, TileChunks};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
@@ -23,6 +24,8 @@ pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, Tile
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
 pub use rtree::RTree;
+pub(crate) use tile_stats::{summarize, summarize_runs, summarized_from_data};
+pub use tile_stats::{AttrStats, Extremes, SummaryKind, TileStats, TileSummary};
 
 pub use crate::paths::FRAGMENTS_DIR;
 pub(crate) use rtree::FANOUT;

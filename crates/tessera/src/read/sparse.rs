@@ -64,11 +64,15 @@ fn candidate_tiles(
     array: &Snapshot,
     oranges: &[Vec<[u64; 2]>],
     indexed: impl Fn(usize) -> bool,
+    skip: Option<&FastSet<TileKey>>,
 ) -> Vec<(TileKey, bool)> {
     let mut cand = Vec::new();
     for (fi, f) in array.fragments.iter().enumerate() {
         let Some(sp) = f.sparse.as_ref().filter(|_| !indexed(fi)) else { continue };
         for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, oranges)) {
+            if skip.is_some_and(|s| s.contains(&(fi, t as u64))) {
+                continue;
+            }
             cand.push(((fi, t as u64), inside(&sp.mbrs[t], oranges)));
         }
     }
@@ -139,6 +143,19 @@ impl SparseReadQuery {
         layout: Layout,
         condition: Option<&Condition>,
     ) -> Result<Self> {
+        Self::skipping(array, ranges, attrs, layout, condition, None)
+    }
+
+    /// As `new`, leaving out the cells of the data tiles `skip` (fragment, tile) of fragments
+    /// the update index does not cover: aggregates take those tiles from their summaries.
+    pub(crate) fn skipping(
+        array: &Snapshot,
+        ranges: &[Vec<DimRange>],
+        attrs: &[&str],
+        layout: Layout,
+        condition: Option<&Condition>,
+        skip: Option<&FastSet<TileKey>>,
+    ) -> Result<Self> {
         let _t = stats::timer(Timer::ReaderPlan);
         let schema = array.schema().clone();
         if ranges.len() != schema.ndim() {
@@ -158,7 +175,7 @@ impl SparseReadQuery {
         // Small fragments' cells come from the update index, not their tiles.
         let index = if any { array.update_index()? } else { None };
         let indexed = |fi: usize| index.as_ref().is_some_and(|ix| ix.covers(fi));
-        let cand = if any { candidate_tiles(array, &oranges, indexed) } else { Vec::new() };
+        let cand = if any { candidate_tiles(array, &oranges, indexed, skip) } else { Vec::new() };
         let bbox: Vec<[u64; 2]> = oranges
             .iter()
             .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])

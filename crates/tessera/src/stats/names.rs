@@ -135,6 +135,11 @@ stat_names! {
         /// Batches of result cells aggregates were computed on (each read within
         /// `sm.memory_budget`).
         ReaderAggregateBatches => "reader_aggregate_batches",
+        /// Tiles whose stored summaries (`sm.aggregate.tile_stats`) an aggregate used instead
+        /// of reading their cells.
+        ReaderAggregateTilesFromStats => "reader_aggregate_tiles_from_stats",
+        /// Cells of those tiles.
+        ReaderAggregateCellsFromStats => "reader_aggregate_cells_from_stats",
 
         // ---- writer: write queries ----
         /// Tiles written by write queries: one per tile of each fragment file written.

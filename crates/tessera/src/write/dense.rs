@@ -15,7 +15,10 @@ use rayon::prelude::*;
 use super::{FragmentWriter, UnfilteredTile};
 use crate::config::{check_limit, memory_limit, TileChunking};
 use crate::error::{QueryError, Result};
-use crate::fragment::{chunks_tile, FileKind, FileSpec, FragmentMetadata, FragmentName, TileEntry, TileRuns};
+use crate::fragment::{
+    chunks_tile, summarize, summarize_runs, summarized_from_data, FileKind, FileSpec, FragmentMetadata, FragmentName,
+    SummaryKind, TileEntry, TileRuns, TileSummary,
+};
 use crate::geometry::Layout;
 use crate::geometry::{
     cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
@@ -55,6 +58,8 @@ struct PartialTile {
     remaining: u64,
     /// Per fragment file: written straight from the submit's buffer (see `direct_files`).
     direct: Vec<bool>,
+    /// Once complete: whether its summaries are recorded (it lies whole inside the fragment).
+    summarize: bool,
 }
 
 /// A retained copy of one submit's variable-length data.
@@ -128,7 +133,8 @@ impl DenseWriter {
         }
         let tile_limit = snap.ctx.config().limits().tile_bytes;
         check_tile_sizes(schema, snap.grid.cells_per_tile(), tile_limit)?;
-        let frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), rect.clone(), tiles);
+        let mut frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), rect.clone(), tiles);
+        frag.summarize_files(schema);
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
         let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {
@@ -385,20 +391,43 @@ impl DenseWriter {
         jobs: Vec<(u64, PartialTile, Vec<Placement>)>,
     ) -> Result<()> {
         let specs = &self.specs;
+        let tile_cells = self.snap.grid.cells_per_tile();
         let mut done = Vec::new();
         let mut gathered = Vec::new();
-        for (idx, tile, ps) in jobs {
+        let mut summarized = Vec::new();
+        let summarize = self.frag.as_ref().is_some_and(FragmentWriter::summarizes);
+        // Attributes the fragment writer does not summarize from their data files by itself.
+        let own = summarize && schema.attrs.iter().any(|a| !summarized_from_data(a));
+        for (idx, mut tile, ps) in jobs {
             if tile.remaining == 0 {
-                if tile.direct.iter().any(|&d| d) {
+                let direct = tile.direct.iter().any(|&d| d);
+                let whole = summarize && self.holds_whole_tile(idx);
+                tile.summarize = whole;
+                if direct {
                     let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-                    write_direct(frag, schema, specs, inputs, idx, &tile.direct, &ps[0])?;
+                    write_direct(frag, schema, specs, inputs, idx, &tile, &ps[0])?;
                     let runs = filtered_runs(schema, specs, inputs, &tile.direct, &ps[0]);
-                    gathered.extend(runs.into_iter().map(|(f, r)| (idx, f, r)));
+                    gathered.extend(runs.into_iter().map(|(f, r)| (idx, f, r, whole)));
+                }
+                if whole && own {
+                    summarized.push((idx, done.len(), direct.then(|| ps.into_iter().next()).flatten()));
                 }
                 done.push((idx, tile));
             } else {
                 self.partial.insert(idx, tile);
             }
+        }
+        if !summarized.is_empty() {
+            let rows: Vec<_> = self.snap.ctx.install(|| {
+                summarized
+                    .par_iter()
+                    .flat_map_iter(|(idx, at, p)| {
+                        tile_summaries(schema, specs, inputs, *idx, &done[*at].1, p.as_ref(), tile_cells)
+                    })
+                    .collect()
+            });
+            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            frag.add_summaries(rows);
         }
         if !done.is_empty() {
             let chunks = &self.var_chunks;
@@ -416,6 +445,15 @@ impl DenseWriter {
             self.snap.ctx.install(|| frag.write_tile_runs(gathered))?;
         }
         Ok(())
+    }
+
+    /// Whether tile `idx` (among the tiles of `trange`) lies whole inside the written subarray:
+    /// its buffers then hold only cells of the fragment, whose summary the metadata keeps.
+    fn holds_whole_tile(&self, idx: u64) -> bool {
+        let grid = &self.snap.grid;
+        let rect = grid.tile_rect(&grid.tile_at(&self.trange, idx));
+        let whole = rect.iter().zip(&grid.extents).all(|([lo, hi], e)| hi - lo + 1 == *e);
+        whole && rect.iter().zip(&self.rect).all(|([lo, hi], [wlo, whi])| wlo <= lo && hi <= whi)
     }
 
     /// Commits the fragment. Every cell of the subarray must have been submitted.
@@ -555,9 +593,10 @@ fn write_direct(
     specs: &[FileSpec],
     inputs: &[AttrInput<'_>],
     idx: u64,
-    direct: &[bool],
+    tile: &PartialTile,
     p: &Placement,
 ) -> Result<()> {
+    let direct = &tile.direct;
     for (f, spec) in specs.iter().enumerate() {
         if !direct[f] || !spec.filters.is_empty() {
             continue;
@@ -565,7 +604,7 @@ fn write_direct(
         let Some((elem, src)) = fixed_source(schema, spec, inputs) else { continue };
         let runs = contiguous_runs(elem, &p.shape, &p.src, &p.dst).unwrap_or_default();
         let parts: Vec<&[u8]> = runs.iter().map(|&(s, _, len)| &src[s..s + len]).collect();
-        frag.write_tile_parts(idx, f, &parts)?;
+        frag.write_tile_parts(idx, f, &parts, tile.summarize)?;
     }
     Ok(())
 }
@@ -617,7 +656,46 @@ fn new_tile(
         .collect();
     let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
     let var = (0..nvar).map(|_| vec![VarRef { chunk: FILL_CHUNK, start: 0, len: 0 }; tile_cells as usize]).collect();
-    PartialTile { buffers, var, remaining: inside, direct }
+    PartialTile { buffers, var, remaining: inside, direct, summarize: false }
+}
+
+/// The summaries of the attributes of complete tile `idx` that the fragment writer does not
+/// summarize from their data files (nullable and variable-length ones): from its buffers, or, when some
+/// of its files go straight from the caller's buffers (`p`, the one placement covering it), from
+/// the caller's buffers for every file of those attributes.
+fn tile_summaries(
+    schema: &ArraySchema,
+    specs: &[FileSpec],
+    inputs: &[AttrInput<'_>],
+    idx: u64,
+    tile: &PartialTile,
+    p: Option<&Placement>,
+    cells: u64,
+) -> Vec<(u64, u32, SummaryKind, TileSummary)> {
+    let mut out = Vec::with_capacity(schema.attrs.len());
+    for (i, a) in schema.attrs.iter().enumerate() {
+        if summarized_from_data(a) {
+            // The fragment writer summarizes it while filtering its data file.
+            continue;
+        }
+        let file = |kind: FileKind| specs.iter().position(|s| s.attr == i && s.kind == kind);
+        let (data, valid) = (file(FileKind::Data), file(FileKind::Validity));
+        let direct = [data, valid].iter().flatten().any(|&f| tile.direct[f]);
+        let summary = match p {
+            Some(p) if direct => {
+                let inp = &inputs[i];
+                let Some(runs) = contiguous_runs(1, &p.shape, &p.src, &p.dst) else { continue };
+                summarize_runs(a, inp.data, inp.validity, runs.into_iter().map(|(s, _, len)| (s, len)))
+            }
+            _ => {
+                // Variable-length data is not summarized (only its validity is counted).
+                let d = data.filter(|_| !a.is_var()).map_or(&[][..], |f| &tile.buffers[f][..]);
+                summarize(a, d, valid.map(|f| &tile.buffers[f][..]), cells)
+            }
+        };
+        out.push((idx, i as u32, SummaryKind::of(a), summary));
+    }
+    out
 }
 
 /// Turns a complete tile into its unfiltered buffers (building offsets and data of var files),
@@ -693,7 +771,7 @@ fn finish_tile(
             _ => std::mem::take(&mut tile.buffers[f]),
         })
         .collect();
-    UnfilteredTile { index: idx, buffers, skip: tile.direct }
+    UnfilteredTile { index: idx, buffers, skip: tile.direct, summarize: tile.summarize }
 }
 
 /// Counts one write submit and its layout.

@@ -13,11 +13,13 @@ use crate::config::TileChunking;
 use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
 use crate::fragment::{
-    block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked, encode_chunked_runs, wants_blocks, wants_chunks,
-    AutoChunkSize, BlockIndex, ChunkIndex, FileSpec, FragmentMetadata, FragmentName, SparseIndex, TileChunks,
-    TileEntry, TileRuns, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
+    block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked_runs, encode_chunked_summarized, summarize,
+    summarized_from_data, wants_blocks, wants_chunks, AutoChunkSize, BlockIndex, ChunkIndex, ChunkedRuns, FileKind,
+    FileSpec, FragmentMetadata, FragmentName, SparseIndex, SummaryKind, TileChunks, TileEntry, TileRuns, TileStats,
+    TileSummary, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
 };
 use crate::geometry::Rect;
+use crate::schema::{ArraySchema, Attribute};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Storage, WriteHandle};
 
@@ -31,6 +33,9 @@ pub(crate) struct UnfilteredTile {
     pub buffers: Vec<Vec<u8>>,
     /// Files of this tile already written with `write_tile_parts` (their buffers are empty).
     pub skip: Vec<bool>,
+    /// Whether to summarize the tile's attributes that the writer summarizes from their data
+    /// files (`FragmentWriter::summarize_files`).
+    pub summarize: bool,
 }
 
 /// One filtered tile of one file.
@@ -44,6 +49,8 @@ struct FilteredTile {
     sums: Vec<u64>,
     /// Chunks (filtered tiles of more than two chunks), else none.
     chunks: TileChunks,
+    /// The summary of the file's attribute in this tile, if asked for.
+    summary: Option<TileSummary>,
 }
 
 /// With `sm.tile_chunk_size` auto, a file's chunk size is chosen again from a new sample after
@@ -70,6 +77,13 @@ pub(crate) struct FragmentWriter {
     chunking: TileChunking,
     /// With `TileChunking::Auto`, per file: the chunk size chosen from a sample.
     chosen: Vec<AutoChunkSize>,
+    /// `sm.write.tile_stats`: whether tile summaries are recorded.
+    summarize: bool,
+    /// Tile summaries `(tile, attribute, kind, summary)` recorded so far.
+    summaries: Vec<(u64, u32, SummaryKind, TileSummary)>,
+    /// Per file: the attribute the writer summarizes from it while filtering (data files of
+    /// attributes `summarized_from_data` accepts, when summaries are recorded).
+    summarized_files: Vec<Option<Attribute>>,
     domain: Rect,
     /// For a consolidation's output: the fragments it replaces, oldest first.
     replaces: Option<Vec<Placed>>,
@@ -131,6 +145,9 @@ impl FragmentWriter {
             chunks,
             chunking: config.tile_chunking(),
             chosen,
+            summarize: config.write_tile_stats(),
+            summaries: Vec::new(),
+            summarized_files: Vec::new(),
             domain,
             replaces: None,
             committed: false,
@@ -168,6 +185,40 @@ impl FragmentWriter {
         Ok(out)
     }
 
+    /// Whether tile summaries are recorded (`sm.write.tile_stats`): writers compute them only
+    /// then.
+    pub(crate) fn summarizes(&self) -> bool {
+        self.summarize
+    }
+
+    /// Summarizes, from now on, the data files of `schema`'s attributes that
+    /// `summarized_from_data` accepts, in the tiles written with `summarize` set.
+    pub(crate) fn summarize_files(&mut self, schema: &ArraySchema) {
+        if !self.summarize {
+            return;
+        }
+        self.summarized_files = self
+            .specs
+            .iter()
+            .map(|s| {
+                let a = schema.attrs.get(s.attr).filter(|_| s.kind == FileKind::Data)?;
+                summarized_from_data(a).then(|| a.clone())
+            })
+            .collect();
+    }
+
+    /// The attribute summarized from file `file`, when `summarize` asks for it.
+    fn summarized(&self, file: usize, summarize: bool) -> Option<&Attribute> {
+        self.summarized_files.get(file).and_then(Option::as_ref).filter(|_| summarize)
+    }
+
+    /// Records summaries `(tile, attribute, kind, summary)` of tiles of this fragment.
+    pub(crate) fn add_summaries(&mut self, rows: impl IntoIterator<Item = (u64, u32, SummaryKind, TileSummary)>) {
+        if self.summarize {
+            self.summaries.extend(rows);
+        }
+    }
+
     /// The fragment's name.
     pub(crate) fn name(&self) -> &FragmentName {
         &self.name
@@ -202,26 +253,28 @@ impl FragmentWriter {
             }
         }
         self.start()?;
-        let jobs: Vec<(u64, usize, Vec<u8>)> = tiles
+        let jobs: Vec<(u64, usize, Vec<u8>, bool)> = tiles
             .into_iter()
             .flat_map(|t| {
-                let (index, skip) = (t.index, t.skip);
+                let (index, skip, summarize) = (t.index, t.skip, t.summarize);
                 t.buffers
                     .into_iter()
                     .enumerate()
                     .filter(move |(f, _)| !skip.get(*f).copied().unwrap_or(false))
-                    .map(move |(f, b)| (index, f, b))
+                    .map(move |(f, b)| (index, f, b, summarize))
             })
             .collect();
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
-        let sizes: Vec<(usize, u64)> = jobs.iter().map(|(_, f, b)| (*f, b.len() as u64)).collect();
+        let sizes: Vec<(usize, u64)> = jobs.iter().map(|(_, f, b, _)| (*f, b.len() as u64)).collect();
         let log2s = self.chunk_sizes(&sizes, |i, n| std::borrow::Cow::Borrowed(&jobs[i].2[..n]))?;
         let specs = &self.specs;
+        let summarized = &self.summarized_files;
         let filtered: Vec<FilteredTile> = jobs
             .into_par_iter()
             .zip(log2s)
-            .map(|((index, file, buf), log2)| {
+            .map(|((index, file, buf, summarize), log2)| {
                 let (spec, unfiltered) = (&specs[file], buf.len() as u64);
+                let attr = summarized.get(file).and_then(Option::as_ref).filter(|_| summarize);
                 let mut t = FilteredTile {
                     index,
                     file,
@@ -230,13 +283,18 @@ impl FragmentWriter {
                     checksum: 0,
                     sums: Vec::new(),
                     chunks: TileChunks::default(),
+                    summary: None,
                 };
                 match log2 {
                     // Large filtered tiles: independent chunks, filtered in parallel.
                     Some(log2) => {
-                        (t.bytes, t.chunks, t.checksum) = encode_chunked(&spec.filters, &buf, spec.elem_size, log2)?;
+                        let (encoded, summary) =
+                            encode_chunked_summarized(&spec.filters, &buf, spec.elem_size, log2, attr)?;
+                        (t.bytes, t.chunks, t.checksum) = encoded;
+                        t.summary = summary;
                     }
                     _ => {
+                        t.summary = attr.map(|a| summarize_cells(a, &buf));
                         t.bytes = spec.filters.encode(buf, spec.elem_size)?;
                         // Checksums: per block for large unfiltered tiles, else of the whole tile.
                         if spec.filters.is_empty() && wants_blocks(t.bytes.len() as u64, BLOCK_LOG2) {
@@ -260,30 +318,31 @@ impl FragmentWriter {
     ///
     /// # Errors
     /// As `write_tiles`; also a tile too small to be chunked or a writer without chunking.
-    pub(crate) fn write_tile_runs(&mut self, tiles: Vec<(u64, usize, TileRuns<'_>)>) -> Result<()> {
-        for (index, f, r) in &tiles {
+    pub(crate) fn write_tile_runs(&mut self, tiles: Vec<(u64, usize, TileRuns<'_>, bool)>) -> Result<()> {
+        for (index, f, r, _) in &tiles {
             let what = || format!("tile {index} of {} of the fragment being written", self.specs[*f].name);
             check_limit("sm.limits.tile_bytes", what, r.len() as u64, self.tile_limit)?;
         }
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
-        let sizes: Vec<(usize, u64)> = tiles.iter().map(|(_, f, r)| (*f, r.len() as u64)).collect();
+        let sizes: Vec<(usize, u64)> = tiles.iter().map(|(_, f, r, _)| (*f, r.len() as u64)).collect();
         let log2s = self.chunk_sizes(&sizes, |i, n| {
             let mut buf = vec![0; n];
             tiles[i].2.gather(0, &mut buf);
             std::borrow::Cow::Owned(buf)
         })?;
-        let mut runs = Vec::with_capacity(tiles.len());
-        for ((index, _, r), log2) in tiles.iter().zip(log2s) {
-            let log2 = log2.ok_or_else(|| QueryError::WriteState(format!("tile {index} is not a chunked tile")))?;
-            runs.push((r, log2));
-        }
         self.start()?;
+        let mut runs: Vec<ChunkedRuns<'_, '_>> = Vec::with_capacity(tiles.len());
+        for ((index, f, r, summarize), log2) in tiles.iter().zip(log2s) {
+            let log2 = log2.ok_or_else(|| QueryError::WriteState(format!("tile {index} is not a chunked tile")))?;
+            runs.push((r, log2, self.summarized(*f, *summarize)));
+        }
         let encoded = encode_chunked_runs(&runs)?;
+        drop(runs);
         drop(filter_timer);
         let filtered = tiles
             .iter()
             .zip(encoded)
-            .map(|((index, file, r), (bytes, chunks, checksum))| FilteredTile {
+            .map(|((index, file, r, _), ((bytes, chunks, checksum), summary))| FilteredTile {
                 index: *index,
                 file: *file,
                 unfiltered: r.len() as u64,
@@ -291,6 +350,7 @@ impl FragmentWriter {
                 checksum,
                 sums: Vec::new(),
                 chunks,
+                summary,
             })
             .collect();
         self.append(filtered)
@@ -319,6 +379,7 @@ impl FragmentWriter {
                 checksum: t.checksum,
             });
             set_at(&mut self.blocks[f], index, t.sums);
+            self.add_summary(index, f, t.summary);
             if !t.chunks.list.is_empty() {
                 if self.chunks[f].len() <= index as usize {
                     self.chunks[f].resize(index as usize + 1, TileChunks::default());
@@ -334,7 +395,7 @@ impl FragmentWriter {
     ///
     /// # Errors
     /// A storage failure, a non-empty filter pipeline, or a tile written twice.
-    pub(crate) fn write_tile_parts(&mut self, index: u64, file: usize, parts: &[&[u8]]) -> Result<()> {
+    pub(crate) fn write_tile_parts(&mut self, index: u64, file: usize, parts: &[&[u8]], summarize: bool) -> Result<()> {
         self.start()?;
         if !self.specs[file].filters.is_empty() {
             return Err(QueryError::WriteState("tile parts need an empty filter pipeline".into()).into());
@@ -354,6 +415,12 @@ impl FragmentWriter {
             parts.iter().for_each(|p| hasher.update(p));
             (hasher.digest(), Vec::new())
         };
+        let summary = self.summarized(file, summarize).and_then(|a| {
+            let mut parts = parts.iter().map(|p| summarize_cells(a, p));
+            let first = parts.next()?;
+            Some(parts.fold(first, TileSummary::merge))
+        });
+        self.add_summary(index, file, summary);
         let _t = stats::timer(Timer::WriterWriteTiles);
         count_tile(len, len);
         let h = &mut self.handles[file];
@@ -363,6 +430,14 @@ impl FragmentWriter {
             Some(TileEntry { offset, stored_size: len, unfiltered_size: len, checksum });
         set_at(&mut self.blocks[file], index, sums);
         Ok(())
+    }
+
+    /// Records the summary of file `file`'s attribute in tile `index`, if there is one.
+    fn add_summary(&mut self, index: u64, file: usize, summary: Option<TileSummary>) {
+        let attr = self.specs[file].attr;
+        if let (Some(s), Some(a)) = (summary, self.summarized_files.get(file).and_then(Option::as_ref)) {
+            self.summaries.push((index, attr as u32, SummaryKind::of(a), s));
+        }
     }
 
     /// Makes this fragment a consolidation's output replacing `inputs` (consecutive visible
@@ -427,6 +502,7 @@ impl FragmentWriter {
             deletes,
             blocks: BlockIndex { log2: BLOCK_LOG2, sums },
             chunks: ChunkIndex { chunks },
+            stats: TileStats::collect(std::mem::take(&mut self.summaries)),
         };
         let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         let encoded = meta.encode();
@@ -497,6 +573,11 @@ fn set_at<T: Clone>(tiles: &mut Vec<Vec<T>>, index: u64, v: Vec<T>) {
 }
 
 /// Counts one tile of one file written.
+/// The summary of whole cells of a non-nullable attribute.
+fn summarize_cells(attr: &Attribute, bytes: &[u8]) -> TileSummary {
+    summarize(attr, bytes, None, (bytes.len() / attr.cell_size().max(1)) as u64)
+}
+
 fn count_tile(unfiltered: u64, stored: u64) {
     stats::add(Counter::WriterNumAttrTilesWritten, 1);
     stats::add(Counter::WriterNumBytesBeforeFiltering, unfiltered);

@@ -12,7 +12,10 @@ use rayon::prelude::*;
 
 use super::{FragmentWriter, UnfilteredTile};
 use crate::error::{QueryError, Result};
-use crate::fragment::{FileKind, FileSpec, FragmentMetadata, FragmentName, RTree, SparseIndex, FANOUT};
+use crate::fragment::{
+    summarize, summarized_from_data, FileKind, FileSpec, FragmentMetadata, FragmentName, RTree, SparseIndex,
+    SummaryKind, TileSummary, FANOUT,
+};
 use crate::geometry::Layout;
 use crate::geometry::{bounding_box, ordinals, sort_permutation, value_text, OrderKeys, Rect};
 use crate::input::{validate, AttrInput, CoordInput};
@@ -138,7 +141,8 @@ impl SparseWriter {
             .into());
         }
         let specs = FileSpec::for_sparse(schema);
-        let frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), Vec::new(), 0);
+        let mut frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), Vec::new(), 0);
+        frag.summarize_files(snap.schema());
         let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {
             _lock: lock,
@@ -299,27 +303,32 @@ impl SparseWriter {
         let left = self.leftover.view(schema);
         let first_index = self.index.tile_cells.len() as u64;
         let threads = self.snap.ctx.config().compute_concurrency().max(1);
+        let summarize = self.frag.as_ref().is_some_and(FragmentWriter::summarizes);
         for (b, batch) in tiles.chunks(4 * threads).enumerate() {
-            let built: Vec<(UnfilteredTile, TileMeta)> = self.snap.ctx.install(|| {
+            let built: Vec<(UnfilteredTile, TileMeta, Vec<Summary>)> = self.snap.ctx.install(|| {
                 batch
                     .par_iter()
                     .enumerate()
                     .map(|(k, parts)| {
                         let srcs: Vec<(&Cells<'_>, Pick<'_>)> =
                             parts.iter().map(|(l, p)| (if *l { &left } else { cells }, *p)).collect();
-                        build_tile(schema, &self.specs, &srcs, first_index + (b * 4 * threads + k) as u64)
+                        let (t, m) = build_tile(schema, &self.specs, &srcs, first_index + (b * 4 * threads + k) as u64);
+                        let sums =
+                            if summarize { tile_summaries(schema, &self.specs, &t, m.cells) } else { Vec::new() };
+                        (t, m, sums)
                     })
                     .collect()
             });
             let mut ready = Vec::with_capacity(built.len());
-            for (t, m) in built {
+            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            for (t, m, sums) in built {
                 self.index.tile_cells.push(m.cells);
                 self.index.mbrs.push(m.mbr);
                 self.index.first.push(m.first);
                 self.index.last.push(m.last);
+                frag.add_summaries(sums);
                 ready.push(t);
             }
-            let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
             self.snap.ctx.install(|| frag.write_tiles(ready))?;
         }
         // The rest becomes the new leftover.
@@ -363,6 +372,9 @@ impl SparseWriter {
             self.index.first.push(m.first);
             self.index.last.push(m.last);
             let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+            if frag.summarizes() {
+                frag.add_summaries(tile_summaries(&schema, &self.specs, &t, m.cells));
+            }
             self.snap.ctx.install(|| frag.write_tiles(vec![t]))?;
         }
         let rects = self.deletes.take();
@@ -593,6 +605,24 @@ fn gather_var(inp: &AttrInput<'_>, pick: Pick<'_>, data: &mut Vec<u8>, offs: &mu
 }
 
 /// Builds one data tile from the picked cells of its sources, in order.
+/// A tile summary row: tile, attribute, kind, summary.
+type Summary = (u64, u32, SummaryKind, TileSummary);
+
+/// The summaries of the nullable and variable-length attributes of a built tile of `cells` cells
+/// (none for a delete fragment's tiles, which hold only coordinates).
+fn tile_summaries(schema: &ArraySchema, specs: &[FileSpec], t: &UnfilteredTile, cells: u64) -> Vec<Summary> {
+    let file = |i: usize, kind: FileKind| specs.iter().position(|s| s.kind == kind && s.attr == i);
+    let mut out = Vec::with_capacity(schema.attrs.len());
+    for (i, a) in schema.attrs.iter().enumerate() {
+        // The fragment writer summarizes the others while filtering their data files.
+        let Some(data) = file(i, FileKind::Data).filter(|_| !summarized_from_data(a)) else { continue };
+        let d = if a.is_var() { &[][..] } else { &t.buffers[data][..] };
+        let v = file(i, FileKind::Validity).map(|f| &t.buffers[f][..]);
+        out.push((t.index, i as u32, SummaryKind::of(a), summarize(a, d, v, cells)));
+    }
+    out
+}
+
 fn build_tile(
     schema: &ArraySchema,
     specs: &[FileSpec],
@@ -659,7 +689,7 @@ fn build_tile(
         }
     }
     let skip = vec![false; specs.len()];
-    (UnfilteredTile { index, buffers, skip }, TileMeta { cells: n as u64, mbr, first, last })
+    (UnfilteredTile { index, buffers, skip, summarize: true }, TileMeta { cells: n as u64, mbr, first, last })
 }
 
 /// Copies the picked cells into an owned leftover.
