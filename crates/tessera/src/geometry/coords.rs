@@ -851,6 +851,29 @@ mod tests {
         assert_eq!(o[0], o[1]);
     }
 
+    /// A whole tile's coordinates are checked against its bounding box instead of being made
+    /// into ordinals: the same column as the ordinal round trip gives, or the first cell
+    /// outside.
+    #[test]
+    fn columns_check_against_a_range_as_the_ordinal_round_trip() {
+        let int = Dimension::new("d", Datatype::Int32, (-50, 50), 10);
+        let col: Vec<u8> = [-3i32, 7, 5].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let o = ordinals(&int, &col).unwrap();
+        let mut c = col.clone();
+        assert!(check_in_range(&int, &mut c, [o[0], o[1]]).is_ok());
+        assert_eq!(c, ordinal_values(&int, o.iter().copied()));
+        let e = check_in_range(&int, &mut c, [o[0], o[2]]).unwrap_err();
+        assert_eq!((e.cell, e.value.as_str()), (1, "7"));
+        let float = Dimension::float("d", Datatype::Float64, (-1.0, 1.0), None);
+        let col: Vec<u8> = [-0.0f64, 0.5, f64::NAN].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let o = ordinals(&float, &col[..16]).unwrap();
+        let mut c = col[..16].to_vec();
+        assert!(check_in_range(&float, &mut c, [o[0], o[1]]).is_ok());
+        assert_eq!(c, ordinal_values(&float, o.iter().copied()), "-0.0 comes back as +0.0");
+        let mut c = col.clone();
+        assert_eq!(check_in_range(&float, &mut c, [o[0], o[1]]).unwrap_err().cell, 2);
+    }
+
     proptest! {
         #[test]
         fn float_ordinals_preserve_order(a in any::<f64>(), b in any::<f64>()) {
