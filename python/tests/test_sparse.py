@@ -733,3 +733,35 @@ def test_random_updates_of_a_dense_array_newest_wins(tmp_path: Any) -> None:
                               ref[:, [4, 0, 1, 2]])
         kinds = [f.sparse for f in A.fragments()]
         assert kinds == [False, True, False]
+
+
+def test_tiles_read_whole_equal_the_general_path_and_skip_the_cache(uri: str) -> None:
+    """Tiles inside the query that no other fragment overlaps are decoded straight into the
+    result (``sm.read.sparse_whole_tiles``): the same frame, row for row, as the general path;
+    their coordinates and fixed-size values do not go into the tile cache."""
+    rng = np.random.default_rng(5)
+    schema = points_schema(hi=1000, tile=100, capacity=64,
+                           attrs=[ts.Attr("a", "int64", filters=[ts.ByteShuffle(), ts.Zstd(level=1)]),
+                                  ts.Attr("s", "str")])
+    ts.create(uri, schema)
+    cells = rng.choice(1000 * 1000, 5000, replace=False)
+    xs, ys = 1 + cells // 1000, 1 + cells % 1000
+    with ts.open(uri, "w") as A:
+        A.write({"x": xs, "y": ys}, {"a": np.arange(5000), "s": [f"s{k}" for k in range(5000)]})
+    general = {"sm.read.sparse_whole_tiles": "false"}
+    cached = []
+    for config in (None, general):
+        ts.drop_caches()
+        with ts.open(uri, config=config) as A:
+            assert len(A.read(attrs=["a"], order="U")["a"]) == 5000
+        cached.append(ts.drop_caches())
+    assert cached == [0, 5000 * 8 * 3]  # the general path caches both coordinates and a
+    with ts.open(uri, "w") as A:  # an update over a corner: its tiles and those it overlaps merge
+        A.write({"x": np.array([3, 4]), "y": np.array([5, 6])}, {"a": np.array([-1, -2]), "s": ["u", "v"]})
+    for ranges in (None, [[(1, 400)], [(1, 1000)]]):
+        with ts.open(uri) as A:
+            fast = A.read(ranges=ranges, order="U").to_pandas()
+        with ts.open(uri, config=general) as A:
+            slow = A.read(ranges=ranges, order="U").to_pandas()
+        assert fast.equals(slow)
+        assert (fast.a >= 0).sum() == len(fast) - 2

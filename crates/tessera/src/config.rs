@@ -47,6 +47,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "bytes of unfiltered tiles a dense read decodes and copies at once (a tile decoded or read straight into the result counts only the stored chunks it holds), or one tile per compute thread when tiles are larger (sm.memory_budget bounds both): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
     ),
     (
+        "sm.read.sparse_whole_tiles",
+        "true",
+        "a sparse read takes each tile inside the query that no other fragment's tile overlaps (nor a deletion, a query condition or the layout reorders) whole: its coordinates and fixed-size values decode straight into the result, with no per-cell work, and skip the tile cache (false: every cell goes through the general path)",
+    ),
+    (
         "sm.read.max_result_bytes",
         "0",
         "largest result a read into new buffers may allocate (0: the memory the system reports available); a larger read fails before allocating: read it in batches",
@@ -112,8 +117,13 @@ const TEXT_KEYS: &[&str] =
     &["vfs.s3.endpoint", "vfs.s3.region", "vfs.s3.access_key_id", "vfs.s3.secret_access_key", "vfs.s3.session_token"];
 
 /// Keys whose values are `true` or `false` (or empty where the default is empty).
-const BOOL_KEYS: &[&str] =
-    &["vfs.s3.allow_http", "vfs.s3.virtual_hosted_style", "sm.write.tile_stats", "sm.aggregate.tile_stats"];
+const BOOL_KEYS: &[&str] = &[
+    "vfs.s3.allow_http",
+    "vfs.s3.virtual_hosted_style",
+    "sm.read.sparse_whole_tiles",
+    "sm.write.tile_stats",
+    "sm.aggregate.tile_stats",
+];
 
 /// Limits that bound what bytes on disk (or a schema) can make a read or write allocate; each is
 /// a configuration key (`sm.limits.*`).
@@ -226,6 +236,10 @@ impl Config {
     /// readers also take one tile per compute thread, within the memory budget).
     pub fn read_batch_size(&self) -> u64 {
         self.num("sm.read.batch_size").max(1)
+    }
+    /// Whether sparse reads take the tiles they can whole (`sm.read.sparse_whole_tiles`).
+    pub fn sparse_whole_tiles(&self) -> bool {
+        self.get("sm.read.sparse_whole_tiles") != Some("false")
     }
     /// The limits on what bytes on disk may make the engine allocate.
     pub fn limits(&self) -> Limits {

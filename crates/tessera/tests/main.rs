@@ -21,6 +21,7 @@ mod object_store;
 mod races;
 mod sparse_errors;
 mod sparse_model;
+mod sparse_whole_tiles;
 mod tamper;
 mod types_model;
 mod update_index;

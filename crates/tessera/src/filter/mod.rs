@@ -277,6 +277,13 @@ impl FilterPipeline {
                 if buf.len() != out.len() {
                     return Err(corrupt(last.name(), format!("decoded {} bytes, expected {}", buf.len(), out.len())));
                 }
+                if let (Filter::Delta, [shuffle @ Filter::ByteShuffle]) = (first, middle) {
+                    // Both stages in one pass, when the element width allows.
+                    let _f = stats::timer(shuffle.timers().1);
+                    if byteshuffle::decode_delta_into(&buf, elem_size, out) {
+                        return Ok(());
+                    }
+                }
                 for f in middle.iter().rev() {
                     buf = f.decode(buf, elem_size, out.len())?;
                 }
@@ -294,6 +301,18 @@ impl FilterPipeline {
             dst.write(b);
         }
         Ok(())
+    }
+    /// [`FilterPipeline::decode_into`] into bytes already initialized (a part of a result
+    /// buffer), which receive exactly `out.len()` unfiltered bytes.
+    ///
+    /// # Errors
+    /// As [`FilterPipeline::decode`]; `out` may then be partly written.
+    pub(crate) fn decode_into_bytes(&self, data: &[u8], elem_size: usize, out: &mut [u8]) -> Result<(), FilterError> {
+        // SAFETY: a `MaybeUninit<u8>` has the layout of a `u8`, and `decode_into` only writes
+        // initialized bytes into it, so `out` holds bytes after as before.
+        #[allow(unsafe_code)]
+        let out = unsafe { &mut *(std::ptr::from_mut::<[u8]>(out) as *mut [MaybeUninit<u8>]) };
+        self.decode_into(data, elem_size, out)
     }
     /// Reverses `encode`. `expected_len` is the unfiltered length recorded in the tile index.
     ///

@@ -495,11 +495,7 @@ impl<'a> ChunkedTile<'a> {
             }
             let len = (1u64 << log2).min(self.unfiltered - ((j as u64) << log2)) as usize;
             let decode = |out: &mut [u8]| {
-                // SAFETY: a `MaybeUninit<u8>` has the layout of a `u8`, and `decode_into` only
-                // writes initialized bytes into it, so `out` holds bytes after as before.
-                #[allow(unsafe_code)]
-                let out = unsafe { &mut *(std::ptr::from_mut::<[u8]>(out) as *mut [std::mem::MaybeUninit<u8>]) };
-                self.filters.decode_into(bytes, self.elem_size, out).map_err(|e| (j, e.to_string()))
+                self.filters.decode_into_bytes(bytes, self.elem_size, out).map_err(|e| (j, e.to_string()))
             };
             match parts.as_mut_slice() {
                 [(0, whole)] if whole.len() == len => decode(whole),

@@ -161,6 +161,57 @@ pub(crate) fn ordinals(dim: &Dimension, col: &[u8]) -> Result<Vec<u64>, BadCoord
     Ok(all)
 }
 
+/// Checks that every value of the coordinate column `col` of dimension `dim` lies in the
+/// ordinal range `range` (a tile's bounding box), reporting the first that does not, and
+/// writes float zeros as `+0.0`: the column then holds what [`ordinal_values`] of its
+/// [`ordinals`] holds, without them being made.
+pub(crate) fn check_in_range(dim: &Dimension, col: &mut [u8], range: [u64; 2]) -> Result<(), BadCoord> {
+    let outside = "is outside its tile's bounding box";
+    macro_rules! check {
+        ($t:ty, $lo:expr, $hi:expr, $fix:expr) => {{
+            const S: usize = std::mem::size_of::<$t>();
+            let (lo, hi): ($t, $t) = ($lo, $hi);
+            let mut bad = false;
+            for c in col.chunks_exact_mut(S) {
+                let x = <$t>::from_le_bytes((&*c).try_into().unwrap_or([0; S]));
+                // NaN fails both comparisons.
+                bad |= !((x >= lo) & (x <= hi));
+                $fix(x, c);
+            }
+            if bad {
+                let at = |i: usize| <$t>::from_le_bytes(col[i * S..i * S + S].try_into().unwrap_or([0; S]));
+                let cell = (0..col.len() / S).find(|&i| !(at(i) >= lo && at(i) <= hi)).unwrap_or(0);
+                return Err(BadCoord { cell, value: at(cell).to_string(), why: outside });
+            }
+        }};
+    }
+    if dim.is_float() {
+        let (lo, hi) = (ordinal_float(range[0]), ordinal_float(range[1]));
+        match dim.datatype {
+            // An f32 bound converts to f32 exactly: it is the ordinal of a stored f32.
+            Datatype::Float32 => check!(f32, lo as f32, hi as f32, |x: f32, c: &mut [u8]| if x == 0.0 {
+                c.copy_from_slice(&0f32.to_le_bytes());
+            }),
+            _ => check!(f64, lo, hi, |x: f64, c: &mut [u8]| if x == 0.0 {
+                c.copy_from_slice(&0f64.to_le_bytes());
+            }),
+        }
+    } else {
+        let dlo = dim.int_domain().0;
+        let (lo, hi) = (dlo + i128::from(range[0]), dlo + i128::from(range[1]));
+        macro_rules! int {
+            ($t:ty) => {{
+                let (Ok(lo), Ok(hi)) = (<$t>::try_from(lo), <$t>::try_from(hi)) else {
+                    return Err(BadCoord { cell: 0, value: lo.to_string(), why: outside });
+                };
+                check!($t, lo, hi, |_, _| ())
+            }};
+        }
+        by_int_type!(dim.datatype, int, int!(u64))
+    }
+    Ok(())
+}
+
 /// The stored values of ordinals `ords` of dimension `dim` (the inverse of [`ordinals`]): one
 /// value per ordinal in the dimension's type, little-endian.
 pub(crate) fn ordinal_values(dim: &Dimension, ords: impl ExactSizeIterator<Item = u64>) -> Vec<u8> {
@@ -798,6 +849,29 @@ mod tests {
         let col: Vec<u8> = [-0.0f64, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
         let o = ordinals(&dim, &col).unwrap();
         assert_eq!(o[0], o[1]);
+    }
+
+    /// A whole tile's coordinates are checked against its bounding box instead of being made
+    /// into ordinals: the same column as the ordinal round trip gives, or the first cell
+    /// outside.
+    #[test]
+    fn columns_check_against_a_range_as_the_ordinal_round_trip() {
+        let int = Dimension::new("d", Datatype::Int32, (-50, 50), 10);
+        let col: Vec<u8> = [-3i32, 7, 5].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let o = ordinals(&int, &col).unwrap();
+        let mut c = col.clone();
+        assert!(check_in_range(&int, &mut c, [o[0], o[1]]).is_ok());
+        assert_eq!(c, ordinal_values(&int, o.iter().copied()));
+        let e = check_in_range(&int, &mut c, [o[0], o[2]]).unwrap_err();
+        assert_eq!((e.cell, e.value.as_str()), (1, "7"));
+        let float = Dimension::float("d", Datatype::Float64, (-1.0, 1.0), None);
+        let col: Vec<u8> = [-0.0f64, 0.5, f64::NAN].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let o = ordinals(&float, &col[..16]).unwrap();
+        let mut c = col[..16].to_vec();
+        assert!(check_in_range(&float, &mut c, [o[0], o[1]]).is_ok());
+        assert_eq!(c, ordinal_values(&float, o.iter().copied()), "-0.0 comes back as +0.0");
+        let mut c = col.clone();
+        assert_eq!(check_in_range(&float, &mut c, [o[0], o[1]]).unwrap_err().cell, 2);
     }
 
     proptest! {

@@ -4,7 +4,9 @@
 //! order; the streams are merged so that, where coordinates repeat across fragments and the
 //! schema does not allow duplicates, the newest fragment wins. Results are then ordered as the
 //! layout asks (global, row-major, col-major or unordered) and attribute values are gathered in
-//! whole runs per tile, batch by batch.
+//! whole runs per tile, batch by batch. A tile inside the query that no other fragment can
+//! change (see `whole_tiles`) skips all of that: it is taken whole, its coordinates and
+//! fixed-size values decoded straight into the result columns.
 
 use std::sync::Arc;
 
@@ -22,10 +24,10 @@ use crate::error::{Error, QueryError, Result};
 use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::Layout;
 use crate::geometry::{
-    cells_in_box, ordinal_ranges, ordinal_values, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys,
+    cells_in_box, check_in_range, ordinal_ranges, ordinal_values, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys,
 };
 use crate::schema::Attribute;
-use crate::snapshot::{fetch_tiles, Snapshot, TileKey, UpdateIndex};
+use crate::snapshot::{fetch_tiles, fetch_tiles_into, tile_cells, Snapshot, TileKey, UpdateIndex};
 use crate::stats::{self, Timer};
 
 /// One result cell: fragment, tile, cell within the tile; or [`FROM_INDEX`], 0, the cell's place
@@ -42,6 +44,33 @@ const FROM_INDEX: u32 = u32::MAX;
 /// A candidate tile's matching cells and their ordinals (one column per dimension).
 type TileMatches = (TileKey, Vec<u32>, Vec<Vec<u64>>);
 
+/// A tile the read takes whole ([`whole_tiles`]): its cells are not in `cells`, they come in
+/// the result right before `cells[before]` (after the last, when `before` is its length), and
+/// their coordinates and values are read straight from the tile.
+#[derive(Debug, Clone, Copy)]
+struct WholeTile {
+    key: TileKey,
+    cells: u64,
+    before: usize,
+}
+
+/// A run of consecutive result cells: cells `[a, b)` of `cells`, or cells `[s, e)` of whole
+/// tile `w`.
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    Cells(usize, usize),
+    Tile(usize, u64, u64),
+}
+
+impl Piece {
+    fn len(self) -> usize {
+        match self {
+            Piece::Cells(a, b) => b - a,
+            Piece::Tile(_, s, e) => (e - s) as usize,
+        }
+    }
+}
+
 /// A read of a sparse array; results come back whole or in batches.
 #[derive(Debug)]
 pub struct SparseReadQuery {
@@ -52,6 +81,10 @@ pub struct SparseReadQuery {
     /// The ordinals of each result cell, one per dimension (dimension values are made from
     /// them, so coordinate tiles are not kept).
     pub(super) ords: Vec<u64>,
+    /// Tiles taken whole, in result order (never with a query condition, which filters
+    /// `cells`).
+    whole: Vec<WholeTile>,
+    whole_cells: u64,
     cursor: u64,
     layout: Layout,
     /// The update index some cells' values come from.
@@ -135,6 +168,47 @@ fn inside(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
     r.iter().zip(ranges).all(|(m, rs)| rs.iter().any(|q| q[0] <= m[0] && m[1] <= q[1]))
 }
 
+/// Which candidate tiles (`cand`: tile, inside the query) the read takes whole, with no
+/// per-cell work: with no query condition (`filtered`) and no deletion in the snapshot, in a
+/// layout that keeps each tile's cells in stored order (unordered; global when every cell
+/// comes from one fragment, `one_fragment`), a tile inside the query, unless duplicates are
+/// allowed, that no tile of another fragment overlaps (so none of its cells is another
+/// fragment's cell again, and none of theirs is one of its). Such a tile's cells are exactly
+/// those the general path gives, in the same place of the result.
+fn whole_tiles(
+    array: &Snapshot,
+    cand: &[(TileKey, bool)],
+    layout: Layout,
+    filtered: bool,
+    one_fragment: bool,
+) -> Vec<bool> {
+    let fragments = &array.fragments;
+    let usable = array.ctx.config().sparse_whole_tiles()
+        && !filtered
+        && !fragments.iter().any(|f| f.is_delete())
+        && (layout == Layout::Unordered || (layout == Layout::Global && one_fragment));
+    if !usable {
+        return vec![false; cand.len()];
+    }
+    let dups = array.schema().allows_duplicates;
+    let meets = |a: &[[u64; 2]], b: &[[u64; 2]]| a.iter().zip(b).all(|(x, y)| x[0] <= y[1] && y[0] <= x[1]);
+    cand.iter()
+        .map(|&((f, t), full)| {
+            let Some(mbr) = fragments[f].sparse.as_ref().and_then(|sp| sp.mbrs.get(t as usize)) else { return false };
+            full && (dups
+                || fragments.iter().enumerate().all(|(g, other)| {
+                    // The fragment's bounding box first: most fragments lie elsewhere.
+                    g == f
+                        || !meets(&other.domain, mbr)
+                        || other
+                            .sparse
+                            .as_ref()
+                            .is_none_or(|sp| sp.rtree.search(&sp.mbrs, |r| meets(r, mbr)).is_empty())
+                }))
+        })
+        .collect()
+}
+
 impl SparseReadQuery {
     pub(crate) fn new(
         array: &Snapshot,
@@ -189,6 +263,10 @@ impl SparseReadQuery {
             Some(ix) => index_matches(ix, nd, &bbox, (!one_box).then_some(&oranges[..]), values_in_index),
             None => (Vec::new(), FastMap::default()),
         };
+        let one_fragment = from_index.is_empty() && cand.windows(2).all(|w| w[0].0 .0 == w[1].0 .0);
+        let take = whole_tiles(array, &cand, layout, bound.is_some(), one_fragment);
+        let whole_keys: Vec<TileKey> = cand.iter().zip(&take).filter(|t| *t.1).map(|t| t.0 .0).collect();
+        let cand: Vec<(TileKey, bool)> = cand.iter().zip(&take).filter(|t| !*t.1).map(|t| *t.0).collect();
         let per_tile = match_tiles(array, &specs, &cand, &bbox, (!one_box).then_some(&oranges[..]))?;
         // One stream per fragment, oldest first, tiles in order.
         let mut per_tile = per_tile;
@@ -197,6 +275,17 @@ impl SparseReadQuery {
             per_tile.sort_unstable_by_key(|m| m.0);
         }
         let (mut cells, ords) = order_results(array, &per_tile, layout);
+        // The layouts of whole tiles keep the cells in tile order: each whole tile goes before
+        // the first cell of a later tile.
+        let whole: Vec<WholeTile> = whole_keys
+            .iter()
+            .map(|&key| WholeTile {
+                key,
+                cells: tile_cells(array, key.0, key.1),
+                before: cells.partition_point(|c| (c.0 as usize, u64::from(c.1)) < key),
+            })
+            .collect();
+        let whole_cells = whole.iter().map(|w| w.cells).sum();
         if !index_place.is_empty() {
             for c in cells.iter_mut().filter(|c| indexed(c.0 as usize)) {
                 if let Some(&at) = index_place.get(c) {
@@ -205,7 +294,8 @@ impl SparseReadQuery {
             }
         }
         let index = index.filter(|_| !index_place.is_empty());
-        let mut q = Self { array: array.clone(), attrs: idx, specs, cells, ords, cursor: 0, layout, index };
+        let mut q =
+            Self { array: array.clone(), attrs: idx, specs, cells, ords, whole, whole_cells, cursor: 0, layout, index };
         if let Some(b) = &bound {
             q.apply_condition(b)?;
         }
@@ -214,7 +304,7 @@ impl SparseReadQuery {
 
     /// Cells in the whole result.
     pub fn total_cells(&self) -> u64 {
-        self.cells.len() as u64
+        self.cells.len() as u64 + self.whole_cells
     }
 
     /// Whether every cell has been returned.
@@ -306,24 +396,230 @@ impl SparseReadQuery {
         check_result_size(self.array.ctx.config(), c1 - c0, self.cell_bytes())?;
         count_submit(self.layout);
         let _t = stats::timer(Timer::ReaderRead);
+        let pieces = self.pieces(c0, c1);
+        let attrs = match pieces.as_slice() {
+            [] => self.cell_columns(0, 0)?,
+            &[Piece::Cells(a, b)] => self.cell_columns(a, b)?,
+            _ => self.piece_columns(&pieces)?,
+        };
+        Ok(ReadResult { start: c0, cells: c1 - c0, attrs })
+    }
+
+    /// The pieces that make result cells `[c0, c1)`, in order.
+    fn pieces(&self, c0: u64, c1: u64) -> Vec<Piece> {
+        let mut out = Vec::new();
+        // Result cells `[lo, lo + n)` clipped to `[c0, c1)`, as offsets from `lo`.
+        let clip = |lo: u64, n: u64| {
+            let (s, e) = (c0.max(lo), c1.min(lo + n));
+            (s < e).then(|| (s - lo, e - lo))
+        };
+        // `at`: the result cell of `cells[ci]`.
+        let (mut at, mut ci) = (0u64, 0usize);
+        for (w, tile) in self.whole.iter().enumerate() {
+            if at >= c1 {
+                return out;
+            }
+            let n = (tile.before - ci) as u64;
+            if let Some((s, e)) = clip(at, n) {
+                out.push(Piece::Cells(ci + s as usize, ci + e as usize));
+            }
+            if let Some((s, e)) = clip(at + n, tile.cells) {
+                out.push(Piece::Tile(w, s, e));
+            }
+            (at, ci) = (at + n + tile.cells, tile.before);
+        }
+        if let Some((s, e)) = clip(at, (self.cells.len() - ci) as u64) {
+            out.push(Piece::Cells(ci + s as usize, ci + e as usize));
+        }
+        out
+    }
+
+    /// The columns of result cells `cells[a..b]`: dimensions from their ordinals, then the
+    /// attributes gathered from their tiles.
+    fn cell_columns(&self, a: usize, b: usize) -> Result<Vec<AttrData>> {
         let schema = self.array.schema();
         let nd = schema.ndim();
         let mut out = Vec::with_capacity(nd + self.attrs.len());
-        let part_ords = &self.ords[c0 as usize * nd..c1 as usize * nd];
+        let part_ords = &self.ords[a * nd..b * nd];
         for (d, dim) in schema.dims.iter().enumerate() {
             let data = ordinal_values(dim, part_ords.iter().skip(d).step_by(nd.max(1)).copied());
             count_copied(false, data.len() as u64);
             out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
         }
-        out.extend(self.gather(&self.cells[c0 as usize..c1 as usize], &self.attrs)?);
-        Ok(ReadResult { start: c0, cells: c1 - c0, attrs: out })
+        out.extend(self.gather(&self.cells[a..b], &self.attrs)?);
+        Ok(out)
+    }
+
+    /// The columns of the result cells `pieces`, some of them from whole tiles. Dimensions and
+    /// fixed-size attributes without validity are filled in place: a whole tile's part decoded
+    /// straight into it (or copied from the tile cache), a part of a tile copied from the
+    /// fetched tile, other cells as [`Self::cell_columns`] makes them. The other attributes are
+    /// gathered in runs, a whole tile one run.
+    fn piece_columns(&self, pieces: &[Piece]) -> Result<Vec<AttrData>> {
+        let schema = self.array.schema();
+        let nd = schema.ndim();
+        let n: usize = pieces.iter().map(|p| p.len()).sum();
+        let file_of = |attr: usize, kind: FileKind| self.specs.iter().position(|s| s.attr == attr && s.kind == kind);
+        let in_place = |i: usize| !schema.attrs[i].is_var() && !schema.attrs[i].nullable;
+        let direct: Vec<usize> = self.attrs.iter().copied().filter(|&i| in_place(i)).collect();
+        // (file, cell size) of each column filled in place: the dimensions' coordinates (the
+        // first files of a sparse fragment), then the attributes'.
+        let mut files: Vec<(usize, usize)> =
+            schema.dims.iter().enumerate().map(|(d, x)| (d, x.datatype.size())).collect();
+        for &i in &direct {
+            let f = file_of(i, FileKind::Data).ok_or_else(|| Error::corrupt(&self.array.uri, "no data file"))?;
+            files.push((f, schema.attrs[i].cell_size()));
+        }
+        // The cells not from whole tiles, gathered at once; and the parts of whole tiles.
+        let loose: Vec<CellRef> = pieces
+            .iter()
+            .filter_map(|p| if let Piece::Cells(a, b) = *p { Some(a..b) } else { None })
+            .flat_map(|r| self.cells[r].iter().copied())
+            .collect();
+        let loose_values = self.gather(&loose, &direct)?;
+        let partial: Vec<(TileKey, usize)> = pieces
+            .iter()
+            .filter_map(|p| match *p {
+                Piece::Tile(w, s, e) if s > 0 || e < self.whole[w].cells => Some(self.whole[w].key),
+                _ => None,
+            })
+            .flat_map(|k| files.iter().map(move |&(f, _)| (k, f)))
+            .collect();
+        let partial = fetch_tiles(&self.array, &self.specs, &partial)?;
+        let mut columns: Vec<Vec<u8>> = files.iter().map(|&(_, cs)| vec![0u8; n * cs]).collect();
+        let mut jobs: Vec<((TileKey, usize), &mut [u8])> = Vec::new();
+        for (c, (&(f, cs), buf)) in files.iter().zip(columns.iter_mut()).enumerate() {
+            let mut rest: &mut [u8] = buf;
+            let mut at_loose = 0usize;
+            for &p in pieces {
+                let (slot, tail) = std::mem::take(&mut rest).split_at_mut(p.len() * cs);
+                rest = tail;
+                match p {
+                    Piece::Tile(w, s, e) => {
+                        let key = self.whole[w].key;
+                        if s == 0 && e == self.whole[w].cells {
+                            jobs.push(((key, f), slot));
+                            continue;
+                        }
+                        let src = partial.get(&(key, f)).and_then(|t| t.get(s as usize * cs..e as usize * cs));
+                        let what = format!("tile holds fewer than {e} cells");
+                        let src =
+                            src.ok_or_else(|| Error::corrupt_tile(self.array.fragment_dir(key.0), key.1, what))?;
+                        slot.copy_from_slice(src);
+                    }
+                    Piece::Cells(a, b) => {
+                        if c < nd {
+                            let ords = self.ords[a * nd..b * nd].iter().skip(c).step_by(nd.max(1)).copied();
+                            slot.copy_from_slice(&ordinal_values(&schema.dims[c], ords));
+                        } else {
+                            let src = &loose_values[c - nd].data;
+                            slot.copy_from_slice(&src[at_loose * cs..(at_loose + b - a) * cs]);
+                            at_loose += b - a;
+                        }
+                    }
+                }
+            }
+            count_copied(false, (n * cs) as u64);
+        }
+        fetch_tiles_into(&self.array, &self.specs, jobs)?;
+        // Coordinates read straight from tiles: checked against their tile's bounding box (as
+        // the general path checks them against the domain).
+        for (d, column) in columns.iter_mut().enumerate().take(nd) {
+            let size = schema.dims[d].datatype.size();
+            let mut at = 0usize;
+            for &p in pieces {
+                if let Piece::Tile(w, s, _) = p {
+                    let key = self.whole[w].key;
+                    let mbr = self.array.fragments[key.0].sparse.as_ref().and_then(|sp| sp.mbrs.get(key.1 as usize));
+                    let range = mbr.and_then(|m| m.get(d)).copied().unwrap_or([0, u64::MAX]);
+                    check_in_range(&schema.dims[d], &mut column[at * size..(at + p.len()) * size], range).map_err(
+                        |b| {
+                            Error::corrupt_tile(
+                                self.array.fragment_dir(key.0).join(&self.specs[d].name),
+                                key.1,
+                                format!("coordinate {} of cell {} {}", b.value, s as usize + b.cell, b.why),
+                            )
+                        },
+                    )?;
+                }
+                at += p.len();
+            }
+        }
+        let others: Vec<usize> = self.attrs.iter().copied().filter(|&i| !in_place(i)).collect();
+        let mut gathered = if others.is_empty() {
+            Vec::new()
+        } else {
+            let (keys, runs) = self.piece_runs(pieces);
+            self.gather_runs(&keys, &runs, n, &others)?
+        }
+        .into_iter();
+        let mut columns = columns.into_iter();
+        let mut out: Vec<AttrData> = Vec::with_capacity(nd + self.attrs.len());
+        for dim in &schema.dims {
+            out.push(AttrData {
+                name: dim.name.clone(),
+                data: columns.next().unwrap_or_default(),
+                offsets: None,
+                validity: None,
+            });
+        }
+        for &i in &self.attrs {
+            let column = if in_place(i) {
+                AttrData {
+                    name: schema.attrs[i].name.clone(),
+                    data: columns.next().unwrap_or_default(),
+                    offsets: None,
+                    validity: None,
+                }
+            } else {
+                gathered.next().ok_or_else(|| Error::corrupt(&self.array.uri, "attribute not gathered"))?
+            };
+            out.push(column);
+        }
+        Ok(out)
+    }
+
+    /// The pieces as runs `(slot, first cell, end cell)` of the tiles `keys` (slots).
+    fn piece_runs(&self, pieces: &[Piece]) -> (Vec<TileKey>, Vec<(u32, u32, u32)>) {
+        let mut keys: Vec<TileKey> = Vec::new();
+        let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
+        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+        let mut slot = |k: TileKey, keys: &mut Vec<TileKey>| {
+            *slot_of.entry(k).or_insert_with(|| {
+                keys.push(k);
+                (keys.len() - 1) as u32
+            })
+        };
+        for &p in pieces {
+            match p {
+                Piece::Cells(a, b) => {
+                    let (ks, rs) = tile_runs(&self.cells[a..b]);
+                    let map: Vec<u32> = ks.iter().map(|&k| slot(k, &mut keys)).collect();
+                    runs.extend(rs.iter().map(|&(sl, s, e)| (map[sl as usize], s, e)));
+                }
+                Piece::Tile(w, s, e) => runs.push((slot(self.whole[w].key, &mut keys), s as u32, e as u32)),
+            }
+        }
+        (keys, runs)
     }
 
     /// The values of attributes `attrs` of the result cells `part`, gathered in runs per tile
     /// (each needed tile fetched once).
     pub(super) fn gather(&self, part: &[CellRef], attrs: &[usize]) -> Result<Vec<AttrData>> {
-        let schema = self.array.schema();
         let (keys, runs) = tile_runs(part);
+        self.gather_runs(&keys, &runs, part.len(), attrs)
+    }
+
+    /// The values of attributes `attrs` of the `cells` result cells that runs `runs` of the
+    /// tiles `keys` (slots) make.
+    fn gather_runs(
+        &self,
+        keys: &[TileKey],
+        runs: &[(u32, u32, u32)],
+        cells: usize,
+        attrs: &[usize],
+    ) -> Result<Vec<AttrData>> {
+        let schema = self.array.schema();
         let file_of = |attr: usize, kind: FileKind| self.specs.iter().position(|s| s.attr == attr && s.kind == kind);
         let mut requests = Vec::new();
         let from_index = |k: &TileKey| k.0 == FROM_INDEX as usize;
@@ -356,7 +652,7 @@ impl SparseReadQuery {
                 validity: per_slot(FileKind::Validity),
             };
             let a = &schema.attrs[i];
-            let column = gather_attr(a, &slots, &runs, part.len()).map_err(|sl| {
+            let column = gather_attr(a, &slots, runs, cells).map_err(|sl| {
                 let k = keys[sl];
                 let fragments = &self.array.fragments;
                 Error::corrupt_tile(

@@ -16,7 +16,9 @@ use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 
-pub(crate) use tiles::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, TileKey, Tiles};
+pub(crate) use tiles::{
+    cache_key, count_fetched, fetch_tiles, fetch_tiles_into, file_path, tile_cells, TileKey, Tiles,
+};
 pub(crate) use update_index::UpdateIndex;
 
 use crate::commit::{lock_shared, read_log, resolve, Placed, Position, COMMITS_DIR, LOCK_FILE};

@@ -15,7 +15,9 @@ use crate::cache::TileKey as CacheKey;
 use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::fragment::{check_var_offsets, max_chunked_len, verify_tile, ChunkedTile, FileKind, FileSpec};
+use crate::fragment::{
+    check_var_offsets, max_chunked_len, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec,
+};
 use crate::schema::Datatype;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
@@ -56,24 +58,8 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
         // All cached: no hand-over to the I/O and compute pools (a thread wake-up each).
         return Ok(found);
     }
-    let reads = coalesce(array, specs, &missing)?;
     // Reads on the I/O pool, checksums and unfiltering on the compute pool.
-    let storage = array.ctx.storage().clone();
-    let fetched: Vec<(Read, Bytes)> = array.ctx.install_io(|| {
-        reads
-            .into_par_iter()
-            .map(|read| {
-                let path = file_path(array, read.frag, &specs[read.file].name);
-                let bytes = storage.read_immutable(&path, read.start, read.end - read.start).map_err(|e| match e {
-                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
-                        Error::corrupt(&path, e.to_string())
-                    }
-                    e => e.into(),
-                })?;
-                Ok((read, bytes))
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
+    let fetched = read_coalesced(array, specs, &missing)?;
     let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
         fetched
             .into_par_iter()
@@ -97,6 +83,123 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
         found.insert((key, f), b);
     }
     Ok(found)
+}
+
+/// Fetches tiles `(tile, file)` of sparse fragments straight into the caller's buffers, one
+/// per request, each the tile's unfiltered size: a tile the cache holds is copied from it; the
+/// others are read as `fetch_tiles` reads them, then verified and unfiltered into their buffer
+/// in parallel (a chunked tile chunk by chunk), with no tile buffer. Those are not cached: the
+/// result holds the one copy of their bytes, and a large read does not push the cache's tiles
+/// out for tiles it will not read again.
+pub(crate) fn fetch_tiles_into(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    jobs: Vec<((TileKey, usize), &mut [u8])>,
+) -> Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let _t = stats::timer(Timer::ReaderFetchTiles);
+    let requests: Vec<(TileKey, usize)> = jobs.iter().map(|j| j.0).collect();
+    let (found, missing) = from_cache(array, specs, &requests);
+    let mut dsts: FastMap<(TileKey, usize), &mut [u8]> = FastMap::default();
+    for (req, dst) in jobs {
+        match found.get(&req) {
+            Some(tile) if tile.len() == dst.len() => dst.copy_from_slice(tile),
+            Some(tile) => return Err(size_err(array, specs, req, tile.len() as u64, dst.len())),
+            None => {
+                dsts.insert(req, dst);
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let fetched = read_coalesced(array, specs, &missing)?;
+    let mut work: Vec<(Request, Bytes, &mut [u8])> = Vec::with_capacity(missing.len());
+    for (read, bytes) in fetched {
+        for r in read.requests {
+            let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
+            let dst = dsts.remove(&(r.key, r.file)).ok_or_else(|| {
+                Error::corrupt_tile(file_path(array, r.key.0, &specs[r.file].name), r.key.1, "requested twice")
+            })?;
+            work.push((r, raw, dst));
+        }
+    }
+    array.ctx.install(|| work.into_par_iter().try_for_each(|(r, raw, dst)| unfilter_into(array, specs, &r, &raw, dst)))
+}
+
+/// A tile whose unfiltered size is not the `want` bytes its buffer holds.
+fn size_err(array: &Snapshot, specs: &[FileSpec], (key, f): (TileKey, usize), got: u64, want: usize) -> Error {
+    let what = format!("unfiltered size {got} where {want} is expected");
+    Error::corrupt_tile(file_path(array, key.0, &specs[f].name), key.1, what)
+}
+
+/// Reads `missing` (coalesced, see [`coalesce`]) on the I/O pool: each read and its bytes.
+fn read_coalesced(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usize)]) -> Result<Vec<(Read, Bytes)>> {
+    let reads = coalesce(array, specs, missing)?;
+    let storage = array.ctx.storage().clone();
+    array.ctx.install_io(|| {
+        reads
+            .into_par_iter()
+            .map(|read| {
+                let path = file_path(array, read.frag, &specs[read.file].name);
+                let bytes = storage.read_immutable(&path, read.start, read.end - read.start).map_err(|e| match e {
+                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                        Error::corrupt(&path, e.to_string())
+                    }
+                    e => e.into(),
+                })?;
+                Ok((read, bytes))
+            })
+            .collect::<Result<Vec<_>>>()
+    })
+}
+
+/// Tile `r` of a sparse fragment from its stored bytes `raw` into `dst`: as [`unfilter`] does
+/// (checksums, sizes, bool values), with no buffer of its own.
+fn unfilter_into(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: &[u8], dst: &mut [u8]) -> Result<()> {
+    let (frag, f) = (r.key.0, r.file);
+    let fragment = &array.fragments[frag];
+    let entry = fragment.files[f].1[r.key.1 as usize];
+    let tile_err = |d: String| Error::corrupt_tile(file_path(array, frag, &specs[f].name), r.key.1, d);
+    let spec = &specs[f];
+    if entry.unfiltered_size != dst.len() as u64 {
+        return Err(size_err(array, specs, (r.key, f), entry.unfiltered_size, dst.len()));
+    }
+    if let Some(chunks) = fragment.chunks.of(f, r.key.1) {
+        if spec.filters.is_empty() {
+            return Err(tile_err("chunks recorded for a file without filters".into()));
+        }
+        if stored_offsets(&chunks.list).and_then(|s| s.last().copied()) != Some(raw.len() as u64) {
+            return Err(tile_err(format!("chunks do not make the {} stored bytes", raw.len())));
+        }
+        let _u = stats::timer(Timer::ReaderUnfilterTiles);
+        let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
+        tile.decode_scattered(&[(0, raw)], vec![(0, dst)]).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
+    } else {
+        let blocks = &fragment.blocks;
+        verify_tile(raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2).map_err(|(stored, sum)| {
+            tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
+        })?;
+        if spec.filters.is_empty() {
+            if raw.len() != dst.len() {
+                return Err(tile_err("stored size differs from unfiltered size".into()));
+            }
+            dst.copy_from_slice(raw);
+        } else {
+            let _u = stats::timer(Timer::ReaderUnfilterTiles);
+            spec.filters.decode_into_bytes(raw, spec.elem_size, dst).map_err(|e| tile_err(e.to_string()))?;
+        }
+    }
+    if spec.kind == FileKind::Data && array.schema().attrs.get(spec.attr).is_some_and(|a| a.datatype == Datatype::Bool)
+    {
+        if let Some(i) = dst.iter().position(|&b| b > 1) {
+            return Err(tile_err(format!("bool value {} at byte {i} (must be 0 or 1)", dst[i])));
+        }
+    }
+    count_fetched(array.schema(), spec, entry.stored_size, entry.unfiltered_size);
+    Ok(())
 }
 
 /// The requested tiles the tile cache holds, and the requests it does not.
