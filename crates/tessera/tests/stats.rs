@@ -722,4 +722,14 @@ fn sparse_aggregates_take_tiles_inside_the_box_from_their_summaries() {
     let mut valid2 = valid2;
     valid2[500] = 1;
     assert_eq!(run(), (expect(&vs2, &valid2), 6, 200));
+    // A fragment of two tiles, [0, 99] and [900, 999]: its non-empty domain meets every tile,
+    // its tiles' MBRs only the first and last: still 6 tiles from summaries.
+    let xs: Vec<i64> = (0..100).chain(900..1000).collect();
+    let new: Vec<f64> = xs.iter().map(|&x| x as f64 + 0.5).collect();
+    write(&xs, &new, &[1; 200]);
+    for (&x, &v) in xs.iter().zip(&new) {
+        vs2[x as usize] = v;
+        valid2[x as usize] = 1;
+    }
+    assert_eq!(run(), (expect(&vs2, &valid2), 6, 200));
 }

@@ -9,11 +9,12 @@
 //!   read as boxes: the frame around the covered tiles, and runs of tiles along the last
 //!   dimension.
 //! - sparse arrays: a data tile whose MBR lies inside the query box, of a fragment that does
-//!   not come from the update index, when no other fragment overlaps the MBR (with duplicates
-//!   allowed, no later delete fragment). Those tiles are skipped by the read of the box.
+//!   not come from the update index, when no data tile of another fragment overlaps the MBR
+//!   and no delete fragment's non-empty domain does (with duplicates allowed, only later delete
+//!   fragments count). Those tiles are skipped by the read of the box.
 //!
-//! Overlaps are tested on whole fragments' non-empty domains, so many overlapping fragments
-//! simply mean fewer summaries (consolidation restores them). Work is bounded: a query with
+//! Dense overlaps are tested on whole fragments' non-empty domains, so many overlapping
+//! fragments simply mean fewer summaries (consolidation restores them). Work is bounded: a query with
 //! more tiles x fragments than `MAX_CHECKS`, or whose remainder would take more than
 //! `MAX_BOXES` reads, uses no summary.
 
@@ -21,7 +22,7 @@ use super::partial::Partial;
 use super::{AggregateOp, Resolved};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastSet;
-use crate::fragment::{Extremes, TileSummary, METADATA_FILE};
+use crate::fragment::{Extremes, FragmentMetadata, TileSummary, METADATA_FILE};
 use crate::geometry::{ordinal_ranges, DimRange, Rect, Subarray};
 use crate::snapshot::{Snapshot, TileKey};
 use crate::stats::{self, Counter};
@@ -261,19 +262,26 @@ fn sparse_plan(array: &Snapshot, ranges: &[Vec<DimRange>], reqs: &[Resolved]) ->
             continue;
         }
         // The fragments that could change this one's cells.
-        let others: Vec<&Rect> = frags
+        let others: Vec<&FragmentMetadata> = frags
             .iter()
             .enumerate()
             .filter(|&(gi, g)| gi != fi && (!dups || (gi > fi && g.is_delete())) && overlaps(&g.domain, &f.domain))
-            .map(|(_, g)| &g.domain)
+            .map(|(_, g)| g)
             .collect();
+        // Whether `g` may hold cells inside `mbr`: its non-empty domain meets it and, for a
+        // fragment of cells, one of its data tiles' MBRs does (deletions also cover rectangles).
+        let meets = |g: &FragmentMetadata, mbr: &Rect| {
+            overlaps(&g.domain, mbr)
+                && (g.is_delete()
+                    || g.sparse.as_ref().is_none_or(|gs| !gs.rtree.search(&gs.mbrs, |r| overlaps(r, mbr)).is_empty()))
+        };
         for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, &q)) {
             let mbr = &sp.mbrs[t];
             checks += 1 + others.len() as u64;
             if checks > MAX_CHECKS {
                 return Ok(None);
             }
-            if !inside(mbr, &q) || others.iter().any(|o| overlaps(o, mbr)) {
+            if !inside(mbr, &q) || others.iter().any(|g| meets(g, mbr)) {
                 continue;
             }
             let cells = sp.tile_cells[t];
