@@ -356,8 +356,9 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 40, ..Default::default() })]
     /// Chunked tiles the tile cache does not take have the chunks a read needs decoded straight
     /// into the result (a run per tile row when the result is wider than the tile, a run per
-    /// point): random overlapping writes (several fragments), random boxes in both layouts (a
-    /// column-major result is not runs of a tile: copied from the decoded tile) and random
+    /// point, a run per cell of a box with no longer runs, such as a column-major result, if it
+    /// copies at most a 64th of the tile; larger ones copy from the decoded tile): random
+    /// overlapping writes (several fragments), random boxes in both layouts and random
     /// points, pread and mmap, every read equal to a reference array of the newest values.
     #[test]
     fn whole_chunked_tiles_decode_into_the_result(

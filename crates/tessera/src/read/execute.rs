@@ -227,6 +227,11 @@ fn tile_read_bytes(
         .fold(0u64, u64::saturating_add)
 }
 
+/// A chunked tile copied cell by cell (a column of a row-major tile) is decoded into the result
+/// when it copies at most one cell in this many of the tile: each cell becomes a run sorted
+/// twice, where a tile decoded whole into a buffer costs that buffer's page faults.
+const MAX_CELL_RUNS_PER_TILE_CELLS: u64 = 64;
+
 /// A tile copied straight from storage into a result buffer: (sink, tile, data file, byte
 /// offset in the sink's buffer).
 type Direct = (usize, TileKey, usize, usize);
@@ -320,10 +325,10 @@ fn run_batch(
 
 /// Direct reads of fixed-size data tiles: an unfiltered tile the tile cache does not take whose
 /// only copy is one contiguous run of the whole tile goes from storage straight into the
-/// result, and a chunked tile whose copies are runs of bytes has the chunks holding them read
-/// and decoded into them (no tile buffer either way), unless the tile cache holds the tile or
-/// would take it and the copies need more than half its chunks (the whole tile is then read,
-/// and cached). Decided once for all the tiles `keys` of a read.
+/// result, and a chunked tile whose copies are runs of bytes (`byte_runs`) has the chunks
+/// holding them read and decoded into them (no tile buffer either way), unless the tile cache
+/// holds the tile or would take it and the copies need more than half its chunks (the whole
+/// tile is then read, and cached). Decided once for all the tiles `keys` of a read.
 fn direct_reads(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -363,7 +368,7 @@ fn direct_reads(
             if frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
                 continue;
             }
-            let Some(runs) = byte_runs(cs, ops) else { continue };
+            let Some(runs) = byte_runs(cs, ops, cells_per_tile / MAX_CELL_RUNS_PER_TILE_CELLS) else { continue };
             let needed = chunk_ranges(&runs, chunks.log2);
             let count: u64 = needed.iter().map(|(a, b)| b - a).sum();
             if cache.admits(tile_bytes)
@@ -704,14 +709,26 @@ fn storage_err(path: &std::path::Path, e: StorageError) -> Error {
 }
 
 /// The copies `ops` of cells of `cs` bytes as runs of bytes `(offset in the tile, offset in the
-/// result, length)`, if every copy is runs (one per cell for points, with no allocation each).
-fn byte_runs(cs: usize, ops: &[CopyOp]) -> Option<Vec<(usize, usize, usize)>> {
+/// result, length)`: one per cell for points (with no allocation each), the contiguous runs of a
+/// box, and one per cell of a box with no runs longer than a cell (a column of a row-major
+/// tile), as long as such boxes copy at most `max_cell_runs` cells in all (more runs cost more
+/// to sort than decoding the tile into a buffer and copying from it); else `None`.
+fn byte_runs(cs: usize, ops: &[CopyOp], max_cell_runs: u64) -> Option<Vec<(usize, usize, usize)>> {
     let mut runs = Vec::with_capacity(ops.len());
+    let mut cell_runs = 0u64;
     for op in ops {
         if op.shape.iter().all(|&n| n == 1) {
             runs.push((op.src.offset as usize * cs, op.dst.offset as usize * cs, cs));
+        } else if let Some(r) = contiguous_runs(cs, &op.shape, &op.src, &op.dst) {
+            runs.extend(r);
         } else {
-            runs.extend(contiguous_runs(cs, &op.shape, &op.src, &op.dst)?);
+            cell_runs = cell_runs.saturating_add(op.shape.iter().product());
+            if cell_runs > max_cell_runs {
+                return None;
+            }
+            for_each_cell_pair(&op.shape, &op.src, &op.dst, |s, d| {
+                runs.push((s as usize * cs, d as usize * cs, cs));
+            });
         }
     }
     Some(runs)
