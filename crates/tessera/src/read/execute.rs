@@ -113,7 +113,7 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     // (so that every core decodes): tiles are decoded and copied a few at a time, and each batch
     // reuses the memory the last one freed. The memory budget bounds every batch.
     let batch_size = array.ctx.config().read_batch_size();
-    let threads = array.ctx.config().compute_concurrency();
+    let threads = array.ctx.compute_threads();
     let mut batch: Vec<TileKey> = Vec::new();
     let mut batch_bytes = 0u64;
     for key in keys {
@@ -395,7 +395,7 @@ fn direct_reads(
     }
     // What a batch holds for each: nothing (read into the result), or the stored chunks and any
     // decode buffers of chunks larger than the per-thread ones.
-    let threads = array.ctx.config().compute_concurrency();
+    let threads = array.ctx.compute_threads();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
     for (_, key, f, _, needed) in &chunked {
         // Every tile of `chunked` has chunks (`frag.chunks.of` above); it is marked direct either way.
