@@ -107,7 +107,6 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     // no tile buffer (a chunked one only its stored chunks), so many of them share a batch.
     let mut direct = direct_reads(array, &specs, &keys, &by_tile, sinks);
     direct.whole.sort_unstable_by_key(|d| d.1);
-    direct.chunked.sort_unstable_by_key(|d| d.1);
     let budget = array.ctx.config().memory_budget();
     // Batches of `sm.read.batch_size`, or of one tile per compute thread when tiles are larger
     // (so that every core decodes): tiles are decoded and copied a few at a time, and each batch
@@ -244,20 +243,25 @@ type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>, Vec<(u6
 /// The tiles of a read that go straight into the results.
 struct DirectReads {
     whole: Vec<Direct>,
+    /// Sorted by tile.
     chunked: Vec<DirectChunked>,
+    /// Per sink, the runs of its `chunked` jobs in the order of their bytes in the sink's
+    /// buffer, checked disjoint: (job, run).
+    in_order: Vec<Vec<(usize, usize)>>,
     /// Per (tile, data file) read directly, the bytes a batch holds for it.
     held: FastMap<(TileKey, usize), u64>,
 }
 
 impl DirectReads {
-    /// The direct reads of the tiles `batch` (sorted, as `whole` and `chunked` are).
-    fn of_batch(&self, batch: &[TileKey]) -> (&[Direct], &[DirectChunked]) {
-        let (Some(&first), Some(&last)) = (batch.first(), batch.last()) else { return (&[], &[]) };
+    /// The direct reads of the tiles `batch` (sorted, as `whole` and `chunked` are), and where
+    /// the batch's chunked jobs start in `chunked`.
+    fn of_batch(&self, batch: &[TileKey]) -> (&[Direct], &[DirectChunked], usize) {
+        let (Some(&first), Some(&last)) = (batch.first(), batch.last()) else { return (&[], &[], 0) };
         let whole =
             &self.whole[self.whole.partition_point(|d| d.1 < first)..self.whole.partition_point(|d| d.1 <= last)];
-        let chunked =
-            &self.chunked[self.chunked.partition_point(|d| d.1 < first)..self.chunked.partition_point(|d| d.1 <= last)];
-        (whole, chunked)
+        let start = self.chunked.partition_point(|d| d.1 < first);
+        let chunked = &self.chunked[start..self.chunked.partition_point(|d| d.1 <= last)];
+        (whole, chunked, start)
     }
 }
 
@@ -297,10 +301,10 @@ fn run_batch(
     direct: &DirectReads,
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
-    let (whole_direct, chunked) = direct.of_batch(batch);
+    let (whole_direct, chunked, first_job) = direct.of_batch(batch);
     let is_direct = |key: TileKey, f: usize| direct.held.contains_key(&(key, f));
     read_direct(array, specs, whole_direct, sinks)?;
-    read_direct_chunked(array, specs, chunked, sinks)?;
+    read_direct_chunked(array, specs, chunked, (first_job, &direct.in_order), sinks)?;
     // Unfiltered tiles with block checksums, and chunked tiles, of which the copies need a few
     // blocks or chunks: only those are read, verified (and unfiltered).
     let (mut partial, mut whole) = (Vec::new(), Vec::new());
@@ -338,9 +342,10 @@ fn direct_reads(
 ) -> DirectReads {
     let cells_per_tile = array.grid.cells_per_tile();
     let (mut direct, mut chunked) = (Vec::new(), Vec::new());
+    let mut in_order = vec![Vec::new(); sinks.len()];
     if array.grid.cell_curve.is_some() {
         // Stored in curve order: tiles go through `fetch_tiles`, which moves them back.
-        return DirectReads { whole: direct, chunked, held: FastMap::default() };
+        return DirectReads { whole: direct, chunked, in_order, held: FastMap::default() };
     }
     let cache = array.ctx.tile_cache();
     for (si, s) in sinks.iter().enumerate() {
@@ -380,18 +385,22 @@ fn direct_reads(
         }
         // The plan copies every result cell once, so the runs into one buffer are disjoint
         // (`read_direct_chunked` splits the buffer into them); checked, not assumed.
-        let mut spans: Vec<(usize, usize)> =
-            chunked[first_chunked..].iter().flat_map(|j| j.3.iter().map(|r| (r.1, r.2))).collect();
-        spans.sort_unstable();
-        let mut end = 0usize;
-        let disjoint = spans.iter().all(|&(dst, len)| {
-            let ok = dst >= end;
-            end = dst.saturating_add(len);
-            ok
-        });
-        if !disjoint || end > buf.len() {
-            chunked.truncate(first_chunked);
+        match runs_in_order(&chunked[first_chunked..], cs, buf.len()) {
+            Some(order) => in_order[si] = order.into_iter().map(|(j, r)| (first_chunked + j, r)).collect(),
+            None => chunked.truncate(first_chunked),
         }
+    }
+    // Tile by tile (batches are runs of tiles), the sinks' job numbers following their jobs.
+    let mut by_tile: Vec<usize> = (0..chunked.len()).collect();
+    by_tile.sort_unstable_by_key(|&j| (chunked[j].1, chunked[j].0));
+    let mut moved_to = vec![0usize; chunked.len()];
+    for (to, &from) in by_tile.iter().enumerate() {
+        moved_to[from] = to;
+    }
+    let mut slots: Vec<Option<DirectChunked>> = chunked.into_iter().map(Some).collect();
+    let chunked: Vec<DirectChunked> = by_tile.iter().filter_map(|&j| slots[j].take()).collect();
+    for (job, _) in in_order.iter_mut().flatten() {
+        *job = moved_to[*job];
     }
     // What a batch holds for each: nothing (read into the result), or the stored chunks and any
     // decode buffers of chunks larger than the per-thread ones.
@@ -408,7 +417,51 @@ fn direct_reads(
         });
         held.insert((*key, *f), bytes);
     }
-    DirectReads { whole: direct, chunked, held }
+    DirectReads { whole: direct, chunked, in_order, held }
+}
+
+/// The runs of the chunked jobs `jobs` (of one sink with cells of `cs` bytes, whose buffer holds
+/// `len` bytes) in the order of their bytes in the buffer, as (job, run), empty runs left out;
+/// `None` if two of them overlap or one ends past the buffer. Runs are whole cells, so when they
+/// are about as many as the buffer's cells (points, a column) they are ordered by the cell they
+/// start at, in one pass; else sorted.
+fn runs_in_order(jobs: &[DirectChunked], cs: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+    let runs = jobs.iter().enumerate().flat_map(|(j, job)| job.3.iter().enumerate().map(move |(r, run)| (j, r, run)));
+    let count = jobs.iter().map(|j| j.3.len()).sum::<usize>();
+    let cells = len / cs.max(1);
+    let mut order: Vec<(usize, usize)> = Vec::with_capacity(count);
+    if cells <= count.saturating_mul(8) {
+        // Per cell, the run that starts there (`usize::MAX`: none); two runs starting at the
+        // same cell overlap.
+        let mut starts = vec![usize::MAX; cells];
+        let mut at: Vec<(usize, usize)> = Vec::with_capacity(count);
+        for (j, r, &(_, dst, n)) in runs {
+            if n == 0 {
+                continue;
+            }
+            let slot = starts.get_mut(dst / cs.max(1)).filter(|_| dst % cs.max(1) == 0)?;
+            if *slot != usize::MAX {
+                return None;
+            }
+            *slot = at.len();
+            at.push((j, r));
+        }
+        order.extend(starts.into_iter().filter(|&i| i != usize::MAX).map(|i| at[i]));
+    } else {
+        let mut keyed: Vec<(usize, usize, usize)> =
+            runs.filter(|(_, _, run)| run.2 > 0).map(|(j, r, run)| (run.1, j, r)).collect();
+        keyed.sort_unstable();
+        order.extend(keyed.into_iter().map(|(_, j, r)| (j, r)));
+    }
+    let mut end = 0usize;
+    for &(j, r) in &order {
+        let (_, dst, n) = jobs[j].3[r];
+        if dst < end {
+            return None;
+        }
+        end = dst.checked_add(n)?;
+    }
+    (end <= len).then_some(order)
 }
 
 /// Copies tile `key`'s cells of one attribute (copies `ops`) into sink `s` (its data unless
@@ -757,11 +810,14 @@ fn merge_ranges(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 /// Reads the chunked tiles `jobs` and decodes them into their runs of their sinks' buffers: the
 /// stored chunks the runs need are read in parallel, then every one of them is verified and
 /// decoded in parallel, straight into a run that holds it whole, else through a per-thread
-/// buffer.
+/// buffer. `(first, in_order)`: the number of `jobs[0]` among all the read's chunked jobs, and
+/// per sink the runs of all of them in the order of their bytes in its buffer
+/// ([`DirectReads::in_order`]).
 fn read_direct_chunked(
     array: &Snapshot,
     specs: &[FileSpec],
     jobs: &[DirectChunked],
+    (first, in_order): (usize, &[Vec<(usize, usize)>]),
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
     if jobs.is_empty() {
@@ -797,18 +853,14 @@ fn read_direct_chunked(
     // Each job's pieces of its sink's buffer: the plan copies every result cell once, so the
     // runs of a sink are disjoint and the buffer splits into them.
     let mut pieces: Vec<Vec<(u64, &mut [u8])>> = jobs.iter().map(|_| Vec::new()).collect();
-    for (si, s) in sinks.iter_mut().enumerate() {
+    for (s, order) in sinks.iter_mut().zip(in_order) {
         let DataSink::Fixed(buf) = &mut s.data else { continue };
-        let mut mine: Vec<(usize, usize, usize, usize)> = jobs
-            .iter()
-            .enumerate()
-            .filter(|(_, j)| j.0 == si)
-            .flat_map(|(i, j)| j.3.iter().map(move |&(src, dst, len)| (dst, len, i, src)))
-            .collect();
-        mine.sort_unstable();
         let (mut rest, mut consumed): (&mut [u8], usize) = (buf, 0);
-        for (dst, len, i, src) in mine {
-            // Disjoint and inside the buffer (`direct_reads`).
+        for &(job, run) in order {
+            // Only this batch's jobs.
+            let Some(i) = job.checked_sub(first).filter(|&i| i < jobs.len()) else { continue };
+            let (src, dst, len) = jobs[i].3[run];
+            // In order, disjoint and inside the buffer (`runs_in_order`).
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(dst - consumed);
             let (slot, tail) = tail.split_at_mut(len);
             pieces[i].push((src as u64, slot));
@@ -903,6 +955,27 @@ mod tests {
 
     fn dsts(t: &TileOps, key: TileKey) -> Vec<u64> {
         t.of(key).iter().map(|o| o.dst.offset).collect()
+    }
+
+    /// Runs of two jobs into one buffer of 4-byte cells come out in buffer order, whether
+    /// ordered cell by cell (about as many runs as cells) or sorted (few long runs); an
+    /// overlap or a run past the buffer is refused.
+    #[test]
+    fn runs_come_in_buffer_order_and_must_be_disjoint() {
+        let job = |runs: Vec<(usize, usize, usize)>| -> DirectChunked { (0, (0, 0), 0, runs, Vec::new()) };
+        // Points: one cell each, interleaved between the jobs, and an empty run left out.
+        let jobs = [job(vec![(0, 12, 4), (8, 0, 4), (4, 20, 0)]), job(vec![(0, 8, 4), (4, 4, 4)])];
+        assert_eq!(runs_in_order(&jobs, 4, 16), Some(vec![(0, 1), (1, 1), (1, 0), (0, 0)]));
+        assert_eq!(runs_in_order(&jobs, 4, 12), None, "a run past the buffer");
+        let overlap = [job(vec![(0, 12, 4)]), job(vec![(0, 12, 4)])];
+        assert_eq!(runs_in_order(&overlap, 4, 16), None, "two runs into one cell");
+        // Rows of a box: few runs in a large buffer, sorted.
+        let rows = [job(vec![(0, 4000, 400), (0, 0, 400)]), job(vec![(0, 400, 3600)])];
+        assert_eq!(runs_in_order(&rows, 4, 40_000), Some(vec![(0, 1), (1, 0), (0, 0)]));
+        let rows = [job(vec![(0, 4000, 400), (0, 0, 400)]), job(vec![(0, 396, 3600)])];
+        assert_eq!(runs_in_order(&rows, 4, 40_000), None, "overlapping rows");
+        let long = [job(vec![(0, 0, 8), (0, 4, 4)])];
+        assert_eq!(runs_in_order(&long, 4, 16), None, "a run starting inside another");
     }
 
     #[test]
