@@ -231,6 +231,9 @@ fn tile_read_bytes(
 /// twice, where a tile decoded whole into a buffer costs that buffer's page faults.
 const MAX_CELL_RUNS_PER_TILE_CELLS: u64 = 64;
 
+/// Fewest copies for which a read makes the byte runs of its chunked tiles in parallel.
+const PARALLEL_RUNS_FROM: usize = 4096;
+
 /// A tile copied straight from storage into a result buffer: (sink, tile, data file, byte
 /// offset in the sink's buffer).
 type Direct = (usize, TileKey, usize, usize);
@@ -353,10 +356,9 @@ fn direct_reads(
         let cs = array.schema().attrs[s.attr].cell_size();
         let tile_bytes = cells_per_tile * cs as u64;
         let first_chunked = chunked.len();
-        for &key in keys {
-            let ops = by_tile.of(key);
-            if specs[fd].filters.is_empty() {
-                let [op] = ops else { continue };
+        if specs[fd].filters.is_empty() {
+            for &key in keys {
+                let [op] = by_tile.of(key) else { continue };
                 if cache.admits(tile_bytes) {
                     continue;
                 }
@@ -365,23 +367,28 @@ fn direct_reads(
                         direct.push((si, key, fd, *dst));
                     }
                 }
-                continue;
             }
-            let frag = &array.fragments[key.0];
-            let Some(chunks) = frag.chunks.of(fd, key.1) else { continue };
-            // A tile whose size is not what its cells imply is read whole, which reports it.
-            if frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
-                continue;
+        } else {
+            let job = |&key: &TileKey| -> Option<DirectChunked> {
+                let frag = &array.fragments[key.0];
+                let chunks = frag.chunks.of(fd, key.1)?;
+                // A tile whose size is not what its cells imply is read whole, which reports it.
+                if frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
+                    return None;
+                }
+                let runs = byte_runs(cs, by_tile.of(key), cells_per_tile / MAX_CELL_RUNS_PER_TILE_CELLS)?;
+                let needed = chunk_ranges(&runs, chunks.log2);
+                let count: u64 = needed.iter().map(|(a, b)| b - a).sum();
+                let cached = cache.admits(tile_bytes)
+                    && (count * 2 > chunks.list.len() as u64 || cache.contains(&cache_key(array, key, fd)));
+                (!cached).then_some((si, key, fd, runs, needed))
+            };
+            // Many copies (points): their runs are made tile by tile on every core.
+            if by_tile.ops.len() >= PARALLEL_RUNS_FROM && keys.len() > 1 {
+                chunked.extend(array.ctx.install(|| keys.par_iter().filter_map(job).collect::<Vec<_>>()));
+            } else {
+                chunked.extend(keys.iter().filter_map(job));
             }
-            let Some(runs) = byte_runs(cs, ops, cells_per_tile / MAX_CELL_RUNS_PER_TILE_CELLS) else { continue };
-            let needed = chunk_ranges(&runs, chunks.log2);
-            let count: u64 = needed.iter().map(|(a, b)| b - a).sum();
-            if cache.admits(tile_bytes)
-                && (count * 2 > chunks.list.len() as u64 || cache.contains(&cache_key(array, key, fd)))
-            {
-                continue;
-            }
-            chunked.push((si, key, fd, runs, needed));
         }
         // The plan copies every result cell once, so the runs into one buffer are disjoint
         // (`read_direct_chunked` splits the buffer into them); checked, not assumed.
