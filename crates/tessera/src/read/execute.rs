@@ -227,8 +227,9 @@ fn tile_read_bytes(
 }
 
 /// A chunked tile copied cell by cell (a column of a row-major tile) is decoded into the result
-/// when it copies at most one cell in this many of the tile: each cell becomes a run sorted
-/// twice, where a tile decoded whole into a buffer costs that buffer's page faults.
+/// when it copies at most one cell in this many of the tile: each cell becomes a run (ordered,
+/// then cut at chunk boundaries), where a tile decoded whole into a buffer costs that buffer's
+/// page faults and a strided copy.
 const MAX_CELL_RUNS_PER_TILE_CELLS: u64 = 64;
 
 /// Fewest copies for which a read makes the byte runs of its chunked tiles in parallel.
@@ -398,14 +399,14 @@ fn direct_reads(
         }
     }
     // Tile by tile (batches are runs of tiles), the sinks' job numbers following their jobs.
-    let mut by_tile: Vec<usize> = (0..chunked.len()).collect();
-    by_tile.sort_unstable_by_key(|&j| (chunked[j].1, chunked[j].0));
+    let mut tile_order: Vec<usize> = (0..chunked.len()).collect();
+    tile_order.sort_unstable_by_key(|&j| (chunked[j].1, chunked[j].0));
     let mut moved_to = vec![0usize; chunked.len()];
-    for (to, &from) in by_tile.iter().enumerate() {
+    for (to, &from) in tile_order.iter().enumerate() {
         moved_to[from] = to;
     }
     let mut slots: Vec<Option<DirectChunked>> = chunked.into_iter().map(Some).collect();
-    let chunked: Vec<DirectChunked> = by_tile.iter().filter_map(|&j| slots[j].take()).collect();
+    let chunked: Vec<DirectChunked> = tile_order.iter().filter_map(|&j| slots[j].take()).collect();
     for (job, _) in in_order.iter_mut().flatten() {
         *job = moved_to[*job];
     }
