@@ -150,6 +150,12 @@ impl Context {
         self.inner.io_pool.install(f)
     }
 
+    /// Threads of the compute pool (`sm.compute_concurrency`, 0 resolved to the cores once, when
+    /// the context was made: asking the system again reads cgroup files on every call).
+    pub(crate) fn compute_threads(&self) -> usize {
+        self.inner.pool.current_num_threads()
+    }
+
     /// Runs `f` on the compute pool (parallel iterators inside it use the pool's threads).
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.inner.pool.install(f)

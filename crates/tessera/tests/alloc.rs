@@ -368,6 +368,44 @@ fn a_point_read_of_every_chunk_of_a_tile_holds_only_its_stored_chunks() {
     assert!(peak < 8 * MIB, "two 2 MiB chunks in flight at most: {peak} bytes");
 }
 
+/// One column of a 2-D int32 array in two compressed 4 MiB tiles of 1024 x 1024 cells with
+/// 64 KiB chunks, read under a 1 MiB memory budget: every chunk holds cells of the column, and
+/// each is decoded into a per-thread buffer the column's cells are copied from, so the read
+/// neither holds a decoded tile (a tile decoded whole needs 4 MiB, past the budget) nor is
+/// refused.
+#[test]
+fn a_column_of_chunked_tiles_holds_only_its_stored_chunks() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("column");
+    let (rows, cols, tile) = (2048i64, 1024i64, 1024u64);
+    let mut a = Attribute::new("a", Datatype::Int32);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (0, i128::from(rows) - 1), tile))
+        .dim(Dimension::new("c", Datatype::Int64, (0, i128::from(cols) - 1), tile))
+        .attr(a)
+        .build()
+        .unwrap();
+    let writer = ctx_with(&[("sm.tile_chunk_size", "65536")]);
+    Array::create(&writer, &uri, &schema).unwrap();
+    let values: Vec<i32> = (0..rows * cols).map(|i| ((i / cols) * 3 + (i % cols) % 97) as i32).collect();
+    Array::open(&writer, &uri, Mode::Write)
+        .unwrap()
+        .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&values))])
+        .unwrap();
+    let col = 517i64;
+    let want: Vec<i32> = (0..rows).map(|r| values[(r * cols + col) as usize]).collect();
+    drop(values);
+    let ctx = ctx_with(&[("sm.tile_cache_size", "0"), ("sm.memory_budget", "1048576")]);
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(r.fragments()[0].chunks.of(0, 0).map(|c| c.list.len()), Some(64), "64 KiB chunks");
+    let column = Subarray::from_ranges(&[(0, i128::from(rows) - 1), (i128::from(col), i128::from(col))]);
+    let (got, peak) = peak_of(|| r.read(&column, &["a"], Layout::RowMajor));
+    assert_eq!(got.unwrap().attrs[0].data, bytemuck::cast_slice::<i32, u8>(&want));
+    assert!(peak < 2 * MIB, "a column of two 4 MiB tiles allocated {peak} bytes");
+}
+
 /// `payload` sealed as a schema file (docs/format.md §2).
 fn seal_schema(mut payload: Vec<u8>) -> Vec<u8> {
     payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());

@@ -356,8 +356,9 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 40, ..Default::default() })]
     /// Chunked tiles the tile cache does not take have the chunks a read needs decoded straight
     /// into the result (a run per tile row when the result is wider than the tile, a run per
-    /// point): random overlapping writes (several fragments), random boxes in both layouts (a
-    /// column-major result is not runs of a tile: copied from the decoded tile) and random
+    /// point, a run per cell of a box with no longer runs, such as a column-major result, if it
+    /// copies at most a 64th of the tile; larger ones copy from the decoded tile): random
+    /// overlapping writes (several fragments), random boxes in both layouts and random
     /// points, pread and mmap, every read equal to a reference array of the newest values.
     #[test]
     fn whole_chunked_tiles_decode_into_the_result(
@@ -421,6 +422,48 @@ proptest::proptest! {
         let want: Vec<i64> = points.iter().map(|&(pr, pc)| model[((pr - 1) as i128 * cols + (pc - 1) as i128) as usize]).collect();
         proptest::prop_assert_eq!(bytemuck::cast_slice::<u8, i64>(&res.attrs[0].data), &want[..]);
     }
+}
+
+/// Enough points that the runs of their chunked tiles are made on every core (4,096 copies or
+/// more), and a column of every tile row (a run per cell), from tiles of three chunks: the
+/// values of a reference array, in the points' order.
+#[test]
+fn many_points_and_a_column_of_chunked_tiles_decode_into_the_result() {
+    let (rows, cols) = (120i128, 90i128);
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let mut config = Config::new();
+    config.set("sm.tile_chunk_size", "4096").unwrap();
+    config.set("sm.tile_cache_size", "0").unwrap();
+    let ctx = Context::new(config).unwrap();
+    let mut a = Attribute::new("a", Datatype::Int64);
+    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("r", 1, rows, 40))
+        .dim(dim("c", 1, cols, 30))
+        .attr(a)
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let vals: Vec<i64> = (0..(rows * cols) as i64).map(|i| i * 7919 % 100_003).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))]).unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(r.fragments()[0].chunks.of(0, 0).map(|c| c.list.len()), Some(3));
+    // 6,000 distinct cells in scrambled order (7 is prime to the 10,800 cells).
+    let cells: Vec<i64> = (0..6000i64).map(|k| k * 7 % (rows * cols) as i64).collect();
+    let rs: Vec<i64> = cells.iter().map(|c| c / cols as i64 + 1).collect();
+    let cs: Vec<i64> = cells.iter().map(|c| c % cols as i64 + 1).collect();
+    let coords = [
+        CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+        CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+    ];
+    let res = r.read_points(&coords, &["a"]).unwrap();
+    let want: Vec<i64> = cells.iter().map(|&c| vals[c as usize]).collect();
+    assert_eq!(bytemuck::cast_slice::<u8, i64>(&res.attrs[0].data), &want[..]);
+    let res = r.read(&Subarray::from_ranges(&[(1, rows), (47, 47)]), &["a"], Layout::RowMajor).unwrap();
+    let want: Vec<i64> = (0..rows as usize).map(|i| vals[i * cols as usize + 46]).collect();
+    assert_eq!(bytemuck::cast_slice::<u8, i64>(&res.attrs[0].data), &want[..]);
 }
 
 /// A flipped byte in a chunk of a tile decoded straight into the result is reported as that

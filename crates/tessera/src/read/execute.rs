@@ -107,13 +107,12 @@ pub(crate) fn execute(array: &Snapshot, copies: Vec<CopyOp>, fills: &[FillOp], s
     // no tile buffer (a chunked one only its stored chunks), so many of them share a batch.
     let mut direct = direct_reads(array, &specs, &keys, &by_tile, sinks);
     direct.whole.sort_unstable_by_key(|d| d.1);
-    direct.chunked.sort_unstable_by_key(|d| d.1);
     let budget = array.ctx.config().memory_budget();
     // Batches of `sm.read.batch_size`, or of one tile per compute thread when tiles are larger
     // (so that every core decodes): tiles are decoded and copied a few at a time, and each batch
     // reuses the memory the last one freed. The memory budget bounds every batch.
     let batch_size = array.ctx.config().read_batch_size();
-    let threads = array.ctx.config().compute_concurrency();
+    let threads = array.ctx.compute_threads();
     let mut batch: Vec<TileKey> = Vec::new();
     let mut batch_bytes = 0u64;
     for key in keys {
@@ -227,6 +226,15 @@ fn tile_read_bytes(
         .fold(0u64, u64::saturating_add)
 }
 
+/// A chunked tile copied cell by cell (a column of a row-major tile) is decoded into the result
+/// when it copies at most one cell in this many of the tile: each cell becomes a run (ordered,
+/// then cut at chunk boundaries), where a tile decoded whole into a buffer costs that buffer's
+/// page faults and a strided copy.
+const MAX_CELL_RUNS_PER_TILE_CELLS: u64 = 64;
+
+/// Fewest copies for which a read makes the byte runs of its chunked tiles in parallel.
+const PARALLEL_RUNS_FROM: usize = 4096;
+
 /// A tile copied straight from storage into a result buffer: (sink, tile, data file, byte
 /// offset in the sink's buffer).
 type Direct = (usize, TileKey, usize, usize);
@@ -239,20 +247,25 @@ type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>, Vec<(u6
 /// The tiles of a read that go straight into the results.
 struct DirectReads {
     whole: Vec<Direct>,
+    /// Sorted by tile.
     chunked: Vec<DirectChunked>,
+    /// Per sink, the runs of its `chunked` jobs in the order of their bytes in the sink's
+    /// buffer, checked disjoint: (job, run).
+    in_order: Vec<Vec<(usize, usize)>>,
     /// Per (tile, data file) read directly, the bytes a batch holds for it.
     held: FastMap<(TileKey, usize), u64>,
 }
 
 impl DirectReads {
-    /// The direct reads of the tiles `batch` (sorted, as `whole` and `chunked` are).
-    fn of_batch(&self, batch: &[TileKey]) -> (&[Direct], &[DirectChunked]) {
-        let (Some(&first), Some(&last)) = (batch.first(), batch.last()) else { return (&[], &[]) };
+    /// The direct reads of the tiles `batch` (sorted, as `whole` and `chunked` are), and where
+    /// the batch's chunked jobs start in `chunked`.
+    fn of_batch(&self, batch: &[TileKey]) -> (&[Direct], &[DirectChunked], usize) {
+        let (Some(&first), Some(&last)) = (batch.first(), batch.last()) else { return (&[], &[], 0) };
         let whole =
             &self.whole[self.whole.partition_point(|d| d.1 < first)..self.whole.partition_point(|d| d.1 <= last)];
-        let chunked =
-            &self.chunked[self.chunked.partition_point(|d| d.1 < first)..self.chunked.partition_point(|d| d.1 <= last)];
-        (whole, chunked)
+        let start = self.chunked.partition_point(|d| d.1 < first);
+        let chunked = &self.chunked[start..self.chunked.partition_point(|d| d.1 <= last)];
+        (whole, chunked, start)
     }
 }
 
@@ -292,10 +305,10 @@ fn run_batch(
     direct: &DirectReads,
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
-    let (whole_direct, chunked) = direct.of_batch(batch);
+    let (whole_direct, chunked, first_job) = direct.of_batch(batch);
     let is_direct = |key: TileKey, f: usize| direct.held.contains_key(&(key, f));
     read_direct(array, specs, whole_direct, sinks)?;
-    read_direct_chunked(array, specs, chunked, sinks)?;
+    read_direct_chunked(array, specs, chunked, (first_job, &direct.in_order), sinks)?;
     // Unfiltered tiles with block checksums, and chunked tiles, of which the copies need a few
     // blocks or chunks: only those are read, verified (and unfiltered).
     let (mut partial, mut whole) = (Vec::new(), Vec::new());
@@ -320,10 +333,10 @@ fn run_batch(
 
 /// Direct reads of fixed-size data tiles: an unfiltered tile the tile cache does not take whose
 /// only copy is one contiguous run of the whole tile goes from storage straight into the
-/// result, and a chunked tile whose copies are runs of bytes has the chunks holding them read
-/// and decoded into them (no tile buffer either way), unless the tile cache holds the tile or
-/// would take it and the copies need more than half its chunks (the whole tile is then read,
-/// and cached). Decided once for all the tiles `keys` of a read.
+/// result, and a chunked tile whose copies are runs of bytes (`byte_runs`) has the chunks
+/// holding them read and decoded into them (no tile buffer either way), unless the tile cache
+/// holds the tile or would take it and the copies need more than half its chunks (the whole
+/// tile is then read, and cached). Decided once for all the tiles `keys` of a read.
 fn direct_reads(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -333,9 +346,10 @@ fn direct_reads(
 ) -> DirectReads {
     let cells_per_tile = array.grid.cells_per_tile();
     let (mut direct, mut chunked) = (Vec::new(), Vec::new());
+    let mut in_order = vec![Vec::new(); sinks.len()];
     if array.grid.cell_curve.is_some() {
         // Stored in curve order: tiles go through `fetch_tiles`, which moves them back.
-        return DirectReads { whole: direct, chunked, held: FastMap::default() };
+        return DirectReads { whole: direct, chunked, in_order, held: FastMap::default() };
     }
     let cache = array.ctx.tile_cache();
     for (si, s) in sinks.iter().enumerate() {
@@ -343,10 +357,9 @@ fn direct_reads(
         let cs = array.schema().attrs[s.attr].cell_size();
         let tile_bytes = cells_per_tile * cs as u64;
         let first_chunked = chunked.len();
-        for &key in keys {
-            let ops = by_tile.of(key);
-            if specs[fd].filters.is_empty() {
-                let [op] = ops else { continue };
+        if specs[fd].filters.is_empty() {
+            for &key in keys {
+                let [op] = by_tile.of(key) else { continue };
                 if cache.admits(tile_bytes) {
                     continue;
                 }
@@ -355,42 +368,51 @@ fn direct_reads(
                         direct.push((si, key, fd, *dst));
                     }
                 }
-                continue;
             }
-            let frag = &array.fragments[key.0];
-            let Some(chunks) = frag.chunks.of(fd, key.1) else { continue };
-            // A tile whose size is not what its cells imply is read whole, which reports it.
-            if frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
-                continue;
+        } else {
+            let job = |&key: &TileKey| -> Option<DirectChunked> {
+                let frag = &array.fragments[key.0];
+                let chunks = frag.chunks.of(fd, key.1)?;
+                // A tile whose size is not what its cells imply is read whole, which reports it.
+                if frag.files[fd].1[key.1 as usize].unfiltered_size != tile_bytes {
+                    return None;
+                }
+                let runs = byte_runs(cs, by_tile.of(key), cells_per_tile / MAX_CELL_RUNS_PER_TILE_CELLS)?;
+                let needed = chunk_ranges(&runs, chunks.log2);
+                let count: u64 = needed.iter().map(|(a, b)| b - a).sum();
+                let cached = cache.admits(tile_bytes)
+                    && (count * 2 > chunks.list.len() as u64 || cache.contains(&cache_key(array, key, fd)));
+                (!cached).then_some((si, key, fd, runs, needed))
+            };
+            // Many copies (points): their runs are made tile by tile on every core.
+            if by_tile.ops.len() >= PARALLEL_RUNS_FROM && keys.len() > 1 {
+                chunked.extend(array.ctx.install(|| keys.par_iter().filter_map(job).collect::<Vec<_>>()));
+            } else {
+                chunked.extend(keys.iter().filter_map(job));
             }
-            let Some(runs) = byte_runs(cs, ops) else { continue };
-            let needed = chunk_ranges(&runs, chunks.log2);
-            let count: u64 = needed.iter().map(|(a, b)| b - a).sum();
-            if cache.admits(tile_bytes)
-                && (count * 2 > chunks.list.len() as u64 || cache.contains(&cache_key(array, key, fd)))
-            {
-                continue;
-            }
-            chunked.push((si, key, fd, runs, needed));
         }
         // The plan copies every result cell once, so the runs into one buffer are disjoint
         // (`read_direct_chunked` splits the buffer into them); checked, not assumed.
-        let mut spans: Vec<(usize, usize)> =
-            chunked[first_chunked..].iter().flat_map(|j| j.3.iter().map(|r| (r.1, r.2))).collect();
-        spans.sort_unstable();
-        let mut end = 0usize;
-        let disjoint = spans.iter().all(|&(dst, len)| {
-            let ok = dst >= end;
-            end = dst.saturating_add(len);
-            ok
-        });
-        if !disjoint || end > buf.len() {
-            chunked.truncate(first_chunked);
+        match runs_in_order(&chunked[first_chunked..], cs, buf.len()) {
+            Some(order) => in_order[si] = order.into_iter().map(|(j, r)| (first_chunked + j, r)).collect(),
+            None => chunked.truncate(first_chunked),
         }
+    }
+    // Tile by tile (batches are runs of tiles), the sinks' job numbers following their jobs.
+    let mut tile_order: Vec<usize> = (0..chunked.len()).collect();
+    tile_order.sort_unstable_by_key(|&j| (chunked[j].1, chunked[j].0));
+    let mut moved_to = vec![0usize; chunked.len()];
+    for (to, &from) in tile_order.iter().enumerate() {
+        moved_to[from] = to;
+    }
+    let mut slots: Vec<Option<DirectChunked>> = chunked.into_iter().map(Some).collect();
+    let chunked: Vec<DirectChunked> = tile_order.iter().filter_map(|&j| slots[j].take()).collect();
+    for (job, _) in in_order.iter_mut().flatten() {
+        *job = moved_to[*job];
     }
     // What a batch holds for each: nothing (read into the result), or the stored chunks and any
     // decode buffers of chunks larger than the per-thread ones.
-    let threads = array.ctx.config().compute_concurrency();
+    let threads = array.ctx.compute_threads();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
     for (_, key, f, _, needed) in &chunked {
         // Every tile of `chunked` has chunks (`frag.chunks.of` above); it is marked direct either way.
@@ -403,7 +425,51 @@ fn direct_reads(
         });
         held.insert((*key, *f), bytes);
     }
-    DirectReads { whole: direct, chunked, held }
+    DirectReads { whole: direct, chunked, in_order, held }
+}
+
+/// The runs of the chunked jobs `jobs` (of one sink with cells of `cs` bytes, whose buffer holds
+/// `len` bytes) in the order of their bytes in the buffer, as (job, run), empty runs left out;
+/// `None` if two of them overlap or one ends past the buffer. Runs are whole cells, so when they
+/// are about as many as the buffer's cells (points, a column) they are ordered by the cell they
+/// start at, in one pass; else sorted.
+fn runs_in_order(jobs: &[DirectChunked], cs: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+    let runs = jobs.iter().enumerate().flat_map(|(j, job)| job.3.iter().enumerate().map(move |(r, run)| (j, r, run)));
+    let count = jobs.iter().map(|j| j.3.len()).sum::<usize>();
+    let cells = len / cs.max(1);
+    let mut order: Vec<(usize, usize)> = Vec::with_capacity(count);
+    if cells <= count.saturating_mul(8) {
+        // Per cell, the run that starts there (`usize::MAX`: none); two runs starting at the
+        // same cell overlap.
+        let mut starts = vec![usize::MAX; cells];
+        let mut at: Vec<(usize, usize)> = Vec::with_capacity(count);
+        for (j, r, &(_, dst, n)) in runs {
+            if n == 0 {
+                continue;
+            }
+            let slot = starts.get_mut(dst / cs.max(1)).filter(|_| dst % cs.max(1) == 0)?;
+            if *slot != usize::MAX {
+                return None;
+            }
+            *slot = at.len();
+            at.push((j, r));
+        }
+        order.extend(starts.into_iter().filter(|&i| i != usize::MAX).map(|i| at[i]));
+    } else {
+        let mut keyed: Vec<(usize, usize, usize)> =
+            runs.filter(|(_, _, run)| run.2 > 0).map(|(j, r, run)| (run.1, j, r)).collect();
+        keyed.sort_unstable();
+        order.extend(keyed.into_iter().map(|(_, j, r)| (j, r)));
+    }
+    let mut end = 0usize;
+    for &(j, r) in &order {
+        let (_, dst, n) = jobs[j].3[r];
+        if dst < end {
+            return None;
+        }
+        end = dst.checked_add(n)?;
+    }
+    (end <= len).then_some(order)
 }
 
 /// Copies tile `key`'s cells of one attribute (copies `ops`) into sink `s` (its data unless
@@ -704,14 +770,26 @@ fn storage_err(path: &std::path::Path, e: StorageError) -> Error {
 }
 
 /// The copies `ops` of cells of `cs` bytes as runs of bytes `(offset in the tile, offset in the
-/// result, length)`, if every copy is runs (one per cell for points, with no allocation each).
-fn byte_runs(cs: usize, ops: &[CopyOp]) -> Option<Vec<(usize, usize, usize)>> {
+/// result, length)`: one per cell for points (with no allocation each), the contiguous runs of a
+/// box, and one per cell of a box with no runs longer than a cell (a column of a row-major
+/// tile), as long as such boxes copy at most `max_cell_runs` cells in all (more runs cost more
+/// to sort than decoding the tile into a buffer and copying from it); else `None`.
+fn byte_runs(cs: usize, ops: &[CopyOp], max_cell_runs: u64) -> Option<Vec<(usize, usize, usize)>> {
     let mut runs = Vec::with_capacity(ops.len());
+    let mut cell_runs = 0u64;
     for op in ops {
         if op.shape.iter().all(|&n| n == 1) {
             runs.push((op.src.offset as usize * cs, op.dst.offset as usize * cs, cs));
+        } else if let Some(r) = contiguous_runs(cs, &op.shape, &op.src, &op.dst) {
+            runs.extend(r);
         } else {
-            runs.extend(contiguous_runs(cs, &op.shape, &op.src, &op.dst)?);
+            cell_runs = cell_runs.saturating_add(op.shape.iter().product());
+            if cell_runs > max_cell_runs {
+                return None;
+            }
+            for_each_cell_pair(&op.shape, &op.src, &op.dst, |s, d| {
+                runs.push((s as usize * cs, d as usize * cs, cs));
+            });
         }
     }
     Some(runs)
@@ -740,11 +818,14 @@ fn merge_ranges(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 /// Reads the chunked tiles `jobs` and decodes them into their runs of their sinks' buffers: the
 /// stored chunks the runs need are read in parallel, then every one of them is verified and
 /// decoded in parallel, straight into a run that holds it whole, else through a per-thread
-/// buffer.
+/// buffer. `(first, in_order)`: the number of `jobs[0]` among all the read's chunked jobs, and
+/// per sink the runs of all of them in the order of their bytes in its buffer
+/// ([`DirectReads::in_order`]).
 fn read_direct_chunked(
     array: &Snapshot,
     specs: &[FileSpec],
     jobs: &[DirectChunked],
+    (first, in_order): (usize, &[Vec<(usize, usize)>]),
     sinks: &mut [Sink<'_>],
 ) -> Result<()> {
     if jobs.is_empty() {
@@ -780,18 +861,14 @@ fn read_direct_chunked(
     // Each job's pieces of its sink's buffer: the plan copies every result cell once, so the
     // runs of a sink are disjoint and the buffer splits into them.
     let mut pieces: Vec<Vec<(u64, &mut [u8])>> = jobs.iter().map(|_| Vec::new()).collect();
-    for (si, s) in sinks.iter_mut().enumerate() {
+    for (s, order) in sinks.iter_mut().zip(in_order) {
         let DataSink::Fixed(buf) = &mut s.data else { continue };
-        let mut mine: Vec<(usize, usize, usize, usize)> = jobs
-            .iter()
-            .enumerate()
-            .filter(|(_, j)| j.0 == si)
-            .flat_map(|(i, j)| j.3.iter().map(move |&(src, dst, len)| (dst, len, i, src)))
-            .collect();
-        mine.sort_unstable();
         let (mut rest, mut consumed): (&mut [u8], usize) = (buf, 0);
-        for (dst, len, i, src) in mine {
-            // Disjoint and inside the buffer (`direct_reads`).
+        for &(job, run) in order {
+            // Only this batch's jobs.
+            let Some(i) = job.checked_sub(first).filter(|&i| i < jobs.len()) else { continue };
+            let (src, dst, len) = jobs[i].3[run];
+            // In order, disjoint and inside the buffer (`runs_in_order`).
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(dst - consumed);
             let (slot, tail) = tail.split_at_mut(len);
             pieces[i].push((src as u64, slot));
@@ -886,6 +963,27 @@ mod tests {
 
     fn dsts(t: &TileOps, key: TileKey) -> Vec<u64> {
         t.of(key).iter().map(|o| o.dst.offset).collect()
+    }
+
+    /// Runs of two jobs into one buffer of 4-byte cells come out in buffer order, whether
+    /// ordered cell by cell (about as many runs as cells) or sorted (few long runs); an
+    /// overlap or a run past the buffer is refused.
+    #[test]
+    fn runs_come_in_buffer_order_and_must_be_disjoint() {
+        let job = |runs: Vec<(usize, usize, usize)>| -> DirectChunked { (0, (0, 0), 0, runs, Vec::new()) };
+        // Points: one cell each, interleaved between the jobs, and an empty run left out.
+        let jobs = [job(vec![(0, 12, 4), (8, 0, 4), (4, 20, 0)]), job(vec![(0, 8, 4), (4, 4, 4)])];
+        assert_eq!(runs_in_order(&jobs, 4, 16), Some(vec![(0, 1), (1, 1), (1, 0), (0, 0)]));
+        assert_eq!(runs_in_order(&jobs, 4, 12), None, "a run past the buffer");
+        let overlap = [job(vec![(0, 12, 4)]), job(vec![(0, 12, 4)])];
+        assert_eq!(runs_in_order(&overlap, 4, 16), None, "two runs into one cell");
+        // Rows of a box: few runs in a large buffer, sorted.
+        let rows = [job(vec![(0, 4000, 400), (0, 0, 400)]), job(vec![(0, 400, 3600)])];
+        assert_eq!(runs_in_order(&rows, 4, 40_000), Some(vec![(0, 1), (1, 0), (0, 0)]));
+        let rows = [job(vec![(0, 4000, 400), (0, 0, 400)]), job(vec![(0, 396, 3600)])];
+        assert_eq!(runs_in_order(&rows, 4, 40_000), None, "overlapping rows");
+        let long = [job(vec![(0, 0, 8), (0, 4, 4)])];
+        assert_eq!(runs_in_order(&long, 4, 16), None, "a run starting inside another");
     }
 
     #[test]

@@ -324,7 +324,7 @@ impl DenseWriter {
             }
         }
         let tile_bytes: u64 = schema.attrs.iter().map(|a| a.cell_size() as u64 + 1).sum::<u64>() * tile_cells;
-        let threads = self.snap.ctx.config().compute_concurrency();
+        let threads = self.snap.ctx.compute_threads();
         let budget = (self.snap.ctx.config().memory_budget() / 2).max(tile_bytes);
         let batch = ((budget / tile_bytes.max(1)) as usize).clamp(1, 4 * threads.max(1));
         let specs = self.specs.clone();

@@ -302,7 +302,7 @@ impl SparseWriter {
         }
         let left = self.leftover.view(schema);
         let first_index = self.index.tile_cells.len() as u64;
-        let threads = self.snap.ctx.config().compute_concurrency().max(1);
+        let threads = self.snap.ctx.compute_threads().max(1);
         let summarize = self.frag.as_ref().is_some_and(FragmentWriter::summarizes);
         for (b, batch) in tiles.chunks(4 * threads).enumerate() {
             let built: Vec<(UnfilteredTile, TileMeta, Vec<Summary>)> = self.snap.ctx.install(|| {
