@@ -28,6 +28,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 
 pub mod advise;
+pub mod aggregate;
 mod arrow;
 pub mod csv;
 mod dense;
@@ -94,6 +95,9 @@ macro_rules! spec_help {
 /// The long help of `tessera delete --subarray`.
 pub(crate) const DELETE_SPEC_HELP: &str = spec_help!("Required.");
 
+/// The long help of a `--subarray` whose default is the whole domain.
+pub(crate) const WHOLE_DOMAIN_SPEC_HELP: &str = spec_help!("Without --subarray: the whole domain.");
+
 /// What `tessera create --help` shows after the options: the example schema.
 fn schema_help() -> String {
     format!("The schema's fields are described in docs/cli.md; `tessera schema-example` prints:\n\n{SCHEMA_EXAMPLE}")
@@ -133,6 +137,9 @@ pub enum Command {
     /// Read cells: a dense subarray into .npy files (one per attribute), or sparse cells into a
     /// CSV or Parquet file.
     Read(ReadArgs),
+    /// Aggregates computed in the engine (count, count_valid, null_count, sum, min, max, mean) of
+    /// attributes over a subarray, optionally of the cells passing --where.
+    Aggregate(aggregate::AggregateArgs),
     /// Create a sparse array from a CSV or Parquet file (types and domain inferred) and write the
     /// file into it.
     Import(ImportArgs),
@@ -375,6 +382,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         }),
         Command::Write(a) => dense::write(a, &config, out),
         Command::Read(a) => dense::read(a, &config, out),
+        Command::Aggregate(a) => aggregate::aggregate(a, &config, out),
         Command::Import(a) => sparse::import(a, &config, out),
         Command::Fragments(a) => maintenance::fragments(a, &config, out),
         Command::Consolidate(a) => maintenance::consolidate_cmd(a, &config, out),
