@@ -344,42 +344,22 @@ impl TileSummary {
     /// The summary of the cells of `self` and `other` together (exact for integers).
     pub(crate) fn merge(self, other: TileSummary) -> TileSummary {
         let (a, b) = (self.values > 0, other.values > 0);
+        // The extreme of the sides that have values.
+        fn pick<T: Copy>(a: bool, b: bool, x: T, y: T, both: impl Fn(T, T) -> T) -> T {
+            match (a, b) {
+                (true, true) => both(x, y),
+                (true, false) => x,
+                _ => y,
+            }
+        }
         let extremes = match (self.extremes, other.extremes) {
             (Extremes::Int { sum: s, min: l, max: h }, Extremes::Int { sum: t, min: m, max: k }) => Extremes::Int {
                 sum: s.saturating_add(t),
-                min: if a && b {
-                    l.min(m)
-                } else if a {
-                    l
-                } else {
-                    m
-                },
-                max: if a && b {
-                    h.max(k)
-                } else if a {
-                    h
-                } else {
-                    k
-                },
+                min: pick(a, b, l, m, i128::min),
+                max: pick(a, b, h, k, i128::max),
             },
             (Extremes::Float { sum: s, min: l, max: h }, Extremes::Float { sum: t, min: m, max: k }) => {
-                Extremes::Float {
-                    sum: s + t,
-                    min: if a && b {
-                        l.min(m)
-                    } else if a {
-                        l
-                    } else {
-                        m
-                    },
-                    max: if a && b {
-                        h.max(k)
-                    } else if a {
-                        h
-                    } else {
-                        k
-                    },
-                }
+                Extremes::Float { sum: s + t, min: pick(a, b, l, m, f64::min), max: pick(a, b, h, k, f64::max) }
             }
             (e, _) => e,
         };
