@@ -264,7 +264,8 @@ def run_queries(
         llcs = [(int(a), int(b)) for a, b in zip(llc["llc_x"], llc["llc_y"])]
         c = cyc["Q1"]
         # TileDB's aggregate pushdown (as its docs recommend): full tiles from fragment metadata.
-        total = images.query(attrs=["pix"]).agg("sum")[20 * c : 20 * c + 20, 0:m, 0:m]
+        # (``agg("sum")`` would sum every attribute: name the one.)
+        total = images.query().agg({"pix": "sum"})[20 * c : 20 * c + 20, 0:m, 0:m]
         out["Q1"] = {"sum": int(total), "count": 20 * m * m}
         lap("Q1")
 
