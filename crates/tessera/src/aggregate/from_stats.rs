@@ -147,7 +147,6 @@ fn dense_plan(array: &Snapshot, ranges: &[Vec<DimRange>], reqs: &[Resolved]) -> 
         array.fragments.iter().map(|f| f.is_dense().then(|| grid.tile_range(&f.domain))).collect();
     let cells = grid.cells_per_tile();
     let mut totals: Vec<Partial> = reqs.iter().map(Partial::empty).collect();
-    let mut covered: Vec<Vec<u64>> = Vec::new();
     let (mut used, mut missing) = (0u64, Vec::new());
     for tc in grid.tiles_in(&inner) {
         let rect = grid.tile_rect(&tc);
@@ -162,7 +161,6 @@ fn dense_plan(array: &Snapshot, ranges: &[Vec<DimRange>], reqs: &[Resolved]) -> 
         match parts {
             Some(p) => {
                 merge_into(&mut totals, p, reqs, array)?;
-                covered.push(tc);
                 used += 1;
             }
             None => missing.push(tc),
