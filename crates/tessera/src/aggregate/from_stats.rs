@@ -23,7 +23,7 @@ use super::{AggregateOp, Resolved};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastSet;
 use crate::fragment::{Extremes, FragmentMetadata, TileSummary, METADATA_FILE};
-use crate::geometry::{ordinal_ranges, DimRange, Rect, Subarray};
+use crate::geometry::{meet, ordinal_ranges, within, DimRange, Rect, Subarray};
 use crate::snapshot::{Snapshot, TileKey};
 use crate::stats::{self, Counter};
 
@@ -59,14 +59,6 @@ pub(super) fn plan(array: &Snapshot, ranges: &[Vec<DimRange>], reqs: &[Resolved]
     } else {
         dense_plan(array, ranges, reqs)
     }
-}
-
-fn overlaps(a: &[[u64; 2]], b: &[[u64; 2]]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x[0] <= y[1] && y[0] <= x[1])
-}
-
-fn inside(a: &[[u64; 2]], b: &[[u64; 2]]) -> bool {
-    a.iter().zip(b).all(|(x, y)| y[0] <= x[0] && x[1] <= y[1])
 }
 
 /// The partials of `reqs` over tile `tile` (of `cells` cells) of fragment `fi`, or `None`
@@ -150,9 +142,9 @@ fn dense_plan(array: &Snapshot, ranges: &[Vec<DimRange>], reqs: &[Resolved]) -> 
     let (mut used, mut missing) = (0u64, Vec::new());
     for tc in grid.tiles_in(&inner) {
         let rect = grid.tile_rect(&tc);
-        let newest = array.fragments.iter().enumerate().rev().find(|(_, f)| overlaps(&f.domain, &rect));
+        let newest = array.fragments.iter().enumerate().rev().find(|(_, f)| meet(&f.domain, &rect));
         let parts = match newest {
-            Some((fi, f)) if f.is_dense() && inside(&rect, &f.domain) => {
+            Some((fi, f)) if f.is_dense() && within(&rect, &f.domain) => {
                 let tr = tranges[fi].as_ref().expect("dense fragments have a tile range");
                 tile_partials(array, fi, grid.tile_index(tr, &tc), cells, reqs)?
             }
@@ -263,23 +255,16 @@ fn sparse_plan(array: &Snapshot, ranges: &[Vec<DimRange>], reqs: &[Resolved]) ->
         let others: Vec<&FragmentMetadata> = frags
             .iter()
             .enumerate()
-            .filter(|&(gi, g)| gi != fi && (!dups || (gi > fi && g.is_delete())) && overlaps(&g.domain, &f.domain))
+            .filter(|&(gi, g)| gi != fi && (!dups || (gi > fi && g.is_delete())) && meet(&g.domain, &f.domain))
             .map(|(_, g)| g)
             .collect();
-        // Whether `g` may hold cells inside `mbr`: its non-empty domain meets it and, for a
-        // fragment of cells, one of its data tiles' MBRs does (deletions also cover rectangles).
-        let meets = |g: &FragmentMetadata, mbr: &Rect| {
-            overlaps(&g.domain, mbr)
-                && (g.is_delete()
-                    || g.sparse.as_ref().is_none_or(|gs| !gs.rtree.search(&gs.mbrs, |r| overlaps(r, mbr)).is_empty()))
-        };
-        for t in sp.rtree.search(&sp.mbrs, |r| overlaps(r, &q)) {
+        for t in sp.rtree.search(&sp.mbrs, |r| meet(r, &q)) {
             let mbr = &sp.mbrs[t];
             checks += 1 + others.len() as u64;
             if checks > MAX_CHECKS {
                 return Ok(None);
             }
-            if !inside(mbr, &q) || others.iter().any(|g| meets(g, mbr)) {
+            if !within(mbr, &q) || others.iter().any(|g| g.may_hold_in(mbr)) {
                 continue;
             }
             let cells = sp.tile_cells[t];

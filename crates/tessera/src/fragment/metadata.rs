@@ -146,6 +146,18 @@ impl FragmentMetadata {
         self.deletes.is_some()
     }
 
+    /// Whether the fragment may hold cells (or deletions) inside `rect` (ordinals): its
+    /// non-empty domain meets `rect` and, for a fragment of sparse cells, one of its data
+    /// tiles' MBRs does. Dense fragments and deletions count by their domain alone.
+    pub(crate) fn may_hold_in(&self, rect: &[[u64; 2]]) -> bool {
+        crate::geometry::meet(&self.domain, rect)
+            && (self.is_delete()
+                || self
+                    .sparse
+                    .as_ref()
+                    .is_none_or(|sp| !sp.rtree.search(&sp.mbrs, |r| crate::geometry::meet(r, rect)).is_empty()))
+    }
+
     /// Whether a delete fragment deletes the cell with ordinals `p`'s rectangles (points are
     /// in its coordinate tiles).
     pub(crate) fn rect_deletes(&self, p: &[u64]) -> bool {

@@ -23,6 +23,8 @@ pub(crate) use layout::layout_counter;
 pub use layout::Layout;
 pub use order::curve_key;
 pub(crate) use order::TilePermutation;
-pub(crate) use rect::{bounding_box, cells, checked_cells, intersect, split_interval, strides, subtract, Rect};
+pub(crate) use rect::{
+    bounding_box, cells, checked_cells, intersect, meet, split_interval, strides, subtract, within, Rect,
+};
 pub(crate) use subarray::ordinal_ranges;
 pub use subarray::{DimRange, Subarray};

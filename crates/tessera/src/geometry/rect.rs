@@ -17,6 +17,16 @@ pub(crate) fn checked_cells(r: &[[u64; 2]]) -> Option<u64> {
     r.iter().try_fold(1u64, |acc, [lo, hi]| acc.checked_mul((hi - lo).checked_add(1)?))
 }
 
+/// Whether two rectangles share a cell.
+pub(crate) fn meet(a: &[[u64; 2]], b: &[[u64; 2]]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x[0] <= y[1] && y[0] <= x[1])
+}
+
+/// Whether every cell of `a` is in `b`.
+pub(crate) fn within(a: &[[u64; 2]], b: &[[u64; 2]]) -> bool {
+    a.iter().zip(b).all(|(x, y)| y[0] <= x[0] && x[1] <= y[1])
+}
+
 /// The intersection of two rectangles, if not empty.
 pub(crate) fn intersect(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<Rect> {
     a.iter()

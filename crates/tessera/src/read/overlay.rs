@@ -10,7 +10,7 @@ use super::execute::{count_copied, DataSink, Sink, FILL_BLOB};
 use super::plan::ResultSpace;
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec};
-use crate::geometry::{cells_in_box, ordinals_at, Rect, Strided};
+use crate::geometry::{cells_in_box, meet, ordinals_at, Rect, Strided};
 use crate::snapshot::{fetch_tiles, Snapshot, TileKey, Tiles, UpdateIndex};
 use crate::storage::Bytes;
 
@@ -87,11 +87,10 @@ impl RunPlaces {
     /// Whether a tile with MBR `m` may hold cells of the run. With many pieces (point reads,
     /// many ranges) tiles are chosen by the pieces' bounding box.
     fn overlaps(&self, m: &Rect) -> bool {
-        let meets = |r: &Rect| m.iter().zip(r).all(|(a, b)| a[0] <= b[1] && b[0] <= a[1]);
         if self.pieces.len() > 16 {
-            meets(&self.bbox)
+            meet(m, &self.bbox)
         } else {
-            self.pieces.iter().any(|(r, _)| meets(r))
+            self.pieces.iter().any(|(r, _)| meet(m, r))
         }
     }
 

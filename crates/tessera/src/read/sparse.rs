@@ -191,20 +191,10 @@ fn whole_tiles(
         return vec![false; cand.len()];
     }
     let dups = array.schema().allows_duplicates;
-    let meets = |a: &[[u64; 2]], b: &[[u64; 2]]| a.iter().zip(b).all(|(x, y)| x[0] <= y[1] && y[0] <= x[1]);
     cand.iter()
         .map(|&((f, t), full)| {
             let Some(mbr) = fragments[f].sparse.as_ref().and_then(|sp| sp.mbrs.get(t as usize)) else { return false };
-            full && (dups
-                || fragments.iter().enumerate().all(|(g, other)| {
-                    // The fragment's bounding box first: most fragments lie elsewhere.
-                    g == f
-                        || !meets(&other.domain, mbr)
-                        || other
-                            .sparse
-                            .as_ref()
-                            .is_none_or(|sp| sp.rtree.search(&sp.mbrs, |r| meets(r, mbr)).is_empty())
-                }))
+            full && (dups || fragments.iter().enumerate().all(|(g, other)| g == f || !other.may_hold_in(mbr)))
         })
         .collect()
 }
