@@ -47,6 +47,9 @@ Roles:
   the one or two chunks of each tile that hold them) and checks each the same way against the
   same cells of each state (``missed`` and ``backwards`` too, the latter against whole reads as
   well); it reads ``chunked`` whole every other round only, as that costs more than the rest.
+  With every whole read it asks the engine, in the same snapshot, for the count, sum, min and
+  max of the whole domain (from tile summaries where no newer fragment overlaps a tile, which
+  consolidation rewrites too) and checks them against the cells it read (``aggregate``).
 * ``consolidator``: in a loop, consolidates one array (everything, or a random run of
   consecutive fragments by names or by timestamps) and often vacuums it. Refusals that are
   part of the API (a sparse run with deletions not starting at the oldest fragment; a run,
@@ -354,13 +357,29 @@ def write_loop(workdir: str, w: int, deadline: float, seed: int, report: Report)
             time.sleep(rng.uniform(0, 0.005))
 
 
-def read_all(uri: str, kind: str) -> Dict[str, np.ndarray]:
+#: The aggregates each whole read is checked against, computed by the engine in the same snapshot.
+AGGREGATES = ["count", "sum", "min", "max"]
+
+
+def read_all(uri: str, kind: str) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+    """The whole array's cells, and the engine's ``AGGREGATES`` of ``a`` over the whole domain
+    in the same snapshot (from tile summaries where a tile allows, else from its cells)."""
     with ts.open(uri) as A:
         if kind in DENSE_KINDS:
-            return {"a": np.asarray(A[:, :])}
-        res = A.read()
-        assert isinstance(res, dict), "a sparse read gives one array per field"
-        return {k: np.asarray(v) for k, v in res.items()}
+            data = {"a": np.asarray(A[:, :])}
+        else:
+            res = A.read()
+            assert isinstance(res, dict), "a sparse read gives one array per field"
+            data = {k: np.asarray(v) for k, v in res.items()}
+        return data, A.aggregate({"a": AGGREGATES})["a"]
+
+
+def aggregates_of(a: np.ndarray) -> Dict[str, Any]:
+    """``AGGREGATES`` of the values a read gave, as the engine reports them."""
+    v = a.astype(np.int64).ravel()
+    if v.size == 0:
+        return {"count": 0, "sum": 0, "min": None, "max": None}
+    return {"count": int(v.size), "sum": int(v.sum()), "min": int(v.min()), "max": int(v.max())}
 
 
 def check_array(workdir: str, kind: str, writers: int, logs: Logs, last_seen: Dict[Tuple[str, int], int],
@@ -369,11 +388,17 @@ def check_array(workdir: str, kind: str, writers: int, logs: Logs, last_seen: Di
     logs.refresh()
     required = {w: logs.committed_before(kind, w, t_start) for w in range(writers)}
     try:
-        data = read_all(uri_of(workdir, kind), kind)
+        data, aggs = read_all(uri_of(workdir, kind), kind)
     except ts.TesseraError as e:
         report.violation("read_error", f"{kind}: {type(e).__name__}: {e}")
         return
     report.counts[f"{kind}_reads"] += 1
+    want = aggregates_of(data["a"])
+    if aggs != want:
+        report.violation("aggregate", f"{kind}: the engine's aggregates {aggs} differ from those of the cells read "
+                                      f"in the same snapshot {want}")
+    else:
+        report.counts["aggregates_checked"] += 1
     regions, corrupt = regions_of(kind, data, writers)
     if corrupt:
         report.violation("corrupt", f"{kind}: {corrupt}")
@@ -512,7 +537,11 @@ def final_check(workdir: str, writers: int) -> Report:
     logs = Logs(workdir, writers)
     logs.refresh()
     for kind in KINDS:
-        regions, corrupt = regions_of(kind, read_all(uri_of(workdir, kind), kind), writers)
+        data, aggs = read_all(uri_of(workdir, kind), kind)
+        if aggs != aggregates_of(data["a"]):
+            report.violation("aggregate", f"{kind} at rest: the engine's aggregates {aggs} differ from those of "
+                                          f"the cells read {aggregates_of(data['a'])}")
+        regions, corrupt = regions_of(kind, data, writers)
         for w, got in regions.items():
             last = logs.last(kind, w)
             if corrupt or all(classify(kind, w, n, got) is not None for n in (last, last + 1)):

@@ -3,7 +3,8 @@ run at once, each in its own process, on a dense array, on sparse arrays with an
 duplicates and on a dense array of chunked tiles read whole and in parts (see
 ``stress_worker.py`` for the exact checks). No read may show a torn write, go back in time,
 miss a write whose commit returned before the read began, return a cell twice or bring a
-deleted cell back; no operation may fail.
+deleted cell back; no engine aggregate may differ from the cells read in the same snapshot; no
+operation may fail.
 
 ``TESSERA_STRESS_SECONDS`` sets how long the processes run (default 20; ``make stress`` runs
 300). The counts are printed (``pytest -s``)."""
@@ -90,6 +91,7 @@ def test_writers_readers_and_consolidators_in_processes(tmp_path: pathlib.Path) 
     # Everything took part, so a run without violations proves something.
     assert counts["writes"] >= 10 and counts["deletes"] >= 3, counts
     assert counts["regions_checked"] >= 30 and counts["consolidations"] >= 2, counts
+    assert counts["aggregates_checked"] >= 10, counts
     assert counts["chunked_ops"] >= 4 and counts["partial_regions_checked"] >= 10, counts
     assert counts["final_regions_checked"] == WRITERS * len(worker.KINDS), counts
     assert not violations, f"{sum(violations.values())} violations: {dict(violations)}\n" + "\n".join(samples[:10])
