@@ -548,6 +548,72 @@ fn automatic_chunk_sizes_follow_the_data_and_bound_a_one_cell_read() {
     }
 }
 
+/// With `sm.tile_chunk_size` auto, a tile that only 64 KiB chunks could split (here 250 x 250
+/// int64, 500 KB, SS-DB's image tiles) is stored whole when its chunks would cost more than 10%
+/// over the whole tile (a repeated random block, which zstd stores once per chunk), and in 64
+/// KiB chunks when they cost the same (noise); both read back what was written, from one
+/// submit (tiles filtered straight from the caller's rows) or from bands (tiles assembled).
+#[test]
+fn automatic_chunk_size_stores_a_tile_whole_when_chunks_cost_more() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    let (rows, cols) = (500i128, 750i128);
+    let attr = |name: &str| {
+        let mut a = Attribute::new(name, Datatype::Int64);
+        a.filters = FilterPipeline::new(vec![Filter::ByteShuffle, Filter::Zstd { level: 1 }]);
+        a
+    };
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (1, rows), 250))
+        .dim(Dimension::new("c", Datatype::Int64, (1, cols), 250))
+        .attr(attr("repeated"))
+        .attr(attr("noise"))
+        .build()
+        .unwrap();
+    let n = (rows * cols) as usize;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as i64
+    };
+    let block: Vec<i64> = (0..5000).map(|_| next()).collect();
+    let repeated: Vec<i64> = block.iter().copied().cycle().take(n).collect();
+    let noise: Vec<i64> = (0..n).map(|_| next()).collect();
+    for banded in [false, true] {
+        let uri = dir.path().join(format!("a{banded}"));
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        let mut writer = w.writer(&Subarray::full(&schema), Layout::RowMajor).unwrap();
+        let step = if banded { 100 } else { rows as usize };
+        for r0 in (0..rows as usize).step_by(step) {
+            let r1 = (r0 + step).min(rows as usize);
+            let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
+            let part = Subarray::from_ranges(&[(r0 as i128 + 1, r1 as i128), (1, cols)]);
+            let inputs = [
+                AttrInput::fixed("repeated", bytemuck::cast_slice(&repeated[lo..hi])),
+                AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
+            ];
+            writer.submit_part(&part, &inputs).unwrap();
+        }
+        writer.finish().unwrap();
+        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let frag = r.fragments()[0].clone();
+        for t in 0..6 {
+            assert!(frag.chunks.of(0, t).is_none(), "repeated: tile {t} stored whole (banded: {banded})");
+            assert_eq!(frag.chunks.of(1, t).map(|c| c.log2), Some(16), "noise: tile {t} (banded: {banded})");
+        }
+        for (name, want) in [("repeated", &repeated), ("noise", &noise)] {
+            let all = r.read(&Subarray::full(&schema), &[name], Layout::RowMajor).unwrap();
+            assert!(bytemuck::cast_slice::<u8, i64>(&all.attrs[0].data) == &want[..], "{name} (banded: {banded})");
+            let one = r.read(&Subarray::from_ranges(&[(300, 300), (600, 600)]), &[name], Layout::RowMajor).unwrap();
+            assert_eq!(bytemuck::cast_slice::<u8, i64>(&one.attrs[0].data), [want[299 * cols as usize + 599]]);
+        }
+    }
+}
+
 /// The chunk size chosen from a sample (`sm.tile_chunk_size` auto) carries over to the array's
 /// next fragment written through the same context: the second write of a 4 MiB tile compresses
 /// only its chunks, where the first also compressed the sample; a new context samples again.

@@ -53,6 +53,28 @@ struct FilteredTile {
     summary: Option<TileSummary>,
 }
 
+/// Filters tile `index` of file `file` (`buf`, its unfiltered bytes) whole, with its checksums
+/// (per block for large unfiltered tiles, else of the whole tile) and, with `attr`, its summary.
+fn filter_whole(
+    spec: &FileSpec,
+    index: u64,
+    file: usize,
+    buf: Vec<u8>,
+    attr: Option<&Attribute>,
+) -> Result<FilteredTile> {
+    let unfiltered = buf.len() as u64;
+    let summary = attr.map(|a| summarize_cells(a, &buf));
+    let bytes = spec.filters.encode(buf, spec.elem_size)?;
+    let (sums, checksum) = if spec.filters.is_empty() && wants_blocks(bytes.len() as u64, BLOCK_LOG2) {
+        let sums = block_sums(&[&bytes], BLOCK_LOG2);
+        let checksum = checksum_of_sums(&sums);
+        (sums, checksum)
+    } else {
+        (Vec::new(), xxh3_64(&bytes))
+    };
+    Ok(FilteredTile { index, file, unfiltered, bytes, checksum, sums, chunks: TileChunks::default(), summary })
+}
+
 /// With `sm.tile_chunk_size` auto, a file's chunk size is chosen again from a new sample after
 /// this many unfiltered bytes of its tiles (the sample costs about 1% of filtering them).
 const RESAMPLE_BYTES: u64 = 256 << 20;
@@ -275,49 +297,29 @@ impl FragmentWriter {
             .map(|((index, file, buf, summarize), log2)| {
                 let (spec, unfiltered) = (&specs[file], buf.len() as u64);
                 let attr = summarized.get(file).and_then(Option::as_ref).filter(|_| summarize);
-                let mut t = FilteredTile {
-                    index,
-                    file,
-                    unfiltered,
-                    bytes: Vec::new(),
-                    checksum: 0,
-                    sums: Vec::new(),
-                    chunks: TileChunks::default(),
-                    summary: None,
-                };
                 match log2 {
                     // Large filtered tiles: independent chunks, filtered in parallel.
                     Some(log2) => {
-                        let (encoded, summary) =
+                        let ((bytes, chunks, checksum), summary) =
                             encode_chunked_summarized(&spec.filters, &buf, spec.elem_size, log2, attr)?;
-                        (t.bytes, t.chunks, t.checksum) = encoded;
-                        t.summary = summary;
+                        Ok(FilteredTile { index, file, unfiltered, bytes, checksum, sums: Vec::new(), chunks, summary })
                     }
-                    _ => {
-                        t.summary = attr.map(|a| summarize_cells(a, &buf));
-                        t.bytes = spec.filters.encode(buf, spec.elem_size)?;
-                        // Checksums: per block for large unfiltered tiles, else of the whole tile.
-                        if spec.filters.is_empty() && wants_blocks(t.bytes.len() as u64, BLOCK_LOG2) {
-                            t.sums = block_sums(&[&t.bytes], BLOCK_LOG2);
-                            t.checksum = checksum_of_sums(&t.sums);
-                        } else {
-                            t.checksum = xxh3_64(&t.bytes);
-                        }
-                    }
+                    None => filter_whole(spec, index, file, buf, attr),
                 }
-                Ok(t)
             })
             .collect::<Result<_>>()?;
         drop(filter_timer);
         self.append(filtered)
     }
 
-    /// Filters the chunked tiles `tiles` (`(index, file, bytes as runs)`), every chunk of every
-    /// tile in parallel, gathering each chunk from the caller's buffer, and appends them to
-    /// their files: as `write_tiles` of the assembled tiles, without assembling them.
+    /// Filters the tiles `tiles` (`(index, file, bytes as runs, summarize)`) and appends them to
+    /// their files, as `write_tiles` of the assembled tiles: those stored in chunks without
+    /// assembling them (every chunk of every tile in parallel, each gathered from the caller's
+    /// buffer), those stored whole (too small, or whole by the automatic chunk size) gathered
+    /// into one buffer each first.
     ///
     /// # Errors
-    /// As `write_tiles`; also a tile too small to be chunked or a writer without chunking.
+    /// As `write_tiles`.
     pub(crate) fn write_tile_runs(&mut self, tiles: Vec<(u64, usize, TileRuns<'_>, bool)>) -> Result<()> {
         for (index, f, r, _) in &tiles {
             let what = || format!("tile {index} of {} of the fragment being written", self.specs[*f].name);
@@ -331,18 +333,19 @@ impl FragmentWriter {
             std::borrow::Cow::Owned(buf)
         })?;
         self.start()?;
-        let mut runs: Vec<ChunkedRuns<'_, '_>> = Vec::with_capacity(tiles.len());
-        for ((index, f, r, summarize), log2) in tiles.iter().zip(log2s) {
-            let log2 = log2.ok_or_else(|| QueryError::WriteState(format!("tile {index} is not a chunked tile")))?;
-            runs.push((r, log2, self.summarized(*f, *summarize)));
-        }
+        // Tiles stored in chunks are filtered chunk by chunk from the runs; those the automatic
+        // chunk size stores whole are gathered first.
+        let (chunked, whole): (Vec<_>, Vec<_>) = tiles.iter().zip(log2s).partition(|(_, log2)| log2.is_some());
+        let runs: Vec<ChunkedRuns<'_, '_>> = chunked
+            .iter()
+            .map(|((_, f, r, summarize), log2)| (r, log2.unwrap_or_default(), self.summarized(*f, *summarize)))
+            .collect();
         let encoded = encode_chunked_runs(&runs)?;
         drop(runs);
-        drop(filter_timer);
-        let filtered = tiles
+        let mut filtered: Vec<FilteredTile> = chunked
             .iter()
             .zip(encoded)
-            .map(|((index, file, r, _), ((bytes, chunks, checksum), summary))| FilteredTile {
+            .map(|(((index, file, r, _), _), ((bytes, chunks, checksum), summary))| FilteredTile {
                 index: *index,
                 file: *file,
                 unfiltered: r.len() as u64,
@@ -353,6 +356,18 @@ impl FragmentWriter {
                 summary,
             })
             .collect();
+        let (specs, summarized) = (&self.specs, &self.summarized_files);
+        let whole: Vec<FilteredTile> = whole
+            .par_iter()
+            .map(|((index, f, r, summarize), _)| {
+                let mut buf = vec![0; r.len()];
+                r.gather(0, &mut buf);
+                let attr = summarized.get(*f).and_then(Option::as_ref).filter(|_| *summarize);
+                filter_whole(&specs[*f], *index, *f, buf, attr)
+            })
+            .collect::<Result<_>>()?;
+        filtered.extend(whole);
+        drop(filter_timer);
         self.append(filtered)
     }
 
