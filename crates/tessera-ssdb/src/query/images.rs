@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tessera::{
     AggregateOp, AggregateRequest, AggregateValue, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder,
@@ -143,7 +144,6 @@ pub fn q3(ctx: &Context, images: &Array, config: Config, cycle: i64, out: &Path)
     let mut w = result.writer(&rect((t0, t1), (0, nn - 1), (0, nn - 1)), Layout::RowMajor)?;
     let mut planes: Vec<Vec<i32>> = vec![vec![0; n * n]; ATTRS.len()];
     let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); ATTRS.len()];
-    let (mut h, mut src) = (Vec::new(), Vec::new());
     let mut shas = String::with_capacity(64 * CYCLE as usize);
     for t in t0..=t1 {
         for (b, ys) in spans.chunks(BAND_OUT).enumerate() {
@@ -155,20 +155,22 @@ pub fn q3(ctx: &Context, images: &Array, config: Config, cycle: i64, out: &Path)
                 Layout::RowMajor,
             )?;
             let local: Vec<Span> = ys.iter().map(|s| Span { i0: s.i0 - src0, ..*s }).collect();
-            for (a, plane) in planes.iter_mut().enumerate() {
-                let how = match ATTRS[a] {
-                    "valid" => Combine::And,
-                    "sat" => Combine::Or,
-                    _ => Combine::Mean,
-                };
-                let out_rows = &mut plane[b * BAND_OUT * n..(b * BAND_OUT + ys.len()) * n];
-                i32s_into(&r.attrs[a].data, &mut src);
-                regrid_band(&src, m, &spans, &local, how, &mut h, out_rows);
-            }
+            // The attributes on every core, each with its own scratch rows.
+            planes.par_iter_mut().zip(&r.attrs).enumerate().for_each_init(
+                || (Vec::new(), Vec::new()),
+                |(h, src), (a, (plane, column))| {
+                    let how = match ATTRS[a] {
+                        "valid" => Combine::And,
+                        "sat" => Combine::Or,
+                        _ => Combine::Mean,
+                    };
+                    let out_rows = &mut plane[b * BAND_OUT * n..(b * BAND_OUT + ys.len()) * n];
+                    i32s_into(&column.data, src);
+                    regrid_band(src, m, &spans, &local, how, h, out_rows);
+                },
+            );
         }
-        for (p, b) in planes.iter().zip(bytes.iter_mut()) {
-            le_into(p, b);
-        }
+        planes.par_iter().zip(&mut bytes).for_each(|(p, b)| le_into(p, b));
         let mut sha = Sha256::new();
         for b in &bytes {
             sha.update(b);
