@@ -72,7 +72,7 @@ const NO_PARQUET: &str = "this tessera was built without Parquet support (cargo 
 pub(crate) struct Column {
     /// Its name (the CSV header or the Parquet field name).
     pub(crate) name: String,
-    /// Its Arrow type (CSV: `Utf8` until [`infer_csv`] or the reader's types say otherwise).
+    /// Its Arrow type (CSV: as inferred by [`columns`], else `Null`: untyped until read as asked).
     pub(crate) data_type: DataType,
     /// Its type as the file names it, for messages (e.g. `DOUBLE`; `text` in CSV).
     pub(crate) type_name: String,
