@@ -421,7 +421,9 @@ fn counts(spec: &ColumnSpec, a: &dyn Array, to: TimeUnit) -> Result<ArrayRef, Ro
         };
         return Ok(Arc::new(s.iter().enumerate().map(parse).collect::<Result<Int64Array, _>>()?));
     }
-    let from = time_unit_of(a.data_type()).ok_or_else(|| (0, format!("{} is not a time", a.data_type())))?;
+    // An all-null (`Null`) column has no unit: nothing to rescale.
+    let from = time_unit_of(a.data_type()).or((*a.data_type() == DataType::Null).then_some(to));
+    let from = from.ok_or_else(|| (0, format!("{} is not a time", a.data_type())))?;
     let ints = cast_to(a, &DataType::Int64)?;
     let nat_for_null = !spec.nullable && spec.dim.is_none();
     let rescaled = |(i, v): (usize, Option<i64>)| match v {
@@ -430,6 +432,7 @@ fn counts(spec: &ColumnSpec, a: &dyn Array, to: TimeUnit) -> Result<ArrayRef, Ro
     };
     Ok(Arc::new(ints.as_primitive::<Int64Type>().iter().enumerate().map(rescaled).collect::<Result<Int64Array, _>>()?))
 }
+
 /// `v` counts of `from` as a count of `to`, exactly (not NaT).
 fn rescale(v: i128, from: TimeUnit, to: TimeUnit) -> Result<i128, String> {
     // |v| < 2^64 and a unit is < 2^47 ns: no overflow.
@@ -739,6 +742,8 @@ mod tests {
         assert_eq!((&b.data[..8], &b.data[16..]), (&2i64.to_le_bytes()[..], &(-1i64).to_le_bytes()[..]));
         let b = convert(&spec(ms, false, None), &ns).unwrap();
         assert_eq!(&b.data[8..16], NAT.to_le_bytes(), "a null is NaT in an attribute that is not nullable");
+        let b = convert(&t, &arrow_array::NullArray::new(2)).unwrap();
+        assert_eq!((b.data.len(), b.validity), (16, vec![0, 0]), "an all-null column");
         let e = convert(&t, &TimestampNanosecondArray::from(vec![0, 1_500_000])).unwrap_err();
         assert_eq!(e, "row 1: 1970-01-01T00:00:00.001500000 (1500000 ns) is finer than datetime64[ms] (attribute c)");
         let e = convert(&t, &TimestampSecondArray::from(vec![i64::MAX / 10])).unwrap_err();
