@@ -21,9 +21,9 @@ pub struct AggregateArgs {
     /// comma-separated or repeated.
     #[arg(long = "agg", value_name = "ATTR:OP,...", value_delimiter = ',', required = true, num_args = 1..)]
     pub aggs: Vec<String>,
-    /// The cells to aggregate (default: the whole domain).
-    #[arg(long, value_name = "SPEC", allow_hyphen_values = true,
-          long_help = crate::WHOLE_DOMAIN_SPEC_HELP)]
+    /// The cells to aggregate: inclusive lo:hi per dimension (default: the whole domain;
+    /// docs/cli.md describes SPECs).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub subarray: Option<String>,
     /// Only the cells whose current values pass this condition, e.g. "v > 0 and w is not null".
     #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]

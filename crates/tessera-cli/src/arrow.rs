@@ -1,27 +1,24 @@
 //! Arrow record batches ⇄ the engine's columns: the one place where table data changes form.
 //!
-//! Sparse cells travel as Arrow arrays, one per dimension and attribute (CSV files as nullable
-//! `Utf8` columns of field text, Parquet files through the `parquet` crate's Arrow reader and
-//! writer), and meet the engine here:
+//! Sparse cells travel as Arrow arrays, one per dimension and attribute (read from and written
+//! to CSV and Parquet files by `table`), and meet the engine here:
 //! - [`to_engine`] turns one Arrow column into the little-endian bytes (plus offsets and
 //!   validity) of a [`tessera::AttrInput`]/[`tessera::CoordInput`] for a [`ColumnSpec`] (the
-//!   dimension or attribute it feeds). Every value is checked exactly: integers within the
-//!   type's range, integers into float types only when exact, floats within float32, coordinates
-//!   inside the domain, strings of a fixed-length attribute of exactly its length, nulls only for
-//!   nullable attributes; text (CSV) is parsed (`bool`: `true`/`false`/`1`/`0`; `datetime64`:
-//!   ISO 8601 by the engine's parser). `bool` takes Arrow `Boolean`; `datetime64[unit]` takes
-//!   `Timestamp` of any unit, `Date32` and `Date64`, converted to the unit only when exact. An
-//!   array of exactly an integer or float spec's type moves as one copy of its value buffer; other
-//!   columns are read value by value ([`values`]: one [`Value`] per row, whatever the Arrow type)
-//!   and each value is checked and appended. The first bad value is returned with its row.
+//!   dimension or attribute it feeds). Numbers, booleans and strings are cast to the spec's Arrow
+//!   type by `arrow-cast`, and what the cast does not check is checked here: no value lost
+//!   (integers within the type's range, valid UTF-8, text that is a bool), integers into floats
+//!   only when exact, float64 into float32 only within its range, strings of a fixed-length
+//!   attribute of exactly its length, coordinates inside the domain, nulls only for nullable
+//!   attributes. `datetime64[unit]` takes `Timestamp` of any unit, `Date32` and `Date64`,
+//!   converted to the unit only when exact, or text (CSV) read by the engine's ISO 8601 parser.
+//!   The first bad value is returned with its row.
 //! - [`to_arrow`] turns an engine result column ([`AttrData`]) into an Arrow array of the
 //!   matching type ([`arrow_type`]), moving its buffers (copied only when misaligned): `bool` as
 //!   `Boolean`, `datetime64` as `Date32` (unit D) or `Timestamp` (ms, us, ns; s, m and h as
 //!   milliseconds, exactly) with NaT as null, as pandas and pyarrow write NaT (and a null of a
 //!   date or timestamp column is read back as NaT into a `datetime64` attribute that is not
 //!   nullable); for CSV, as ISO text with NaT as `NaT`.
-//! - [`Inference`] learns the type and range of a column for `tessera import`; the CSV writer
-//!   formats [`values`] too.
+//! - [`Inference`] learns the type, nulls and range of a column for `tessera import`.
 //!
 //! Arrow buffers are in the host's byte order and the engine's are little-endian, so the CLI
 //! builds only on little-endian targets.
@@ -33,11 +30,13 @@ use anyhow::{anyhow, bail, Result};
 use arrow_array::builder::StringBuilder;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    Date32Type, Decimal128Type, Float32Type, Float64Type, Int64Type, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType,
 };
-use arrow_array::{make_array, Array, ArrayRef, BooleanArray, PrimitiveArray, StringArray};
+use arrow_array::{make_array, Array, ArrayRef, BooleanArray, Int64Array, PrimitiveArray, StringArray};
 use arrow_buffer::{ArrowNativeType, BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_cast::cast;
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, TimeUnit as ArrowUnit};
 use tessera::{
@@ -222,60 +221,49 @@ impl ColumnBuf {
     }
 }
 
-/// How a file column can feed the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SrcKind {
-    /// CSV text: parsed as whatever the target needs.
-    Text,
-    /// Integers (also times of day and durations, as their integers).
-    Int,
-    /// Dates and timestamps: points in time, or their integers for integer attributes.
-    Time,
-    /// Booleans.
-    Bool,
-    /// Floats.
-    Float,
-    /// Strings or byte strings.
-    Bytes,
-    /// A type tessera cannot read (decimals, nested types, ...).
-    Unsupported,
-}
-
-/// What a column of Arrow type `t` holds (`text`: a CSV column, parsed).
-pub(crate) fn src_kind(t: &DataType, text: bool) -> SrcKind {
-    use DataType as D;
-    match t {
-        D::Utf8 if text => SrcKind::Text,
-        D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::UInt8 | D::UInt16 | D::UInt32 | D::UInt64 => SrcKind::Int,
-        D::Time32(_) | D::Time64(_) | D::Duration(_) => SrcKind::Int,
-        D::Date32 | D::Date64 | D::Timestamp(..) => SrcKind::Time,
-        D::Boolean => SrcKind::Bool,
-        D::Float32 | D::Float64 => SrcKind::Float,
-        D::Utf8 | D::LargeUtf8 | D::Binary | D::LargeBinary => SrcKind::Bytes,
-        _ => SrcKind::Unsupported,
+/// The Arrow type `arrow-csv` parses a CSV column of `spec` as: the spec's own type, except
+/// float32 as `Float64` (checked into range here) and `bool` and `datetime64` as text (cast
+/// here: `arrow-csv` takes only true and false, and truncates times finer than the unit).
+pub(crate) fn csv_type(spec: &ColumnSpec) -> DataType {
+    match spec.kind {
+        Kind::Float(_) => DataType::Float64,
+        Kind::Int(Datatype::Bool | Datatype::Datetime64(_)) => DataType::Utf8,
+        _ => arrow_type(spec, false),
     }
 }
 
-/// Checks that a column of kind `src` (named `name`, of type `type_name` in the file) can feed
-/// `spec`: no floats into integers, numbers into strings or strings into numbers; booleans only
-/// into `bool`, `bool` only from booleans (or text), `datetime64` only from dates and timestamps
-/// (or text: plain integers have no unit).
-pub(crate) fn check_compatible(src: SrcKind, name: &str, type_name: &str, spec: &ColumnSpec) -> Result<()> {
-    let ok = match (src, spec.kind) {
-        (SrcKind::Text, _) | (SrcKind::Int | SrcKind::Time, Kind::Float(_)) => true,
-        (SrcKind::Float, k) => matches!(k, Kind::Float(_)),
-        (SrcKind::Bytes, k) => matches!(k, Kind::Str(_)),
-        (SrcKind::Bool, k) => k == Kind::Int(Datatype::Bool),
-        (SrcKind::Int, Kind::Int(t)) => !t.needs_v3(),
-        (SrcKind::Time, Kind::Int(t)) => t != Datatype::Bool,
-        _ => false,
-    };
-    if src == SrcKind::Unsupported {
+/// Whether columns of Arrow type `t` can be read: numbers, booleans, strings, dates, times and
+/// durations (as their integers), and all-null columns.
+pub(crate) fn readable(t: &DataType) -> bool {
+    use DataType as D;
+    t.is_integer() || t.is_floating() || t.is_temporal() || matches!(t, D::Boolean | D::Null) || is_text(t)
+}
+
+fn is_text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary)
+}
+
+/// Checks that a column of Arrow type `t` (named `name`, of type `type_name` in the file) can
+/// feed `spec`: no floats into integers, numbers into strings or strings into numbers; booleans
+/// only into `bool`, `bool` only from booleans, `datetime64` only from dates and timestamps
+/// (plain integers have no unit).
+pub(crate) fn check_compatible(t: &DataType, name: &str, type_name: &str, spec: &ColumnSpec) -> Result<()> {
+    use DataType as D;
+    if !readable(t) {
         bail!(
             "column {name} has Parquet type {type_name}, which tessera cannot read (supported: BOOLEAN, INT32, INT64, \
              FLOAT, DOUBLE, BYTE_ARRAY strings, DATE, TIMESTAMP)"
         );
     }
+    let time = matches!(t, D::Date32 | D::Date64 | D::Timestamp(..));
+    let ok = *t == D::Null
+        || match spec.kind {
+            Kind::Int(Datatype::Bool) => *t == D::Boolean,
+            Kind::Int(Datatype::Datetime64(_)) => time,
+            Kind::Int(_) => t.is_integer() || t.is_temporal(),
+            Kind::Float(_) => t.is_integer() || t.is_floating(),
+            Kind::Str(_) => is_text(t),
+        };
     if !ok {
         let hint = match spec.kind {
             Kind::Int(Datatype::Bool) => " (bool takes BOOLEAN columns)",
@@ -291,72 +279,25 @@ pub(crate) fn check_compatible(src: SrcKind, name: &str, type_name: &str, spec: 
 /// A bad value: its row in the batch and what is wrong.
 pub(crate) type RowError = (usize, String);
 
-/// One value of a file column, as the conversions read it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Value<'a> {
-    /// Null (an absent value).
-    Null,
-    /// An integer; of a date, time, timestamp or duration column, a count of its unit.
-    Int(i128),
-    /// A float, with its float32 value when the column holds float32.
-    Float(f64, Option<f32>),
-    /// A boolean.
-    Bool(bool),
-    /// A string: CSV field text (parsed for numbers) or a Parquet string.
-    Str(&'a str),
-    /// A byte string (checked to be UTF-8 where a string is needed).
-    Bytes(&'a [u8]),
+/// The first row `i` of `a` for which `bad(i)`.
+fn first(a: &dyn Array, bad: impl Fn(usize) -> bool) -> Option<usize> {
+    (0..a.len()).find(|&i| bad(i))
 }
 
-/// Reads the values of a column by row.
-pub(crate) type Values<'a> = Box<dyn Fn(usize) -> Value<'a> + 'a>;
+/// Value `i` of `a` for messages (text quoted).
+fn value(a: &dyn Array, i: usize) -> String {
+    let v = ArrayFormatter::try_new(a, &FormatOptions::default()).map(|f| f.value(i).to_string());
+    let v = v.unwrap_or_else(|_| format!("the value of type {}", a.data_type()));
+    if matches!(a.data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+        format!("{v:?}")
+    } else {
+        v
+    }
+}
 
-/// The values of column `a` (of a type [`src_kind`] supports), row by row.
-///
-/// # Errors
-/// An Arrow type tessera cannot read.
-pub(crate) fn values(a: &dyn Array) -> Result<Values<'_>, String> {
-    use DataType as D;
-    // A reader of the rows of a typed array, and of an integer array.
-    macro_rules! rows {
-        ($typed:expr, $v:ident => $e:expr) => {{
-            let typed = $typed;
-            Box::new(move |i| {
-                if typed.is_null(i) {
-                    Value::Null
-                } else {
-                    let $v = typed.value(i);
-                    $e
-                }
-            })
-        }};
-    }
-    macro_rules! ints {
-        ($a:expr, $t:ty) => {
-            rows!($a.as_primitive::<$t>().clone(), v => Value::Int(v.into()))
-        };
-    }
-    let values: Values<'_> = match a.data_type() {
-        D::Int8 => ints!(a, Int8Type),
-        D::Int16 => ints!(a, Int16Type),
-        D::Int32 => ints!(a, Int32Type),
-        D::Int64 => ints!(a, Int64Type),
-        D::UInt8 => ints!(a, UInt8Type),
-        D::UInt16 => ints!(a, UInt16Type),
-        D::UInt32 => ints!(a, UInt32Type),
-        D::UInt64 => ints!(a, UInt64Type),
-        D::Date32 | D::Time32(_) => ints!(reinterpret(a, D::Int32)?, Int32Type),
-        D::Date64 | D::Time64(_) | D::Timestamp(..) | D::Duration(_) => ints!(reinterpret(a, D::Int64)?, Int64Type),
-        D::Float32 => rows!(a.as_primitive::<Float32Type>().clone(), v => Value::Float(v.into(), Some(v))),
-        D::Float64 => rows!(a.as_primitive::<Float64Type>().clone(), v => Value::Float(v, None)),
-        D::Boolean => rows!(a.as_boolean().clone(), v => Value::Bool(v)),
-        D::Utf8 => rows!(a.as_string::<i32>(), v => Value::Str(v)),
-        D::LargeUtf8 => rows!(a.as_string::<i64>(), v => Value::Str(v)),
-        D::Binary => rows!(a.as_binary::<i32>(), v => Value::Bytes(v)),
-        D::LargeBinary => rows!(a.as_binary::<i64>(), v => Value::Bytes(v)),
-        t => return Err(format!("internal error: Arrow type {t} reached the conversion")),
-    };
-    Ok(values)
+/// `a` cast to type `t` (values the cast cannot carry become null).
+fn cast_to(a: &dyn Array, t: &DataType) -> Result<ArrayRef, RowError> {
+    cast(a, t).map_err(|e| (0, format!("cannot convert {} to {t}: {e}", a.data_type())))
 }
 
 /// Appends column `a` converted for `spec` to `buf` (see the module documentation).
@@ -364,248 +305,132 @@ pub(crate) fn values(a: &dyn Array) -> Result<Values<'_>, String> {
 /// # Errors
 /// The first value that does not convert exactly.
 pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -> Result<(), RowError> {
-    let t = a.data_type();
-    let plain = match spec.kind {
-        Kind::Int(d) => d.time_unit().is_none() && d != Datatype::Bool,
-        Kind::Float(_) => true,
-        Kind::Str(_) => false,
+    let role = spec.role();
+    let c = match spec.kind {
+        Kind::Int(Datatype::Datetime64(u)) => counts(spec, a, u)?,
+        _ => cast_exactly(spec, a)?,
     };
-    let values = values(a).map_err(|e| (0, e))?;
-    let inside = |i| match (values(i), spec.dim) {
-        (Value::Int(v), Some(((lo, hi), _))) => (lo..=hi).contains(&v),
-        (Value::Float(x, _), Some((_, (lo, hi)))) => x.is_finite() && lo <= x && x <= hi,
-        _ => false,
-    };
-    // A column of exactly the spec's type (or strings for variable-length ones) moves as one
-    // copy (null slots hold placeholders) once a dimension's coordinates are known to be inside
-    // the domain; the value-by-value path below reports the first bad value.
-    let strings = a.as_string_opt::<i32>().filter(|_| spec.kind == Kind::Str(None));
-    let same_type = plain && arrow_type(spec, false) == *t && (spec.dim.is_none() || (0..a.len()).all(inside));
-    if (spec.nullable || a.null_count() == 0) && (strings.is_some() || same_type) {
-        if let Some(s) = strings {
+    if !spec.nullable {
+        if let Some(i) = first(&c, |i| c.is_null(i)) {
+            return Err((i, null_error(spec)));
+        }
+    }
+    match (spec.dim, spec.kind) {
+        (Some((_, (lo, hi))), Kind::Float(_)) => {
+            let f = cast_to(&c, &DataType::Float64)?;
+            let f = f.as_primitive::<Float64Type>();
+            if let Some(i) = first(f, |i| !f.value(i).is_finite()) {
+                return Err((i, format!("{:?} is not a finite coordinate ({role})", f.value(i))));
+            }
+            if let Some(i) = first(f, |i| !(lo..=hi).contains(&f.value(i))) {
+                return Err((i, format!("{:?} is outside the domain {lo:?}:{hi:?} of {role}", f.value(i))));
+            }
+        }
+        (Some(((lo, hi), _)), Kind::Int(t)) => {
+            let d = cast_to(&c, &DataType::Decimal128(38, 0))?;
+            let d = d.as_primitive::<Decimal128Type>();
+            if let Some(i) = first(d, |i| !(lo..=hi).contains(&d.value(i))) {
+                let (v, lo, hi) = (show(t, d.value(i)), show(t, lo), show(t, hi));
+                return Err((i, format!("{v} is outside the domain {lo}:{hi} of {role}")));
+            }
+        }
+        _ => {}
+    }
+    let n = c.len();
+    if let Some(s) = c.as_string_opt::<i32>() {
+        if let Kind::Str(Some(w)) = spec.kind {
+            for i in 0..n {
+                match s.is_valid(i) {
+                    true => buf.data.extend_from_slice(s.value(i).as_bytes()),
+                    false => buf.data.resize(buf.data.len() + w as usize, 0),
+                }
+            }
+        } else {
             let (o, base) = (s.value_offsets(), buf.data.len() as u64);
-            let (first, last) = (o[0].as_usize(), o[s.len()].as_usize());
-            buf.offsets.extend(o[..s.len()].iter().map(|x| base + (x.as_usize() - first) as u64));
-            buf.data.extend_from_slice(&s.values()[first..last]);
-        } else {
-            let (data, size) = (a.to_data(), t.primitive_width().unwrap_or(1));
-            buf.data.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * size..][..data.len() * size]);
+            let (start, end) = (o[0].as_usize(), o[n].as_usize());
+            buf.offsets.extend(o[..n].iter().map(|x| base + (x.as_usize() - start) as u64));
+            buf.data.extend_from_slice(&s.values()[start..end]);
         }
-        if spec.nullable {
-            buf.validity.extend((0..a.len()).map(|i| u8::from(a.is_valid(i))));
-        }
-        return Ok(());
+    } else if let Some(b) = c.as_boolean_opt() {
+        buf.data.extend(b.values().iter().map(u8::from));
+    } else {
+        let (data, size) = (c.to_data(), c.data_type().primitive_width().unwrap_or(1));
+        buf.data.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * size..][..n * size]);
     }
-    // A null of a date or timestamp column is NaT in a datetime64 attribute that is not nullable:
-    // Parquet has no NaT, and pandas, pyarrow and `tessera read` write NaT as null.
-    let nat_for_null = !spec.nullable
-        && spec.dim.is_none()
-        && matches!(spec.kind, Kind::Int(Datatype::Datetime64(_)))
-        && matches!(t, DataType::Timestamp(..) | DataType::Date32 | DataType::Date64);
-    let mut p = Pusher { spec, buf, time: time_unit_of(t), nat_for_null };
-    (0..a.len()).try_for_each(|i| p.push(values(i)).map_err(|e| (i, e)))
+    if spec.nullable {
+        buf.validity.extend((0..n).map(|i| u8::from(c.is_valid(i))));
+    }
+    Ok(())
 }
 
-/// Appends converted values of one spec to one buffer.
-struct Pusher<'a> {
-    spec: &'a ColumnSpec,
-    buf: &'a mut ColumnBuf,
-    /// The unit of a date or timestamp column's integers.
-    time: Option<TimeUnit>,
-    /// Whether a null is NaT (see [`to_engine`]).
-    nat_for_null: bool,
+/// What a null in a column of `spec` that is not nullable is.
+fn null_error(spec: &ColumnSpec) -> String {
+    let role = spec.role();
+    match (spec.dim.is_some(), spec.kind) {
+        (true, _) => format!("no value, but {role} needs a coordinate in every row"),
+        (false, Kind::Int(Datatype::Datetime64(_))) => format!(
+            "no value (null), but {role} is not nullable (in CSV, write NaT for not-a-time; a null of a Parquet date \
+             or timestamp column is NaT)"
+        ),
+        (false, _) => format!("no value (null), but {role} is not nullable"),
+    }
 }
 
-impl Pusher<'_> {
-    /// Bytes per fixed-size cell (0 for variable-length strings).
-    fn size(&self) -> usize {
-        match self.spec.kind {
-            Kind::Int(t) | Kind::Float(t) => t.size(),
-            Kind::Str(n) => n.unwrap_or(0) as usize,
-        }
+/// Column `a` cast to the Arrow type of a number, bool or string spec, checked (see the module
+/// documentation).
+fn cast_exactly(spec: &ColumnSpec, a: &dyn Array) -> Result<ArrayRef, RowError> {
+    let (role, kind, from) = (spec.role(), spec.kind.describe(), a.data_type());
+    let c = cast_to(a, &arrow_type(spec, false))?;
+    if let Some(i) = first(a, |i| a.is_valid(i) && c.is_null(i)) {
+        return Err((i, format!("{} is not a valid {kind} value ({role})", value(a, i))));
     }
-
-    /// Appends one value.
-    fn push(&mut self, v: Value<'_>) -> Result<(), String> {
-        let role = self.spec.role();
-        if self.spec.kind == Kind::Str(None) {
-            self.buf.offsets.push(self.buf.data.len() as u64);
-        }
-        // Blank text is absent for numbers; a quoted "" is an empty string.
-        let blank = matches!(v, Value::Str(s) if s.trim().is_empty() && !matches!(self.spec.kind, Kind::Str(_)));
-        if v == Value::Null || blank {
-            if self.nat_for_null {
-                self.buf.data.extend_from_slice(&NAT.to_le_bytes());
-                return Ok(());
-            }
-            self.null()?;
-            self.buf.validity.push(0);
-            return Ok(());
-        }
-        if self.spec.nullable {
-            self.buf.validity.push(1);
-        }
-        match (v, self.spec.kind) {
-            (Value::Int(x), _) => self.int(x, &x),
-            (Value::Float(x, Some(f)), _) => self.float(x, Some(f), &f),
-            (Value::Float(x, None), _) => self.float(x, None, &x),
-            (Value::Bool(b), Kind::Int(Datatype::Bool)) => self.int(b.into(), &b),
-            (Value::Bool(b), _) => Err(format!("{b} is a boolean; {role} is {}", self.spec.kind.describe())),
-            (Value::Str(s), Kind::Str(_)) => self.string(s),
-            (Value::Str(s), _) => self.text(s.trim()),
-            (Value::Bytes(b), _) => match std::str::from_utf8(b) {
-                Ok(s) if matches!(self.spec.kind, Kind::Str(_)) => self.string(s),
-                Ok(_) => Err(format!("{role} holds numbers, not strings")),
-                Err(_) => Err(format!("{} is not valid UTF-8", String::from_utf8_lossy(b).escape_debug())),
-            },
-            (Value::Null, _) => Ok(()),
-        }
-    }
-
-    /// A string into a string attribute (of exactly its length if fixed).
-    fn string(&mut self, s: &str) -> Result<(), String> {
-        match self.spec.kind {
-            Kind::Str(Some(n)) if s.len() != n as usize => {
-                let (len, role) = (s.len(), self.spec.role());
-                Err(format!("{s:?} has {len} bytes, but {role} holds strings of exactly {n} bytes"))
-            }
-            _ => {
-                self.buf.data.extend_from_slice(s.as_bytes());
-                Ok(())
+    if from.is_integer() && c.data_type().is_floating() {
+        // Exact when the float converts back to the same integer.
+        let back = cast_to(&c, from)?;
+        if a.to_data() != back.to_data() {
+            if let Some(i) = first(a, |i| a.slice(i, 1).to_data() != back.slice(i, 1).to_data()) {
+                return Err((i, format!("{} cannot be represented exactly as {kind} ({role})", value(a, i))));
             }
         }
     }
-
-    /// One CSV field's text (trimmed, not blank), parsed as the spec's type.
-    fn text(&mut self, s: &str) -> Result<(), String> {
-        let role = self.spec.role();
-        match self.spec.kind {
-            Kind::Int(Datatype::Bool) => match s {
-                "1" => self.int(1, &s),
-                "0" => self.int(0, &s),
-                _ if s.eq_ignore_ascii_case("true") => self.int(1, &s),
-                _ if s.eq_ignore_ascii_case("false") => self.int(0, &s),
-                _ => Err(format!("{s:?} is not a bool ({role} takes true, false, 1 or 0)")),
-            },
-            Kind::Int(t @ Datatype::Datetime64(u)) => match parse_datetime(s, u) {
-                Ok(v) => self.int(v.into(), &s),
-                Err(e) => Err(format!("{e} ({role} is {t})")),
-            },
-            Kind::Int(t) => match s.parse::<i128>() {
-                Ok(v) => self.int(v, &s),
-                Err(_) => Err(format!("{s:?} is not an integer ({role} is {t})")),
-            },
-            Kind::Float(t) => {
-                let bad = || format!("{s:?} is not a number ({role} is {t})");
-                let (v, as_f32) = if t == Datatype::Float32 {
-                    let v = s.parse::<f32>().map_err(|_| bad())?;
-                    (f64::from(v), Some(v))
-                } else {
-                    (s.parse::<f64>().map_err(|_| bad())?, None)
-                };
-                // An infinite result is an overflow unless the text spells an infinity.
-                if v.is_infinite() && !s.to_ascii_lowercase().contains("inf") {
-                    return Err(format!("{s} is out of range for {t} ({role})"));
-                }
-                self.float(v, as_f32, &s)
-            }
-            Kind::Str(_) => self.string(s),
+    if let (Some(x), Some(y)) = (a.as_primitive_opt::<Float64Type>(), c.as_primitive_opt::<Float32Type>()) {
+        if let Some(i) = first(a, |i| x.value(i).is_finite() && y.value(i).is_infinite()) {
+            return Err((i, format!("{:?} is out of range for float32 ({role})", x.value(i))));
         }
     }
-
-    /// An absent value: an error unless nullable; else placeholder bytes.
-    fn null(&mut self) -> Result<(), String> {
-        let role = self.spec.role();
-        if !self.spec.nullable {
-            return Err(match (self.spec.dim.is_some(), self.spec.kind) {
-                (true, _) => format!("no value, but {role} needs a coordinate in every row"),
-                (false, Kind::Str(_)) => {
-                    format!("no value (null), but {role} is not nullable (write \"\" for an empty string)")
-                }
-                (false, Kind::Int(Datatype::Datetime64(_))) => format!(
-                    "no value (null), but {role} is not nullable (in CSV, write NaT for not-a-time; a null of a \
-                     Parquet date or timestamp column is NaT)"
-                ),
-                (false, _) => format!("no value (null), but {role} is not nullable"),
-            });
-        }
-        let size = self.size();
-        self.buf.data.resize(self.buf.data.len() + size, 0);
-        Ok(())
-    }
-
-    /// An integer `v` (shown as `shown`); into `datetime64` from a date or timestamp column, a
-    /// count of the column's unit.
-    fn int(&mut self, v: i128, shown: &dyn Display) -> Result<(), String> {
-        let role = self.spec.role();
-        match self.spec.kind {
-            Kind::Int(t) => {
-                let v = match (t.time_unit(), self.time) {
-                    (Some(to), Some(from)) => rescale(v, from, to).map_err(|e| format!("{e} ({role})"))?,
-                    _ => v,
-                };
-                let (lo, hi) = t.integer_bounds().unwrap_or((i128::MIN, i128::MAX));
-                if v < lo || v > hi {
-                    return Err(format!("{shown} is out of range for {t} ({role})"));
-                }
-                if let Some(((dlo, dhi), _)) = self.spec.dim {
-                    if v < dlo || v > dhi {
-                        let (v, dlo, dhi) = (show(t, v), show(t, dlo), show(t, dhi));
-                        return Err(format!("{v} is outside the domain {dlo}:{dhi} of {role}"));
-                    }
-                }
-                self.buf.data.extend_from_slice(&v.to_le_bytes()[..t.size()]);
-                Ok(())
-            }
-            Kind::Float(t) => {
-                // Integers into floats: only when exact.
-                #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
-                let (f, exact) = if t == Datatype::Float32 {
-                    let f = v as f32;
-                    (f64::from(f), f.is_finite() && f as i128 == v)
-                } else {
-                    let f = v as f64;
-                    (f, f as i128 == v)
-                };
-                if !exact {
-                    return Err(format!("{shown} cannot be represented exactly as {t} ({role})"));
-                }
-                #[allow(clippy::cast_possible_truncation)]
-                self.float(f, (t == Datatype::Float32).then_some(f as f32), shown)
-            }
-            Kind::Str(_) => Err(format!("{shown} is a number, {role} holds strings")),
+    if let (Some(s), Kind::Str(Some(n))) = (c.as_string_opt::<i32>(), spec.kind) {
+        if let Some(i) = first(s, |i| s.is_valid(i) && s.value(i).len() != n as usize) {
+            let (v, len) = (s.value(i), s.value(i).len());
+            return Err((i, format!("{v:?} has {len} bytes, but {role} holds strings of exactly {n} bytes")));
         }
     }
+    Ok(c)
+}
 
-    /// A float `v`; `as_f32`: its float32 value when the source already had one.
-    fn float(&mut self, v: f64, as_f32: Option<f32>, shown: &dyn Display) -> Result<(), String> {
-        let role = self.spec.role();
-        let t = match self.spec.kind {
-            Kind::Float(t) => t,
-            Kind::Str(_) => return Err(format!("{shown} is a number, {role} holds strings")),
-            k => return Err(format!("{shown} is not an integer ({role} is {})", k.describe())),
+/// A column for `datetime64[to]` spec `spec` as its counts of `to`: text parsed by the engine,
+/// dates and timestamps rescaled exactly, their nulls NaT in an attribute that is not nullable
+/// (Parquet has no NaT, and pandas, pyarrow and `tessera read` write NaT as null).
+fn counts(spec: &ColumnSpec, a: &dyn Array, to: TimeUnit) -> Result<ArrayRef, RowError> {
+    let role = spec.role();
+    if let Some(s) = a.as_string_opt::<i32>() {
+        let parse = |(i, v): (usize, Option<&str>)| {
+            v.map(|v| {
+                parse_datetime(v.trim(), to).map_err(|e| (i, format!("{e} ({role} is datetime64[{}])", to.code())))
+            })
+            .transpose()
         };
-        #[allow(clippy::cast_possible_truncation)]
-        let f32v = as_f32.unwrap_or(v as f32);
-        if t == Datatype::Float32 && f32v.is_infinite() && v.is_finite() {
-            return Err(format!("{shown} is out of range for float32 ({role})"));
-        }
-        let x = if t == Datatype::Float32 { f64::from(f32v) } else { v };
-        if let Some((_, (lo, hi))) = self.spec.dim {
-            if !x.is_finite() {
-                return Err(format!("{shown} is not a finite coordinate ({role})"));
-            }
-            if x < lo || x > hi {
-                return Err(format!("{shown} is outside the domain {lo:?}:{hi:?} of {role}"));
-            }
-        }
-        if t == Datatype::Float32 {
-            self.buf.data.extend_from_slice(&f32v.to_le_bytes());
-        } else {
-            self.buf.data.extend_from_slice(&v.to_le_bytes());
-        }
-        Ok(())
+        return Ok(Arc::new(s.iter().enumerate().map(parse).collect::<Result<Int64Array, _>>()?));
     }
+    // An all-null (`Null`) column has no unit: nothing to rescale.
+    let from = time_unit_of(a.data_type()).or((*a.data_type() == DataType::Null).then_some(to));
+    let from = from.ok_or_else(|| (0, format!("{} is not a time", a.data_type())))?;
+    let ints = cast_to(a, &DataType::Int64)?;
+    let nat_for_null = !spec.nullable && spec.dim.is_none();
+    let rescaled = |(i, v): (usize, Option<i64>)| match v {
+        Some(v) => rescale(v.into(), from, to).map(|v| Some(v as i64)).map_err(|e| (i, format!("{e} ({role})"))),
+        None => Ok(nat_for_null.then_some(NAT)),
+    };
+    Ok(Arc::new(ints.as_primitive::<Int64Type>().iter().enumerate().map(rescaled).collect::<Result<Int64Array, _>>()?))
 }
 
 /// `v` counts of `from` as a count of `to`, exactly (not NaT).
@@ -742,32 +567,26 @@ fn times(u: TimeUnit, v: ScalarBuffer<i64>, nulls: Option<NullBuffer>, text: boo
 /// What `tessera import` learns about a column by reading it all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Inference {
-    /// Rows seen, and absent values (empty CSV fields, Parquet nulls) among them.
+    /// The column's Arrow type.
+    pub(crate) arrow: Option<DataType>,
+    /// Rows seen, absent values (empty CSV fields, Parquet nulls) among them and the first one
+    /// (counting rows from 1).
     pub(crate) rows: u64,
     pub(crate) nulls: u64,
-    /// Whether a present value is not an integer, or not a number.
-    not_int: bool,
-    not_float: bool,
-    /// Integers beyond int64 (Parquet UINT_64 above 2^63 - 1).
-    big_unsigned: bool,
-    /// Smallest and largest integer, and number (NaN ignored), seen.
+    pub(crate) first_null: Option<u64>,
+    /// Smallest and largest integer (of integer, date and timestamp columns), and number (NaN
+    /// ignored), seen.
     pub(crate) int_range: Option<(i128, i128)>,
     pub(crate) float_range: Option<(f64, f64)>,
     /// Whether a NaN or infinity was seen.
     pub(crate) non_finite: bool,
-    /// The first value that is not a number with its row, and the row of the first absent value.
-    pub(crate) first_text: Option<(String, String)>,
-    pub(crate) first_null: Option<String>,
-    /// `bool` for a Boolean column, `datetime64[unit]` for a date or timestamp column (its
-    /// integers, in `int_range`, count the unit).
-    typed: Option<Datatype>,
 }
 
 /// The inferred type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Inferred {
-    /// int64 (or uint64 for Parquet UINT_64 values beyond int64), or the `bool` or
-    /// `datetime64` of a Boolean, date or timestamp column.
+    /// int64 (or uint64 for values beyond int64), or the `bool` or `datetime64` of a Boolean,
+    /// date or timestamp column.
     Int(Datatype),
     /// float64.
     Float,
@@ -777,104 +596,69 @@ pub(crate) enum Inferred {
 
 impl Inference {
     /// The column's type: Boolean → bool, dates and timestamps → datetime64 of their unit,
-    /// integers → int64, numbers → float64, anything else (or nothing) → utf8.
+    /// integers → int64 (uint64 beyond int64), floats → float64, anything else → utf8.
     pub(crate) fn inferred(&self) -> Inferred {
-        if let Some(t) = self.typed {
-            Inferred::Int(t)
-        } else if self.rows == self.nulls {
-            Inferred::Str
-        } else if !self.not_int {
-            Inferred::Int(if self.big_unsigned { Datatype::UInt64 } else { Datatype::Int64 })
-        } else if !self.not_float {
-            Inferred::Float
-        } else {
-            Inferred::Str
+        let t = self.arrow.as_ref().unwrap_or(&DataType::Null);
+        match time_unit_of(t) {
+            Some(u) => Inferred::Int(Datatype::Datetime64(u)),
+            None if *t == DataType::Boolean => Inferred::Int(Datatype::Bool),
+            None if t.is_integer() && self.int_range.is_some_and(|r| r.1 > i128::from(i64::MAX)) => {
+                Inferred::Int(Datatype::UInt64)
+            }
+            None if t.is_integer() => Inferred::Int(Datatype::Int64),
+            None if t.is_floating() => Inferred::Float,
+            None => Inferred::Str,
         }
     }
 
-    fn int(&mut self, v: i128) {
-        self.big_unsigned |= v > i128::from(i64::MAX);
-        self.int_range = Some(self.int_range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
-        #[allow(clippy::cast_precision_loss)]
-        self.float(v as f64);
-    }
-
-    fn float(&mut self, v: f64) {
-        if !v.is_finite() {
-            self.non_finite = true;
-            return;
+    /// Takes in the next rows of the column.
+    ///
+    /// # Errors
+    /// A column of a type `arrow-cast` cannot convert (internal errors).
+    pub(crate) fn add(&mut self, a: &dyn Array) -> Result<()> {
+        let nulls = a.logical_nulls();
+        if let (None, Some(n)) = (self.first_null, &nulls) {
+            self.first_null = n.iter().position(|valid| !valid).map(|i| self.rows + i as u64 + 1);
         }
-        self.float_range = Some(self.float_range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
-    }
-
-    fn text(&mut self, at: impl FnOnce() -> String, s: &str) {
-        self.not_int = true;
-        self.not_float = true;
-        if self.first_text.is_none() {
-            self.first_text = Some((s.to_string(), at()));
-        }
-    }
-
-    /// Takes in column `a` of a batch (`text`: CSV text); `locate` names row `i` of the batch.
-    pub(crate) fn add(&mut self, a: &dyn Array, text: bool, locate: &dyn Fn(usize) -> String) {
+        self.arrow = Some(a.data_type().clone());
         self.rows += a.len() as u64;
-        if *a.data_type() == DataType::Boolean {
-            self.typed = Some(Datatype::Bool);
-        } else if let Some(u) = time_unit_of(a.data_type()) {
-            self.typed = Some(Datatype::Datetime64(u));
-        }
-        let Ok(values) = values(a) else { return self.text(|| locate(0), "(unsupported)") };
-        for i in 0..a.len() {
-            match values(i) {
-                Value::Null => self.null_at(locate, i),
-                Value::Int(v) => self.int(v),
-                Value::Float(v, _) => {
-                    self.not_int = true;
-                    self.float(v);
-                }
-                Value::Bool(_) => {}
-                Value::Str(s) if text => match (s.trim().parse::<i64>(), s.trim().parse::<f64>()) {
-                    // Blank: absent for numbers; a quoted "" is an empty string.
-                    _ if s.trim().is_empty() && !s.is_empty() => self.null_at(locate, i),
-                    (Ok(v), _) if !self.not_int => self.int(i128::from(v)),
-                    (_, Ok(v)) if !self.not_float => {
-                        self.not_int = true;
-                        self.float(v);
-                    }
-                    _ => self.text(|| locate(i), s),
-                },
-                Value::Str(s) => self.text(|| locate(i), s),
-                Value::Bytes(_) => self.text(|| locate(i), "(bytes)"),
+        self.nulls += nulls.map_or(0, |n| n.null_count() as u64);
+        let err = |e: RowError| anyhow!("{}", e.1);
+        let t = a.data_type();
+        if t.is_integer() || time_unit_of(t).is_some() {
+            // Integers as i128 (times through their int64 counts).
+            let ints = if t.is_integer() { a.slice(0, a.len()) } else { cast_to(a, &DataType::Int64).map_err(err)? };
+            for v in cast_to(&ints, &DataType::Decimal128(38, 0))
+                .map_err(err)?
+                .as_primitive::<Decimal128Type>()
+                .iter()
+                .flatten()
+            {
+                self.int_range = Some(self.int_range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
             }
         }
-    }
-
-    fn null_at(&mut self, locate: &dyn Fn(usize) -> String, i: usize) {
-        self.nulls += 1;
-        if self.first_null.is_none() {
-            self.first_null = Some(locate(i));
+        if t.is_integer() || t.is_floating() {
+            for v in cast_to(a, &DataType::Float64).map_err(err)?.as_primitive::<Float64Type>().iter().flatten() {
+                self.non_finite |= !v.is_finite();
+                if v.is_finite() {
+                    self.float_range = Some(self.float_range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+                }
+            }
         }
+        Ok(())
     }
-}
-
-/// A date, time, timestamp or duration column as the integers of type `t` it stores (the same
-/// buffers).
-fn reinterpret(a: &dyn Array, t: DataType) -> Result<ArrayRef, String> {
-    let data = a.to_data().into_builder().data_type(t).build();
-    data.map(make_array).map_err(|e| format!("cannot read {} values as integers: {e}", a.data_type()))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use arrow_array::{BinaryArray, Float64Array, Int16Array, Int64Array, UInt32Array, UInt64Array};
+    use arrow_array::types::Int16Type;
+    use arrow_array::{
+        BinaryArray, Date32Array, Float64Array, Int16Array, Int64Array, TimestampNanosecondArray, TimestampSecondArray,
+        UInt32Array, UInt64Array,
+    };
 
     use super::*;
-
-    /// CSV fields as (text, quoted): an unquoted empty field is null.
-    fn text(fields: &[(&str, bool)]) -> StringArray {
-        fields.iter().map(|&(f, q)| (q || !f.is_empty()).then_some(f)).collect()
-    }
 
     fn spec(kind: Kind, nullable: bool, dim: Option<((i128, i128), (f64, f64))>) -> ColumnSpec {
         ColumnSpec { name: "c".into(), kind, nullable, dim }
@@ -887,79 +671,97 @@ mod tests {
     }
 
     #[test]
-    fn text_converts_exactly() {
-        let i8s = spec(Kind::Int(Datatype::Int8), false, None);
-        let b = convert(&i8s, &text(&[("-128", false), (" 127 ", false), ("+5", true)])).unwrap();
-        assert_eq!(b.data, vec![0x80, 0x7f, 5]);
-        for (f, want) in [
-            ("128", "row 0: 128 is out of range for int8 (attribute c)"),
-            ("1.5", "row 0: \"1.5\" is not an integer (attribute c is int8)"),
-            ("", "row 0: no value (null), but attribute c is not nullable"),
-            ("1e2", "row 0: \"1e2\" is not an integer"),
-        ] {
-            let e = convert(&i8s, &text(&[(f, false)])).unwrap_err();
-            assert!(e.contains(want), "{f}: {e}");
-        }
-        let dim = spec(Kind::Int(Datatype::Int64), false, Some(((0, 10), (0.0, 0.0))));
-        let e = convert(&dim, &text(&[("5", false), ("11", false)])).unwrap_err();
-        assert_eq!(e, "row 1: 11 is outside the domain 0:10 of dimension c");
-        assert!(convert(&dim, &text(&[("", false)])).unwrap_err().contains("dimension c needs a coordinate"));
-        let f32s = spec(Kind::Float(Datatype::Float32), true, None);
-        let b = convert(&f32s, &text(&[("0.1", false), ("", false), ("inf", false), ("nan", false)])).unwrap();
-        assert_eq!(
-            (&b.data[..4], b.validity.as_slice(), b.data.len()),
-            (&0.1f32.to_le_bytes()[..], &[1, 0, 1, 1][..], 16)
-        );
-        assert!(convert(&f32s, &text(&[("1e39", false)])).unwrap_err().contains("out of range for float32"));
-        assert!(convert(&f32s, &text(&[("x", false)])).unwrap_err().contains("\"x\" is not a number"));
-        let fdim = spec(Kind::Float(Datatype::Float64), false, Some(((0, 0), (-1.0, 1.0))));
-        assert!(convert(&fdim, &text(&[("nan", false)])).unwrap_err().contains("not a finite coordinate"));
-        assert!(convert(&fdim, &text(&[("1.5", false)])).unwrap_err().contains("outside the domain -1.0:1.0"));
-        // Strings: unquoted empty is null, quoted empty is "".
-        let s = spec(Kind::Str(None), true, None);
-        let b = convert(&s, &text(&[("ab", false), ("", false), ("", true), ("c,d", true)])).unwrap();
-        assert_eq!(
-            (b.data.as_slice(), b.offsets.as_slice(), b.validity.as_slice()),
-            (&b"abc,d"[..], &[0, 2, 2, 2][..], &[1, 0, 1, 1][..])
-        );
-        let s = spec(Kind::Str(None), false, None);
-        assert!(convert(&s, &text(&[("", false)])).unwrap_err().contains("write \"\" for an empty string"));
-        let fixed = spec(Kind::Str(Some(2)), false, None);
-        assert!(convert(&fixed, &text(&[("abc", false)])).unwrap_err().contains("exactly 2 bytes"));
-    }
-
-    #[test]
-    fn typed_values_convert_exactly() {
+    fn values_convert_exactly() {
         let u8s = spec(Kind::Int(Datatype::UInt8), false, None);
-        let e = convert(&u8s, &Int64Array::from(vec![-1])).unwrap_err();
-        assert!(e.contains("-1 is out of range for uint8"), "{e}");
+        let e = convert(&u8s, &Int64Array::from(vec![3, -1])).unwrap_err();
+        assert_eq!(e, "row 1: -1 is not a valid uint8 value (attribute c)");
         let u64s = spec(Kind::Int(Datatype::UInt64), false, None);
-        let b = convert(&u64s, &UInt64Array::from(vec![u64::MAX])).unwrap();
-        assert_eq!(b.data, u64::MAX.to_le_bytes());
+        assert_eq!(convert(&u64s, &UInt64Array::from(vec![u64::MAX])).unwrap().data, u64::MAX.to_le_bytes());
         let f64s = spec(Kind::Float(Datatype::Float64), true, None);
         let b = convert(&f64s, &Int64Array::from(vec![Some(3), None])).unwrap();
         assert_eq!((&b.data[..8], b.validity.as_slice(), b.data.len()), (&3.0f64.to_le_bytes()[..], &[1, 0][..], 16));
-        let e = convert(&f64s, &Int64Array::from(vec![(1 << 53) + 1])).unwrap_err();
-        assert!(e.contains("cannot be represented exactly as float64"), "{e}");
+        let e = convert(&f64s, &Int64Array::from(vec![1, (1 << 53) + 1])).unwrap_err();
+        assert!(e.starts_with("row 1: 9007199254740993 cannot be represented exactly as float64"), "{e}");
         let f32s = spec(Kind::Float(Datatype::Float32), false, None);
-        let e = convert(&f32s, &Float64Array::from(vec![1e300])).unwrap_err();
-        assert!(e.contains("out of range"), "{e}");
-        let s = spec(Kind::Str(None), false, None);
+        assert_eq!(convert(&f32s, &Float64Array::from(vec![0.1])).unwrap().data, 0.1f32.to_le_bytes());
+        let e = convert(&f32s, &Float64Array::from(vec![f64::INFINITY, 1e300])).unwrap_err();
+        assert!(e.starts_with("row 1: ") && e.contains("is out of range for float32"), "{e}");
+        let e = convert(&f32s, &Float64Array::from(vec![Some(1.0), None])).unwrap_err();
+        assert_eq!(e, "row 1: no value (null), but attribute c is not nullable");
+        let s = spec(Kind::Str(None), true, None);
+        let b = convert(&s, &StringArray::from(vec![Some("ab"), None, Some("c")])).unwrap();
+        assert_eq!(
+            (b.data.as_slice(), b.offsets.as_slice(), b.validity.as_slice()),
+            (&b"abc"[..], &[0, 2, 2][..], &[1, 0, 1][..])
+        );
         let e = convert(&s, &BinaryArray::from(vec![&b"ok"[..], &[0xff]])).unwrap_err();
-        assert!(e.starts_with("row 1: ") && e.contains("not valid UTF-8"), "{e}");
-        // A same-typed column moves whole, still checked against the domain.
+        assert!(e.starts_with("row 1: ") && e.contains("is not a valid utf8 value"), "{e}");
+        let fixed = spec(Kind::Str(Some(2)), true, None);
+        let b = convert(&fixed, &StringArray::from(vec![None, Some("ab")])).unwrap();
+        assert_eq!(b.data, b"\0\0ab");
+        let e = convert(&fixed, &StringArray::from(vec!["abc"])).unwrap_err();
+        assert!(e.contains("\"abc\" has 3 bytes, but attribute c holds strings of exactly 2 bytes"), "{e}");
+        let flag = spec(Kind::Int(Datatype::Bool), false, None);
+        assert_eq!(convert(&flag, &StringArray::from(vec!["true", "0", "FALSE", "1"])).unwrap().data, [1, 0, 0, 1]);
+        assert!(convert(&flag, &StringArray::from(vec!["maybe"]))
+            .unwrap_err()
+            .contains("\"maybe\" is not a valid bool"));
+        assert_eq!(convert(&flag, &BooleanArray::from(vec![true, false])).unwrap().data, [1, 0]);
+    }
+
+    #[test]
+    fn coordinates_stay_inside_the_domain() {
         let dim = spec(Kind::Int(Datatype::Int16), false, Some(((-5, 5), (0.0, 0.0))));
         assert_eq!(convert(&dim, &Int16Array::from(vec![-5, 5])).unwrap().data, [0xfb, 0xff, 5, 0]);
         let e = convert(&dim, &Int16Array::from(vec![1, 6])).unwrap_err();
         assert_eq!(e, "row 1: 6 is outside the domain -5:5 of dimension c");
         let e = convert(&dim, &Int16Array::from(vec![Some(1), None])).unwrap_err();
-        assert!(e.starts_with("row 1: no value"), "{e}");
+        assert_eq!(e, "row 1: no value, but dimension c needs a coordinate in every row");
         let fdim = spec(Kind::Float(Datatype::Float64), false, Some(((0, 0), (-1.0, 1.0))));
-        assert_eq!(convert(&fdim, &Float64Array::from(vec![0.5])).unwrap().data, 0.5f64.to_le_bytes());
+        assert_eq!(convert(&fdim, &Int64Array::from(vec![1])).unwrap().data, 1f64.to_le_bytes());
         let e = convert(&fdim, &Float64Array::from(vec![0.5, 1.5])).unwrap_err();
         assert_eq!(e, "row 1: 1.5 is outside the domain -1.0:1.0 of dimension c");
         let e = convert(&fdim, &Float64Array::from(vec![f64::NAN])).unwrap_err();
-        assert!(e.contains("row 0: NaN is not a finite coordinate"), "{e}");
+        assert_eq!(e, "row 0: NaN is not a finite coordinate (dimension c)");
+    }
+
+    #[test]
+    fn times_convert_exactly() {
+        let ms = Kind::Int(Datatype::Datetime64(TimeUnit::Milli));
+        let t = spec(ms, true, None);
+        let text = StringArray::from(vec![Some("1970-01-01T00:00:01.5"), Some("NaT"), None]);
+        let b = convert(&t, &text).unwrap();
+        assert_eq!(
+            (b.data[..8].to_vec(), &b.data[8..16], b.validity),
+            (1500i64.to_le_bytes().to_vec(), &NAT.to_le_bytes()[..], vec![1, 1, 0])
+        );
+        let e = convert(&t, &StringArray::from(vec!["2020-01-01T00:00:00.0001"])).unwrap_err();
+        assert!(e.contains("finer than the unit ms (attribute c is datetime64[ms])"), "{e}");
+        let ns = TimestampNanosecondArray::from(vec![Some(2_000_000), None, Some(-1_000_000)]);
+        let b = convert(&t, &ns).unwrap();
+        assert_eq!((&b.data[..8], &b.data[16..]), (&2i64.to_le_bytes()[..], &(-1i64).to_le_bytes()[..]));
+        let b = convert(&spec(ms, false, None), &ns).unwrap();
+        assert_eq!(&b.data[8..16], NAT.to_le_bytes(), "a null is NaT in an attribute that is not nullable");
+        let b = convert(&t, &arrow_array::NullArray::new(2)).unwrap();
+        assert_eq!((b.data.len(), b.validity), (16, vec![0, 0]), "an all-null column");
+        let e = convert(&t, &TimestampNanosecondArray::from(vec![0, 1_500_000])).unwrap_err();
+        assert_eq!(e, "row 1: 1970-01-01T00:00:00.001500000 (1500000 ns) is finer than datetime64[ms] (attribute c)");
+        let e = convert(&t, &TimestampSecondArray::from(vec![i64::MAX / 10])).unwrap_err();
+        assert!(e.contains("is outside the range of datetime64[ms]"), "{e}");
+        let dim = spec(ms, false, Some(((0, 86_400_000), (0.0, 0.0))));
+        assert_eq!(convert(&dim, &Date32Array::from(vec![1])).unwrap().data, 86_400_000i64.to_le_bytes());
+        let e = convert(&dim, &Date32Array::from(vec![2])).unwrap_err();
+        assert!(e.contains("1970-01-03T00:00:00.000 is outside the domain 1970-01-01T00:00:00.000:1970-01-02"), "{e}");
+        let e = convert(&dim, &Date32Array::from(vec![Some(1), None])).unwrap_err();
+        assert!(e.starts_with("row 1: no value, but dimension c needs a coordinate"), "{e}");
+        // Plain integers have no unit; booleans go only into bool.
+        let e = check_compatible(&DataType::Int64, "x", "INT64", &t).unwrap_err().to_string();
+        assert!(e.contains("TIMESTAMP and DATE"), "{e}");
+        assert!(check_compatible(&DataType::Boolean, "x", "BOOLEAN", &t).is_err());
+        let flag = spec(Kind::Int(Datatype::Bool), false, None);
+        assert!(check_compatible(&DataType::Date32, "x", "INT32 (DATE)", &flag).is_err());
+        assert!(check_compatible(&DataType::Float64, "x", "DOUBLE", &spec(Kind::Int(Datatype::Int64), false, None))
+            .is_err());
     }
 
     #[test]
@@ -986,45 +788,6 @@ mod tests {
         assert_eq!(a.as_string::<i32>().iter().collect::<Vec<_>>(), [Some("a"), None, Some("bc")]);
         assert!(to_arrow(&var, col(b"abc".to_vec(), Some(vec![0, 2, 1]), None), 3, false).is_err(), "decreasing");
         assert!(to_arrow(&var, col(vec![0xff], Some(vec![0]), None), 1, false).is_err(), "not UTF-8");
-    }
-
-    #[test]
-    fn bools_and_times_convert_exactly() {
-        use arrow_array::{Date32Array, TimestampNanosecondArray, TimestampSecondArray};
-        let flag = spec(Kind::Int(Datatype::Bool), false, None);
-        let b = convert(&flag, &text(&[("true", false), (" FALSE", false), ("1", false), ("0", false)])).unwrap();
-        assert_eq!(b.data, [1, 0, 1, 0]);
-        let e = convert(&flag, &text(&[("yes", false)])).unwrap_err();
-        assert!(e.contains("\"yes\" is not a bool (attribute c takes true, false, 1 or 0)"), "{e}");
-        assert_eq!(convert(&flag, &BooleanArray::from(vec![true, false])).unwrap().data, [1, 0]);
-        let ms = Kind::Int(Datatype::Datetime64(TimeUnit::Milli));
-        let t = spec(ms, true, None);
-        let b = convert(&t, &text(&[("1970-01-01T00:00:01.5", false), ("NaT", false), ("", false)])).unwrap();
-        assert_eq!(
-            (b.data[..8].to_vec(), &b.data[8..16], b.validity),
-            (1500i64.to_le_bytes().to_vec(), &NAT.to_le_bytes()[..], vec![1, 1, 0])
-        );
-        let e = convert(&t, &text(&[("2020-01-01T00:00:00.0001", false)])).unwrap_err();
-        assert!(e.contains("finer than the unit ms (attribute c is datetime64[ms])"), "{e}");
-        // Timestamps of any unit and dates, exactly; a dimension's domain shown as times.
-        let ns = TimestampNanosecondArray::from(vec![Some(2_000_000), None, Some(-1_000_000)]);
-        let b = convert(&t, &ns).unwrap();
-        assert_eq!((&b.data[..8], &b.data[16..]), (&2i64.to_le_bytes()[..], &(-1i64).to_le_bytes()[..]));
-        let e = convert(&t, &TimestampNanosecondArray::from(vec![0, 1_500_000])).unwrap_err();
-        assert_eq!(e, "row 1: 1970-01-01T00:00:00.001500000 (1500000 ns) is finer than datetime64[ms] (attribute c)");
-        let e = convert(&t, &TimestampSecondArray::from(vec![i64::MAX / 10])).unwrap_err();
-        assert!(e.contains("is outside the range of datetime64[ms]"), "{e}");
-        let dim = spec(ms, false, Some(((0, 86_400_000), (0.0, 0.0))));
-        assert_eq!(convert(&dim, &Date32Array::from(vec![1])).unwrap().data, 86_400_000i64.to_le_bytes());
-        let e = convert(&dim, &Date32Array::from(vec![2])).unwrap_err();
-        assert!(e.contains("1970-01-03T00:00:00.000 is outside the domain 1970-01-01T00:00:00.000:1970-01-02"), "{e}");
-        // Plain integers have no unit; booleans go only into bool.
-        assert!(check_compatible(SrcKind::Int, "x", "INT64", &t)
-            .unwrap_err()
-            .to_string()
-            .contains("TIMESTAMP and DATE"));
-        assert!(check_compatible(SrcKind::Bool, "x", "BOOLEAN", &t).is_err());
-        assert!(check_compatible(SrcKind::Time, "x", "INT64 (TIMESTAMP)", &flag).is_err());
     }
 
     #[test]
@@ -1056,21 +819,25 @@ mod tests {
 
     #[test]
     fn inference() {
-        let infer = |a: &dyn Array, text: bool| {
+        let infer = |cols: &[&dyn Array]| {
             let mut inf = Inference::default();
-            inf.add(a, text, &|i| format!("row {} (line {})", i + 1, i + 2));
+            cols.iter().for_each(|a| inf.add(*a).unwrap());
             inf
         };
-        let i = infer(&text(&[("3", false), ("", false), ("-7", false)]), true);
-        assert_eq!((i.inferred(), i.nulls, i.int_range), (Inferred::Int(Datatype::Int64), 1, Some((-7, 3))));
-        let i = infer(&text(&[("3", false), ("2.5", false), ("1e3", false)]), true);
-        assert_eq!((i.inferred(), i.float_range), (Inferred::Float, Some((2.5, 1000.0))));
-        let i = infer(&text(&[("3", false), ("x", false), ("", true)]), true);
-        assert_eq!((i.inferred(), i.first_text), (Inferred::Str, Some(("x".into(), "row 2 (line 3)".into()))));
-        assert_eq!(infer(&text(&[("", false)]), true).inferred(), Inferred::Str);
-        let i = infer(&UInt64Array::from(vec![u64::MAX]), false);
-        assert_eq!(i.inferred(), Inferred::Int(Datatype::UInt64));
-        let i = infer(&text(&[("a", false)]), false);
-        assert_eq!((i.inferred(), i.first_text), (Inferred::Str, Some(("a".into(), "row 1 (line 2)".into()))));
+        let i = infer(&[&Int64Array::from(vec![Some(3), None]), &Int64Array::from(vec![-7])]);
+        assert_eq!(
+            (i.inferred(), i.nulls, i.first_null, i.int_range),
+            (Inferred::Int(Datatype::Int64), 1, Some(2), Some((-7, 3)))
+        );
+        let i = infer(&[&Float64Array::from(vec![2.5, f64::NAN, 1e3])]);
+        assert_eq!((i.inferred(), i.float_range, i.non_finite), (Inferred::Float, Some((2.5, 1000.0)), true));
+        assert_eq!(infer(&[&UInt64Array::from(vec![u64::MAX])]).inferred(), Inferred::Int(Datatype::UInt64));
+        assert_eq!(infer(&[&UInt32Array::from(vec![1])]).inferred(), Inferred::Int(Datatype::Int64));
+        assert_eq!(infer(&[&arrow_array::NullArray::new(2)]).inferred(), Inferred::Str);
+        let i = infer(&[&TimestampSecondArray::from(vec![60])]);
+        assert_eq!(
+            (i.inferred(), i.int_range),
+            (Inferred::Int(Datatype::Datetime64(TimeUnit::Second)), Some((60, 60)))
+        );
     }
 }

@@ -1,9 +1,9 @@
 //! The `tessera` command: create, inspect, write and read Tessera arrays from the shell, with
 //! NumPy `.npy` files as the exchange format for dense arrays and CSV or Parquet files (one row
 //! per cell) for sparse ones. A thin layer over the engine: `npyz` reads and writes `.npy`
-//! headers; sparse tables are Arrow record batches (`arrow-array`), read from and written to
-//! Parquet by the `parquet` crate's Arrow reader and writer and from and to CSV by a strict reader
-//! over `csv-core`; `comfy-table` lays out tables and `indicatif` draws progress bars.
+//! headers; sparse tables are Arrow record batches, read from and written to CSV by `arrow-csv`
+//! and to Parquet by the `parquet` crate, and converted to the engine's types by `arrow-cast`;
+//! `comfy-table` lays out tables and `indicatif` draws progress bars.
 //!
 //! `main.rs` only parses the command line into [`Cli`] and calls [`run`]; every command is a
 //! function taking its arguments, the engine [`Config`] and a writer for its standard output, so
@@ -13,7 +13,7 @@
 //! Modules: `dense` (write and read `.npy` files), `spec` (`--subarray`), `info` (`tessera
 //! info`), [`maintenance`] (fragments, consolidate, vacuum, delete); sparse arrays: `sparse`
 //! (write, read, import) over `arrow` (Arrow columns ⇄ engine columns: exact conversion, type
-//! inference), [`csv`] and `parquet_io` (files ⇄ Arrow record batches).
+//! inference) and `table` (CSV and Parquet files ⇄ Arrow record batches).
 //!
 //! `--stats` (or `--stats-json FILE`) records the engine's statistics during any command and
 //! prints them to stderr (writes them as JSON) at the end.
@@ -30,16 +30,14 @@ use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 pub mod advise;
 pub mod aggregate;
 mod arrow;
-pub mod csv;
 mod dense;
 mod info;
 pub mod ls;
 pub mod maintenance;
 pub mod meta;
-#[cfg(feature = "parquet")]
-mod parquet_io;
 mod sparse;
 mod spec;
+mod table;
 
 /// The example schema printed by `tessera schema-example` (valid JSON).
 pub const SCHEMA_EXAMPLE: &str = r#"{
@@ -77,26 +75,6 @@ Example session:
   tessera read temps --subarray 1:10,: --output temperature=first_rows.npy
   tessera import trips.parquet trips --dims lon,lat --tile lon=1,lat=1
   tessera read trips --subarray -74.1:-73.9,40.6:40.8 --output midtown.csv --stats";
-
-/// The long help of `--subarray`, followed by what an omitted `--subarray` means.
-macro_rules! spec_help {
-    ($default:literal) => {
-        concat!(
-            "Comma-separated inclusive ranges lo:hi, one per dimension (1:3000,1:12000 or -5:5,: ; n is \
-             n:n; lo: and :hi run to the domain's bound; : or nothing is the whole dimension; lo..hi is \
-             lo:hi). Float bounds on float dimensions; on datetime64 dimensions ISO 8601 times or counts \
-             of the unit (2024-01-01T00:00:00:2024-01-31T23:59:59: a ':' between two-digit hours, minutes \
-             and seconds belongs to the time). See docs/cli.md. ",
-            $default
-        )
-    };
-}
-
-/// The long help of `tessera delete --subarray`.
-pub(crate) const DELETE_SPEC_HELP: &str = spec_help!("Required.");
-
-/// The long help of a `--subarray` whose default is the whole domain.
-pub(crate) const WHOLE_DOMAIN_SPEC_HELP: &str = spec_help!("Without --subarray: the whole domain.");
 
 /// What `tessera create --help` shows after the options: the example schema.
 fn schema_help() -> String {
@@ -206,9 +184,9 @@ pub struct InfoArgs {
 pub struct WriteArgs {
     /// The array.
     pub uri: PathBuf,
-    /// The cells to write (default: the whole domain).
-    #[arg(long, value_name = "SPEC", allow_hyphen_values = true,
-          long_help = spec_help!("Without --subarray: the whole domain."))]
+    /// The cells to write: inclusive lo:hi per dimension, e.g. 1:3000,1:12000 or -5:5,: (default:
+    /// the whole domain; docs/cli.md describes SPECs).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub subarray: Option<String>,
     /// Dense arrays: one .npy file per attribute, as ATTR=FILE (FILE alone when the array has one
     /// attribute). Sparse arrays: one .csv or .parquet file with every dimension and attribute.
@@ -230,9 +208,9 @@ pub struct WriteArgs {
 pub struct ReadArgs {
     /// The array.
     pub uri: PathBuf,
-    /// The cells to read (default: the non-empty domain, the bounding box of all writes).
-    #[arg(long, value_name = "SPEC", allow_hyphen_values = true,
-          long_help = spec_help!("Without --subarray: the non-empty domain (the bounding box of all writes)."))]
+    /// The cells to read: inclusive lo:hi per dimension (default: the non-empty domain, the
+    /// bounding box of all writes; docs/cli.md describes SPECs).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub subarray: Option<String>,
     /// Dense arrays: a .npy file to create per attribute read, as ATTR=FILE (FILE alone with one
     /// attribute). Sparse arrays: one .csv or .parquet file.

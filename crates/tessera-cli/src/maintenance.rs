@@ -38,7 +38,7 @@ pub struct DeleteArgs {
     pub uri: PathBuf,
     /// The cells to delete: inclusive `lo:hi` per dimension (floats for float dimensions, ISO
     /// 8601 times or counts for datetime64 ones; `:` or omitted: the whole dimension).
-    #[arg(long, value_name = "SPEC", allow_hyphen_values = true, long_help = crate::DELETE_SPEC_HELP)]
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub subarray: String,
 }
 

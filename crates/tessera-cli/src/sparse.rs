@@ -5,21 +5,21 @@
 //! Writing reads every row into column buffers (checking each value against the schema, so a bad
 //! row is reported before anything is written) and hands them to the engine in one unordered
 //! submit: one fragment, however large the file. With `--sorted` the rows are instead streamed in
-//! chunks into one global-order write (the rows must already be in the array's global order).
-//! Reading streams result batches into the file, under a temporary name renamed when complete.
+//! chunks into one global-order write (the rows must already be in the array's global order),
+//! committed at the end. Reading streams result batches into the file, under a temporary name
+//! renamed when complete.
 //!
-//! Files are read as Arrow record batches ([`Source`]: `csv`, `parquet_io`) and written from them
-//! ([`Sink`]); `arrow` converts between batches and the engine's columns.
+//! Files are read and written as Arrow record batches by `table`; `arrow` converts between
+//! batches and the engine's columns.
 
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{Field, Schema};
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema};
 use tessera::{
     default_coord_filters, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellValNum, Config, CoordInput,
     Datatype, Dimension, Filter, FilterPipeline, FragmentMetadata, Layout, Mode, SparseWriter,
@@ -27,138 +27,27 @@ use tessera::{
 use tessera::{parse_datetime, TimeUnit, NAT};
 
 use crate::arrow::{
-    check_compatible, field_of, specs_of, to_arrow, to_engine, ColumnBuf, ColumnSpec, Inference, Inferred, Kind,
-    SrcKind,
+    check_compatible, csv_type, field_of, readable, specs_of, to_arrow, to_engine, ColumnBuf, ColumnSpec, Inference,
+    Inferred, Kind,
 };
-use crate::csv::{parse_delimiter, CsvSink, CsvSource};
 use crate::info::{domain_str, human, json_name, tile_str};
 use crate::spec::{named_str, Spec};
+use crate::table::{self, Column, Format, Sink};
 use crate::{bytes_bar, context, open, plural, ImportArgs, ReadArgs, TempFiles, WriteArgs};
 
 /// Rows per batch read from a file (and per submit with `--sorted`).
 const CHUNK_ROWS: usize = 1 << 20;
 
-/// A column of a source file.
-#[derive(Debug, Clone)]
-pub(crate) struct SrcColumn {
-    /// Its name (the CSV header or the Parquet field name).
-    pub(crate) name: String,
-    /// What it holds.
-    pub(crate) kind: SrcKind,
-    /// Its type as the file names it, for messages (e.g. `DOUBLE`).
-    pub(crate) type_name: String,
-}
-
-/// Rows read from a file: one Arrow array per selected column.
-#[derive(Debug, Clone)]
-pub(crate) struct Batch {
-    /// Data rows before this batch.
-    pub(crate) first_row: u64,
-    /// Rows in the batch.
-    pub(crate) rows: usize,
-    /// CSV: the line each row starts on.
-    pub(crate) lines: Option<Vec<u64>>,
-    /// The selected columns (see [`Source::select`]).
-    pub(crate) cols: Vec<ArrayRef>,
-    /// Whether the columns are CSV text (`Utf8`), to be parsed.
-    pub(crate) text: bool,
-}
-
-impl Batch {
-    /// "row 5 (line 6)": where row `i` of the batch is in the file (rows count from 1).
-    pub(crate) fn locate(&self, i: usize) -> String {
-        let row = self.first_row + i as u64 + 1;
-        match &self.lines {
-            Some(l) => format!("row {row} (line {})", l[i]),
-            None => format!("row {row}"),
-        }
-    }
-}
-
-/// A file of rows.
-pub(crate) trait Source {
-    /// The file.
-    fn path(&self) -> &Path;
-    /// Its columns.
-    fn columns(&self) -> &[SrcColumn];
-    /// Chooses the columns (indices into [`Source::columns`]) batches hold, in that order.
-    fn select(&mut self, cols: &[usize]);
-    /// The next at most `max_rows` rows, or `None` at the end; errors name the line or row.
-    fn next_batch(&mut self, max_rows: usize) -> Result<Option<Batch>>;
-    /// Progress for a bar: (work done, total), in bytes of the file or an estimate.
-    fn progress(&self) -> (u64, u64);
-}
-
-/// Writes record batches (dimension columns first, then attributes) to a file.
-pub(crate) trait Sink {
-    /// Writes one batch.
-    fn write_batch(&mut self, batch: &RecordBatch) -> Result<()>;
-    /// Completes the file (footer, flush, sync).
-    fn finish(self: Box<Self>) -> Result<()>;
-}
-
-/// The exchange formats: CSV with a delimiter, or Parquet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
-    Csv(u8),
-    Parquet,
-}
-
-impl Format {
-    /// The format of `path` by its extension (`.csv`, `.tsv`, `.txt`, `.parquet`, `.pq`); `npy`
-    /// is what to say about `.npy` files (which are for dense arrays).
-    fn of(path: &Path, delimiter: Option<&str>, npy: Option<&dyn Fn() -> String>) -> Result<Self> {
-        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        let delimiter = delimiter.map(parse_delimiter).transpose()?;
-        match ext.as_deref() {
-            Some("csv" | "txt") => Ok(Format::Csv(delimiter.unwrap_or(b','))),
-            Some("tsv" | "tab") => Ok(Format::Csv(delimiter.unwrap_or(b'\t'))),
-            Some("parquet" | "pq" | "parq") if delimiter.is_some() => {
-                bail!("--delimiter applies to CSV files, not to {}", path.display())
-            }
-            Some("parquet" | "pq" | "parq") => Ok(Format::Parquet),
-            Some("npy") if npy.is_some() => bail!("{}", npy.map(|f| f()).unwrap_or_default()),
-            _ => bail!(
-                "{}: unknown file type; sparse arrays are exchanged as .csv (or .tsv) and .parquet files",
-                path.display()
-            ),
-        }
-    }
-}
-
-/// What builds without the `parquet` feature say.
-#[cfg(not(feature = "parquet"))]
-const NO_PARQUET: &str = "this tessera was built without Parquet support (cargo feature \"parquet\"); use CSV";
-
-/// Opens `path` as a table.
-fn open_source(path: &Path, format: Format) -> Result<Box<dyn Source>> {
-    match format {
-        Format::Csv(d) => Ok(Box::new(CsvSource::open(path, d)?)),
-        #[cfg(feature = "parquet")]
-        Format::Parquet => Ok(Box::new(crate::parquet_io::ParquetSource::open(path)?)),
-        #[cfg(not(feature = "parquet"))]
-        Format::Parquet => bail!("{}: {NO_PARQUET}", path.display()),
-    }
-}
-
-/// Starts writing results to `file`.
-fn open_sink(file: File, format: Format, schema: &Arc<Schema>) -> Result<Box<dyn Sink>> {
-    match format {
-        Format::Csv(d) => {
-            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            Ok(Box::new(CsvSink::new(file, &names, d)?))
-        }
-        #[cfg(feature = "parquet")]
-        Format::Parquet => Ok(Box::new(crate::parquet_io::ParquetSink::new(file, schema.clone())?)),
-        #[cfg(not(feature = "parquet"))]
-        Format::Parquet => bail!("{NO_PARQUET}"),
-    }
-}
-
-/// Finds the source column of each spec and selects them in spec order.
-fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_extra: bool) -> Result<()> {
-    let file = src.path().display().to_string();
-    let cols = src.columns();
+/// Finds the column of each spec in `cols` (of `file`) and how to read it (CSV: parsed as
+/// [`csv_type`]; Parquet: as it is, checked to fit the spec).
+fn map_columns(
+    cols: &[Column],
+    specs: &[ColumnSpec],
+    format: Format,
+    array: &str,
+    file: &str,
+    ignore_extra: bool,
+) -> Result<Vec<(usize, DataType)>> {
     let names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
     let missing: Vec<String> =
         specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(|s| s.role().to_string()).collect();
@@ -182,11 +71,13 @@ fn map_columns(src: &mut dyn Source, specs: &[ColumnSpec], array: &str, ignore_e
     let mut picked = Vec::with_capacity(specs.len());
     for s in specs {
         let i = cols.iter().position(|c| c.name == s.name).unwrap_or_default();
-        check_compatible(cols[i].kind, &cols[i].name, &cols[i].type_name, s).with_context(|| file.clone())?;
-        picked.push(i);
+        if format == Format::Parquet {
+            let c = &cols[i];
+            check_compatible(&c.data_type, &c.name, &c.type_name, s).with_context(|| file.to_string())?;
+        }
+        picked.push((i, csv_type(s)));
     }
-    src.select(&picked);
-    Ok(())
+    Ok(picked)
 }
 
 /// Writes the rows of `path` into the open sparse `array` as one fragment: all rows in one
@@ -205,23 +96,24 @@ fn load(
     let in_array = format!("array {}", array.uri().display());
     let all: Vec<usize> = (0..schema.attrs.len()).collect();
     let specs = specs_of(schema, &all).with_context(|| format!("{in_array}: a write needs every attribute"))?;
-    let mut src = open_source(path, format)?;
-    map_columns(src.as_mut(), &specs, &in_array, ignore_extra)?;
-    let file = path.display();
-    let bar = bytes_bar(src.progress().1, "loading");
+    let file = path.display().to_string();
+    let cols = table::columns(path, format, false)?;
+    let picked = map_columns(&cols, &specs, format, &in_array, &file, ignore_extra)?;
+    let bar = bytes_bar(std::fs::metadata(path).map_or(0, |m| m.len()), "loading");
     let mut bufs = vec![ColumnBuf::default(); specs.len()];
     let layout = if sorted { Layout::Global } else { Layout::Unordered };
     let mut w = array.sparse_writer(layout).with_context(|| format!("cannot write to {in_array}"))?;
     let mut rows = 0u64;
-    while let Some(batch) = src.next_batch(chunk_rows)? {
+    for batch in table::batches(path, format, &cols, &picked, chunk_rows, &bar)? {
+        let batch = batch?;
         if sorted {
             bufs.iter_mut().for_each(ColumnBuf::clear);
         }
-        for ((spec, values), buf) in specs.iter().zip(&batch.cols).zip(bufs.iter_mut()) {
+        for ((spec, values), buf) in specs.iter().zip(&batch).zip(bufs.iter_mut()) {
             to_engine(spec, values.as_ref(), buf)
-                .map_err(|(row, e)| anyhow!("{file}: {}, column {}: {e}", batch.locate(row), spec.name))?;
+                .map_err(|(row, e)| anyhow!("{file}: row {}, column {}: {e}", rows + row as u64 + 1, spec.name))?;
         }
-        let (first, n) = (batch.first_row + 1, batch.rows as u64);
+        let (first, n) = (rows + 1, batch.first().map_or(0, |c| c.len() as u64));
         if sorted {
             submit(&mut w, schema.dims.len(), &specs, &bufs).with_context(|| {
                 format!(
@@ -232,7 +124,6 @@ fn load(
             })?;
         }
         rows += n;
-        bar.set_position(src.progress().0);
     }
     bar.finish_and_clear();
     if rows == 0 {
@@ -341,7 +232,7 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     let text = format != Format::Parquet;
     let fields: Vec<Field> = specs.iter().map(|s| field_of(s, text)).collect();
     let arrow_schema = Arc::new(Schema::new(fields));
-    let mut sink = open_sink(temps.create(&path)?, format, &arrow_schema)?;
+    let mut sink = Sink::new(temps.create(&path)?, format, &arrow_schema)?;
     let cell_bytes: u64 = specs.iter().map(ColumnSpec::size_estimate).sum();
     let bar = bytes_bar(query.total_cells() * cell_bytes, "reading");
     let mut cells = 0u64;
@@ -351,7 +242,7 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
         let cols = specs.iter().zip(batch.attrs).map(|(s, a)| to_arrow(s, a, n, text)).collect::<Result<_>>();
         let batch_cells = batch.cells;
         let rb = RecordBatch::try_new(arrow_schema.clone(), cols.with_context(reading)?).with_context(reading)?;
-        sink.write_batch(&rb).with_context(writing)?;
+        sink.write(&rb).with_context(writing)?;
         cells += batch_cells;
         bar.inc(batch_cells * cell_bytes);
     }
@@ -452,8 +343,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         bail!("cannot import into {}: it already exists (give a new folder)", uri.display());
     }
     let dims: Vec<String> = args.dims.iter().map(|d| d.trim().to_string()).collect();
-    let mut src = open_source(path, format)?;
-    let cols = src.columns().to_vec();
+    let cols = table::columns(path, format, true)?;
     let col_names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
     let find = |name: &str, what: &str| {
         cols.iter()
@@ -479,7 +369,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         if picked[..k].contains(&c) {
             bail!("column {} is given more than once", cols[c].name);
         }
-        if cols[c].kind == SrcKind::Unsupported {
+        if !readable(&cols[c].data_type) {
             bail!("{file}: column {} has Parquet type {}, which tessera cannot read", cols[c].name, cols[c].type_name);
         }
     }
@@ -489,19 +379,17 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     if attrs.is_empty() {
         bail!("{file}: an array needs at least one attribute, and every column is a dimension");
     }
-    src.select(&picked);
+    let picked: Vec<(usize, DataType)> = picked.iter().map(|&c| (c, cols[c].data_type.clone())).collect();
 
-    // Pass 1: types, nulls and ranges.
+    // Pass 1 (after arrow-csv's inference of a CSV file's types): nulls and ranges.
     let mut inf = vec![Inference::default(); picked.len()];
-    let bar = bytes_bar(src.progress().1, "scanning");
-    while let Some(batch) = src.next_batch(CHUNK_ROWS)? {
-        for (i, v) in inf.iter_mut().zip(&batch.cols) {
-            i.add(v.as_ref(), batch.text, &|r| batch.locate(r));
+    let bar = bytes_bar(std::fs::metadata(path).map_or(0, |m| m.len()), "scanning");
+    for batch in table::batches(path, format, &cols, &picked, CHUNK_ROWS, &bar)? {
+        for (i, v) in inf.iter_mut().zip(&batch?) {
+            i.add(v.as_ref())?;
         }
-        bar.set_position(src.progress().0);
     }
     bar.finish_and_clear();
-    drop(src);
     let rows = inf.first().map_or(0, |i| i.rows);
     if rows == 0 {
         bail!("{file} has no data rows: nothing to import");
@@ -570,17 +458,14 @@ fn infer_schema(
     for (d, i) in dims.iter().zip(inf) {
         if i.nulls > 0 {
             bail!(
-                "{file}: column {d} has {} empty value{} (first at {}); every cell needs a coordinate",
+                "{file}: column {d} has {} empty value{} (first at row {}); every cell needs a coordinate",
                 i.nulls,
                 plural(i.nulls),
-                i.first_null.as_deref().unwrap_or("?")
+                i.first_null.unwrap_or(0)
             );
         }
         match i.inferred() {
-            Inferred::Str => {
-                let (v, at) = i.first_text.clone().unwrap_or_default();
-                bail!("{file}: column {d} holds text ({at}: {v:?}); a dimension needs numbers");
-            }
+            Inferred::Str => bail!("{file}: column {d} holds text; a dimension needs numbers"),
             Inferred::Int(Datatype::Bool) => bail!("{file}: column {d} holds booleans; a dimension needs numbers"),
             t => dim_types.push(t),
         }
@@ -758,7 +643,7 @@ mod tests {
         let bad = text.replace("\n140,20\n", "\n140,x\n");
         std::fs::write(&csv, &bad).unwrap();
         let e = format!("{:#}", load(&array, &csv, Format::Csv(b','), false, true, 2).unwrap_err());
-        assert!(e.contains("row 21 (line 22), column v: \"x\" is not an integer"), "{e}");
+        assert!(e.contains("in.csv") && e.contains("at line 21") && e.contains("'x'"), "{e}");
         assert_eq!(tree(&uri), before);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         assert_eq!(r.fragments().len(), 1);
