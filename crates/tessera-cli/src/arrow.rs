@@ -376,10 +376,37 @@ fn null_error(spec: &ColumnSpec) -> String {
     }
 }
 
+/// A CSV column `a` for `spec`, its empty fields (which CSV readers give as nulls) as empty
+/// strings when `spec` is a string attribute that is not nullable: CSV cannot tell an empty
+/// string from a missing value, and such an attribute has no missing values.
+pub(crate) fn csv_empty_strings(spec: &ColumnSpec, a: &ArrayRef) -> ArrayRef {
+    match (spec.kind, spec.nullable || spec.dim.is_some(), a.as_string_opt::<i32>()) {
+        (Kind::Str(_), false, Some(s)) if s.null_count() > 0 => {
+            Arc::new(s.iter().map(|v| Some(v.unwrap_or(""))).collect::<StringArray>())
+        }
+        _ => Arc::clone(a),
+    }
+}
+
+/// Whether `v` is a bool as CSV files write them: `true` or `false` (any case) or `1` or `0`,
+/// spaces around allowed. Casting text to bool would also take `yes`, `on`, `t`, even `tr`.
+fn is_bool_text(v: &str) -> bool {
+    let v = v.trim();
+    v == "1" || v == "0" || v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false")
+}
+
 /// Column `a` cast to the Arrow type of a number, bool or string spec, checked (see the module
 /// documentation).
 fn cast_exactly(spec: &ColumnSpec, a: &dyn Array) -> Result<ArrayRef, RowError> {
     let (role, kind, from) = (spec.role(), spec.kind.describe(), a.data_type());
+    if let (Kind::Int(Datatype::Bool), Some(s)) = (spec.kind, a.as_string_opt::<i32>()) {
+        if let Some(i) = first(s, |i| s.is_valid(i) && !is_bool_text(s.value(i))) {
+            return Err((i, format!("{:?} is not a bool ({role} takes true, false, 1 or 0)", s.value(i))));
+        }
+        let b: BooleanArray =
+            s.iter().map(|v| v.map(|v| v.trim() == "1" || v.trim().eq_ignore_ascii_case("true"))).collect();
+        return Ok(Arc::new(b));
+    }
     let c = cast_to(a, &arrow_type(spec, false))?;
     if let Some(i) = first(a, |i| a.is_valid(i) && c.is_null(i)) {
         return Err((i, format!("{} is not a valid {kind} value ({role})", value(a, i))));
@@ -703,9 +730,11 @@ mod tests {
         assert!(e.contains("\"abc\" has 3 bytes, but attribute c holds strings of exactly 2 bytes"), "{e}");
         let flag = spec(Kind::Int(Datatype::Bool), false, None);
         assert_eq!(convert(&flag, &StringArray::from(vec!["true", "0", "FALSE", "1"])).unwrap().data, [1, 0, 0, 1]);
-        assert!(convert(&flag, &StringArray::from(vec!["maybe"]))
-            .unwrap_err()
-            .contains("\"maybe\" is not a valid bool"));
+        for bad in ["maybe", "yes", "on", "t", "tr", "fals", ""] {
+            let e = convert(&flag, &StringArray::from(vec!["true", bad])).unwrap_err();
+            assert!(e.starts_with("row 1: ") && e.contains(&format!("{bad:?} is not a bool")), "{bad}: {e}");
+        }
+        assert_eq!(convert(&flag, &StringArray::from(vec![" TRUE ", " 0"])).unwrap().data, [1, 0]);
         assert_eq!(convert(&flag, &BooleanArray::from(vec![true, false])).unwrap().data, [1, 0]);
     }
 

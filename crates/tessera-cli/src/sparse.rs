@@ -27,8 +27,8 @@ use tessera::{
 use tessera::{parse_datetime, TimeUnit, NAT};
 
 use crate::arrow::{
-    check_compatible, csv_type, field_of, readable, specs_of, to_arrow, to_engine, ColumnBuf, ColumnSpec, Inference,
-    Inferred, Kind,
+    check_compatible, csv_empty_strings, csv_type, field_of, readable, specs_of, to_arrow, to_engine, ColumnBuf,
+    ColumnSpec, Inference, Inferred, Kind,
 };
 use crate::info::{domain_str, human, json_name, tile_str};
 use crate::spec::{named_str, Spec};
@@ -110,6 +110,8 @@ fn load(
             bufs.iter_mut().for_each(ColumnBuf::clear);
         }
         for ((spec, values), buf) in specs.iter().zip(&batch).zip(bufs.iter_mut()) {
+            let values =
+                if matches!(format, Format::Csv(_)) { csv_empty_strings(spec, values) } else { Arc::clone(values) };
             to_engine(spec, values.as_ref(), buf)
                 .map_err(|(row, e)| anyhow!("{file}: row {}, column {}: {e}", rows + row as u64 + 1, spec.name))?;
         }

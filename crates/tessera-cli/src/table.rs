@@ -138,6 +138,28 @@ pub(crate) fn columns(path: &Path, format: Format, infer: bool) -> Result<Vec<Co
     Ok(columns)
 }
 
+/// A CSV source that fails at its end when it held an odd number of `"`: a quoted field left
+/// open, which `arrow-csv` would otherwise read to the end of the file as one value, silently
+/// swallowing the rows after it (or a stray quote, which a strict reader refuses too).
+struct BalancedQuotes<R> {
+    inner: R,
+    odd: bool,
+}
+
+impl<R: std::io::Read> std::io::Read for BalancedQuotes<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.odd && !buf.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "unbalanced quotes: a quoted field is not closed (or a '\"' stands alone)",
+            ));
+        }
+        self.odd ^= buf[..n].iter().filter(|&&b| b == b'"').count() % 2 == 1;
+        Ok(n)
+    }
+}
+
 /// Batches of rows.
 pub(crate) type Batches = Box<dyn Iterator<Item = Result<Vec<ArrayRef>>>>;
 
@@ -169,7 +191,7 @@ pub(crate) fn batches(
                 .with_delimiter(d)
                 .with_batch_size(rows.max(1))
                 .with_projection(indices.collect())
-                .build(bar.wrap_read(open(path)?))?;
+                .build(BalancedQuotes { inner: bar.wrap_read(open(path)?), odd: false })?;
             let shown = shown.clone();
             Box::new(reader.map(move |b| b.with_context(|| shown.clone())))
         }
