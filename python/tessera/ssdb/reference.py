@@ -95,6 +95,12 @@ CONFIGS = {
         "tiny", 160, 500, 1333, 500, 1333, 133,
         (500400, 500533, 500000, 500533, 500533), (500400, 498800, 500533, 500133, 499067),
     ),
+    # §6 gives no row for very-small: U1 = S, U2 and U3 scaled by S/3750 (4266.7, 426.7), and the
+    # published points' offsets from 500000 scaled by R/10^4 = 0.3162, as the Rust `params` does.
+    "very-small": Config(
+        "very-small", 40, 1600, 3162, 1600, 4267, 427,
+        (500949, 501265, 500000, 501265, 501265), (500949, 497154, 501265, 500316, 497787),
+    ),
 }  # fmt: skip
 
 
