@@ -471,6 +471,49 @@ fn dense_tile_positions_predict_the_reads_of_a_box() {
     }
 }
 
+/// A dense grid of `rows x cols` cells (int64 dimensions `r` and `c` from 1, tiles `tile`) with
+/// attributes `attrs` (name, type), each filtered by `filters`.
+fn grid_schema(
+    rows: i128,
+    cols: i128,
+    tile: (u64, u64),
+    attrs: &[(&str, Datatype)],
+    filters: &[Filter],
+) -> ArraySchema {
+    let mut b = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("r", Datatype::Int64, (1, rows), tile.0))
+        .dim(Dimension::new("c", Datatype::Int64, (1, cols), tile.1));
+    for (name, t) in attrs {
+        let mut a = Attribute::new(*name, *t);
+        a.filters = FilterPipeline::new(filters.to_vec());
+        b = b.attr(a);
+    }
+    b.build().unwrap()
+}
+
+/// Creates the array `uri` of grid `schema` (`grid_schema`) and writes all its rows as one
+/// fragment: in one submit (tiles filtered straight from the caller's rows) or, with `banded`,
+/// in bands of 100 rows (tiles assembled); `inputs(r0, r1)` gives the values of rows r0..r1.
+fn write_grid<'a>(
+    ctx: &Context,
+    uri: &std::path::Path,
+    schema: &ArraySchema,
+    banded: bool,
+    inputs: impl Fn(usize, usize) -> Vec<AttrInput<'a>>,
+) {
+    let (rows, cols) = (schema.dims[0].domain_size() as usize, schema.dims[1].domain_size() as usize);
+    Array::create(ctx, uri, schema).unwrap();
+    let w = Array::open(ctx, uri, Mode::Write).unwrap();
+    let mut writer = w.writer(&Subarray::full(schema), Layout::RowMajor).unwrap();
+    let step = if banded { 100 } else { rows };
+    for r0 in (0..rows).step_by(step) {
+        let r1 = (r0 + step).min(rows);
+        let part = Subarray::from_ranges(&[(r0 as i128 + 1, r1 as i128), (1, cols as i128)]);
+        writer.submit_part(&part, &inputs(r0, r1)).unwrap();
+    }
+    writer.finish().unwrap();
+}
+
 /// With `sm.tile_chunk_size` auto (the default), each file's chunk size comes from a sample of
 /// its data: a smooth ramp, stored far smaller in large chunks, gets 1 MiB chunks; noise, stored
 /// the same at any size, keeps 64 KiB. Either way a one-cell read decodes one chunk, at most
@@ -484,19 +527,9 @@ fn automatic_chunk_sizes_follow_the_data_and_bound_a_one_cell_read() {
     c.set("sm.tile_cache_size", "0").unwrap();
     let ctx = Context::new(c).unwrap();
     let (rows, cols) = (1024i128, 2048i128);
-    let attr = |name: &str| {
-        let mut a = Attribute::new(name, Datatype::Float64);
-        a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 3 }]);
-        a
-    };
     // Tiles of 512 x 1024 cells: 4 MiB per tile and attribute.
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("r", Datatype::Int64, (1, rows), 512))
-        .dim(Dimension::new("c", Datatype::Int64, (1, cols), 1024))
-        .attr(attr("smooth"))
-        .attr(attr("noise"))
-        .build()
-        .unwrap();
+    let attrs = [("smooth", Datatype::Float64), ("noise", Datatype::Float64)];
+    let schema = grid_schema(rows, cols, (512, 1024), &attrs, &[Filter::Zstd { level: 3 }]);
     let n = (rows * cols) as usize;
     let smooth: Vec<f64> = (0..n).map(|i| (i / 4096) as f64).collect();
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -510,23 +543,14 @@ fn automatic_chunk_sizes_follow_the_data_and_bound_a_one_cell_read() {
         .collect();
     let inputs = |r0: usize, r1: usize| {
         let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
-        [
+        vec![
             AttrInput::fixed("smooth", bytemuck::cast_slice(&smooth[lo..hi])),
             AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
         ]
     };
     for banded in [false, true] {
         let uri = dir.path().join(format!("a{banded}"));
-        Array::create(&ctx, &uri, &schema).unwrap();
-        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
-        let mut writer = w.writer(&Subarray::full(&schema), Layout::RowMajor).unwrap();
-        let step = if banded { 100 } else { rows as usize };
-        for r0 in (0..rows as usize).step_by(step) {
-            let r1 = (r0 + step).min(rows as usize);
-            let part = Subarray::from_ranges(&[(r0 as i128 + 1, r1 as i128), (1, cols)]);
-            writer.submit_part(&part, &inputs(r0, r1)).unwrap();
-        }
-        writer.finish().unwrap();
+        write_grid(&ctx, &uri, &schema, banded, inputs);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let frag = r.fragments()[0].clone();
         for (f, want) in [(0, 20), (1, 16)] {
@@ -559,18 +583,8 @@ fn automatic_chunk_size_stores_a_tile_whole_when_chunks_cost_more() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = Context::new(Config::new()).unwrap();
     let (rows, cols) = (500i128, 750i128);
-    let attr = |name: &str| {
-        let mut a = Attribute::new(name, Datatype::Int64);
-        a.filters = FilterPipeline::new(vec![Filter::ByteShuffle, Filter::Zstd { level: 1 }]);
-        a
-    };
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("r", Datatype::Int64, (1, rows), 250))
-        .dim(Dimension::new("c", Datatype::Int64, (1, cols), 250))
-        .attr(attr("repeated"))
-        .attr(attr("noise"))
-        .build()
-        .unwrap();
+    let attrs = [("repeated", Datatype::Int64), ("noise", Datatype::Int64)];
+    let schema = grid_schema(rows, cols, (250, 250), &attrs, &[Filter::ByteShuffle, Filter::Zstd { level: 1 }]);
     let n = (rows * cols) as usize;
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
@@ -582,23 +596,16 @@ fn automatic_chunk_size_stores_a_tile_whole_when_chunks_cost_more() {
     let block: Vec<i64> = (0..5000).map(|_| next()).collect();
     let repeated: Vec<i64> = block.iter().copied().cycle().take(n).collect();
     let noise: Vec<i64> = (0..n).map(|_| next()).collect();
+    let inputs = |r0: usize, r1: usize| {
+        let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
+        vec![
+            AttrInput::fixed("repeated", bytemuck::cast_slice(&repeated[lo..hi])),
+            AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
+        ]
+    };
     for banded in [false, true] {
         let uri = dir.path().join(format!("a{banded}"));
-        Array::create(&ctx, &uri, &schema).unwrap();
-        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
-        let mut writer = w.writer(&Subarray::full(&schema), Layout::RowMajor).unwrap();
-        let step = if banded { 100 } else { rows as usize };
-        for r0 in (0..rows as usize).step_by(step) {
-            let r1 = (r0 + step).min(rows as usize);
-            let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
-            let part = Subarray::from_ranges(&[(r0 as i128 + 1, r1 as i128), (1, cols)]);
-            let inputs = [
-                AttrInput::fixed("repeated", bytemuck::cast_slice(&repeated[lo..hi])),
-                AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
-            ];
-            writer.submit_part(&part, &inputs).unwrap();
-        }
-        writer.finish().unwrap();
+        write_grid(&ctx, &uri, &schema, banded, inputs);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let frag = r.fragments()[0].clone();
         for t in 0..6 {
