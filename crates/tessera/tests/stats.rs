@@ -491,17 +491,16 @@ fn grid_schema(
     b.build().unwrap()
 }
 
-/// Creates the array `uri` of grid `schema` (`grid_schema`) and writes all its rows as one
-/// fragment: in one submit (tiles filtered straight from the caller's rows) or, with `banded`,
-/// in bands of 100 rows (tiles assembled); `inputs(r0, r1)` gives the values of rows r0..r1.
-fn write_grid<'a>(
-    ctx: &Context,
-    uri: &std::path::Path,
-    schema: &ArraySchema,
-    banded: bool,
-    inputs: impl Fn(usize, usize) -> Vec<AttrInput<'a>>,
-) {
+/// Creates the array `uri` of grid `schema` (`grid_schema`) and writes all its cells, `columns`
+/// (attribute name, the whole grid's values in row-major order), as one fragment: in one submit
+/// (tiles filtered straight from the caller's rows) or, with `banded`, in bands of 100 rows
+/// (tiles assembled).
+fn write_grid(ctx: &Context, uri: &std::path::Path, schema: &ArraySchema, banded: bool, columns: &[(&str, &[u8])]) {
     let (rows, cols) = (schema.dims[0].domain_size() as usize, schema.dims[1].domain_size() as usize);
+    let inputs = |r0: usize, r1: usize| -> Vec<AttrInput<'_>> {
+        let row = |bytes: &[u8]| bytes.len() / rows;
+        columns.iter().map(|(name, v)| AttrInput::fixed(name, &v[r0 * row(v)..r1 * row(v)])).collect()
+    };
     Array::create(ctx, uri, schema).unwrap();
     let w = Array::open(ctx, uri, Mode::Write).unwrap();
     let mut writer = w.writer(&Subarray::full(schema), Layout::RowMajor).unwrap();
@@ -541,16 +540,10 @@ fn automatic_chunk_sizes_follow_the_data_and_bound_a_one_cell_read() {
             (x >> 11) as f64
         })
         .collect();
-    let inputs = |r0: usize, r1: usize| {
-        let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
-        vec![
-            AttrInput::fixed("smooth", bytemuck::cast_slice(&smooth[lo..hi])),
-            AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
-        ]
-    };
+    let columns = [("smooth", bytemuck::cast_slice(&smooth)), ("noise", bytemuck::cast_slice(&noise))];
     for banded in [false, true] {
         let uri = dir.path().join(format!("a{banded}"));
-        write_grid(&ctx, &uri, &schema, banded, inputs);
+        write_grid(&ctx, &uri, &schema, banded, &columns);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let frag = r.fragments()[0].clone();
         for (f, want) in [(0, 20), (1, 16)] {
@@ -596,16 +589,10 @@ fn automatic_chunk_size_stores_a_tile_whole_when_chunks_cost_more() {
     let block: Vec<i64> = (0..5000).map(|_| next()).collect();
     let repeated: Vec<i64> = block.iter().copied().cycle().take(n).collect();
     let noise: Vec<i64> = (0..n).map(|_| next()).collect();
-    let inputs = |r0: usize, r1: usize| {
-        let (lo, hi) = (r0 * cols as usize, r1 * cols as usize);
-        vec![
-            AttrInput::fixed("repeated", bytemuck::cast_slice(&repeated[lo..hi])),
-            AttrInput::fixed("noise", bytemuck::cast_slice(&noise[lo..hi])),
-        ]
-    };
+    let columns = [("repeated", bytemuck::cast_slice(&repeated)), ("noise", bytemuck::cast_slice(&noise))];
     for banded in [false, true] {
         let uri = dir.path().join(format!("a{banded}"));
-        write_grid(&ctx, &uri, &schema, banded, inputs);
+        write_grid(&ctx, &uri, &schema, banded, &columns);
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let frag = r.fragments()[0].clone();
         for t in 0..6 {
