@@ -388,11 +388,17 @@ pub(crate) fn csv_empty_strings(spec: &ColumnSpec, a: &ArrayRef) -> ArrayRef {
     }
 }
 
-/// Whether `v` is a bool as CSV files write them: `true` or `false` (any case) or `1` or `0`,
-/// spaces around allowed. Casting text to bool would also take `yes`, `on`, `t`, even `tr`.
-fn is_bool_text(v: &str) -> bool {
-    let v = v.trim();
-    v == "1" || v == "0" || v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false")
+/// The bool `v` is as CSV files write them: `true` or `false` (any case) or `1` or `0`, spaces
+/// around allowed; `None` for anything else. Casting text to bool would also take `yes`, `on`,
+/// `t`, even `tr`.
+fn bool_of_text(v: &str) -> Option<bool> {
+    match v.trim() {
+        "1" => Some(true),
+        "0" => Some(false),
+        v if v.eq_ignore_ascii_case("true") => Some(true),
+        v if v.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
 }
 
 /// Column `a` cast to the Arrow type of a number, bool or string spec, checked (see the module
@@ -400,12 +406,13 @@ fn is_bool_text(v: &str) -> bool {
 fn cast_exactly(spec: &ColumnSpec, a: &dyn Array) -> Result<ArrayRef, RowError> {
     let (role, kind, from) = (spec.role(), spec.kind.describe(), a.data_type());
     if let (Kind::Int(Datatype::Bool), Some(s)) = (spec.kind, a.as_string_opt::<i32>()) {
-        if let Some(i) = first(s, |i| s.is_valid(i) && !is_bool_text(s.value(i))) {
-            return Err((i, format!("{:?} is not a bool ({role} takes true, false, 1 or 0)", s.value(i))));
-        }
-        let b: BooleanArray =
-            s.iter().map(|v| v.map(|v| v.trim() == "1" || v.trim().eq_ignore_ascii_case("true"))).collect();
-        return Ok(Arc::new(b));
+        let parse = |(i, v): (usize, Option<&str>)| {
+            v.map(|v| {
+                bool_of_text(v).ok_or_else(|| (i, format!("{v:?} is not a bool ({role} takes true, false, 1 or 0)")))
+            })
+            .transpose()
+        };
+        return Ok(Arc::new(s.iter().enumerate().map(parse).collect::<Result<BooleanArray, _>>()?));
     }
     let c = cast_to(a, &arrow_type(spec, false))?;
     if let Some(i) = first(a, |i| a.is_valid(i) && c.is_null(i)) {
