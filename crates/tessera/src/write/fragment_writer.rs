@@ -53,6 +53,12 @@ struct FilteredTile {
     summary: Option<TileSummary>,
 }
 
+/// The attribute summarized from file `file` (`summarized_files`: per file, the attribute its
+/// data summarizes, if any), when `summarize` asks for it.
+fn summarized_attr(summarized_files: &[Option<Attribute>], file: usize, summarize: bool) -> Option<&Attribute> {
+    summarized_files.get(file).and_then(Option::as_ref).filter(|_| summarize)
+}
+
 /// Filters tile `index` of file `file` (`buf`, its unfiltered bytes) whole, with its checksums
 /// (per block for large unfiltered tiles, else of the whole tile) and, with `attr`, its summary.
 fn filter_whole(
@@ -229,11 +235,6 @@ impl FragmentWriter {
             .collect();
     }
 
-    /// The attribute summarized from file `file`, when `summarize` asks for it.
-    fn summarized(&self, file: usize, summarize: bool) -> Option<&Attribute> {
-        self.summarized_files.get(file).and_then(Option::as_ref).filter(|_| summarize)
-    }
-
     /// Records summaries `(tile, attribute, kind, summary)` of tiles of this fragment.
     pub(crate) fn add_summaries(&mut self, rows: impl IntoIterator<Item = (u64, u32, SummaryKind, TileSummary)>) {
         if self.summarize {
@@ -296,7 +297,7 @@ impl FragmentWriter {
             .zip(log2s)
             .map(|((index, file, buf, summarize), log2)| {
                 let (spec, unfiltered) = (&specs[file], buf.len() as u64);
-                let attr = summarized.get(file).and_then(Option::as_ref).filter(|_| summarize);
+                let attr = summarized_attr(summarized, file, summarize);
                 match log2 {
                     // Large filtered tiles: independent chunks, filtered in parallel.
                     Some(log2) => {
@@ -336,9 +337,12 @@ impl FragmentWriter {
         // Tiles stored in chunks are filtered chunk by chunk from the runs; those the automatic
         // chunk size stores whole are gathered first.
         let (chunked, whole): (Vec<_>, Vec<_>) = tiles.iter().zip(log2s).partition(|(_, log2)| log2.is_some());
+        let (specs, summarized) = (&self.specs, &self.summarized_files);
         let runs: Vec<ChunkedRuns<'_, '_>> = chunked
             .iter()
-            .map(|((_, f, r, summarize), log2)| (r, log2.unwrap_or_default(), self.summarized(*f, *summarize)))
+            .map(|((_, f, r, summarize), log2)| {
+                (r, log2.unwrap_or_default(), summarized_attr(summarized, *f, *summarize))
+            })
             .collect();
         let encoded = encode_chunked_runs(&runs)?;
         drop(runs);
@@ -356,13 +360,12 @@ impl FragmentWriter {
                 summary,
             })
             .collect();
-        let (specs, summarized) = (&self.specs, &self.summarized_files);
         let whole: Vec<FilteredTile> = whole
             .par_iter()
             .map(|((index, f, r, summarize), _)| {
                 let mut buf = vec![0; r.len()];
                 r.gather(0, &mut buf);
-                let attr = summarized.get(*f).and_then(Option::as_ref).filter(|_| *summarize);
+                let attr = summarized_attr(summarized, *f, *summarize);
                 filter_whole(&specs[*f], *index, *f, buf, attr)
             })
             .collect::<Result<_>>()?;
@@ -430,7 +433,7 @@ impl FragmentWriter {
             parts.iter().for_each(|p| hasher.update(p));
             (hasher.digest(), Vec::new())
         };
-        let summary = self.summarized(file, summarize).and_then(|a| {
+        let summary = summarized_attr(&self.summarized_files, file, summarize).and_then(|a| {
             let mut parts = parts.iter().map(|p| summarize_cells(a, p));
             let first = parts.next()?;
             Some(parts.fold(first, TileSummary::merge))
