@@ -21,8 +21,8 @@ use crate::fragment::{
 };
 use crate::geometry::Layout;
 use crate::geometry::{
-    cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, split_interval, strides, Rect,
-    Strided, Subarray, TilePermutation,
+    cells, checked_cells, contiguous_runs, copy_strided, for_each_cell_pair, intersect, meet, split_interval, strides,
+    within, Rect, Strided, Subarray, TilePermutation,
 };
 use crate::input::{validate, AttrInput};
 use crate::schema::{ArraySchema, CellOrder};
@@ -212,10 +212,10 @@ impl DenseWriter {
             return Err(QueryError::BadSubarray("a dense write takes exactly one range per dimension".into()).into());
         }
         let r: Rect = norm.into_iter().map(|x| x[0]).collect();
-        if intersect(&r, &self.rect).as_ref() != Some(&r) {
+        if !within(&r, &self.rect) {
             return Err(QueryError::BadSubarray("the part lies outside the writer's subarray".into()).into());
         }
-        if self.submitted.iter().any(|s| intersect(s, &r).is_some()) {
+        if self.submitted.iter().any(|s| meet(s, &r)) {
             return Err(QueryError::WriteState("the part overlaps cells an earlier submit wrote".into()).into());
         }
         let (inputs, n) = validate(&schema, inputs, Some(cells(&r)))?;
