@@ -42,13 +42,17 @@ pub(super) fn encode(data: Vec<u8>, w: usize) -> Vec<u8> {
     out
 }
 
-/// Reverses [`encode`].
+/// Reverses [`encode`], into a buffer that is not zeroed first (every byte is written).
+#[allow(unsafe_code)]
 pub(super) fn decode(data: Vec<u8>, w: usize) -> Vec<u8> {
     if w <= 1 || data.len() < 2 * w {
         return data;
     }
-    let mut out = vec![0u8; data.len()];
-    unshuffle_into(&data, w, &mut out, |b| b);
+    let mut out = Vec::with_capacity(data.len());
+    decode_into(&data, w, &mut out.spare_capacity_mut()[..data.len()]);
+    // SAFETY: `decode_into` wrote each of the first `data.len()` bytes (`unshuffle_into` writes
+    // every byte of an output as long as its input), within the capacity reserved above.
+    unsafe { out.set_len(data.len()) };
     out
 }
 

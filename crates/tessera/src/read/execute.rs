@@ -321,14 +321,20 @@ fn run_batch(
         }
     }
     let tiles = BatchTiles { whole: fetch_tiles(array, specs, &whole)?, parts: fetch_blocks(array, specs, &partial)? };
-    for s in sinks.iter_mut() {
+    let copy = |s: &mut Sink<'_>| -> Result<()> {
         let files = AttrFiles::of(specs, s.attr);
         for &key in batch {
             let skip_data = files.data.is_some_and(|f| is_direct(key, f));
             copy_tile(array, specs, &tiles, files, key, by_tile.of(key), s, skip_data)?;
         }
+        Ok(())
+    };
+    // Each attribute has buffers of its own: their copies run in parallel.
+    if sinks.len() > 1 {
+        array.ctx.install(|| sinks.par_iter_mut().try_for_each(copy))
+    } else {
+        sinks.iter_mut().try_for_each(copy)
     }
-    Ok(())
 }
 
 /// Direct reads of fixed-size data tiles: an unfiltered tile the tile cache does not take whose
