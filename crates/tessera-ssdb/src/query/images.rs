@@ -5,28 +5,23 @@
 //! rectangle per image holding all its windows.
 
 use std::path::Path;
+use std::sync::mpsc;
 
 use anyhow::{Context as _, Result};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tessera::{
-    AggregateOp, AggregateRequest, AggregateValue, Array, ArraySchema, ArrayType, AttrInput, Attribute, CellOrder,
-    Context, Datatype, DimRange, Dimension, Filter, FilterPipeline, Layout, Mode, Subarray,
+    AggregateOp, AggregateRequest, AggregateValue, Array, ArraySchema, ArrayType, AttrBuffer, AttrInput, Attribute,
+    CellOrder, Context, Datatype, DimRange, Dimension, Filter, FilterPipeline, Layout, Mode, Subarray,
 };
 
-use super::regrid::{axis_spans, output_len, regrid_band, Combine, Span, BAND_OUT, BAND_SRC};
+use super::regrid::{axis_spans, band_rows, bands, output_len, regrid_band, Combine};
 use super::{Q1Result, Q2Result, Q3Result, WindowsOut};
 use crate::generator::ATTRS;
 use crate::keys::{hex, observation_keys_sha256};
 use crate::params::{Config, CYCLE};
 use crate::raw::RawStore;
 use crate::{assign_ids, cook_image_parallel, create_observations, write_observations, CookParams};
-
-/// Little-endian int32 values of a read column, into `out` (reused: no allocation per band).
-fn i32s_into(data: &[u8], out: &mut Vec<i32>) {
-    out.clear();
-    out.extend(data.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-}
 
 /// Little-endian bytes of int32 values, into `out` (reused).
 fn le_into(values: &[i32], out: &mut Vec<u8>) {
@@ -128,7 +123,12 @@ pub fn q3_schema(config: Config, n: usize) -> Result<ArraySchema> {
 /// Q3: regrids the `m x m` slab of each image of `cycle` 10:3 to `n x n`, all 11 attributes;
 /// stores the 20 results as one fragment of a new array at `out` ([`q3_schema`]) and returns
 /// the sha256 of the concatenated per-image sha256s (hex) of the `(11, n, n)` little-endian
-/// outputs. Memory: one band of [`BAND_SRC`] source rows and one output image.
+/// outputs.
+///
+/// Each image is read in bands of [`band_rows`] source rows (whole tile rows, whole output
+/// rows), into the same buffers every band (the engine fills them in place), and the 11
+/// attributes of a band are regridded in parallel. Memory: one band (`band x m x 44` bytes)
+/// and one output image.
 ///
 /// # Errors
 /// Storage failures, an existing array at `out`.
@@ -136,6 +136,7 @@ pub fn q3(ctx: &Context, images: &Array, config: Config, cycle: i64, out: &Path)
     let m = usize::try_from(local_slab(config))?;
     let n = output_len(m);
     let spans = axis_spans(m);
+    let bands = bands(&spans, m, band_rows(images.schema().dims[1].tile_extent()));
     Array::create(ctx, out, &q3_schema(config, n)?).with_context(|| format!("creating {}", out.display()))?;
     let result = Array::open(ctx, out, Mode::Write)?;
     let t0 = cycle * i64::from(CYCLE);
@@ -143,42 +144,73 @@ pub fn q3(ctx: &Context, images: &Array, config: Config, cycle: i64, out: &Path)
     let (nn, ml) = (i64::try_from(n)?, i64::try_from(m)?);
     let mut w = result.writer(&rect((t0, t1), (0, nn - 1), (0, nn - 1)), Layout::RowMajor)?;
     let mut planes: Vec<Vec<i32>> = vec![vec![0; n * n]; ATTRS.len()];
-    let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); ATTRS.len()];
-    let mut shas = String::with_capacity(64 * CYCLE as usize);
-    for t in t0..=t1 {
-        for (b, ys) in spans.chunks(BAND_OUT).enumerate() {
-            let src0 = b * BAND_SRC;
-            let src1 = (src0 + BAND_SRC).min(m);
-            let r = images.read(
-                &rect((t, t), (i64::try_from(src0)?, i64::try_from(src1)? - 1), (0, ml - 1)),
-                &ATTRS,
-                Layout::RowMajor,
-            )?;
-            let local: Vec<Span> = ys.iter().map(|s| Span { i0: s.i0 - src0, ..*s }).collect();
-            // The attributes on every core, each with its own scratch rows.
-            planes.par_iter_mut().zip(&r.attrs).enumerate().for_each_init(
-                || (Vec::new(), Vec::new()),
-                |(h, src), (a, (plane, column))| {
+    let mut sources: Vec<Vec<i32>> = vec![Vec::new(); ATTRS.len()];
+    // Image t's output is hashed on a thread of its own while image t + 1 is read and regridded;
+    // the two sets of output bytes go back and forth between them.
+    let (to_hasher, hash_queue) = mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+    let (give_back, returned) = mpsc::channel::<Vec<Vec<u8>>>();
+    let shas = std::thread::scope(|scope| -> Result<String> {
+        let hasher = scope.spawn(move || {
+            let mut shas = String::with_capacity(64 * CYCLE as usize);
+            for bytes in hash_queue {
+                let mut sha = Sha256::new();
+                for b in &bytes {
+                    sha.update(b);
+                }
+                shas.push_str(&hex(&sha.finalize()));
+                // The sender is gone only when q3 has stopped early.
+                let _ = give_back.send(bytes);
+            }
+            shas
+        });
+        let mut spare: Vec<Vec<Vec<u8>>> = vec![vec![Vec::new(); ATTRS.len()]; 2];
+        for t in t0..=t1 {
+            for band in &bands {
+                let (src0, src1) = (band.src.start, band.src.end);
+                let cells = (src1 - src0) * m;
+                let band_rect = rect((t, t), (i64::try_from(src0)?, i64::try_from(src1)? - 1), (0, ml - 1));
+                let mut query = images.read_query(&band_rect, &ATTRS, Layout::RowMajor)?;
+                let mut bufs: Vec<AttrBuffer<'_>> = sources
+                    .iter_mut()
+                    .map(|v| {
+                        v.resize(cells, 0);
+                        AttrBuffer { data: bytemuck::cast_slice_mut(&mut v[..cells]), offsets: None, validity: None }
+                    })
+                    .collect();
+                let status = query.submit(&mut bufs)?;
+                anyhow::ensure!(
+                    status.complete && status.cells == cells as u64,
+                    "Q3: image {t}, rows {src0}..{src1}: {} of {cells} cells read",
+                    status.cells
+                );
+                if cfg!(target_endian = "big") {
+                    // The engine wrote little-endian values into the buffers' bytes.
+                    sources.iter_mut().for_each(|v| v.iter_mut().for_each(|x| *x = i32::from_le(*x)));
+                }
+                // The attributes on every core, each with its own scratch row.
+                planes.par_iter_mut().zip(&sources).enumerate().for_each_init(Vec::new, |v, (a, (plane, src))| {
                     let how = match ATTRS[a] {
                         "valid" => Combine::And,
                         "sat" => Combine::Or,
                         _ => Combine::Mean,
                     };
-                    let out_rows = &mut plane[b * BAND_OUT * n..(b * BAND_OUT + ys.len()) * n];
-                    i32s_into(&column.data, src);
-                    regrid_band(src, m, &spans, &local, how, h, out_rows);
-                },
-            );
+                    let out_rows = &mut plane[band.out.start * n..band.out.end * n];
+                    regrid_band(&src[..cells], m, &spans, &band.ys, how, v, out_rows);
+                });
+            }
+            let mut bytes = match spare.pop() {
+                Some(b) => b,
+                None => returned.recv().context("Q3: the hashing thread stopped")?,
+            };
+            planes.par_iter().zip(&mut bytes).for_each(|(p, b)| le_into(p, b));
+            let inputs: Vec<AttrInput<'_>> =
+                ATTRS.iter().zip(&bytes).map(|(name, b)| AttrInput::fixed(name, b)).collect();
+            w.submit_part(&rect((t, t), (0, nn - 1), (0, nn - 1)), &inputs)?;
+            to_hasher.send(bytes).context("Q3: the hashing thread stopped")?;
         }
-        planes.par_iter().zip(&mut bytes).for_each(|(p, b)| le_into(p, b));
-        let mut sha = Sha256::new();
-        for b in &bytes {
-            sha.update(b);
-        }
-        shas.push_str(&hex(&sha.finalize()));
-        let inputs: Vec<AttrInput<'_>> = ATTRS.iter().zip(&bytes).map(|(name, b)| AttrInput::fixed(name, b)).collect();
-        w.submit_part(&rect((t, t), (0, nn - 1), (0, nn - 1)), &inputs)?;
-    }
+        drop(to_hasher);
+        hasher.join().map_err(|_| anyhow::anyhow!("Q3: the hashing thread panicked"))
+    })?;
     w.finish()?;
     Ok(Q3Result { sha256_of_image_shas: hex(&Sha256::digest(shas.as_bytes())) })
 }
