@@ -120,9 +120,11 @@ bench-quick: build bench-deps
 # ~1 GB of disk, small ~10 GB.
 CONFIG   ?= tiny
 SSDB_DIR ?= target/ssdb/$(CONFIG)
+# SSDB_BENCH_ARGS=--reuse-baselines takes a baseline report made apart (make ssdb-postgres).
+SSDB_BENCH_ARGS ?=
 ssdb-bench: build bench-deps ssdb-deps
 	$(PY) bench/ssdb_bench.py --config $(CONFIG) --dir $(SSDB_DIR) --binary target/release/tessera \
-		--baselines postgres,tiledb
+		--baselines postgres,tiledb $(SSDB_BENCH_ARGS)
 
 # SS-DB baselines (issue 14, docs/ssdb.md "Baselines"): PostgreSQL 15 with PostGIS from Debian's
 # packages. Installed with apt-get when missing and when root; otherwise says what to install.
