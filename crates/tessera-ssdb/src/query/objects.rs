@@ -65,8 +65,8 @@ pub fn q5(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox, d1: i64) -> Result
 }
 
 /// Q6: the windows `[a, a+D4) x [b, b+D4)` inside the slab `[x, x+u)^2` holding more than D5
-/// of the centres of `cycle`'s observations in the slab, from 2-D prefix sums kept as a ring of
-/// D4 + 1 prefix rows (memory O(D4·u), not O(u²)); lines `"a,b,count\n"` sorted by (a, b).
+/// of the centres of `cycle`'s observations in the slab ([`dense_windows`]); lines
+/// `"a,b,count\n"` sorted by (a, b).
 ///
 /// # Errors
 /// Storage failures.
@@ -74,49 +74,98 @@ pub fn q6(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox, d4: i64, d5: i64) 
     let obs = cycle_centres_in(ctx, dir, cycle, slab)?;
     let u = usize::try_from(slab.x1 - slab.x0 + 1)?;
     let d = usize::try_from(d4)?;
-    let mut lines: Vec<(i64, i64, u32)> = Vec::new();
-    if d <= u {
-        // Centres per row of the slab (local y), as local x.
-        let mut rows: Vec<Vec<usize>> = vec![Vec::new(); u];
-        for o in &obs {
-            let (lx, ly) = (i64::from(o.cx) - slab.x0, i64::from(o.cy) - slab.y0);
-            rows[usize::try_from(ly)?].push(usize::try_from(lx)?);
-        }
-        // prefix[r % (d+1)][x] = centres with local y < r and local x < x.
-        let w = u + 1;
-        let mut ring = vec![0u32; (d + 1) * w];
-        let mut counts = vec![0u32; w];
-        for r in 1..=u {
-            // Row r of the prefix table: row r-1 plus the prefix counts of slab row r-1.
-            counts.iter_mut().for_each(|c| *c = 0);
-            for &lx in &rows[r - 1] {
-                counts[lx + 1] += 1;
-            }
-            let (prev, cur) = ((r - 1) % (d + 1), r % (d + 1));
-            let mut run = 0u32;
-            for xi in 0..w {
-                run += counts[xi];
-                ring[cur * w + xi] = ring[prev * w + xi] + run;
-            }
-            if r >= d {
-                // Windows with local b = r - d: rows [r-d, r).
-                let lo = (r - d) % (d + 1);
-                let (top, bottom) = (&ring[cur * w..cur * w + w], &ring[lo * w..lo * w + w]);
-                for a in 0..=u - d {
-                    let c = (top[a + d] + bottom[a]) - (top[a] + bottom[a + d]);
-                    if i64::from(c) > d5 {
-                        lines.push((slab.x0 + a as i64, slab.y0 + (r - d) as i64, c));
-                    }
-                }
-            }
-        }
-    }
+    let points = obs
+        .iter()
+        .map(|o| Ok((usize::try_from(i64::from(o.cy) - slab.y0)?, usize::try_from(i64::from(o.cx) - slab.x0)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let min = u32::try_from(d5.max(-1) + 1).unwrap_or(u32::MAX);
+    let mut lines: Vec<(i64, i64, u32)> = dense_windows(points, u, d, min)
+        .into_iter()
+        .map(|(a, b, c)| (slab.x0 + a as i64, slab.y0 + b as i64, c))
+        .collect();
     lines.sort_unstable();
     let mut sha = Sha256::new();
     for (a, b, c) in &lines {
         sha.update(format!("{a},{b},{c}\n").as_bytes());
     }
     Ok(Q6Result { windows: lines.len() as u64, sha256: hex(&sha.finalize()) })
+}
+
+/// The windows `[a, a+d) x [b, b+d)` inside `[0, u)^2` holding at least `min` of
+/// `points` (local `(y, x)`, inside the square): `(a, b, count)`, in no particular order.
+///
+/// A sweep down the rows: the x of the points in the rows `[b, b+d)` are kept sorted as b
+/// moves (each point enters and leaves once), and along a row of windows the count only changes
+/// where a point enters (`a = x - d + 1`) or leaves (`a = x + 1`) the window, so each b costs
+/// the points of its band, not u (prefix sums over the whole square cost u² however few
+/// points there are: 10^8 for small's slab).
+pub fn dense_windows(mut points: Vec<(usize, usize)>, u: usize, d: usize, min: u32) -> Vec<(usize, usize, u32)> {
+    let mut out = Vec::new();
+    if d == 0 || d > u {
+        return out;
+    }
+    points.sort_unstable();
+    let last = u - d; // the last a and b
+    let mut band: Vec<usize> = Vec::new();
+    let (mut entered, mut left) = (0, 0);
+    for b in 0..=last {
+        while entered < points.len() && points[entered].0 < b + d {
+            let x = points[entered].1;
+            band.insert(band.partition_point(|&v| v < x), x);
+            entered += 1;
+        }
+        while left < points.len() && points[left].0 < b {
+            let x = points[left].1;
+            band.remove(band.partition_point(|&v| v < x));
+            left += 1;
+        }
+        if band.len() < min as usize {
+            continue;
+        }
+        // Only a window holding `min` consecutive x of the band can qualify: those of
+        // band[i..i+min] fit in [a, a+d) for a in [band[i+min-1] + 1 - d, band[i]]. The ranges
+        // come in increasing order; overlapping ones merge.
+        let m = min.max(1) as usize;
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        if min == 0 {
+            ranges.push((0, last));
+        }
+        for (lo_x, hi_x) in band.iter().zip(&band[m - 1..]) {
+            if hi_x - lo_x < d {
+                let (lo, hi) = ((hi_x + 1).saturating_sub(d), (*lo_x).min(last));
+                match ranges.last_mut() {
+                    Some(r) if lo <= r.1 + 1 => r.1 = r.1.max(hi),
+                    _ if lo <= hi => ranges.push((lo, hi)),
+                    _ => {}
+                }
+            }
+        }
+        // Within a range, count(a) = #{x: x < a + d} - #{x: x < a} changes only where a point
+        // enters (a = x - d + 1) or leaves (a = x + 1).
+        for (lo, hi) in ranges {
+            let (mut i, mut j, mut a) = (band.partition_point(|&x| x < lo + d), band.partition_point(|&x| x < lo), lo);
+            loop {
+                while i < band.len() && band[i] < a + d {
+                    i += 1;
+                }
+                while j < band.len() && band[j] < a {
+                    j += 1;
+                }
+                let next_enter = band.get(i).map_or(usize::MAX, |&x| x + 1 - d);
+                let next_leave = band.get(j).map_or(usize::MAX, |&x| x + 1);
+                let next = next_enter.min(next_leave).min(hi + 1);
+                let count = (i - j) as u32;
+                if count >= min {
+                    out.extend((a..next).map(|a| (a, b, count)));
+                }
+                if next > hi {
+                    break;
+                }
+                a = next;
+            }
+        }
+    }
+    out
 }
 
 /// Q7: groups (singletons included) whose centre (mean of member centres) lies in the slab,
@@ -255,4 +304,57 @@ pub fn window_owners(groups: &[Group]) -> Vec<WindowOwner> {
     let mut owners: Vec<WindowOwner> = by_id.into_values().collect();
     owners.sort_unstable();
     owners
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dense_windows;
+    use proptest::prelude::*;
+
+    /// Every window, every point: the definition.
+    fn brute(points: &[(usize, usize)], u: usize, d: usize, min: u32) -> Vec<(usize, usize, u32)> {
+        let mut out = Vec::new();
+        for b in 0..(u + 1).saturating_sub(d) {
+            for a in 0..(u + 1).saturating_sub(d) {
+                let c = points.iter().filter(|&&(y, x)| (b..b + d).contains(&y) && (a..a + d).contains(&x)).count();
+                if d > 0 && c as u32 >= min {
+                    out.push((a, b, c as u32));
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// The sweep finds exactly the windows the definition does, with their counts, for
+        /// clustered and repeated points, windows as wide as the square, and thresholds from 0.
+        #[test]
+        fn sweep_is_the_definition(
+            u in 1usize..40,
+            d in 0usize..12,
+            min in 0u32..6,
+            raw in proptest::collection::vec((0usize..1000, 0usize..1000), 0..80),
+            cluster in any::<bool>(),
+        ) {
+            let span = if cluster { u.min(6) } else { u };
+            let points: Vec<(usize, usize)> = raw.iter().map(|&(y, x)| (y % span, x % span)).collect();
+            let mut got = dense_windows(points.clone(), u, d, min);
+            got.sort_unstable();
+            prop_assert_eq!(got, brute(&points, u, d, min));
+        }
+    }
+
+    #[test]
+    fn windows_at_the_edges_and_repeated_points() {
+        // Three points on one cell in the corner: the one window of side 2 holding it at (0, 0).
+        let p = vec![(0, 0), (0, 0), (0, 0), (4, 4)];
+        let mut got = dense_windows(p, 5, 2, 3);
+        got.sort_unstable();
+        assert_eq!(got, vec![(0, 0, 3)]);
+        // A window as wide as the square holds every point.
+        assert_eq!(dense_windows(vec![(0, 0), (4, 4)], 5, 5, 2), vec![(0, 0, 2)]);
+        assert!(dense_windows(vec![(0, 0)], 5, 6, 0).is_empty());
+    }
 }
