@@ -27,9 +27,9 @@ pub use keys::{
 pub use observation::{assign_ids, cycle_of, Observation, IMAGES_PER_CYCLE};
 pub use store::{
     create_groups, create_observations, observations_schema, read_all_groups, read_groups_meeting, read_groups_meta,
-    read_member_observations, read_memberships, read_observations, write_group_batch, write_groups, write_groups_meta,
-    write_observations, GroupWriter, GroupsMeta, ObsBox, StoreError, CAPACITY, GROUPS, GROUPS_META, ID_MAX,
-    MEMBERSHIPS, MEMBER_VALUES, OBSERVATIONS, TIME_MAX, WORLD_MAX, WORLD_TILE,
+    read_member_observations, read_memberships, read_observation_points, read_observations, write_group_batch,
+    write_groups, write_groups_meta, write_observations, GroupWriter, GroupsMeta, ObsBox, ObsPoint, StoreError,
+    CAPACITY, GROUPS, GROUPS_META, ID_MAX, MEMBERSHIPS, MEMBER_VALUES, OBSERVATIONS, TIME_MAX, WORLD_MAX, WORLD_TILE,
 };
 
 pub mod cli;

@@ -278,6 +278,40 @@ pub fn read_observations(ctx: &Context, uri: impl AsRef<Path>, b: &ObsBox) -> Re
     decode_observations(uri, &r)
 }
 
+/// An observation's centre and key parts, without its polygon, bbox and the rest: what Q4 and
+/// Q6 need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObsPoint {
+    /// Image time.
+    pub t: i64,
+    /// Centre x.
+    pub cx: i32,
+    /// Centre y.
+    pub cy: i32,
+    /// pixelSum.
+    pub pixel_sum: i64,
+}
+
+/// The centres and key parts of the observations whose (t, centre) is in `b`, in no particular
+/// order: the coordinates and `pixelSum` only (the polygons, most of an observation's bytes,
+/// are not read).
+///
+/// # Errors
+/// Storage failures, corrupt tiles, stored values that do not decode.
+pub fn read_observation_points(ctx: &Context, uri: impl AsRef<Path>, b: &ObsBox) -> Result<Vec<ObsPoint>> {
+    let uri = uri.as_ref();
+    let w = i64::from(WORLD_MAX);
+    let (Some(t), Some(cy), Some(cx)) = (clamp(b.t, 0, TIME_MAX), clamp(b.cy, 0, w), clamp(b.cx, 0, w)) else {
+        return Ok(Vec::new());
+    };
+    let a = Array::open(ctx, uri, Mode::Read)?;
+    let r = a.sparse_query(&[vec![t], vec![cy], vec![cx]], &["pixelSum"], Layout::Unordered)?.read_all()?;
+    let (t, cy, cx) =
+        (fixed::<i32>(uri, &r, "t", 1)?, fixed::<i32>(uri, &r, "cy", 1)?, fixed::<i32>(uri, &r, "cx", 1)?);
+    let ps: Vec<i64> = fixed(uri, &r, "pixelSum", 1)?;
+    Ok((0..t.len()).map(|i| ObsPoint { t: i64::from(t[i]), cx: cx[i], cy: cy[i], pixel_sum: ps[i] }).collect())
+}
+
 /// The stored observations of `members` (e.g. a group's, for their polygons: Q9), in the order
 /// given: one point read of (t, cy, cx) each on one open array, matched by id. A member not
 /// stored is an error.

@@ -19,8 +19,10 @@ use tessera::Context;
 use super::geometry::{convex_hull, polyline_meets_box, region_meets_box, IBox, Pt};
 use super::images::WindowOwner;
 use super::{Q4Result, Q5Result, Q6Result, Q7Result};
-use crate::keys::{groups_sha256, hex, observation_keys_sha256};
-use crate::{read_groups_meeting, read_observations, Group, ObsBox, Observation, OBSERVATIONS};
+use crate::keys::{groups_sha256, hex, key_of, observation_keys_sha256, sorted_keys_sha256};
+use crate::{
+    read_groups_meeting, read_observation_points, read_observations, Group, ObsBox, ObsPoint, Observation, OBSERVATIONS,
+};
 
 /// The observations of `cycle` whose centre lies in the closed box.
 ///
@@ -30,16 +32,25 @@ fn cycle_centres_in(ctx: &Context, dir: &Path, cycle: i64, b: &IBox) -> Result<V
     Ok(read_observations(ctx, dir.join(OBSERVATIONS), &ObsBox::cycle(cycle, (b.x0, b.x1), (b.y0, b.y1)))?)
 }
 
-/// Q4: the observations of `cycle` with centre in the slab: count, Σ pixelSum, keys.
+/// The centres and key parts of the observations of `cycle` whose centre lies in the closed box.
+///
+/// # Errors
+/// Storage failures, stored data that does not decode.
+fn cycle_points_in(ctx: &Context, dir: &Path, cycle: i64, b: &IBox) -> Result<Vec<ObsPoint>> {
+    Ok(read_observation_points(ctx, dir.join(OBSERVATIONS), &ObsBox::cycle(cycle, (b.x0, b.x1), (b.y0, b.y1)))?)
+}
+
+/// Q4: the observations of `cycle` with centre in the slab: count, Σ pixelSum, keys (read
+/// without their polygons).
 ///
 /// # Errors
 /// Storage failures.
 pub fn q4(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox) -> Result<Q4Result> {
-    let obs = cycle_centres_in(ctx, dir, cycle, slab)?;
+    let points = cycle_points_in(ctx, dir, cycle, slab)?;
     Ok(Q4Result {
-        count: obs.len() as u64,
-        sum: obs.iter().map(|o| o.pixel_sum).sum(),
-        keys_sha256: observation_keys_sha256(&obs),
+        count: points.len() as u64,
+        sum: points.iter().map(|o| o.pixel_sum).sum(),
+        keys_sha256: sorted_keys_sha256(points.iter().map(|o| key_of(o.t, o.cx, o.cy, o.pixel_sum)).collect()),
     })
 }
 
@@ -71,7 +82,7 @@ pub fn q5(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox, d1: i64) -> Result
 /// # Errors
 /// Storage failures.
 pub fn q6(ctx: &Context, dir: &Path, cycle: i64, slab: &IBox, d4: i64, d5: i64) -> Result<Q6Result> {
-    let obs = cycle_centres_in(ctx, dir, cycle, slab)?;
+    let obs = cycle_points_in(ctx, dir, cycle, slab)?;
     let u = usize::try_from(slab.x1 - slab.x0 + 1)?;
     let d = usize::try_from(d4)?;
     let points = obs
