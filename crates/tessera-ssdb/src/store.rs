@@ -269,13 +269,21 @@ fn clamp(r: (i64, i64), dlo: i64, dhi: i64) -> Option<DimRange> {
 /// Storage failures, corrupt tiles, stored values that do not decode.
 pub fn read_observations(ctx: &Context, uri: impl AsRef<Path>, b: &ObsBox) -> Result<Vec<Observation>> {
     let uri = uri.as_ref();
+    match read_box(ctx, uri, b, &[])? {
+        Some(r) => decode_observations(uri, &r),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Attributes `attrs` (all when empty) of the observations in `b`; `None` when `b` misses the
+/// domain.
+fn read_box(ctx: &Context, uri: &Path, b: &ObsBox, attrs: &[&str]) -> Result<Option<ReadResult>> {
     let w = i64::from(WORLD_MAX);
     let (Some(t), Some(cy), Some(cx)) = (clamp(b.t, 0, TIME_MAX), clamp(b.cy, 0, w), clamp(b.cx, 0, w)) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let a = Array::open(ctx, uri, Mode::Read)?;
-    let r = a.sparse_query(&[vec![t], vec![cy], vec![cx]], &[], Layout::Unordered)?.read_all()?;
-    decode_observations(uri, &r)
+    Ok(Some(a.sparse_query(&[vec![t], vec![cy], vec![cx]], attrs, Layout::Unordered)?.read_all()?))
 }
 
 /// An observation's centre and key parts, without its polygon, bbox and the rest: what Q4 and
@@ -300,12 +308,9 @@ pub struct ObsPoint {
 /// Storage failures, corrupt tiles, stored values that do not decode.
 pub fn read_observation_points(ctx: &Context, uri: impl AsRef<Path>, b: &ObsBox) -> Result<Vec<ObsPoint>> {
     let uri = uri.as_ref();
-    let w = i64::from(WORLD_MAX);
-    let (Some(t), Some(cy), Some(cx)) = (clamp(b.t, 0, TIME_MAX), clamp(b.cy, 0, w), clamp(b.cx, 0, w)) else {
+    let Some(r) = read_box(ctx, uri, b, &["pixelSum"])? else {
         return Ok(Vec::new());
     };
-    let a = Array::open(ctx, uri, Mode::Read)?;
-    let r = a.sparse_query(&[vec![t], vec![cy], vec![cx]], &["pixelSum"], Layout::Unordered)?.read_all()?;
     let (t, cy, cx) =
         (fixed::<i32>(uri, &r, "t", 1)?, fixed::<i32>(uri, &r, "cy", 1)?, fixed::<i32>(uri, &r, "cx", 1)?);
     let ps: Vec<i64> = fixed(uri, &r, "pixelSum", 1)?;
