@@ -430,7 +430,8 @@ TileDB-Py), `chunk_tradeoff.py` (what the chunk size of compressed tiles costs a
 data sets), `s3_bench.py` (object storage: Tessera, Zarr and TileDB-Py on a local S3 server; the
 last section of this page), `common.py` (timing, fsync/fadvise, machine limits, tables), `adapters/` (one small module per engine, each documenting the method it uses),
 `run.py` (the suite, this page and the plots), `profile_tessera.py` (the engine's statistics of a
-slow sparse read). Results: `bench/out/results.json` (every run of every figure, versions, machine
+slow sparse read), `sparse_partitions_cpu.py` (the CPU time of the Dask bench's sparse read, in
+one process). Results: `bench/out/results.json` (every run of every figure, versions, machine
 facts, limits), `bench/out/results.md`; plots in `docs/bench/`.
 
 ## Latest run
