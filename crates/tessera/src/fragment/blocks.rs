@@ -50,6 +50,21 @@ pub(crate) fn block_sums(parts: &[&[u8]], log2: u32) -> Vec<u64> {
     sums
 }
 
+/// Bytes from which [`block_sums_parallel`] hashes a tile's blocks on several threads.
+const PARALLEL_SUMS: usize = 2 << 20;
+
+/// The block checksums of one buffer, as [`block_sums`] gives them; a buffer of more than
+/// [`PARALLEL_SUMS`] bytes is hashed in pieces of whole blocks on the current thread pool.
+pub(crate) fn block_sums_parallel(bytes: &[u8], log2: u32) -> Vec<u64> {
+    use rayon::prelude::*;
+    if bytes.len() <= PARALLEL_SUMS {
+        return block_sums(&[bytes], log2);
+    }
+    let block = 1usize << log2;
+    let piece = (PARALLEL_SUMS / 2 / block).max(1) * block;
+    bytes.par_chunks(piece).flat_map_iter(|p| p.chunks(block).map(xxh3_64)).collect()
+}
+
 /// The tile checksum of a tile with block checksums `sums`.
 pub(crate) fn checksum_of_sums(sums: &[u64]) -> u64 {
     let bytes: Vec<u8> = sums.iter().flat_map(|s| s.to_le_bytes()).collect();
@@ -61,7 +76,7 @@ pub(crate) fn checksum_of_sums(sums: &[u64]) -> u64 {
 pub(crate) fn verify_tile(bytes: &[u8], checksum: u64, sums: Option<&[u64]>, log2: u32) -> Result<(), (u64, u64)> {
     let computed = match sums {
         Some(want) => {
-            let got = block_sums(&[bytes], log2);
+            let got = block_sums_parallel(bytes, log2);
             let c = checksum_of_sums(&got);
             if got != want {
                 // Report the first block that differs, as the tile-level values would hide it.
@@ -76,6 +91,30 @@ pub(crate) fn verify_tile(bytes: &[u8], checksum: u64, sums: Option<&[u64]>, log
         Ok(())
     } else {
         Err((checksum, computed))
+    }
+}
+
+/// Checks part of a tile, `bytes` starting at block `first`, against the tile's block checksums
+/// `sums` (themselves checked against the tile checksum with [`verify_sums`]); `Err((stored,
+/// computed))` for the first block that differs. Parts checked this way in parallel verify a
+/// tile as [`verify_tile`] does.
+pub(crate) fn verify_blocks(bytes: &[u8], first: usize, sums: &[u64], log2: u32) -> Result<(), (u64, u64)> {
+    let got = block_sums(&[bytes], log2);
+    let want = sums.get(first..first + got.len()).unwrap_or(&[]);
+    if got == want {
+        return Ok(());
+    }
+    let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+    Err((want.get(i).copied().unwrap_or(0), got.get(i).copied().unwrap_or(0)))
+}
+
+/// Checks a tile's block checksums `sums` against its tile checksum.
+pub(crate) fn verify_sums(sums: &[u64], checksum: u64) -> Result<(), (u64, u64)> {
+    let c = checksum_of_sums(sums);
+    if c == checksum {
+        Ok(())
+    } else {
+        Err((checksum, c))
     }
 }
 
@@ -99,6 +138,33 @@ mod tests {
             }
             let want: Vec<u64> = data.chunks(256).map(xxh3_64).collect();
             prop_assert_eq!(block_sums(&parts, 8), want);
+        }
+    }
+
+    /// The parallel block sums of a large buffer are the serial ones, whatever its length (a
+    /// last block shorter than the others included), and pieces verify as the whole tile does.
+    #[test]
+    fn parallel_sums_and_pieces_agree_with_the_whole() {
+        for len in [PARALLEL_SUMS + 1, 3 * PARALLEL_SUMS + 777, 5 << 20] {
+            let data: Vec<u8> = (0..len).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+            let sums = block_sums(&[&data], 14);
+            assert_eq!(block_sums_parallel(&data, 14), sums, "{len} bytes");
+            let tile = checksum_of_sums(&sums);
+            assert_eq!(verify_sums(&sums, tile), Ok(()));
+            assert!(verify_sums(&sums[1..], tile).is_err());
+            let piece = 2 << 20;
+            for (i, p) in data.chunks(piece).enumerate() {
+                assert_eq!(verify_blocks(p, (i * piece) >> 14, &sums, 14), Ok(()));
+            }
+            let mut bad = data.clone();
+            bad[len - 1] ^= 1;
+            let last = (len - 1) / piece;
+            let (stored, computed) = verify_blocks(&bad[last * piece..], (last * piece) >> 14, &sums, 14).unwrap_err();
+            assert_eq!(stored, *sums.last().unwrap());
+            assert_ne!(stored, computed);
+            assert!(verify_tile(&bad, tile, Some(&sums), 14).is_err());
+            // A piece placed at the wrong block is refused.
+            assert!(verify_blocks(&data[..piece], 1, &sums, 14).is_err());
         }
     }
 

@@ -13,7 +13,8 @@ use crate::config::check_limit;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
-    scattered_decode_bytes, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, TileChunks,
+    scattered_decode_bytes, stored_offsets, verify_blocks, verify_sums, verify_tile, ChunkedTile, FileKind, FileSpec,
+    TileChunks,
 };
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
@@ -903,8 +904,14 @@ fn read_direct_chunked(
     })
 }
 
+/// Bytes per piece of a direct tile read: a large tile is read and verified in pieces of
+/// whole checksum blocks, in parallel, so that one tile keeps every I/O thread busy.
+const DIRECT_PIECE: usize = 2 << 20;
+
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
-/// parallel, verifying each tile's checksum in place.
+/// parallel, verifying each tile's checksum in place. A tile with block checksums is read in
+/// pieces of whole blocks ([`DIRECT_PIECE`]), each verified against its blocks' checksums once
+/// those have been checked against the tile checksum.
 fn read_direct(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -915,7 +922,8 @@ fn read_direct(
         return Ok(());
     }
     let storage = array.ctx.storage();
-    let mut jobs: Vec<(&mut [u8], TileKey, usize)> = Vec::new();
+    // (piece of the destination, tile, file, offset of the piece in the tile).
+    let mut jobs: Vec<(&mut [u8], TileKey, usize, usize)> = Vec::new();
     for (si, s) in sinks.iter_mut().enumerate() {
         let DataSink::Fixed(buf) = &mut s.data else { continue };
         let mut mine: Vec<(usize, TileKey, usize)> =
@@ -924,36 +932,62 @@ fn read_direct(
         let mut rest: &mut [u8] = buf;
         let mut consumed = 0usize;
         for (dst, key, f) in mine {
-            let len = array.fragments[key.0].files[f].1[key.1 as usize].stored_size as usize;
+            let frag = &array.fragments[key.0];
+            let entry = frag.files[f].1[key.1 as usize];
+            let path = || file_path(array, key.0, &specs[f].name);
+            if entry.unfiltered_size != entry.stored_size {
+                let what = format!("stored size {} where {} is expected", entry.stored_size, entry.unfiltered_size);
+                return Err(Error::corrupt_tile(path(), key.1, what));
+            }
+            let len = entry.stored_size as usize;
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(dst - consumed);
             let (slot, tail) = tail.split_at_mut(len.min(tail.len()));
             consumed = dst + slot.len();
-            jobs.push((slot, key, f));
             rest = tail;
+            if slot.len() != len {
+                return Err(Error::corrupt_tile(
+                    path(),
+                    key.1,
+                    format!("stored size {len} where {} is expected", slot.len()),
+                ));
+            }
+            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+            count_fetched(array.schema(), &specs[f], entry.stored_size, entry.unfiltered_size);
+            count_copied(false, entry.stored_size);
+            match frag.blocks.of(f, key.1) {
+                Some(sums) if len > DIRECT_PIECE => {
+                    verify_sums(sums, entry.checksum).map_err(|(stored, sum)| {
+                        let what = format!("block checksums do not match the tile checksum (stored {stored:016x}, computed {sum:016x})");
+                        Error::corrupt_tile(path(), key.1, what)
+                    })?;
+                    let block = 1usize << frag.blocks.log2;
+                    let piece = (DIRECT_PIECE / block).max(1) * block;
+                    jobs.extend(slot.chunks_mut(piece).enumerate().map(|(i, p)| (p, key, f, i * piece)));
+                }
+                _ => jobs.push((slot, key, f, 0)),
+            }
         }
     }
     array.ctx.install_io(|| {
-        jobs.into_par_iter().try_for_each(|(slot, key, f)| {
+        jobs.into_par_iter().try_for_each(|(slot, key, f, at)| {
             let path = file_path(array, key.0, &specs[f].name);
-            let entry = array.fragments[key.0].files[f].1[key.1 as usize];
-            let tile_err = |d: String| Error::corrupt_tile(&path, key.1, d);
-            if entry.stored_size != slot.len() as u64 || entry.unfiltered_size != entry.stored_size {
-                return Err(tile_err(format!("stored size {} where {} is expected", entry.stored_size, slot.len())));
-            }
-            storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| match e {
+            let frag = &array.fragments[key.0];
+            let entry = frag.files[f].1[key.1 as usize];
+            storage.read_immutable_into(&path, entry.offset + at as u64, slot).map_err(|e| match e {
                 StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
                     Error::corrupt(&path, e.to_string())
                 }
                 e => e.into(),
             })?;
-            let blocks = &array.fragments[key.0].blocks;
-            verify_tile(slot, entry.checksum, blocks.of(f, key.1), blocks.log2).map_err(|(stored, sum)| {
-                tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
-            })?;
-            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-            count_fetched(array.schema(), &specs[f], entry.stored_size, entry.unfiltered_size);
-            count_copied(false, entry.stored_size);
-            Ok(())
+            let (blocks, log2) = (frag.blocks.of(f, key.1), frag.blocks.log2);
+            let checked = match blocks {
+                Some(sums) if slot.len() as u64 != entry.stored_size => verify_blocks(slot, at >> log2, sums, log2),
+                sums => verify_tile(slot, entry.checksum, sums, log2),
+            };
+            checked.map_err(|(stored, sum)| {
+                let what = format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})");
+                Error::corrupt_tile(&path, key.1, what)
+            })
         })
     })
 }
