@@ -213,7 +213,7 @@ fn batches_cover_the_result_in_slabs() {
     assert_eq!(all, vals);
 }
 
-/// A 256 x 512 int32 array in tiles of 64 x 256 (64 KiB, four 16 KiB blocks each; no filters),
+/// A 256 x 512 int32 array in tiles of 64 x 256 (64 KiB, sixteen 4 KiB blocks each; no filters),
 /// row- or column-major cells, written once per process; cell (r, c) holds r * 1000 + c.
 fn block_array(col_major: bool) -> std::path::PathBuf {
     use std::sync::OnceLock;

@@ -110,15 +110,15 @@ fn chunked_quarter_read_decodes_only_its_chunks() {
     read_rows(&ctx, &dir, 1, N);
 }
 
-/// Without filters the tile has block checksums (16 KiB blocks): the quarter read reads only the
-/// 88 blocks that hold its 1,440,000 bytes, and the statistics say so.
+/// Without filters the tile has block checksums (4 KiB blocks): the quarter read reads only the
+/// 352 blocks that hold its 1,440,000 bytes, and the statistics say so.
 #[test]
 fn unfiltered_quarter_read_reads_only_its_blocks() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, ctx, _) = setup(N as u64, vec![], 0);
     let s = measured(|| read_rows(&ctx, &dir, 1, N / 4));
     let quarter = (N * N) as u64;
-    let blocks = quarter.div_ceil(16384) * 16384;
+    let blocks = quarter.div_ceil(4096) * 4096;
     assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), blocks);
     assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesCopied), quarter);
     let text = stats::dump();
