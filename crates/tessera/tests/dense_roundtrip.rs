@@ -545,3 +545,36 @@ fn a_corrupt_block_of_a_large_tile_read_in_pieces_is_an_error() {
         assert_eq!(got, &vals[1_000_000..], "{mode}: the intact tile");
     }
 }
+
+/// A large tile whose recorded offset is near the end of the u64 range (metadata re-sealed, so
+/// only the offset is wrong) is reported as corruption when read in pieces, not an arithmetic
+/// overflow (a panic under overflow checks) or a read at a wrapped-around offset.
+#[test]
+fn a_large_tile_at_a_huge_offset_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("r", 1, 1000, 1000))
+        .dim(dim("c", 1, 1000, 1000))
+        .attr(Attribute::new("a", Datatype::Int64))
+        .build()
+        .unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let vals: Vec<i64> = (0..1_000_000).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))]).unwrap();
+    drop(w);
+    let name = Array::open(&ctx, &uri, Mode::Read).unwrap().fragments()[0].name.clone();
+    let meta_path = crate::tamper::frag_dir(&uri, &name).join(METADATA_FILE);
+    let mut meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name, &meta_path).unwrap();
+    meta.files[0].1[0].offset = u64::MAX - 1000;
+    std::fs::write(&meta_path, meta.encode()).unwrap();
+    for mode in ["pread", "mmap"] {
+        let mut config = Config::new();
+        config.set("vfs.read_mode", mode).unwrap();
+        let r = Array::open(&Context::new(config).unwrap(), &uri, Mode::Read).unwrap();
+        let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{mode}: {e}");
+    }
+}

@@ -973,7 +973,10 @@ fn read_direct(
             let path = file_path(array, key.0, &specs[f].name);
             let frag = &array.fragments[key.0];
             let entry = frag.files[f].1[key.1 as usize];
-            storage.read_immutable_into(&path, entry.offset + at as u64, slot).map_err(|e| match e {
+            let Some(offset) = entry.offset.checked_add(at as u64) else {
+                return Err(Error::corrupt_tile(&path, key.1, format!("offset {} out of range", entry.offset)));
+            };
+            storage.read_immutable_into(&path, offset, slot).map_err(|e| match e {
                 StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
                     Error::corrupt(&path, e.to_string())
                 }

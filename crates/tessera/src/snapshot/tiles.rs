@@ -368,6 +368,10 @@ fn check_entry(array: &Snapshot, specs: &[FileSpec], key: TileKey, f: usize, lim
     let schema = array.schema();
     let entry = array.fragments[key.0].files[f].1[key.1 as usize];
     let path = || file_path(array, key.0, &spec.name);
+    if entry.offset.checked_add(entry.stored_size).is_none() {
+        let what = format!("offset {} + stored size {} past 2^64", entry.offset, entry.stored_size);
+        return Err(Error::corrupt_tile(path(), key.1, what));
+    }
     let cells = tile_cells(array, key.0, key.1);
     let times = |size: u64| cells.checked_mul(size);
     let expected = match spec.kind {
