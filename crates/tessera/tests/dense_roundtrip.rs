@@ -503,25 +503,33 @@ fn a_corrupt_chunk_of_a_tile_decoded_in_place_is_an_error() {
     assert!(e.to_string().contains("tile 0: chunk 1: checksum mismatch"), "{e}");
 }
 
+/// An uncompressed int64 array of `tiles` tiles of 1000 x 1000 cells (8 MB each, stored whole,
+/// read and verified in pieces), written in one fragment in global order: its URI under `dir`
+/// and its values in that order.
+fn large_tile_array(dir: &std::path::Path, tiles: i64) -> (std::path::PathBuf, Vec<i64>) {
+    let uri = dir.join("a");
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("r", 1, 1000, 1000))
+        .dim(dim("c", 1, 1000 * i128::from(tiles), 1000))
+        .attr(Attribute::new("a", Datatype::Int64))
+        .build()
+        .unwrap();
+    let ctx = Context::new(Config::new()).unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let vals: Vec<i64> = (0..1_000_000 * tiles).map(|i| i * 7919 % 1_000_003).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&Subarray::full(&schema), Layout::Global, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))]).unwrap();
+    (uri, vals)
+}
+
 /// A flipped byte deep inside a large uncompressed tile (read and verified in parallel pieces
 /// of whole checksum blocks, straight into the result or through a tile buffer) is reported as
 /// that tile's corruption in both read modes; the intact tile beside it still reads.
 #[test]
 fn a_corrupt_block_of_a_large_tile_read_in_pieces_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("a");
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(dim("r", 1, 1000, 1000))
-        .dim(dim("c", 1, 2000, 1000))
-        .attr(Attribute::new("a", Datatype::Int64))
-        .build()
-        .unwrap();
+    let (uri, vals) = large_tile_array(dir.path(), 2);
     let ctx = Context::new(Config::new()).unwrap();
-    Array::create(&ctx, &uri, &schema).unwrap();
-    let vals: Vec<i64> = (0..2_000_000).map(|i| i * 7919 % 1_000_003).collect();
-    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
-    w.write(&Subarray::full(&schema), Layout::Global, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))]).unwrap();
-    drop(w);
     let frag = Array::open(&ctx, &uri, Mode::Read).unwrap().fragments()[0].clone();
     let data = uri.join(FRAGMENTS_DIR).join(frag.name.to_string()).join("a0.data");
     let mut bytes = std::fs::read(&data).unwrap();
@@ -552,20 +560,9 @@ fn a_corrupt_block_of_a_large_tile_read_in_pieces_is_an_error() {
 #[test]
 fn a_large_tile_at_a_huge_offset_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("a");
-    let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(dim("r", 1, 1000, 1000))
-        .dim(dim("c", 1, 1000, 1000))
-        .attr(Attribute::new("a", Datatype::Int64))
-        .build()
-        .unwrap();
-    let ctx = Context::new(Config::new()).unwrap();
-    Array::create(&ctx, &uri, &schema).unwrap();
-    let vals: Vec<i64> = (0..1_000_000).collect();
-    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
-    w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))]).unwrap();
-    drop(w);
-    let name = Array::open(&ctx, &uri, Mode::Read).unwrap().fragments()[0].name.clone();
+    let (uri, _) = large_tile_array(dir.path(), 1);
+    let r = Array::open(&Context::new(Config::new()).unwrap(), &uri, Mode::Read).unwrap();
+    let (schema, name) = (r.schema().clone(), r.fragments()[0].name.clone());
     let meta_path = crate::tamper::frag_dir(&uri, &name).join(METADATA_FILE);
     let mut meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name, &meta_path).unwrap();
     meta.files[0].1[0].offset = u64::MAX - 1000;
