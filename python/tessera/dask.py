@@ -310,6 +310,7 @@ def read_dataframe(
         picked = list(A.attr_names) if attrs is None else [a.name for a in A._attrs(attrs)]
         user = A._sparse_ranges(ranges)
         frags = A.fragments()
+        spans = A._need_read("read_dataframe").cell_spans(0)
         ts = A.snapshot_timestamp()
         dim0 = A.schema.dims[0]
         uri_s = A.uri
@@ -320,7 +321,7 @@ def read_dataframe(
     if not isinstance(n, int) or n < 1:
         raise ArgumentError(f"npartitions is a positive int, not {npartitions!r}")
     first = user[0] or [tuple(dim0.domain)]  # no range: the whole domain
-    pieces = _split_first_dim(dim0, frags, first, n)
+    pieces = _split_first_dim(dim0, spans, first, n)
     cfg = as_items(config)
     parts = [
         delayed(_read_partition)(uri_s, ts, cfg, [p, *(r or None for r in user[1:])], picked, meta)
@@ -345,12 +346,11 @@ def _read_partition(
     return df.astype(meta.dtypes.to_dict(), copy=False) if len(df) == 0 else df
 
 
-def _split_first_dim(dim: Dim, frags: Sequence[_array.FragmentInfo], user: List[Any], n: int) -> List[List[Any]]:
+def _split_first_dim(dim: Dim, spans: _Spans, user: List[Any], n: int) -> List[List[Any]]:
     """Up to ``n`` disjoint lists of inclusive ranges of the first dimension, covering ``user``'s
-    ranges, cut where the fragments' cells (each spread evenly over its bounding box's first
-    dimension) reach multiples of 1/n of the total."""
-    spans = [(float(f.nonempty_domain[0][0]), float(f.nonempty_domain[0][1]), f.cell_count)
-             for f in frags if f.kind != "delete" and f.nonempty_domain is not None and f.cell_count]
+    ranges, cut where the cells of ``spans`` (lowest and highest coordinate and cell count of each
+    data tile, its cells taken as spread evenly between them) reach multiples of 1/n of the
+    total."""
     cuts = _cuts(spans, n)
     is_int = np.dtype(dim.dtype).kind in "iuM"  # datetime64: int counts of the unit
     bounds: List[Tuple[Any, Any]] = []
@@ -373,24 +373,57 @@ def _split_first_dim(dim: Dim, frags: Sequence[_array.FragmentInfo], user: List[
     return out
 
 
-def _cuts(spans: Sequence[Tuple[float, float, int]], n: int) -> List[float]:
-    """Interior cut points (increasing, distinct) at which the piecewise-even cell mass of
-    ``spans`` reaches k/n of its total, k = 1..n-1."""
-    total = sum(c for _, _, c in spans)
-    if n <= 1 or total == 0:
+#: Per data tile: lowest and highest coordinate along a dimension, and cells.
+_Spans = Tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _cuts(spans: _Spans, n: int, snap: bool = True) -> List[float]:
+    """Interior cut points (increasing, distinct) at which the cell mass of ``spans`` reaches
+    k/n of its total, k = 1..n-1: a span's cells are spread evenly over [lo, hi], those of a span
+    of one point sit on it. One sweep over the spans' end points (a tile index may have
+    millions of spans).
+
+    ``snap``: a cut moves to the nearest lowest coordinate of a span when that moves at most a
+    quarter of a part's cells, so that a tile is not cut in two (a cut tile is read by both
+    parts, its cells tested one by one: a whole one is decoded straight into the result)."""
+    lo, hi, cells = (np.asarray(a, dtype=np.float64) for a in spans)
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    total = float(cells.sum())
+    if n <= 1 or total <= 0:
         return []
-    points = sorted({p for lo, hi, _ in spans for p in (lo, hi)})
+    wide = hi > lo
+    density = np.where(wide, cells / np.where(wide, hi - lo, 1.0), 0.0)
+    # Mass as a piecewise-linear function of the coordinate: the density steps up at each
+    # span's lo and down at its hi; a one-point span adds its cells as a step at its point.
+    points = np.unique(np.concatenate([lo, hi]))
+    step = np.zeros(len(points))
+    np.add.at(step, np.searchsorted(points, lo[wide]), density[wide])
+    np.add.at(step, np.searchsorted(points, hi[wide]), -density[wide])
+    slope = np.cumsum(step)[:-1]  # density on [points[i], points[i + 1])
+    jump = np.zeros(len(points))
+    np.add.at(jump, np.searchsorted(points, lo[~wide]), cells[~wide])
+    # below[i]: the cells below points[i] (its own jump not counted).
+    below = np.concatenate([[0.0], np.cumsum(slope * np.diff(points) + jump[:-1])])
+    starts = np.unique(lo)
     cuts: List[float] = []
-    acc = 0.0
-    k = 1
-    for a, b in zip(points, points[1:]):
-        mass = sum(c * (min(b, hi) - max(a, lo)) / (hi - lo) for lo, hi, c in spans if hi > lo and lo < b and hi > a)
-        while k < n and acc + mass >= total * k / n and mass > 0:
-            cut = a + (b - a) * (total * k / n - acc) / mass
-            if not cuts or cut > cuts[-1]:
-                cuts.append(cut)
-            k += 1
-        acc += mass
+    last = len(points) - 1
+    for k in range(1, n):
+        target = total * k / n
+        i = min(max(int(np.searchsorted(below, target, side="left")) - 1, 0), last)  # below[i] < target
+        if target <= below[i] + jump[i] or i == last or slope[i] <= 0:
+            # In the cells on points[i]: they go to the side that leaves the nearer mass.
+            before = target - below[i] <= below[i] + jump[i] - target
+            cut = float(points[i]) if before else float(np.nextafter(points[i], np.inf))
+        else:
+            cut = float(points[i] + (target - below[i] - jump[i]) / slope[i])
+        if snap and len(starts):
+            j = int(np.searchsorted(starts, cut, side="right"))
+            near = [starts[x] for x in (j - 1, j) if 0 <= x < len(starts)]
+            best = min(near, key=lambda p: abs(below[np.searchsorted(points, p)] - target))
+            if abs(below[np.searchsorted(points, best)] - target) <= total / n / 4:
+                cut = float(best)
+        if not cuts or cut > cuts[-1]:
+            cuts.append(cut)
     return cuts
 
 

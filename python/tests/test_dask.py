@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 import pytest
@@ -199,21 +199,70 @@ def test_first_dimension_pieces_are_disjoint_and_cover_the_ranges(
     spans: List[Tuple[int, int, int]], user: List[Tuple[int, int]], n: int
 ) -> None:
     dim = ts.Dim("x", (0, 1000))
-    frags = [
-        ts.FragmentInfo(
-            name="f", t0=0, t1=0, uuid="", version=1, kind="sparse", dense=False, cell_count=c,
-            tile_count=1, stored_bytes=0, unfiltered_bytes=0, nonempty_domain=((min(a, b), max(a, b)),),
-        )
-        for a, b, c in spans
-    ]
+    spans_ = tuple(np.array(c, dtype=t) for c, t in zip(zip(*spans), ("f8", "f8", "u8"))) if spans else (
+        np.zeros(0), np.zeros(0), np.zeros(0, np.uint64))
     ranges = [(min(a, b), max(a, b)) for a, b in user]
-    pieces = tsd._split_first_dim(dim, frags, ranges, n)
+    pieces = tsd._split_first_dim(dim, spans_, ranges, n)
     assert len(pieces) <= n
     covered: List[int] = [v for part in pieces for lo, hi in part for v in range(lo, hi + 1)]
     wanted = sorted({v for lo, hi in ranges for v in range(lo, hi + 1)})
     parts_sets = [{v for lo, hi in part for v in range(lo, hi + 1)} for part in pieces]
     assert sum(len(p) for p in parts_sets) == len(set().union(*parts_sets)) if parts_sets else True
     assert sorted(set(covered)) == wanted
+
+
+def _mass_below(spans: List[Tuple[float, float, int]], c: float) -> float:
+    """The reference cell mass left of ``c``: each span's cells spread evenly over [lo, hi],
+    those of a one-point span on its point."""
+    m = 0.0
+    for a, b, n in spans:
+        lo, hi = min(a, b), max(a, b)
+        m += n * min(max((c - lo) / (hi - lo), 0.0), 1.0) if hi > lo else (n if lo < c else 0)
+    return m
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    spans=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**5)), min_size=1,
+                   max_size=40),
+    n=st.integers(2, 12),
+    snap=st.booleans(),
+)
+def test_cuts_split_the_cell_mass_into_equal_parts(spans: List[Tuple[int, int, int]], n: int, snap: bool) -> None:
+    arrays = tuple(np.array(c, dtype=t) for c, t in zip(zip(*spans), ("f8", "f8", "u8")))
+    cuts = tsd._cuts(arrays, n, snap=snap)
+    total = sum(c for _, _, c in spans)
+    assert cuts == sorted(set(cuts))
+    points: Dict[int, int] = {}
+    for a, b, c in spans:
+        if a == b:
+            points[a] = points.get(a, 0) + c
+    tol = max(points.values(), default=0) / 2 + 1e-6 * max(total, 1)
+    if snap:  # moved to a span's start, by at most a quarter of a part
+        tol = max(tol, total / n / 4 + 1e-6 * max(total, 1))
+    targets = [total * k / n for k in range(1, n)]
+    for c in cuts:  # each cut leaves about k/n of the cells left of it
+        assert min(abs(_mass_below(spans, c) - t) for t in targets) <= tol, (c, targets)
+    if not points and total and not snap:  # a continuous mass: every target gets its own cut
+        assert len(cuts) == n - 1
+
+
+def test_sparse_partitions_follow_the_tiles_of_one_skewed_fragment(client: Any, tmp_path: Any) -> None:
+    # One fragment whose cells crowd into a few stripes of x: its bounding box says nothing of
+    # that, its tiles' do, and the partitions come out about equal.
+    uri = str(tmp_path / "k")
+    ts.create(uri, ts.ArraySchema(dims=[ts.Dim("x", (0, 10**6)), ts.Dim("y", (0, 10**6))],
+                                  attrs=[ts.Attr("v", "float64")], sparse=True, capacity=2_000))
+    rng = np.random.default_rng(5)
+    xs = np.concatenate([rng.integers(0, 10_000, 40_000), rng.integers(900_000, 1_000_000, 4_000),
+                         rng.integers(400_000, 410_000, 16_000)])
+    with ts.open(uri, "w") as A:
+        A.write({"x": xs, "y": rng.integers(0, 10**6, len(xs))},
+                {"v": rng.random(len(xs))})
+    df = tsd.read_dataframe(uri, npartitions=6)
+    sizes = list(df.map_partitions(len).compute())
+    assert sum(sizes) == len(xs)
+    assert max(sizes) < 1.5 * len(xs) / 6, sizes
 
 
 def test_a_write_in_the_millisecond_of_the_opening_is_not_in_the_snapshot(tmp_path: Any, monkeypatch: Any) -> None:

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use numpy::{PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use tessera::{ArraySchema, AttrInput, CoordInput, DimRange, Layout, MetaValue, Mode, ReadResult, Subarray};
@@ -288,6 +288,37 @@ impl PyArrayHandle {
             out.append(fragment_dict(py, f, array.schema())?)?;
         }
         Ok(out)
+    }
+
+    /// Where the cells of the fragments this array sees lie along dimension `dim`: one entry
+    /// per data tile (per fragment for dense fragments): its lowest and highest coordinate along
+    /// `dim` (as floats) and its cell count, as three arrays.
+    #[allow(clippy::type_complexity)]
+    fn cell_spans<'py>(
+        &self,
+        py: Python<'py>,
+        dim: usize,
+    ) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<u64>>)> {
+        let array = self.array()?;
+        if dim >= array.schema().dims.len() {
+            return Err(PyIndexError::new_err(format!(
+                "dimension {dim} of an array with {} dimensions",
+                array.schema().dims.len()
+            )));
+        }
+        let (mut lo, mut hi, mut cells) = (Vec::new(), Vec::new(), Vec::new());
+        for f in array.fragments() {
+            for (r, n) in f.cell_spans(array.schema(), dim) {
+                let (a, b) = match r {
+                    DimRange::Int(a, b) => (a as f64, b as f64),
+                    DimRange::Float(a, b) => (a, b),
+                };
+                lo.push(a);
+                hi.push(b);
+                cells.push(n);
+            }
+        }
+        Ok((PyArray1::from_vec(py, lo), PyArray1::from_vec(py, hi), PyArray1::from_vec(py, cells)))
     }
 
     /// The array's metadata as of its open timestamp: (key, datatype name or None for raw

@@ -175,6 +175,22 @@ impl FragmentMetadata {
             .collect()
     }
 
+    /// Where the cells lie along dimension `dim`: per data tile of a sparse fragment, its
+    /// bounding range along `dim` and its cell count; a dense fragment as one span (its
+    /// non-empty domain, all its cells); nothing for a delete fragment. Planners use it to cut
+    /// a read into pieces of about equal work.
+    pub fn cell_spans(&self, schema: &crate::schema::ArraySchema, dim: usize) -> Vec<(crate::geometry::DimRange, u64)> {
+        let Some(d) = schema.dims.get(dim) else { return Vec::new() };
+        if self.is_delete() {
+            return Vec::new();
+        }
+        let span = |r: &[[u64; 2]]| r.get(dim).map(|[lo, hi]| crate::geometry::DimRange::from_ordinals(d, *lo, *hi));
+        match &self.sparse {
+            Some(sp) => sp.mbrs.iter().zip(&sp.tile_cells).filter_map(|(r, n)| span(r).map(|s| (s, *n))).collect(),
+            None => span(&self.domain).map(|s| (s, self.cell_count)).into_iter().collect(),
+        }
+    }
+
     /// Number of tiles.
     pub fn tile_count(&self) -> usize {
         self.files.first().map_or(0, |f| f.1.len())
