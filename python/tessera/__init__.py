@@ -36,7 +36,9 @@ first: vacuum waits for them):
 >>> ts.consolidate("img")                                           # doctest: +SKIP
 >>> ts.vacuum("img")                                                # doctest: +SKIP
 
-Statistics: ``ts.stats.enable()``, ``ts.stats.dump()``, ``ts.stats.json()``.
+Statistics: ``ts.stats.enable()``, ``ts.stats.dump()``, ``ts.stats.json()``. Memory kept for
+reuse between reads: ``ts.retained_memory()``, ``ts.set_retained_memory_limit(n)``,
+``ts.release_memory()``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from __future__ import annotations
 from . import stats
 from ._core import FORMAT_VERSION, __version__, drop_caches
 from .array import Array, FragmentInfo, create, fragments, from_numpy, open
-from .config import Config
+from .config import Config, release_memory, retained_memory, set_retained_memory_limit
 from .consolidation import VacuumReport, consolidate, consolidate_fragment_metadata, consolidation_plan, vacuum
 from .errors import (
     ArgumentError,
@@ -113,6 +115,9 @@ __all__ = [
     "from_pandas",
     "object_kind",
     "open",
+    "release_memory",
+    "retained_memory",
+    "set_retained_memory_limit",
     "stats",
     "vacuum",
     "write_arrow",

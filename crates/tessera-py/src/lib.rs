@@ -13,6 +13,29 @@
 
 use pyo3::prelude::*;
 
+/// Large result columns freed by numpy are kept for the next read (see
+/// `tessera::RetainingAllocator`); `TESSERA_RETAINED_MEMORY` (bytes) sets the budget.
+#[global_allocator]
+static ALLOCATOR: tessera::RetainingAllocator = tessera::RetainingAllocator::new();
+
+/// Bytes of freed large blocks kept for reuse now, and the most that may be kept.
+#[pyfunction]
+fn retained_memory() -> (usize, usize) {
+    (ALLOCATOR.kept_bytes(), ALLOCATOR.budget())
+}
+
+/// Keeps at most `limit` bytes of freed large blocks (0: none), giving back what is over.
+#[pyfunction]
+fn set_retained_memory_limit(limit: usize) {
+    ALLOCATOR.set_budget(limit);
+}
+
+/// Gives every kept block back to the system.
+#[pyfunction]
+fn release_memory() {
+    ALLOCATOR.release();
+}
+
 mod array;
 mod config;
 mod consolidation;
@@ -28,6 +51,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", tessera::FORMAT_VERSION)?;
     m.add("SCHEMA_VERSION", tessera::SCHEMA_VERSION)?;
+    if let Some(limit) = std::env::var("TESSERA_RETAINED_MEMORY").ok().and_then(|v| v.trim().parse().ok()) {
+        ALLOCATOR.set_budget(limit);
+    }
+    m.add_function(wrap_pyfunction!(retained_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(set_retained_memory_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     errors::register(m)?;
     config::register(m)?;
     schema::register(m)?;

@@ -48,6 +48,7 @@ mod input;
 mod meta;
 mod paths;
 mod read;
+mod retaining_alloc;
 mod schema;
 mod snapshot;
 pub mod stats;
@@ -76,6 +77,7 @@ pub use group::{object_kind, Group, ObjectKind};
 pub use input::{AttrInput, CoordInput};
 pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};
 pub use read::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
+pub use retaining_alloc::RetainingAllocator;
 pub use schema::{
     default_coord_filters, display_datetime, format_datetime, parse_datetime, ArraySchema, ArraySchemaBuilder,
     ArrayType, Attribute, CellOrder, CellValNum, Datatype, Dimension, Domain, Extent, SchemaError, TimeUnit, NAT,
