@@ -11,12 +11,14 @@
 //! so smooth data is not stored many times larger than whole tiles for the sake of reads that
 //! decode at most 1 MiB for one cell.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::blocks::checksum_of_sums;
 use super::tile_stats::{summarize, TileSummary};
-use crate::filter::{FilterError, FilterPipeline};
+use crate::filter::{as_uninit, write_bytes, FilterError, FilterPipeline};
 use crate::schema::Attribute;
 
 use crate::config::TileChunking;
@@ -387,7 +389,7 @@ thread_local! {
 }
 
 /// Pieces of one chunk to fill: (offset in the chunk, bytes).
-type Pieces<'b> = Vec<(usize, &'b mut [u8])>;
+type Pieces<'b> = Vec<(usize, &'b mut [MaybeUninit<u8>])>;
 
 /// A chunk that failed: its number and what is wrong.
 pub(crate) type ChunkError = (usize, String);
@@ -466,7 +468,7 @@ impl<'a> ChunkedTile<'a> {
     pub(crate) fn decode_scattered(
         &self,
         stored: &[(usize, &[u8])],
-        pieces: Vec<(u64, &mut [u8])>,
+        pieces: Vec<(u64, &mut [MaybeUninit<u8>])>,
     ) -> Result<(), ChunkError> {
         let log2 = self.log2;
         let starts = stored_offsets(self.chunks).ok_or((0, "chunk sizes overflow".to_owned()))?;
@@ -480,7 +482,7 @@ impl<'a> ChunkedTile<'a> {
             held.ok_or_else(|| (j, "the chunk's stored bytes were not read".to_owned()))
         };
         // Pieces cut at chunk boundaries, grouped by chunk: (chunk, [(offset in the chunk, bytes)]).
-        let mut cut: Vec<(usize, usize, &mut [u8])> = Vec::new();
+        let mut cut: Vec<(usize, usize, &mut [MaybeUninit<u8>])> = Vec::new();
         for (mut at, mut rest) in pieces {
             if at.checked_add(rest.len() as u64).is_none_or(|end| end > self.unfiltered) {
                 return Err((0, format!("bytes {at}+{} are outside the tile of {}", rest.len(), self.unfiltered)));
@@ -509,16 +511,17 @@ impl<'a> ChunkedTile<'a> {
                 return Err((j, format!("checksum mismatch (stored {:016x}, computed {sum:016x})", c.checksum)));
             }
             let len = (1u64 << log2).min(self.unfiltered - ((j as u64) << log2)) as usize;
-            let decode = |out: &mut [u8]| {
-                self.filters.decode_into_bytes(bytes, self.elem_size, out).map_err(|e| (j, e.to_string()))
+            let decode = |out: &mut [MaybeUninit<u8>]| {
+                self.filters.decode_into(bytes, self.elem_size, out).map_err(|e| (j, e.to_string()))
             };
             match parts.as_mut_slice() {
                 [(0, whole)] if whole.len() == len => decode(whole),
                 _ => {
                     let through = |scratch: &mut [u8]| {
-                        decode(scratch)?;
+                        decode(as_uninit(scratch))?;
                         for (within, out) in parts {
-                            out.copy_from_slice(&scratch[within..within + out.len()]);
+                            let n = out.len();
+                            write_bytes(out, &scratch[within..within + n]);
                         }
                         Ok(())
                     };
@@ -627,8 +630,8 @@ mod tests {
             bounds.sort_unstable();
             bounds.dedup();
             let mut out = vec![0xAAu8; len];
-            let mut pieces: Vec<(u64, &mut [u8])> = Vec::new();
-            let mut rest = out.as_mut_slice();
+            let mut pieces: Vec<(u64, &mut [MaybeUninit<u8>])> = Vec::new();
+            let mut rest = as_uninit(out.as_mut_slice());
             for w in bounds.windows(2) {
                 let (head, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
                 pieces.push((w[0] as u64, head));
@@ -649,23 +652,27 @@ mod tests {
         let (mut stored, chunks, _) = encode_chunked(filters, &data, 1, 12).unwrap();
         let tile = ChunkedTile { filters, elem_size: 1, log2: 12, unfiltered: 50_000, chunks: &chunks.list };
         let mut out = [0u8; 100];
-        let (_, what) = tile.decode_scattered(&[(0, &stored)], vec![(49_950, &mut out[..])]).unwrap_err();
+        let (_, what) = tile.decode_scattered(&[(0, &stored)], vec![(49_950, as_uninit(&mut out[..]))]).unwrap_err();
         assert!(what.contains("outside the tile"), "{what}");
         let starts = stored_offsets(&chunks.list).unwrap();
         let (s5, s7, s9) = (starts[5] as usize, starts[7] as usize, starts[9] as usize);
         // Only chunks 5 and 6, then 7 and 8, were read: a piece in chunk 4 or 9 is refused.
         let runs = [(5, &stored[s5..s7]), (7, &stored[s7..s9])];
         for at in [4 * 4096, 9 * 4096 - 50] {
-            let (j, what) = tile.decode_scattered(&runs, vec![(at, &mut out[..])]).unwrap_err();
+            let (j, what) = tile.decode_scattered(&runs, vec![(at, as_uninit(&mut out[..]))]).unwrap_err();
             assert!(what.contains("not read") && (j == 4 || j == 9), "{j} {what}");
         }
-        tile.decode_scattered(&runs, vec![(7 * 4096 - 50, &mut out[..])]).unwrap();
+        tile.decode_scattered(&runs, vec![(7 * 4096 - 50, as_uninit(&mut out[..]))]).unwrap();
         assert_eq!(&out[..], &data[7 * 4096 - 50..7 * 4096 + 50]);
         stored[s7 + 2] ^= 1;
-        let (j, what) = tile.decode_scattered(&[(0, &stored)], vec![(7 * 4096 + 10, &mut out[..])]).unwrap_err();
+        let (j, what) =
+            tile.decode_scattered(&[(0, &stored)], vec![(7 * 4096 + 10, as_uninit(&mut out[..]))]).unwrap_err();
         assert_eq!(j, 7);
         assert!(what.contains("checksum mismatch"), "{what}");
-        assert!(tile.decode_scattered(&[(0, &stored)], vec![(6 * 4096, &mut out[..])]).is_ok(), "chunk 7 is not read");
+        assert!(
+            tile.decode_scattered(&[(0, &stored)], vec![(6 * 4096, as_uninit(&mut out[..]))]).is_ok(),
+            "chunk 7 is not read"
+        );
     }
 
     #[test]

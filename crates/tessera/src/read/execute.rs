@@ -5,6 +5,8 @@
 //! a tile buffer: unfiltered, read straight into its place; chunked, each chunk decoded into its
 //! runs. Tiles are processed in batches bounded by `sm.memory_budget`.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -12,6 +14,7 @@ use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
+use crate::filter::{as_uninit, OutBytes};
 use crate::fragment::{
     scattered_decode_bytes, stored_offsets, verify_blocks, verify_sums, verify_tile, ChunkedTile, FileKind, FileSpec,
     TileChunks,
@@ -867,10 +870,10 @@ fn read_direct_chunked(
     drop(fetch);
     // Each job's pieces of its sink's buffer: the plan copies every result cell once, so the
     // runs of a sink are disjoint and the buffer splits into them.
-    let mut pieces: Vec<Vec<(u64, &mut [u8])>> = jobs.iter().map(|_| Vec::new()).collect();
+    let mut pieces: Vec<Vec<(u64, OutBytes<'_>)>> = jobs.iter().map(|_| Vec::new()).collect();
     for (s, order) in sinks.iter_mut().zip(in_order) {
         let DataSink::Fixed(buf) = &mut s.data else { continue };
-        let (mut rest, mut consumed): (&mut [u8], usize) = (buf, 0);
+        let (mut rest, mut consumed): (&mut [MaybeUninit<u8>], usize) = (as_uninit(buf), 0);
         for &(job, run) in order {
             // Only this batch's jobs.
             let Some(i) = job.checked_sub(first).filter(|&i| i < jobs.len()) else { continue };

@@ -8,6 +8,7 @@
 //! change (see `whole_tiles`) skips all of that: it is taken whole, its coordinates and
 //! fixed-size values decoded straight into the result columns.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::fast_hash::{FastMap, FastSet};
@@ -21,6 +22,7 @@ use super::query::{
 };
 use crate::condition::Condition;
 use crate::error::{Error, QueryError, Result};
+use crate::filter::{write_bytes, OutBytes};
 use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::Layout;
 use crate::geometry::{
@@ -476,10 +478,12 @@ impl SparseReadQuery {
             .flat_map(|k| files.iter().map(move |&(f, _)| (k, f)))
             .collect();
         let partial = fetch_tiles(&self.array, &self.specs, &partial)?;
-        let mut columns: Vec<Vec<u8>> = files.iter().map(|&(_, cs)| vec![0u8; n * cs]).collect();
-        let mut jobs: Vec<((TileKey, usize), &mut [u8])> = Vec::new();
+        // Not zeroed: the pieces cover every cell, and each column is written whole below
+        // before it is taken as bytes (zeroing them was 7% of a large read's CPU).
+        let mut columns: Vec<Vec<u8>> = files.iter().map(|&(_, cs)| Vec::with_capacity(n * cs)).collect();
+        let mut jobs: Vec<((TileKey, usize), OutBytes<'_>)> = Vec::new();
         for (c, (&(f, cs), buf)) in files.iter().zip(columns.iter_mut()).enumerate() {
-            let mut rest: &mut [u8] = buf;
+            let mut rest: &mut [MaybeUninit<u8>] = &mut buf.spare_capacity_mut()[..n * cs];
             let mut at_loose = 0usize;
             for &p in pieces {
                 let (slot, tail) = std::mem::take(&mut rest).split_at_mut(p.len() * cs);
@@ -495,15 +499,15 @@ impl SparseReadQuery {
                         let what = format!("tile holds fewer than {e} cells");
                         let src =
                             src.ok_or_else(|| Error::corrupt_tile(self.array.fragment_dir(key.0), key.1, what))?;
-                        slot.copy_from_slice(src);
+                        write_bytes(slot, src);
                     }
                     Piece::Cells(a, b) => {
                         if c < nd {
                             let ords = self.ords[a * nd..b * nd].iter().skip(c).step_by(nd.max(1)).copied();
-                            slot.copy_from_slice(&ordinal_values(&schema.dims[c], ords));
+                            write_bytes(slot, &ordinal_values(&schema.dims[c], ords));
                         } else {
                             let src = &loose_values[c - nd].data;
-                            slot.copy_from_slice(&src[at_loose * cs..(at_loose + b - a) * cs]);
+                            write_bytes(slot, &src[at_loose * cs..(at_loose + b - a) * cs]);
                             at_loose += b - a;
                         }
                     }
@@ -512,6 +516,15 @@ impl SparseReadQuery {
             count_copied(false, (n * cs) as u64);
         }
         fetch_tiles_into(&self.array, &self.specs, jobs)?;
+        for (column, &(_, cs)) in columns.iter_mut().zip(&files) {
+            // SAFETY: the pieces partition the `n` cells, and each cell's `cs` bytes were
+            // written above: copied, or by `fetch_tiles_into`, which on success writes every
+            // byte of every job's slot.
+            #[allow(unsafe_code)]
+            unsafe {
+                column.set_len(n * cs);
+            }
+        }
         // Coordinates read straight from tiles: checked against their tile's bounding box (as
         // the general path checks them against the domain).
         for (d, column) in columns.iter_mut().enumerate().take(nd) {

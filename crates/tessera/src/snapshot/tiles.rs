@@ -6,6 +6,7 @@
 //! to row-major order here, once per fetch (cached tiles are row-major); their offsets tiles
 //! stay in stored order (readers map cells through the permutation).
 
+use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
 use rayon::prelude::*;
@@ -15,6 +16,7 @@ use crate::cache::TileKey as CacheKey;
 use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
+use crate::filter::{assume_written, write_bytes, OutBytes};
 use crate::fragment::{
     check_var_offsets, max_chunked_len, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec,
 };
@@ -94,7 +96,7 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
 pub(crate) fn fetch_tiles_into(
     array: &Snapshot,
     specs: &[FileSpec],
-    jobs: Vec<((TileKey, usize), &mut [u8])>,
+    jobs: Vec<((TileKey, usize), OutBytes<'_>)>,
 ) -> Result<()> {
     if jobs.is_empty() {
         return Ok(());
@@ -102,10 +104,10 @@ pub(crate) fn fetch_tiles_into(
     let _t = stats::timer(Timer::ReaderFetchTiles);
     let requests: Vec<(TileKey, usize)> = jobs.iter().map(|j| j.0).collect();
     let (found, missing) = from_cache(array, specs, &requests);
-    let mut dsts: FastMap<(TileKey, usize), &mut [u8]> = FastMap::default();
+    let mut dsts: FastMap<(TileKey, usize), &mut [MaybeUninit<u8>]> = FastMap::default();
     for (req, dst) in jobs {
         match found.get(&req) {
-            Some(tile) if tile.len() == dst.len() => dst.copy_from_slice(tile),
+            Some(tile) if tile.len() == dst.len() => write_bytes(dst, tile),
             Some(tile) => return Err(size_err(array, specs, req, tile.len() as u64, dst.len())),
             None => {
                 dsts.insert(req, dst);
@@ -116,7 +118,7 @@ pub(crate) fn fetch_tiles_into(
         return Ok(());
     }
     let fetched = read_coalesced(array, specs, &missing)?;
-    let mut work: Vec<(Request, Bytes, &mut [u8])> = Vec::with_capacity(missing.len());
+    let mut work: Vec<(Request, Bytes, &mut [MaybeUninit<u8>])> = Vec::with_capacity(missing.len());
     for (read, bytes) in fetched {
         for r in read.requests {
             let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
@@ -158,7 +160,13 @@ fn read_coalesced(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usi
 
 /// Tile `r` of a sparse fragment from its stored bytes `raw` into `dst`: as [`unfilter`] does
 /// (checksums, sizes, bool values), with no buffer of its own.
-fn unfilter_into(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: &[u8], dst: &mut [u8]) -> Result<()> {
+fn unfilter_into(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    r: &Request,
+    raw: &[u8],
+    dst: &mut [MaybeUninit<u8>],
+) -> Result<()> {
     let (frag, f) = (r.key.0, r.file);
     let fragment = &array.fragments[frag];
     let entry = fragment.files[f].1[r.key.1 as usize];
@@ -186,14 +194,18 @@ fn unfilter_into(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: &[u8], 
             if raw.len() != dst.len() {
                 return Err(tile_err("stored size differs from unfiltered size".into()));
             }
-            dst.copy_from_slice(raw);
+            write_bytes(dst, raw);
         } else {
             let _u = stats::timer(Timer::ReaderUnfilterTiles);
-            spec.filters.decode_into_bytes(raw, spec.elem_size, dst).map_err(|e| tile_err(e.to_string()))?;
+            spec.filters.decode_into(raw, spec.elem_size, dst).map_err(|e| tile_err(e.to_string()))?;
         }
     }
     if spec.kind == FileKind::Data && array.schema().attrs.get(spec.attr).is_some_and(|a| a.datatype == Datatype::Bool)
     {
+        // SAFETY: every byte of `dst` is written: a copy of its length, or a decode, which on
+        // success writes exactly `dst.len()` bytes (`decode_into`, `decode_scattered`).
+        #[allow(unsafe_code)]
+        let dst = unsafe { assume_written(dst) };
         if let Some(i) = dst.iter().position(|&b| b > 1) {
             return Err(tile_err(format!("bool value {} at byte {i} (must be 0 or 1)", dst[i])));
         }
