@@ -15,8 +15,10 @@
   pay, else plain), Tessera's default coordinate filters (delta, byte shuffle) and a byte
   shuffle for the int64 attributes.
 
-Peak memory per worker: the workers are restarted before each engine's runs, and the highest
-``ru_maxrss`` of a worker after them is reported beside the chunk size.
+Each engine gets a new cluster, one untimed run (the workers import its libraries), then the
+timed runs: ``reps`` for the dense workloads, at least 7 for the sparse read (about a second
+each); every figure is their median. Peak memory per worker: the highest peak RSS of a worker
+over the timed runs, reported beside the chunk size.
 
     .venv/bin/python bench/dask_bench.py --gib 1 --points 2000000
 """
@@ -38,6 +40,9 @@ import common
 from common import Row, log
 
 CHUNK = 4096
+#: Timed runs of the sparse read at least (each takes about a second: the median of 3 swung
+#: 1.3x between runs of the same build).
+SPARSE_REPS = 7
 
 
 def _reset_peak() -> None:
@@ -68,11 +73,15 @@ def _source(n: int) -> Any:
 
 def _timed(fn: Callable[[], Any], reps: int, setup: Callable[[], Any]) -> Dict[str, Any]:
     """``reps`` timed runs of ``fn`` (each after ``setup``) on a new cluster of 2 worker
-    processes, and the highest peak RSS of a worker."""
+    processes, after one untimed run (the workers import the engine's libraries and make their
+    first allocations: up to 2x a later run, for every engine), and the highest peak RSS of a
+    worker."""
     import distributed
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        setup()
+        fn()
         client.run(_reset_peak)
         runs: List[float] = []
         for _ in range(reps):
@@ -131,7 +140,7 @@ def run(workdir: str, gib: float = 4.0, points: int = 10_000_000, reps: int = 3)
         log(f"dask dense read {engine}: {common.fmt_time(rows[-1].seconds)}, {rows[-1].note}")
     common.remove(tpath)
     common.remove(zpath)
-    rows += _sparse(workdir, points, reps, ts, tsd, dd)
+    rows += _sparse(workdir, points, max(reps, SPARSE_REPS), ts, tsd, dd)
     return {"rows": rows, "gib": nbytes / (1 << 30), "points": points}
 
 
