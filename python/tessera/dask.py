@@ -309,14 +309,13 @@ def read_dataframe(
             raise QueryError(f"array {A.uri} is dense: read it with tessera.dask.from_tessera")
         picked = list(A.attr_names) if attrs is None else [a.name for a in A._attrs(attrs)]
         user = A._sparse_ranges(ranges)
-        frags = A.fragments()
         spans = A._need_read("read_dataframe").cell_spans(0)
         ts = A.snapshot_timestamp()
         dim0 = A.schema.dims[0]
         uri_s = A.uri
     with _array.open(uri_s, "r", timestamp=(2**63 - 1, 2**63 - 1), config=config) as E:
         meta = _sparse_read(E, None, picked).to_pandas()  # no fragment in that time range: typed, empty
-    cells = sum(f.cell_count for f in frags if f.kind != "delete")
+    cells = int(spans[2].sum())  # every tile of every fragment but deletions
     n = npartitions if npartitions is not None else max(1, -(-cells // PARTITION_CELLS))
     if not isinstance(n, int) or n < 1:
         raise ArgumentError(f"npartitions is a positive int, not {npartitions!r}")
@@ -418,10 +417,12 @@ def _cuts(spans: _Spans, n: int, snap: bool = True) -> List[float]:
             cut = float(points[i] + (target - below[i] - jump[i]) / slope[i])
         if snap and len(starts):
             j = int(np.searchsorted(starts, cut, side="right"))
-            near = [starts[x] for x in (j - 1, j) if 0 <= x < len(starts)]
-            best = min(near, key=lambda p: abs(below[np.searchsorted(points, p)] - target))
-            if abs(below[np.searchsorted(points, best)] - target) <= total / n / 4:
-                cut = float(best)
+            # (how far the cells left of a tile start are from the target, the start)
+            near = [(abs(below[np.searchsorted(points, starts[x])] - target), float(starts[x]))
+                    for x in (j - 1, j) if 0 <= x < len(starts)]
+            off, start = min(near)
+            if off <= total / n / 4:
+                cut = start
         if not cuts or cut > cuts[-1]:
             cuts.append(cut)
     return cuts
