@@ -230,3 +230,34 @@ fn whole_tiles_skip_the_tile_cache() {
         assert_eq!(pts[*a as usize], (*x, *y));
     }
 }
+
+/// A flipped byte in a tile read whole, straight into a result column that was not zeroed
+/// first, is corruption naming the file, and no partly written column comes back.
+#[test]
+fn a_flipped_byte_in_a_tile_read_whole_is_corruption() {
+    for filtered in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("s");
+        let uri = uri.to_str().unwrap();
+        let ctx = local_ctx();
+        Array::create(&ctx, uri, &schema(false, 50, filtered)).unwrap();
+        let pts: Vec<(i64, i64)> = (0..100).flat_map(|x| (0..10).map(move |y| (x, y * 10))).collect();
+        write(&ctx, uri, &pts, 0);
+        let read_a = || {
+            let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+            r.sparse_query(&[vec![], vec![]], &["a"], Layout::Unordered).and_then(|mut q| q.read_all())
+        };
+        assert_eq!(read_a().unwrap().cells as usize, pts.len());
+        let frags = std::path::Path::new(uri).join(FRAGMENTS_DIR);
+        let frag = std::fs::read_dir(&frags).unwrap().next().unwrap().unwrap().path();
+        let file = frag.join("a0.data");
+        let mut bytes = std::fs::read(&file).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x40;
+        std::fs::write(&file, &bytes).unwrap();
+        let e = read_a().unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Corrupt { .. }), "{msg}");
+        assert!(msg.contains("a0.data"), "{msg}");
+    }
+}

@@ -431,6 +431,9 @@ fn bool_byte_seven_on_disk_is_corruption() {
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt { .. }), "{msg}");
     assert!(msg.contains("a0.data") && msg.contains("tile 0") && msg.contains("bool value 7"), "{msg}");
+    // Unordered, the tile is decoded whole straight into the result column: checked there too.
+    let e = r.sparse_query(&[vec![]], &["flag"], Layout::Unordered).and_then(|mut q| q.read_all()).unwrap_err();
+    assert!(e.to_string().contains("bool value 7"), "{e}");
     // An aggregate covering the tile whole takes its summary from the (intact) metadata and
     // reads no cell; made to read the cells, it finds the corruption.
     let sum = [AggregateRequest::new("flag", AggregateOp::Sum)];
