@@ -14,7 +14,8 @@
 use pyo3::prelude::*;
 
 /// Large result columns freed by numpy are kept for the next read (see
-/// `tessera::RetainingAllocator`); `TESSERA_RETAINED_MEMORY` (bytes) sets the budget.
+/// `tessera::RetainingAllocator`, which also tunes glibc to keep smaller freed blocks mapped);
+/// `TESSERA_RETAINED_MEMORY` (bytes) sets the budget, 0 turns both off.
 #[global_allocator]
 static ALLOCATOR: tessera::RetainingAllocator = tessera::RetainingAllocator::new();
 
@@ -53,6 +54,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SCHEMA_VERSION", tessera::SCHEMA_VERSION)?;
     if let Some(limit) = std::env::var("TESSERA_RETAINED_MEMORY").ok().and_then(|v| v.trim().parse().ok()) {
         ALLOCATOR.set_budget(limit);
+    }
+    if ALLOCATOR.budget() > 0 {
+        ALLOCATOR.tune_system_allocator();
     }
     m.add_function(wrap_pyfunction!(retained_memory, m)?)?;
     m.add_function(wrap_pyfunction!(set_retained_memory_limit, m)?)?;

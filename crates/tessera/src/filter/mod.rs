@@ -353,6 +353,7 @@ pub(crate) fn as_uninit(bytes: &mut [u8]) -> &mut [MaybeUninit<u8>] {
 ///
 /// # Panics
 /// When the lengths differ (a caller's bug).
+#[inline]
 pub(crate) fn write_bytes(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "write_bytes: lengths differ");
     // SAFETY: both are valid for `src.len()` bytes and cannot overlap (one is borrowed

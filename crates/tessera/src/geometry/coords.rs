@@ -240,12 +240,23 @@ pub(crate) fn ordinal_values(dim: &Dimension, ords: impl ExactSizeIterator<Item 
 /// The ordinals of cells `idx` of coordinate column `col` (errors name the cell's index in the
 /// column).
 pub(crate) fn ordinals_at(dim: &Dimension, col: &[u8], idx: &[u32]) -> Result<Vec<u64>, BadCoord> {
-    let s = dim.datatype.size();
-    let mut picked: Vec<u8> = Vec::with_capacity(idx.len() * s);
-    for &c in idx {
-        let at = c as usize * s;
-        picked.extend_from_slice(col.get(at..at + s).unwrap_or(&[]));
+    // One fixed-size copy per cell (a call to memcpy each, with the size known only at run time).
+    fn pick<const S: usize>(col: &[u8], idx: &[u32]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(idx.len() * S);
+        for &c in idx {
+            let at = c as usize * S;
+            if let Some(v) = col.get(at..at + S).and_then(|b| <&[u8; S]>::try_from(b).ok()) {
+                out.extend_from_slice(v);
+            }
+        }
+        out
     }
+    let picked = match dim.datatype.size() {
+        1 => pick::<1>(col, idx),
+        2 => pick::<2>(col, idx),
+        4 => pick::<4>(col, idx),
+        _ => pick::<8>(col, idx),
+    };
     ordinals(dim, &picked).map_err(|b| BadCoord { cell: idx.get(b.cell).map_or(b.cell, |&c| c as usize), ..b })
 }
 

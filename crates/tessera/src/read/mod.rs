@@ -5,6 +5,7 @@
 
 mod condition;
 mod execute;
+mod newest_wins;
 mod overlay;
 mod plan;
 mod query;

@@ -16,6 +16,7 @@ use crate::fast_hash::{FastMap, FastSet};
 use rayon::prelude::*;
 
 use super::execute::count_copied;
+use super::newest_wins::{merge_with_largest, newest_unordered};
 use super::query::{
     buffer_cells, check_result_size, copy_prefix, count_submit, resolve_attrs, AttrBuffer, AttrData, ReadResult,
     ReadStatus,
@@ -634,8 +635,8 @@ impl SparseReadQuery {
             }
         }
         let tiles = fetch_tiles(&self.array, &self.specs, &requests)?;
-        let mut out = Vec::with_capacity(attrs.len());
-        for &i in attrs {
+        // One attribute per task: each column is a pass over the runs, copies of a few cells.
+        let gather_one = |i: usize| -> Result<AttrData> {
             let in_index = self.index.as_ref().and_then(|ix| ix.values_of(i));
             let per_slot = |kind| -> Vec<&[u8]> {
                 keys.iter()
@@ -664,8 +665,9 @@ impl SparseReadQuery {
                     format!("offsets of attribute {} out of order or past the data", a.name),
                 )
             })?;
-            out.push(column);
-        }
+            Ok(column)
+        };
+        let out = self.array.ctx.install(|| attrs.par_iter().map(|&i| gather_one(i)).collect::<Result<Vec<_>>>())?;
         Ok(out)
     }
 }
@@ -810,19 +812,27 @@ fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: 
         }
         return;
     }
+    // Into the spare capacity, not zeroed first: every byte of it is written by one run.
     fn fixed<const N: usize>(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)]) {
         let total: usize = runs.iter().map(|&(_, s, e)| (e - s) as usize * N).sum();
-        let mut at = out.len();
-        out.resize(at + total, 0);
+        out.reserve(total);
+        let mut rest = &mut out.spare_capacity_mut()[..total];
         for &(sl, s, e) in runs {
             let src = &srcs[sl as usize][s as usize * N..e as usize * N];
-            let dst = &mut out[at..at + src.len()];
-            if let (Ok(d), Ok(c)) = (<&mut [u8; N]>::try_from(&mut *dst), <&[u8; N]>::try_from(src)) {
-                *d = *c;
-            } else {
-                dst.copy_from_slice(src);
+            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(src.len());
+            match (<&mut [MaybeUninit<u8>; N]>::try_from(&mut *dst), <&[u8; N]>::try_from(src)) {
+                // One cell: a copy of a size known at compile time (no call to memcpy).
+                (Ok(d), Ok(c)) => write_bytes(d, c),
+                _ => write_bytes(dst, src),
             }
-            at += src.len();
+            rest = tail;
+        }
+        let len = out.len() + total;
+        // SAFETY: the runs' lengths sum to `total`, and each wrote its part of the `total`
+        // spare bytes after the initialized ones, in order, so all of `..len` is written.
+        #[allow(unsafe_code)]
+        unsafe {
+            out.set_len(len);
         }
     }
     match cs {
@@ -835,187 +845,6 @@ fn gather_runs(out: &mut Vec<u8>, srcs: &[&[u8]], runs: &[(u32, u32, u32)], cs: 
             for &(sl, s, e) in runs {
                 out.extend_from_slice(&srcs[sl as usize][s as usize * cs..e as usize * cs]);
             }
-        }
-    }
-}
-
-/// The ranges `[a, b)` of `refs` that hold one fragment's cells each (cells come grouped by
-/// fragment).
-fn fragment_groups(refs: &[CellRef]) -> Vec<(usize, usize)> {
-    // A binary search per group: a large fragment's cells are not visited one by one.
-    let mut groups: Vec<(usize, usize)> = Vec::new();
-    let mut a = 0;
-    while a < refs.len() {
-        let f = refs[a].0;
-        let b = a + refs[a..].partition_point(|r| r.0 == f);
-        groups.push((a, b));
-        a = b;
-    }
-    groups
-}
-
-/// The cells `refs` (grouped by fragment, each group in global order) in global order, newest
-/// fragment first among equal keys (`packed`: one order-preserving key per cell). The largest
-/// fragment's cells are already sorted: only the others are sorted, then the two sequences are
-/// merged in one linear pass (a consolidation of one large and many small fragments costs a sort
-/// of the small ones, not of everything).
-fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
-    let groups = fragment_groups(refs);
-    let (la, lb) = groups.iter().copied().max_by_key(|g| g.1 - g.0).unwrap_or((0, 0));
-    let item = |i: usize| (packed[i], u32::MAX - refs[i].0, i as u32);
-    let mut rest: Vec<(u128, u32, u32)> = (0..la).chain(lb..refs.len()).map(item).collect();
-    rest.par_sort_unstable();
-    let mut out = Vec::with_capacity(refs.len());
-    let (mut i, mut j) = (la, 0);
-    while i < lb && j < rest.len() {
-        if item(i) < rest[j] {
-            out.push(i as u32);
-            i += 1;
-        } else {
-            out.push(rest[j].2);
-            j += 1;
-        }
-    }
-    out.extend((i..lb).map(|k| k as u32));
-    out.extend(rest[j..].iter().map(|t| t.2));
-    out
-}
-
-/// Unordered results without duplicates, no deletions: of the cells `refs` (grouped by
-/// fragment, oldest first; ordinals `ords`, `nd` per cell) keeps, per coordinates, the newest
-/// fragment's, with a hash set of newer fragments' coordinates. When one fragment holds most
-/// cells (a large load under small updates), its cells are never put in a hash set: the others
-/// are reduced among themselves, then the largest fragment's cells are looked up in a map of
-/// theirs, or, when they are few, each of theirs is searched among the largest fragment's cells
-/// (which are in global order) by binary search on order keys. No sort: the cells keep their
-/// order. Returns whether each cell is kept.
-fn newest_unordered(refs: &[CellRef], ords: &[u64], nd: usize, order: &OrderKeys) -> Vec<bool> {
-    debug_assert!(refs.windows(2).all(|w| w[0].0 <= w[1].0), "cells grouped by fragment, oldest first");
-    let groups = fragment_groups(refs);
-    let Some(largest) = (0..groups.len()).max_by_key(|&g| groups[g].1 - groups[g].0) else {
-        return vec![true; refs.len()];
-    };
-    let at = |i: usize| &ords[i * nd..i * nd + nd];
-    let mut keep = vec![true; refs.len()];
-    let (la, lb) = groups[largest];
-    // No fragment dominates (e.g. ten loads of similar size): all take part in the hash set.
-    let dominant = (lb - la) >= 3 * (refs.len() - (lb - la));
-    let hashed: Vec<(usize, usize)> =
-        groups.iter().enumerate().filter(|&(g, _)| !dominant || g != largest).map(|(_, &r)| r).collect();
-    // Up to two dimensions the coordinates are one u128 (cheap to hash and compare).
-    match nd {
-        1 => drop_older(&hashed, &mut keep, |i| u128::from(ords[i])),
-        2 => drop_older(&hashed, &mut keep, |i| u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])),
-        _ => drop_older(&hashed, &mut keep, at),
-    }
-    if !dominant {
-        return keep;
-    }
-    // Then against the largest fragment: whichever of the two cells is older goes. When the
-    // others are many enough, the largest's cells are looked up in a map of theirs (one cheap
-    // probe per cell); otherwise each of theirs is searched among the largest's by order key.
-    let others = keep[..la].iter().chain(&keep[lb..]).filter(|k| **k).count();
-    let log = (usize::BITS - (lb - la).leading_zeros()) as usize;
-    if lb - la < others * log * 16 {
-        match nd {
-            1 => against_largest(refs, (ords, nd), (la, lb), &mut keep, |i| u128::from(ords[i])),
-            2 => against_largest(refs, (ords, nd), (la, lb), &mut keep, |i| {
-                u128::from(ords[2 * i]) << 64 | u128::from(ords[2 * i + 1])
-            }),
-            _ => against_largest(refs, (ords, nd), (la, lb), &mut keep, at),
-        }
-        return keep;
-    }
-    let w = order.width();
-    let (mut probe, mut key) = (vec![0u64; w], vec![0u64; w]);
-    for i in (0..la).chain(lb..refs.len()) {
-        if !keep[i] {
-            continue;
-        }
-        order.key(at(i), &mut key);
-        let (mut lo, mut hi) = (la, lb);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            order.key(at(mid), &mut probe);
-            if probe < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo < lb && at(lo) == at(i) {
-            if refs[i].0 > refs[lo].0 {
-                keep[lo] = false;
-            } else {
-                keep[i] = false;
-            }
-        }
-    }
-    keep
-}
-
-/// Clears `keep` for the older of every two cells with the same coordinates (`key`; ordinals
-/// `ords`, `nd` per cell) of which one lies in the largest fragment's cells `[la, lb)` and the
-/// other is a kept cell outside it.
-fn against_largest<K: std::hash::Hash + Eq>(
-    refs: &[CellRef],
-    (ords, nd): (&[u64], usize),
-    (la, lb): (usize, usize),
-    keep: &mut [bool],
-    key: impl Fn(usize) -> K,
-) {
-    let others: FastMap<K, usize> = (0..la).chain(lb..refs.len()).filter(|&i| keep[i]).map(|i| (key(i), i)).collect();
-    if others.is_empty() {
-        return;
-    }
-    // A bitmap of the others' coordinates (64 bits per cell, a multiplicative hash whose top
-    // bits pick the bit) turns away most of the largest fragment's cells in one cheap pass.
-    let bits = (others.len() * 64).next_power_of_two().max(64);
-    let shift = 64 - bits.trailing_zeros();
-    let slot = |o: &[u64]| {
-        let h = o.iter().fold(0u64, |h, &x| (h.rotate_left(29) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        (h >> shift) as usize
-    };
-    let mut filter = vec![0u64; bits / 64];
-    for &i in others.values() {
-        let b = slot(&ords[i * nd..i * nd + nd]);
-        filter[b / 64] |= 1 << (b % 64);
-    }
-    let mut check = |k: usize, b: usize| {
-        if filter[b / 64] & (1 << (b % 64)) == 0 {
-            return;
-        }
-        let i = la + k;
-        if let Some(&j) = others.get(&key(i)) {
-            if refs[j].0 > refs[i].0 {
-                keep[i] = false;
-            } else {
-                keep[j] = false;
-            }
-        }
-    };
-    let part = &ords[la * nd..lb * nd];
-    match bytemuck::try_cast_slice::<u64, [u64; 2]>(part).ok().filter(|_| nd == 2) {
-        // Two dimensions (the common case): the same hash with the loop unrolled.
-        Some(pairs) => pairs.iter().enumerate().for_each(|(k, o)| check(k, slot(o))),
-        None => part.chunks_exact(nd.max(1)).enumerate().for_each(|(k, o)| check(k, slot(o))),
-    }
-}
-
-/// Clears `keep` for every cell whose coordinates (`key`) a newer group also holds; groups are
-/// fragments' cells, oldest first.
-fn drop_older<K: std::hash::Hash + Eq>(groups: &[(usize, usize)], keep: &mut [bool], key: impl Fn(usize) -> K) {
-    let stored: usize = groups.iter().skip(1).map(|g| g.1 - g.0).sum();
-    let mut seen: FastSet<K> = FastSet::default();
-    seen.reserve(stored);
-    for (k, &(a, b)) in groups.iter().enumerate().rev() {
-        if !seen.is_empty() {
-            for (i, kp) in keep[a..b].iter_mut().enumerate() {
-                *kp = !seen.contains(&key(a + i));
-            }
-        }
-        if k > 0 {
-            seen.extend((a..b).map(&key));
         }
     }
 }
@@ -1036,7 +865,7 @@ fn order_results(array: &Snapshot, per_tile: &[TileMatches], layout: Layout) -> 
     }
     if !any_deletes && layout == Layout::Unordered {
         if !schema.allows_duplicates {
-            let keep = newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema));
+            let keep = array.ctx.install(|| newest_unordered(&refs, &ords, nd, &OrderKeys::new(schema)));
             retain_marked(&mut refs, &mut ords, nd, &keep);
         }
         return (refs, ords);
@@ -1167,71 +996,4 @@ fn pick(refs: &[CellRef], ords: &[u64], nd: usize, which: &[u32]) -> (Vec<CellRe
         out.extend_from_slice(&ords[i as usize * nd..i as usize * nd + nd]);
     }
     (cells, out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The merge with the largest fragment orders cells exactly as one sort of all of them.
-        #[test]
-        fn merge_with_largest_equals_a_full_sort(groups in proptest::collection::vec(
-            proptest::collection::vec(0u128..50, 0..40), 0..6)) {
-            let mut refs: Vec<CellRef> = Vec::new();
-            let mut packed: Vec<u128> = Vec::new();
-            for (f, g) in groups.iter().enumerate() {
-                let mut g = g.clone();
-                g.sort_unstable();
-                for (c, k) in g.into_iter().enumerate() {
-                    refs.push((f as u32, 0, c as u32));
-                    packed.push(k);
-                }
-            }
-            let mut all: Vec<(u128, u32, u32)> =
-                (0..refs.len()).map(|i| (packed[i], u32::MAX - refs[i].0, i as u32)).collect();
-            all.sort_unstable();
-            let want: Vec<u32> = all.into_iter().map(|t| t.2).collect();
-            prop_assert_eq!(merge_with_largest(&refs, &packed), want);
-        }
-
-        /// Dropping older duplicates without sorting keeps exactly each coordinate's newest cell
-        /// (a dict of coordinates, newest written last, is the reference).
-        #[test]
-        fn newest_unordered_keeps_each_coordinates_newest_cell(groups in proptest::collection::vec(
-            proptest::collection::btree_set((0u64..12, 0u64..12), 0..60), 1..6)) {
-            use crate::schema::{ArraySchema, ArrayType, Attribute, Datatype, Dimension};
-            let schema = ArraySchema::builder(ArrayType::Sparse)
-                .dim(Dimension::new("x", Datatype::Int64, (0, 11), 4))
-                .dim(Dimension::new("y", Datatype::Int64, (0, 11), 4))
-                .attr(Attribute::new("a", Datatype::Int32))
-                .build()
-                .unwrap();
-            let order = OrderKeys::new(&schema);
-            let (mut refs, mut ords): (Vec<CellRef>, Vec<u64>) = (Vec::new(), Vec::new());
-            let mut want: std::collections::BTreeMap<(u64, u64), u32> = Default::default();
-            for (f, g) in groups.iter().enumerate() {
-                // Each fragment's cells in global order.
-                let mut cells: Vec<(Vec<u64>, (u64, u64))> = g.iter().map(|&(x, y)| {
-                    let mut k = vec![0; order.width()];
-                    order.key(&[x, y], &mut k);
-                    (k, (x, y))
-                }).collect();
-                cells.sort();
-                for (c, (_, (x, y))) in cells.into_iter().enumerate() {
-                    refs.push((f as u32, 0, c as u32));
-                    ords.extend([x, y]);
-                    want.insert((x, y), f as u32);
-                }
-            }
-            let got = newest_unordered(&refs, &ords, 2, &order);
-            let mut got: Vec<((u64, u64), u32)> = (0..refs.len())
-                .filter(|&i| got[i])
-                .map(|i| ((ords[2 * i], ords[2 * i + 1]), refs[i].0))
-                .collect();
-            got.sort();
-            prop_assert_eq!(got, want.into_iter().collect::<Vec<_>>());
-        }
-    }
 }
