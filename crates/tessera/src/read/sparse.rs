@@ -434,12 +434,26 @@ impl SparseReadQuery {
         let nd = schema.ndim();
         let mut out = Vec::with_capacity(nd + self.attrs.len());
         let part_ords = &self.ords[a * nd..b * nd];
-        for (d, dim) in schema.dims.iter().enumerate() {
-            let data = ordinal_values(dim, part_ords.iter().skip(d).step_by(nd.max(1)).copied());
-            count_copied(false, data.len() as u64);
-            out.push(AttrData { name: dim.name.clone(), data, offsets: None, validity: None });
-        }
-        out.extend(self.gather(&self.cells[a..b], &self.attrs)?);
+        // The dimensions' values are made while the attributes are gathered.
+        let (dims, attrs) = self.array.ctx.install(|| {
+            rayon::join(
+                || {
+                    schema
+                        .dims
+                        .par_iter()
+                        .enumerate()
+                        .map(|(d, dim)| {
+                            let data = ordinal_values(dim, part_ords.iter().skip(d).step_by(nd.max(1)).copied());
+                            count_copied(false, data.len() as u64);
+                            AttrData { name: dim.name.clone(), data, offsets: None, validity: None }
+                        })
+                        .collect::<Vec<_>>()
+                },
+                || self.gather(&self.cells[a..b], &self.attrs),
+            )
+        });
+        out.extend(dims);
+        out.extend(attrs?);
         Ok(out)
     }
 
@@ -597,7 +611,7 @@ impl SparseReadQuery {
         for &p in pieces {
             match p {
                 Piece::Cells(a, b) => {
-                    let (ks, rs) = tile_runs(&self.cells[a..b]);
+                    let (ks, rs) = self.array.ctx.install(|| tile_runs(&self.cells[a..b]));
                     let map: Vec<u32> = ks.iter().map(|&k| slot(k, &mut keys)).collect();
                     runs.extend(rs.iter().map(|&(sl, s, e)| (map[sl as usize], s, e)));
                 }
@@ -610,7 +624,7 @@ impl SparseReadQuery {
     /// The values of attributes `attrs` of the result cells `part`, gathered in runs per tile
     /// (each needed tile fetched once).
     pub(super) fn gather(&self, part: &[CellRef], attrs: &[usize]) -> Result<Vec<AttrData>> {
-        let (keys, runs) = tile_runs(part);
+        let (keys, runs) = self.array.ctx.install(|| tile_runs(part));
         self.gather_runs(&keys, &runs, part.len(), attrs)
     }
 
@@ -725,10 +739,39 @@ struct Slots<'a> {
     validity: Vec<&'a [u8]>,
 }
 
+/// The tiles (slots) of some result cells and the runs `(slot, first cell, end cell)` they make.
+type TileRuns = (Vec<TileKey>, Vec<(u32, u32, u32)>);
+
 /// Runs `(slot, first cell, end cell)` of consecutive result cells of one tile, and the tiles
 /// numbered by first appearance (slots), so callers index vectors instead of looking tiles up
-/// per run.
-fn tile_runs(part: &[CellRef]) -> (Vec<TileKey>, Vec<(u32, u32, u32)>) {
+/// per run. Many cells are cut in parts whose runs are found in parallel (a run across a cut
+/// becomes two).
+fn tile_runs(part: &[CellRef]) -> TileRuns {
+    const PART: usize = 1 << 16;
+    if part.len() <= PART {
+        return tile_runs_of(part);
+    }
+    let parts: Vec<TileRuns> = part.par_chunks(PART).map(tile_runs_of).collect();
+    let mut keys: Vec<TileKey> = Vec::new();
+    let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
+    let mut runs: Vec<(u32, u32, u32)> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
+    for (ks, rs) in parts {
+        let map: Vec<u32> = ks
+            .iter()
+            .map(|&k| {
+                *slot_of.entry(k).or_insert_with(|| {
+                    keys.push(k);
+                    (keys.len() - 1) as u32
+                })
+            })
+            .collect();
+        runs.extend(rs.iter().map(|&(sl, s, e)| (map[sl as usize], s, e)));
+    }
+    (keys, runs)
+}
+
+/// [`tile_runs`] on one thread.
+fn tile_runs_of(part: &[CellRef]) -> TileRuns {
     let mut keys: Vec<TileKey> = Vec::new();
     let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
     let mut runs: Vec<(u32, u32, u32)> = Vec::new();
@@ -857,7 +900,7 @@ fn order_results(array: &Snapshot, per_tile: &[TileMatches], layout: Layout) -> 
     let mut frags = per_tile.iter().filter(|t| !t.1.is_empty()).map(|t| t.0 .0);
     let first = frags.next();
     let single = frags.all(|f| Some(f) == first);
-    let (mut refs, mut ords) = concat_matches(per_tile, nd);
+    let (mut refs, mut ords) = array.ctx.install(|| concat_matches(per_tile, nd));
     let fragments = &array.fragments;
     let any_deletes = fragments.iter().any(|f| f.is_delete());
     if single && !any_deletes && matches!(layout, Layout::Global | Layout::Unordered) {
@@ -903,27 +946,51 @@ fn order_results(array: &Snapshot, per_tile: &[TileMatches], layout: Layout) -> 
 }
 
 /// The matching cells of every tile in turn, and their ordinals interleaved (the ordinals of
-/// one cell together). Per-fragment streams are already in global order.
+/// one cell together). Per-fragment streams are already in global order. Tiles are copied in
+/// parallel, each into its own part of the outputs (not zeroed first).
 fn concat_matches(per_tile: &[TileMatches], nd: usize) -> (Vec<CellRef>, Vec<u64>) {
     let total: usize = per_tile.iter().map(|t| t.1.len()).sum();
     let mut refs: Vec<CellRef> = Vec::with_capacity(total);
     let mut ords: Vec<u64> = Vec::with_capacity(total * nd);
-    for ((f, t), keep, kept) in per_tile.iter().filter(|m| !m.1.is_empty()) {
-        refs.extend(keep.iter().map(|&c| (*f as u32, *t as u32, c)));
-        // The space is reserved: no zeroing.
+    let mut jobs = Vec::with_capacity(per_tile.len());
+    let (mut refs_left, mut ords_left) =
+        (&mut refs.spare_capacity_mut()[..total], &mut ords.spare_capacity_mut()[..total * nd]);
+    for m in per_tile.iter().filter(|m| !m.1.is_empty()) {
+        let (r, rest) = std::mem::take(&mut refs_left).split_at_mut(m.1.len());
+        refs_left = rest;
+        let (o, rest) = std::mem::take(&mut ords_left).split_at_mut(m.1.len() * nd);
+        ords_left = rest;
+        jobs.push((m, r, o));
+    }
+    jobs.into_par_iter().for_each(|(((f, t), keep, kept), r, o)| {
+        for (slot, &c) in r.iter_mut().zip(keep) {
+            slot.write((*f as u32, *t as u32, c));
+        }
         match kept.as_slice() {
             [x, y] => {
-                for (&a, &b) in x.iter().zip(y) {
-                    ords.push(a);
-                    ords.push(b);
+                for ((slot, &a), &b) in o.chunks_exact_mut(2).zip(x).zip(y) {
+                    slot[0].write(a);
+                    slot[1].write(b);
                 }
             }
             _ => {
-                for j in 0..keep.len() {
-                    ords.extend(kept.iter().map(|c| c[j]));
+                for (j, slot) in o.chunks_exact_mut(nd.max(1)).enumerate() {
+                    for (d, v) in slot.iter_mut().enumerate() {
+                        v.write(kept[d][j]);
+                    }
                 }
             }
         }
+        // Every slot must have been written (a tile's ordinal columns as long as its cells).
+        assert!(kept.iter().all(|k| k.len() == keep.len()), "ordinal columns as long as the tile's matches");
+    });
+    // SAFETY: the jobs' slots partition the first `total` (and `total * nd`) spare elements,
+    // and each job wrote every one of its slots: one cell per match and, with the ordinal
+    // columns as long as the matches (asserted), `nd` ordinals per match.
+    #[allow(unsafe_code)]
+    unsafe {
+        refs.set_len(total);
+        ords.set_len(total * nd);
     }
     (refs, ords)
 }
