@@ -81,7 +81,9 @@ def retained_memory() -> Tuple[int, int]:
     columns of at least 1 MiB that numpy freed are kept and reused by the next read, so that
     their pages need not be mapped and zeroed again (a third of the CPU of repeated large
     reads). The limit starts at 256 MiB, or at the environment variable
-    ``TESSERA_RETAINED_MEMORY`` (bytes) when the module is imported."""
+    ``TESSERA_RETAINED_MEMORY`` (bytes) when the module is imported. Unless that is 0, the
+    import also sets glibc's mmap threshold to 1 MiB and trim threshold to 32 MiB (process-wide),
+    so the smaller blocks a read makes and frees stay mapped too."""
     kept, limit = _core.retained_memory()
     return int(kept), int(limit)
 
