@@ -60,23 +60,23 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
         // All cached: no hand-over to the I/O and compute pools (a thread wake-up each).
         return Ok(found);
     }
-    // Reads on the I/O pool, checksums and unfiltering on the compute pool.
-    let fetched = read_coalesced(array, specs, &missing)?;
-    let tiles: Vec<((TileKey, usize), Bytes)> = array.ctx.install(|| {
-        fetched
-            .into_par_iter()
-            .map(|(read, bytes)| {
-                read.requests
-                    .into_par_iter()
-                    .map(|r| {
-                        let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
-                        Ok(((r.key, r.file), unfilter(array, specs, &r, raw)?))
-                    })
-                    .collect::<Result<Vec<_>>>()
-            })
-            .collect::<Result<Vec<Vec<_>>>>()
-            .map(|v| v.into_iter().flatten().collect())
-    })?;
+    // Reads on the I/O pool, checksums and unfiltering on the compute pool: each read's tiles
+    // are unfiltered as soon as it completes, while the other reads are in flight (a cold read
+    // of many compressed tiles waited for all its reads before decompressing any).
+    let tiles: Vec<((TileKey, usize), Bytes)> = read_coalesced(array, specs, &missing, |read, bytes| {
+        array.ctx.install(|| {
+            read.requests
+                .into_par_iter()
+                .map(|r| {
+                    let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
+                    Ok(((r.key, r.file), unfilter(array, specs, &r, raw)?))
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+    })?
+    .into_iter()
+    .flatten()
+    .collect();
     let cache = array.ctx.tile_cache();
     for ((key, f), b) in tiles {
         if cache.admits(b.len() as u64) {
@@ -117,18 +117,26 @@ pub(crate) fn fetch_tiles_into(
     if missing.is_empty() {
         return Ok(());
     }
-    let fetched = read_coalesced(array, specs, &missing)?;
-    let mut work: Vec<(Request, Bytes, &mut [MaybeUninit<u8>])> = Vec::with_capacity(missing.len());
-    for (read, bytes) in fetched {
-        for r in read.requests {
-            let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
-            let dst = dsts.remove(&(r.key, r.file)).ok_or_else(|| {
-                Error::corrupt_tile(file_path(array, r.key.0, &specs[r.file].name), r.key.1, "requested twice")
-            })?;
-            work.push((r, raw, dst));
+    // Each read's tiles are unfiltered into their buffers as soon as it completes (as in
+    // `fetch_tiles`); the buffers are handed out under a lock, once each.
+    let dsts = std::sync::Mutex::new(dsts);
+    read_coalesced(array, specs, &missing, |read, bytes| {
+        let mut work: Vec<(Request, Bytes, &mut [MaybeUninit<u8>])> = Vec::with_capacity(read.requests.len());
+        {
+            let mut dsts = dsts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for r in read.requests {
+                let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
+                let dst = dsts.remove(&(r.key, r.file)).ok_or_else(|| {
+                    Error::corrupt_tile(file_path(array, r.key.0, &specs[r.file].name), r.key.1, "requested twice")
+                })?;
+                work.push((r, raw, dst));
+            }
         }
-    }
-    array.ctx.install(|| work.into_par_iter().try_for_each(|(r, raw, dst)| unfilter_into(array, specs, &r, &raw, dst)))
+        array
+            .ctx
+            .install(|| work.into_par_iter().try_for_each(|(r, raw, dst)| unfilter_into(array, specs, &r, &raw, dst)))
+    })?;
+    Ok(())
 }
 
 /// A tile whose unfiltered size is not the `want` bytes its buffer holds.
@@ -137,8 +145,14 @@ fn size_err(array: &Snapshot, specs: &[FileSpec], (key, f): (TileKey, usize), go
     Error::corrupt_tile(file_path(array, key.0, &specs[f].name), key.1, what)
 }
 
-/// Reads `missing` (coalesced, see [`coalesce`]) on the I/O pool: each read and its bytes.
-fn read_coalesced(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usize)]) -> Result<Vec<(Read, Bytes)>> {
+/// Reads `missing` (coalesced, see [`coalesce`]) on the I/O pool and hands each read and its
+/// bytes to `then` on the I/O thread that read them, as soon as they are read.
+fn read_coalesced<T: Send>(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    missing: &[(TileKey, usize)],
+    then: impl Fn(Read, Bytes) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
     let reads = coalesce(array, specs, missing)?;
     let storage = array.ctx.storage().clone();
     array.ctx.install_io(|| {
@@ -152,7 +166,7 @@ fn read_coalesced(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usi
                     }
                     e => e.into(),
                 })?;
-                Ok((read, bytes))
+                then(read, bytes)
             })
             .collect::<Result<Vec<_>>>()
     })
