@@ -598,27 +598,18 @@ impl SparseReadQuery {
     }
 
     /// The pieces as runs `(slot, first cell, end cell)` of the tiles `keys` (slots).
-    fn piece_runs(&self, pieces: &[Piece]) -> (Vec<TileKey>, Vec<(u32, u32, u32)>) {
-        let mut keys: Vec<TileKey> = Vec::new();
-        let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
-        let mut runs: Vec<(u32, u32, u32)> = Vec::new();
-        let mut slot = |k: TileKey, keys: &mut Vec<TileKey>| {
-            *slot_of.entry(k).or_insert_with(|| {
-                keys.push(k);
-                (keys.len() - 1) as u32
-            })
-        };
+    fn piece_runs(&self, pieces: &[Piece]) -> TileRuns {
+        let mut out = RunsBuilder::default();
         for &p in pieces {
             match p {
-                Piece::Cells(a, b) => {
-                    let (ks, rs) = self.array.ctx.install(|| tile_runs(&self.cells[a..b]));
-                    let map: Vec<u32> = ks.iter().map(|&k| slot(k, &mut keys)).collect();
-                    runs.extend(rs.iter().map(|&(sl, s, e)| (map[sl as usize], s, e)));
+                Piece::Cells(a, b) => out.append(self.array.ctx.install(|| tile_runs(&self.cells[a..b]))),
+                Piece::Tile(w, s, e) => {
+                    let slot = out.slot(self.whole[w].key);
+                    out.runs.push((slot, s as u32, e as u32));
                 }
-                Piece::Tile(w, s, e) => runs.push((slot(self.whole[w].key, &mut keys), s as u32, e as u32)),
             }
         }
-        (keys, runs)
+        out.finish()
     }
 
     /// The values of attributes `attrs` of the result cells `part`, gathered in runs per tile
@@ -752,44 +743,56 @@ fn tile_runs(part: &[CellRef]) -> TileRuns {
         return tile_runs_of(part);
     }
     let parts: Vec<TileRuns> = part.par_chunks(PART).map(tile_runs_of).collect();
-    let mut keys: Vec<TileKey> = Vec::new();
-    let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
-    let mut runs: Vec<(u32, u32, u32)> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
-    for (ks, rs) in parts {
-        let map: Vec<u32> = ks
-            .iter()
-            .map(|&k| {
-                *slot_of.entry(k).or_insert_with(|| {
-                    keys.push(k);
-                    (keys.len() - 1) as u32
-                })
-            })
-            .collect();
-        runs.extend(rs.iter().map(|&(sl, s, e)| (map[sl as usize], s, e)));
-    }
-    (keys, runs)
+    let mut out = RunsBuilder::default();
+    out.runs.reserve(parts.iter().map(|p| p.1.len()).sum());
+    parts.into_iter().for_each(|p| out.append(p));
+    out.finish()
 }
 
 /// [`tile_runs`] on one thread.
 fn tile_runs_of(part: &[CellRef]) -> TileRuns {
-    let mut keys: Vec<TileKey> = Vec::new();
-    let mut slot_of: FastMap<TileKey, u32> = FastMap::default();
-    let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+    let mut out = RunsBuilder::default();
     for &(f, t, c) in part {
         let key = (f as usize, u64::from(t));
-        let slot = match runs.last() {
-            Some(&(sl, _, _)) if keys[sl as usize] == key => sl,
-            _ => *slot_of.entry(key).or_insert_with(|| {
-                keys.push(key);
-                (keys.len() - 1) as u32
-            }),
+        let slot = match out.runs.last() {
+            Some(&(sl, _, _)) if out.keys[sl as usize] == key => sl,
+            _ => out.slot(key),
         };
-        match runs.last_mut() {
+        match out.runs.last_mut() {
             Some((sl, _, end)) if *sl == slot && *end == c => *end += 1,
-            _ => runs.push((slot, c, c + 1)),
+            _ => out.runs.push((slot, c, c + 1)),
         }
     }
-    (keys, runs)
+    out.finish()
+}
+
+/// Runs of result cells being collected, with their tiles numbered (slots) by first appearance.
+#[derive(Default)]
+struct RunsBuilder {
+    keys: Vec<TileKey>,
+    slot_of: FastMap<TileKey, u32>,
+    runs: Vec<(u32, u32, u32)>,
+}
+
+impl RunsBuilder {
+    /// The slot of tile `key`, numbered now if it is new.
+    fn slot(&mut self, key: TileKey) -> u32 {
+        let keys = &mut self.keys;
+        *self.slot_of.entry(key).or_insert_with(|| {
+            keys.push(key);
+            (keys.len() - 1) as u32
+        })
+    }
+
+    /// Appends runs numbered by another builder, renumbering their slots.
+    fn append(&mut self, (keys, runs): TileRuns) {
+        let map: Vec<u32> = keys.iter().map(|&k| self.slot(k)).collect();
+        self.runs.extend(runs.iter().map(|&(sl, s, e)| (map[sl as usize], s, e)));
+    }
+
+    fn finish(self) -> TileRuns {
+        (self.keys, self.runs)
+    }
 }
 
 /// The update index's cells inside `bbox` (and in `ranges`, when a dimension has several),
@@ -963,6 +966,8 @@ fn concat_matches(per_tile: &[TileMatches], nd: usize) -> (Vec<CellRef>, Vec<u64
         jobs.push((m, r, o));
     }
     jobs.into_par_iter().for_each(|(((f, t), keep, kept), r, o)| {
+        // Every slot is to be written: a tile's ordinal columns are as long as its matches.
+        assert!(kept.iter().all(|k| k.len() == keep.len()), "ordinal columns as long as the tile's matches");
         for (slot, &c) in r.iter_mut().zip(keep) {
             slot.write((*f as u32, *t as u32, c));
         }
@@ -981,8 +986,6 @@ fn concat_matches(per_tile: &[TileMatches], nd: usize) -> (Vec<CellRef>, Vec<u64
                 }
             }
         }
-        // Every slot must have been written (a tile's ordinal columns as long as its cells).
-        assert!(kept.iter().all(|k| k.len() == keep.len()), "ordinal columns as long as the tile's matches");
     });
     // SAFETY: the jobs' slots partition the first `total` (and `total * nd`) spare elements,
     // and each job wrote every one of its slots: one cell per match and, with the ordinal
