@@ -337,6 +337,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Coordinates whose hashes collide (as chosen coordinates could make them) are told apart
+    /// by the coordinates themselves: a collision costs a probe, never a dropped cell.
+    #[test]
+    fn equal_hashes_of_different_coordinates_are_different_cells() {
+        let keys = [[1u64, 2], [3, 4], [1, 2]];
+        let key = |i: usize| keys[i];
+        let mut table = SeenTable::default();
+        table.reset(3);
+        let same = |idx: u32| Entry { hash: 7, idx };
+        assert_eq!(table.first_or_insert(&same(0), key), None);
+        assert_eq!(table.first_or_insert(&same(1), key), None);
+        assert_eq!(table.first_or_insert(&same(2), key), Some(0));
+    }
+
     proptest! {
         /// The merge with the largest fragment orders cells exactly as one sort of all of them.
         #[test]
