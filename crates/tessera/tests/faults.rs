@@ -35,6 +35,56 @@ fn flipped_tile_byte_is_reported_with_file_and_tile() {
     assert!(e.to_string().contains("tile 2") && e.to_string().contains("checksum"), "{e}");
 }
 
+/// A tile larger than a direct read's piece, read straight into the result from disk (one
+/// sequential stream of growing pieces, each verified as it arrives) or from memory (pieces in
+/// parallel): the same cells either way, and a flipped byte anywhere, in the part the probe
+/// found in memory or after it, is corruption of that tile.
+#[test]
+fn large_tiles_read_from_disk_or_memory_are_verified_piece_by_piece() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("arr");
+    // One tile of 1,100 x 1,000 int32: 4.4 MB, in 4 KiB blocks.
+    let schema = schema_2d(1100, 1000, 1100, 1000);
+    let vals: Vec<i32> = (0..1_100_000).map(|i: i32| i.wrapping_mul(2_654_435_761_u32 as i32)).collect();
+    let name = {
+        let ctx = local_ctx();
+        Array::create(&ctx, &uri, &schema).unwrap();
+        let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+        w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap()
+    };
+    let ctx = |cached: usize| {
+        let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
+        // No tile cache: a tile it would take is read through it instead of into the result.
+        let mut config = Config::new();
+        config.set("sm.tile_cache_size", "0").unwrap();
+        Context::with_storage(config, Arc::new(OnDisk { inner, cached })).unwrap()
+    };
+    // In memory (all of the probe there), from disk (none of it, or part of a block of it).
+    let modes = [usize::MAX, 0, 5_000];
+    for &cached in &modes {
+        let r = Array::open(&ctx(cached), &uri, Mode::Read).unwrap();
+        let got = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+        assert_eq!(as_i32(&got.attrs[0].data), &vals[..], "cached {cached}");
+    }
+    let file = uri.join(FRAGMENTS_DIR).join(name.to_string()).join("a0.data");
+    let clean = std::fs::read(&file).unwrap();
+    // In the first block (inside what a 5,000-byte probe found), in the last block of the probe's
+    // first 64 KiB, in a later piece of the ramp, and in the last (short) piece.
+    for at in [100, 65_535, 1_500_001, clean.len() - 1] {
+        let mut bytes = clean.clone();
+        bytes[at] ^= 0x10;
+        std::fs::write(&file, &bytes).unwrap();
+        for &cached in &modes {
+            let r = Array::open(&ctx(cached), &uri, Mode::Read).unwrap();
+            let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, Error::Corrupt { .. }), "byte {at}, cached {cached}: {msg}");
+            assert!(msg.contains("a0.data") && msg.contains("tile 0") && msg.contains("checksum"), "{msg}");
+        }
+    }
+    std::fs::write(&file, &clean).unwrap();
+}
+
 #[test]
 fn flipped_metadata_or_schema_byte_is_corruption() {
     let dir = tempfile::tempdir().unwrap();

@@ -23,7 +23,7 @@ use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell
 use crate::schema::ArraySchema;
 use crate::snapshot::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, Snapshot, TileKey, Tiles};
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{Bytes, StorageError};
+use crate::storage::{cold_read_pieces, Bytes, Storage, StorageError, COLD_READ_FIRST};
 
 /// Marks a variable-length result cell that takes the fill value.
 pub(crate) const FILL_BLOB: u32 = u32::MAX;
@@ -907,13 +907,13 @@ fn read_direct_chunked(
     })
 }
 
-/// Bytes per piece of a direct tile read: a large tile is read and verified in pieces of
-/// whole checksum blocks, in parallel, so that one tile keeps every I/O thread busy.
+/// Bytes per piece of a direct tile read from memory: a large tile is read and verified in
+/// pieces of whole checksum blocks, in parallel, so that one tile keeps every I/O thread busy.
 const DIRECT_PIECE: usize = 2 << 20;
 
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
 /// parallel, verifying each tile's checksum in place. A tile with block checksums is read in
-/// pieces of whole blocks ([`DIRECT_PIECE`]), each verified against its blocks' checksums once
+/// pieces of whole blocks ([`read_blocked`]), each verified against its blocks' checksums once
 /// those have been checked against the tile checksum.
 fn read_direct(
     array: &Snapshot,
@@ -925,8 +925,8 @@ fn read_direct(
         return Ok(());
     }
     let storage = array.ctx.storage();
-    // (piece of the destination, tile, file, offset of the piece in the tile).
-    let mut jobs: Vec<(&mut [u8], TileKey, usize, usize)> = Vec::new();
+    // (the tile's part of the destination, tile, file, whether it is read in pieces of blocks).
+    let mut jobs: Vec<(&mut [u8], TileKey, usize, bool)> = Vec::new();
     for (si, s) in sinks.iter_mut().enumerate() {
         let DataSink::Fixed(buf) = &mut s.data else { continue };
         let mut mine: Vec<(usize, TileKey, usize)> =
@@ -963,39 +963,70 @@ fn read_direct(
                         let what = format!("block checksums do not match the tile checksum (stored {stored:016x}, computed {sum:016x})");
                         Error::corrupt_tile(path(), key.1, what)
                     })?;
-                    let block = 1usize << frag.blocks.log2;
-                    let piece = (DIRECT_PIECE / block).max(1) * block;
-                    jobs.extend(slot.chunks_mut(piece).enumerate().map(|(i, p)| (p, key, f, i * piece)));
+                    jobs.push((slot, key, f, true));
                 }
-                _ => jobs.push((slot, key, f, 0)),
+                _ => jobs.push((slot, key, f, false)),
             }
         }
     }
     array.ctx.install_io(|| {
-        jobs.into_par_iter().try_for_each(|(slot, key, f, at)| {
+        jobs.into_par_iter().try_for_each(|(slot, key, f, in_blocks)| {
             let path = file_path(array, key.0, &specs[f].name);
             let frag = &array.fragments[key.0];
             let entry = frag.files[f].1[key.1 as usize];
-            let Some(offset) = entry.offset.checked_add(at as u64) else {
-                return Err(Error::corrupt_tile(&path, key.1, format!("offset {} out of range", entry.offset)));
-            };
-            storage.read_immutable_into(&path, offset, slot).map_err(|e| match e {
-                StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
-                    Error::corrupt(&path, e.to_string())
-                }
-                e => e.into(),
-            })?;
-            let (blocks, log2) = (frag.blocks.of(f, key.1), frag.blocks.log2);
-            let checked = match blocks {
-                Some(sums) if slot.len() as u64 != entry.stored_size => verify_blocks(slot, at >> log2, sums, log2),
-                sums => verify_tile(slot, entry.checksum, sums, log2),
-            };
-            checked.map_err(|(stored, sum)| {
+            let (sums, log2) = (frag.blocks.of(f, key.1), frag.blocks.log2);
+            let bad = |(stored, sum): (u64, u64)| {
                 let what = format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})");
                 Error::corrupt_tile(&path, key.1, what)
-            })
+            };
+            match sums {
+                Some(sums) if in_blocks => {
+                    read_blocked(storage.as_ref(), &path, entry.offset, slot, (sums, log2), &bad)
+                }
+                sums => {
+                    storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;
+                    verify_tile(slot, entry.checksum, sums, log2).map_err(bad)
+                }
+            }
         })
     })
+}
+
+/// Reads a tile with block checksums `sums` (of `2^log2` bytes each, already checked against
+/// the tile checksum) at `offset` of `path` into `slot`, verifying each piece of blocks as it
+/// arrives (`bad` makes the error of the first block that does not match, from its stored and
+/// computed checksums). When the storage holds the tile in memory (its first
+/// [`COLD_READ_FIRST`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`] are
+/// read in parallel; when the tile is on disk it is read as one sequential stream of growing
+/// pieces ([`cold_read_pieces`]), each verified while the kernel reads ahead.
+fn read_blocked(
+    storage: &dyn Storage,
+    path: &std::path::Path,
+    offset: u64,
+    slot: &mut [u8],
+    (sums, log2): (&[u64], u32),
+    bad: &(dyn Fn((u64, u64)) -> Error + Sync),
+) -> Result<()> {
+    let block = 1usize << log2;
+    let piece = (DIRECT_PIECE / block).max(1) * block;
+    let probe = COLD_READ_FIRST.min(slot.len());
+    let at = |i: usize| offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"));
+    let cached = storage.read_immutable_cached(path, offset, &mut slot[..probe]).map_err(|e| storage_err(path, e))?;
+    match cached {
+        Some(n) if n < probe => {
+            let verified = n / block * block;
+            verify_blocks(&slot[..verified], 0, sums, log2).map_err(bad)?;
+            cold_read_pieces(verified, slot.len()).try_for_each(|r| {
+                let piece = &mut slot[r.clone()];
+                storage.read_immutable_into(path, at(r.start)?, piece).map_err(|e| storage_err(path, e))?;
+                verify_blocks(piece, r.start >> log2, sums, log2).map_err(bad)
+            })
+        }
+        _ => slot.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| {
+            storage.read_immutable_into(path, at(i * piece)?, p).map_err(|e| storage_err(path, e))?;
+            verify_blocks(p, (i * piece) >> log2, sums, log2).map_err(bad)
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -353,6 +353,18 @@ fn immutable_reads(s: &dyn Storage, root: &Path) {
         assert_out_of_bounds(s.read_immutable(&p, 8, 3));
         assert_out_of_bounds(s.read_immutable_into(&p, 9, &mut buf));
         assert_out_of_bounds(s.read_immutable(&p, u64::MAX, 2));
+        // What the backend holds in memory fills a prefix, exactly; a backend that cannot tell
+        // says so (and may not check the range).
+        let mut buf = [b'.'; 5];
+        match s.read_immutable_cached(&p, 3, &mut buf).unwrap() {
+            Some(n) => {
+                assert!(n <= 5);
+                assert_eq!(&buf[..n], &b"34567"[..n]);
+                assert!(buf[n..].iter().all(|&b| b == b'.'));
+            }
+            None => assert_eq!(&buf, b"....."),
+        }
+        assert!(matches!(s.read_immutable_cached(&p, 8, &mut buf), Err(StorageError::OutOfBounds { .. }) | Ok(None)));
     }
     assert_not_found(s.read_immutable(&root.join("nope"), 0, 1));
     s.remove_file(&p).unwrap();
@@ -896,6 +908,30 @@ proptest! {
                     Err(e) => prop_assert!(false, "{}", e),
                 }
             }
+        }
+    }
+}
+
+/// The pieces of a read from disk cover exactly the range asked for, back to back, from
+/// `COLD_READ_FIRST` bytes doubling up to `COLD_READ_LARGEST`, and none for an empty range.
+#[test]
+fn cold_read_pieces_cover_the_range_in_growing_pieces() {
+    use super::{cold_read_pieces, COLD_READ_FIRST, COLD_READ_LARGEST};
+    assert_eq!(cold_read_pieces(7, 7).count(), 0);
+    assert_eq!(cold_read_pieces(5, 9).collect::<Vec<_>>(), vec![5..9]);
+    for (from, to) in [(0, 10_000_000), (4096, 4096 + COLD_READ_FIRST * 3), (1, COLD_READ_LARGEST * 5 + 3)] {
+        let pieces: Vec<_> = cold_read_pieces(from, to).collect();
+        assert_eq!(pieces.first().map(|p| p.start), Some(from));
+        assert_eq!(pieces.last().map(|p| p.end), Some(to));
+        let mut want = COLD_READ_FIRST;
+        for (i, p) in pieces.iter().enumerate() {
+            if i + 1 < pieces.len() {
+                assert_eq!(p.end, pieces[i + 1].start);
+                assert_eq!(p.len(), want);
+            } else {
+                assert!(!p.is_empty() && p.len() <= want);
+            }
+            want = (want * 2).min(COLD_READ_LARGEST);
         }
     }
 }

@@ -113,6 +113,10 @@ impl Storage for FailingStorage {
         self.inner.read_immutable_into(path, offset, buf)
     }
 
+    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+        self.inner.read_immutable_cached(path, offset, buf)
+    }
+
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         self.inner.read_all(path)
     }

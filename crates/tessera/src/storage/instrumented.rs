@@ -82,6 +82,14 @@ impl Storage for InstrumentedStorage {
         read_done(buf.len() as u64);
         Ok(())
     }
+    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        let got = self.inner.read_immutable_cached(path, offset, buf)?;
+        if let Some(n) = got.filter(|&n| n > 0) {
+            read_done(n as u64);
+        }
+        Ok(got)
+    }
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         let _t = stats::timer(Timer::VfsRead);
         let b = self.inner.read_all(path)?;

@@ -340,6 +340,33 @@ impl Debug for LockGuard {
     }
 }
 
+/// The first and largest read of a large range read from disk (not from memory) as one
+/// sequential stream. Reads grow from the first size to the largest, doubling, each where the
+/// last ended: the kernel sees one sequential stream and reads ahead of it (its readahead window
+/// doubles as well), so the disk works while the reader copies and verifies what arrived.
+/// Measured on a virtio disk with 8 MiB readahead, 8 cold 10 MB tiles on 2 threads: one read
+/// per tile 96 ms, 2 MiB pieces in parallel 84 ms, this ramp 47 ms (one tile: 10.2 against
+/// 5.6 ms). Only for large ranges: 8 cold 1 MB ranges took 6 ms as one read each, 11-13 ms
+/// in ramps.
+pub(crate) const COLD_READ_FIRST: usize = 64 << 10;
+/// See [`COLD_READ_FIRST`].
+pub(crate) const COLD_READ_LARGEST: usize = 1 << 20;
+
+/// The pieces `[start, end)` in which to read bytes `from..to` from disk as one sequential
+/// stream: back to back, the first [`COLD_READ_FIRST`] bytes long, each next one twice the last
+/// up to [`COLD_READ_LARGEST`], the last one cut at `to`.
+pub(crate) fn cold_read_pieces(from: usize, to: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut step = COLD_READ_FIRST;
+    let mut at = from;
+    std::iter::from_fn(move || {
+        (at < to).then(|| {
+            let piece = at..to.min(at.saturating_add(step));
+            (at, step) = (piece.end, (step * 2).min(COLD_READ_LARGEST));
+            piece
+        })
+    })
+}
+
 /// A file system. Paths are absolute (or relative to the process's working folder for local
 /// storage); files, once finished, are never modified again.
 ///
@@ -377,6 +404,20 @@ pub trait Storage: Send + Sync + Debug {
     /// As [`Storage::read_range`].
     fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         self.read_range_into(path, offset, buf)
+    }
+    /// Fills the start of `buf` with the bytes at `offset` of immutable file `path` that the
+    /// backend holds in memory (the page cache), without waiting for a device, and says how many
+    /// it filled (`Some(buf.len())`: all were there). A caller reading a large range learns from
+    /// it whether to read pieces in parallel (in memory: copies on every core) or in one
+    /// sequential stream that the kernel reads ahead of (on disk: parallel pieces break the
+    /// readahead). `None`: the backend does not know, and parallel pieces are right for it (the
+    /// default; object stores, where concurrent requests are the fast way).
+    ///
+    /// # Errors
+    /// As [`Storage::read_range`], for a range that passes the file's end or a missing file.
+    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+        let _ = (path, offset, buf);
+        Ok(None)
     }
     /// Reads the whole file.
     ///

@@ -67,6 +67,9 @@ impl Storage for RoutedStorage {
     fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         self.route(path)?.read_immutable_into(path, offset, buf)
     }
+    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+        self.route(path)?.read_immutable_cached(path, offset, buf)
+    }
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         self.route(path)?.read_all(path)
     }
