@@ -432,7 +432,7 @@ fn decode_blocks(r: &mut Reader<'_>, files: &[(String, Vec<TileEntry>)], path: &
         if !slot.is_empty() {
             return Err(Error::corrupt(path, format!("file {f}, tile {t}: block checksums given twice")));
         }
-        *slot = (0..n).map(|_| r.u64()).collect::<Result<_>>()?;
+        *slot = r.u64s(n)?;
     }
     Ok(BlockIndex { log2, sums })
 }
@@ -503,9 +503,9 @@ fn decode_sparse(r: &mut Reader<'_>, k: usize, n: usize, path: &Path) -> Result<
             })
             .collect()
     };
-    let tile_cells = (0..k).map(|_| r.u64()).collect::<Result<Vec<_>>>()?;
+    let tile_cells = r.u64s(k as u64)?;
     let mbrs = (0..k).map(|_| rect(r)).collect::<Result<Vec<_>>>()?;
-    let point = |r: &mut Reader<'_>| (0..n).map(|_| r.u64()).collect::<Result<Vec<_>>>();
+    let point = |r: &mut Reader<'_>| r.u64s(n as u64);
     let first = (0..k).map(|_| point(r)).collect::<Result<Vec<_>>>()?;
     let last = (0..k).map(|_| point(r)).collect::<Result<Vec<_>>>()?;
     let head = r.u64()?;
@@ -553,6 +553,13 @@ impl<'a> Reader<'a> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
+    }
+    /// `n` u64 values in a row (one bounds check for all of them: a fragment with large
+    /// uncompressed tiles holds hundreds of thousands of block checksums).
+    fn u64s(&mut self, n: u64) -> Result<Vec<u64>> {
+        let bytes = usize::try_from(n).ok().and_then(|n| n.checked_mul(8)).unwrap_or(usize::MAX);
+        let s = self.take(bytes)?;
+        Ok(s.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect())
     }
 }
 

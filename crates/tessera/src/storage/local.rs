@@ -123,7 +123,8 @@ impl LocalStorage {
         let size = regular_len(&file, path)?;
         let len = len.unwrap_or(size);
         let (_, n) = StorageError::check_range(path, offset, len, size)?;
-        let buf = read_new_at(&file, n, offset).map_err(|e| StorageError::io("read", path, e))?;
+        let buf =
+            read_new_at(&file, n, offset, STREAM_WHOLE_FILES_FROM).map_err(|e| StorageError::io("read", path, e))?;
         Ok(Bytes::from_vec(buf))
     }
 
@@ -167,6 +168,13 @@ impl LocalStorage {
 /// copy out of the page cache runs on the calling thread), read in a sequential ramp when not.
 const PARALLEL_READ: usize = 4 << 20;
 
+/// A whole file larger than this (a fragment's metadata with many block checksums) is read
+/// from disk as one sequential stream, like a large range: read alone, 2 MB came in 0.9 ms
+/// that way against 2.2 ms in one `pread` (the kernel read ahead twice the bytes asked for).
+/// Ranges of tiles keep the larger bound: read side by side on the I/O threads, 8 cold 2 MB
+/// tiles took 15 ms as one `pread` each, 22 ms as streams.
+const STREAM_WHOLE_FILES_FROM: usize = 1 << 20;
+
 /// Reads `n` bytes at `offset` into a new buffer with `pread`, without zeroing the buffer
 /// first (a zeroed buffer costs a memset of every byte, then the read overwrites them all).
 /// More than [`PARALLEL_READ`] bytes: the first [`COLD_READ_FIRST`] are read without waiting
@@ -175,14 +183,16 @@ const PARALLEL_READ: usize = 4 << 20;
 /// pieces in parallel, else in a sequential ramp from where the probe stopped. A file shorter
 /// than `offset + n` is an `UnexpectedEof` error.
 #[allow(unsafe_code)]
-fn read_new_at(file: &File, n: usize, offset: u64) -> std::io::Result<Vec<u8>> {
+fn read_new_at(file: &File, n: usize, offset: u64, stream_from: usize) -> std::io::Result<Vec<u8>> {
     use rayon::prelude::*;
     let mut buf: Vec<u8> = Vec::with_capacity(n);
     let spare = &mut buf.spare_capacity_mut()[..n];
-    if n > PARALLEL_READ {
+    if n > stream_from.min(PARALLEL_READ) {
         // SAFETY: `spare` holds `n > COLD_READ_FIRST` bytes of capacity, ours alone.
         let cached = unsafe { pread_cached(file, spare.as_mut_ptr().cast(), COLD_READ_FIRST, offset)? };
-        if cached == COLD_READ_FIRST {
+        if cached == COLD_READ_FIRST && n <= PARALLEL_READ {
+            pread_uninit(file, &mut spare[cached..], offset, cached)?;
+        } else if cached == COLD_READ_FIRST {
             let piece = PARALLEL_READ / 2;
             spare.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| pread_uninit(file, p, offset, i * piece))?;
         } else {
@@ -491,7 +501,7 @@ impl Storage for LocalStorage {
         }
         let (file, size) = self.open_immutable(path)?;
         let (_, n) = StorageError::check_range(path, offset, len, size)?;
-        let buf = read_new_at(&file, n, offset).map_err(|e| StorageError::io("read", path, e))?;
+        let buf = read_new_at(&file, n, offset, PARALLEL_READ).map_err(|e| StorageError::io("read", path, e))?;
         Ok(Bytes::from_vec(buf))
     }
 
@@ -700,7 +710,8 @@ mod tests {
 
     /// A large read of a file whose pages were dropped from the page cache (flushed, then
     /// `posix_fadvise(DONTNEED)`) takes the sequential ramp from wherever the probe stopped, and
-    /// returns exactly the bytes asked for; the probe reports what the page cache held.
+    /// returns exactly the bytes asked for, at either streaming bound; the probe reports what
+    /// the page cache held.
     #[test]
     fn read_new_at_from_disk_reads_exactly() {
         use std::os::fd::AsRawFd;
@@ -710,7 +721,10 @@ mod tests {
         fs::write(&path, &data).unwrap();
         let file = File::open(&path).unwrap();
         file.sync_all().unwrap();
-        for (n, offset) in [(data.len(), 0), (4_500_003, 4_000_000), (PARALLEL_READ + 1, 12_345)] {
+        let cases = [(data.len(), 0), (4_500_003, 4_000_000), (PARALLEL_READ + 1, 12_345), (2_000_001, 7)];
+        for ((n, offset), stream_from) in
+            cases.into_iter().flat_map(|c| [(c, PARALLEL_READ), (c, STREAM_WHOLE_FILES_FROM)])
+        {
             // SAFETY: a plain system call on a file we opened; it reads no memory of ours.
             #[allow(unsafe_code)]
             let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -719,7 +733,7 @@ mod tests {
             #[allow(unsafe_code)]
             let got = unsafe { pread_cached(&file, probe.as_mut_ptr(), COLD_READ_FIRST, offset as u64) }.unwrap();
             assert_eq!(probe[..got], data[offset..offset + got]);
-            assert_eq!(read_new_at(&file, n, offset as u64).unwrap(), data[offset..offset + n]);
+            assert_eq!(read_new_at(&file, n, offset as u64, stream_from).unwrap(), data[offset..offset + n]);
         }
     }
 
@@ -732,13 +746,16 @@ mod tests {
         let data: Vec<u8> = (0..4_999_993u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
         fs::write(&path, &data).unwrap();
         let file = File::open(&path).unwrap();
-        assert_eq!(read_new_at(&file, data.len(), 0).unwrap(), data);
-        assert_eq!(read_new_at(&file, 1000, 4_000_001).unwrap(), data[4_000_001..4_001_001]);
-        assert_eq!(read_new_at(&file, 4_500_003, 499_990).unwrap(), data[499_990..]);
-        assert_eq!(read_new_at(&file, 4_500_004, 499_990).unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
-        assert!(read_new_at(&file, 0, 7).unwrap().is_empty());
-        let e = read_new_at(&file, 10, data.len() as u64 - 5).unwrap_err();
+        assert_eq!(read_new_at(&file, data.len(), 0, PARALLEL_READ).unwrap(), data);
+        assert_eq!(read_new_at(&file, 1000, 4_000_001, PARALLEL_READ).unwrap(), data[4_000_001..4_001_001]);
+        assert_eq!(read_new_at(&file, 4_500_003, 499_990, PARALLEL_READ).unwrap(), data[499_990..]);
+        assert_eq!(
+            read_new_at(&file, 4_500_004, 499_990, PARALLEL_READ).unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
+        assert!(read_new_at(&file, 0, 7, PARALLEL_READ).unwrap().is_empty());
+        let e = read_new_at(&file, 10, data.len() as u64 - 5, PARALLEL_READ).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
-        assert!(read_new_at(&file, 1, u64::MAX).is_err());
+        assert!(read_new_at(&file, 1, u64::MAX, PARALLEL_READ).is_err());
     }
 }
