@@ -261,3 +261,35 @@ fn a_flipped_byte_in_a_tile_read_whole_is_corruption() {
         assert!(msg.contains("a0.data"), "{msg}");
     }
 }
+
+/// A read of thousands of fragments, each a read of its own on the I/O pool, unfilters each
+/// read's tiles on the compute pool: the I/O threads never wait on the compute pool (an I/O
+/// thread that did took up the next read meanwhile, one stack frame deeper per read, and a
+/// read of 1,001 fragments overflowed its stack), whether tiles go into the result or through
+/// the tile cache.
+#[test]
+fn reads_of_thousands_of_fragments_do_not_nest_on_the_io_threads() {
+    let (fast, general) = contexts(false);
+    Array::create(&fast, "/s", &schema(true, 50, true)).unwrap();
+    let n = 3000;
+    for k in 0..n {
+        write(&fast, "/s", &[(k % 100, (k / 100) % 100)], k);
+    }
+    let c = Case {
+        dups: true,
+        capacity: 50,
+        filtered: true,
+        base: Vec::new(),
+        update: Vec::new(),
+        delete: None,
+        consolidate: false,
+        index: false,
+        ranges: [Vec::new(), Vec::new()],
+        layout: Layout::Unordered,
+        attrs: 0,
+        batch: None,
+    };
+    let got = read(&fast, &c);
+    assert_eq!(got[0].cells, n as u64);
+    assert_eq!(got, read(&general, &c));
+}

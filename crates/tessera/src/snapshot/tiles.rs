@@ -146,7 +146,11 @@ fn size_err(array: &Snapshot, specs: &[FileSpec], (key, f): (TileKey, usize), go
 }
 
 /// Reads `missing` (coalesced, see [`coalesce`]) on the I/O pool and hands each read and its
-/// bytes to `then` on the I/O thread that read them, as soon as they are read.
+/// bytes to `then` as soon as it is read, as a task of the compute pool, while the other reads
+/// go on; the results in no particular order. (`then` does not run on the I/O thread: an I/O
+/// thread calling into the compute pool takes up, while it waits, the next read of its own
+/// pool, which calls in again, one stack frame deeper per read: a read of 1,000 fragments
+/// overflowed the I/O thread's stack.)
 fn read_coalesced<T: Send>(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -155,21 +159,32 @@ fn read_coalesced<T: Send>(
 ) -> Result<Vec<T>> {
     let reads = coalesce(array, specs, missing)?;
     let storage = array.ctx.storage().clone();
-    array.ctx.install_io(|| {
-        reads
-            .into_par_iter()
-            .map(|read| {
-                let path = file_path(array, read.frag, &specs[read.file].name);
-                let bytes = storage.read_immutable(&path, read.start, read.end - read.start).map_err(|e| match e {
-                    StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
-                        Error::corrupt(&path, e.to_string())
-                    }
-                    e => e.into(),
-                })?;
-                then(read, bytes)
+    let done = std::sync::Mutex::new(Vec::with_capacity(reads.len()));
+    let (then, done_ref) = (&then, &done);
+    // A compute thread waits for the I/O pool, running the spawned tasks meanwhile; the scope
+    // ends when they have all run.
+    array.ctx.install(|| {
+        rayon::scope(|s| {
+            array.ctx.install_io(|| {
+                reads.into_par_iter().try_for_each(|read| -> Result<()> {
+                    let path = file_path(array, read.frag, &specs[read.file].name);
+                    let bytes =
+                        storage.read_immutable(&path, read.start, read.end - read.start).map_err(|e| match e {
+                            StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
+                                Error::corrupt(&path, e.to_string())
+                            }
+                            e => Error::from(e),
+                        })?;
+                    s.spawn(move |_| {
+                        let out = then(read, bytes);
+                        done_ref.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(out);
+                    });
+                    Ok(())
+                })
             })
-            .collect::<Result<Vec<_>>>()
-    })
+        })
+    })?;
+    done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().collect()
 }
 
 /// Tile `r` of a sparse fragment from its stored bytes `raw` into `dst`: as [`unfilter`] does
