@@ -139,9 +139,13 @@ pub enum Hook {
 
 /// A storage that delegates to `inner` and calls `hook` at the points of [`Hook`]: the tests
 /// that make one interleaving of two processes happen every time run the other process there.
+/// With `cached: Some(n)` it reports only the first `n` bytes of any range as held in memory
+/// ([`Storage::read_immutable_cached`]), as a local disk whose page cache was dropped does:
+/// reads then take their from-disk paths every time, whatever the page cache holds.
 pub struct Hooked {
     pub inner: Arc<dyn Storage>,
     pub hook: Box<dyn Fn(Hook, &Path) + Send + Sync>,
+    pub cached: Option<usize>,
 }
 
 impl std::fmt::Debug for Hooked {
@@ -153,6 +157,17 @@ impl std::fmt::Debug for Hooked {
 impl Storage for Hooked {
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
         self.inner.read_range(path, offset, len)
+    }
+    fn read_immutable_cached(
+        &self,
+        path: &Path,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> std::result::Result<Option<usize>, StorageError> {
+        let Some(cached) = self.cached else { return self.inner.read_immutable_cached(path, offset, buf) };
+        let n = cached.min(buf.len());
+        self.inner.read_immutable_into(path, offset, &mut buf[..n])?;
+        Ok(Some(n))
     }
     fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
         self.inner.read_all(path)
@@ -309,82 +324,5 @@ pub fn cond_holds(c: &Condition, a: i32, v_null: bool) -> bool {
         Condition::Or(x, y) => cond_holds(x, a as i32, v_null) || cond_holds(y, a as i32, v_null),
         Condition::Not(x) => !cond_holds(x, a as i32, v_null),
         other => panic!("{other:?}"),
-    }
-}
-
-/// A storage that delegates to `inner` but reports only the first `cached` bytes of any range
-/// as held in memory ([`Storage::read_immutable_cached`]), as a local disk whose page cache was
-/// dropped does: reads then take their from-disk paths every time, whatever the page cache
-/// holds.
-#[derive(Debug)]
-pub struct OnDisk {
-    pub inner: Arc<dyn Storage>,
-    pub cached: usize,
-}
-
-impl Storage for OnDisk {
-    fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
-        self.inner.read_range(path, offset, len)
-    }
-    fn read_range_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> std::result::Result<(), StorageError> {
-        self.inner.read_range_into(path, offset, buf)
-    }
-    fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
-        self.inner.read_immutable(path, offset, len)
-    }
-    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> std::result::Result<(), StorageError> {
-        self.inner.read_immutable_into(path, offset, buf)
-    }
-    fn read_immutable_cached(
-        &self,
-        path: &Path,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> std::result::Result<Option<usize>, StorageError> {
-        let n = self.cached.min(buf.len());
-        self.inner.read_immutable_into(path, offset, &mut buf[..n])?;
-        Ok(Some(n))
-    }
-    fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
-        self.inner.read_all(path)
-    }
-    fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {
-        self.inner.file_size(path)
-    }
-    fn create(&self, path: &Path) -> std::result::Result<Box<dyn WriteHandle>, StorageError> {
-        self.inner.create(path)
-    }
-    fn write_atomic(&self, path: &Path, data: &[u8]) -> std::result::Result<(), StorageError> {
-        self.inner.write_atomic(path, data)
-    }
-    fn write_new(&self, path: &Path, data: &[u8]) -> std::result::Result<bool, StorageError> {
-        self.inner.write_new(path, data)
-    }
-    fn list_temps(&self, dir: &Path) -> std::result::Result<Vec<(String, Option<u64>)>, StorageError> {
-        self.inner.list_temps(dir)
-    }
-    fn create_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.sync_dir(path)
-    }
-    fn list_dir(&self, path: &Path) -> std::result::Result<Vec<String>, StorageError> {
-        self.inner.list_dir(path)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn is_file(&self, path: &Path) -> bool {
-        self.inner.is_file(path)
-    }
-    fn remove_file(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.remove_dir_all(path)
-    }
-    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> std::result::Result<LockGuard, StorageError> {
-        self.inner.lock(path, kind, wait)
     }
 }

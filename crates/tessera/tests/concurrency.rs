@@ -33,6 +33,7 @@ impl Pausing {
                     hooked.maybe_pause(path);
                 }
             }),
+            cached: None,
         };
         (p, Arc::new(storage))
     }

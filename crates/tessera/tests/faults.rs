@@ -57,7 +57,8 @@ fn large_tiles_read_from_disk_or_memory_are_verified_piece_by_piece() {
         // No tile cache: a tile it would take is read through it instead of into the result.
         let mut config = Config::new();
         config.set("sm.tile_cache_size", "0").unwrap();
-        Context::with_storage(config, Arc::new(OnDisk { inner, cached })).unwrap()
+        Context::with_storage(config, Arc::new(Hooked { inner, hook: Box::new(|_, _| {}), cached: Some(cached) }))
+            .unwrap()
     };
     // In memory (all of the probe there), from disk (none of it, or part of a block of it).
     let modes = [usize::MAX, 0, 5_000];

@@ -194,6 +194,25 @@ proptest! {
 /// One fragment read whole: its coordinate and fixed-size value tiles go straight into the
 /// result and leave the tile cache empty; the general path gives the same result and caches
 /// its tiles.
+/// A read of the whole array, unordered, of attributes `attrs` (as [`read`] numbers them), in one
+/// batch, on capacity-50 filtered tiles of base points `base`.
+fn everything(dups: bool, base: Vec<(i64, i64)>, attrs: usize) -> Case {
+    Case {
+        dups,
+        capacity: 50,
+        filtered: true,
+        base,
+        update: Vec::new(),
+        delete: None,
+        consolidate: false,
+        index: false,
+        ranges: [Vec::new(), Vec::new()],
+        layout: Layout::Unordered,
+        attrs,
+        batch: None,
+    }
+}
+
 #[test]
 fn whole_tiles_skip_the_tile_cache() {
     let (fast, general) = contexts(false);
@@ -202,20 +221,7 @@ fn whole_tiles_skip_the_tile_cache() {
     let mut seen = std::collections::HashSet::new();
     let pts: Vec<(i64, i64)> = pts.into_iter().filter(|p| seen.insert(*p)).collect();
     write(&fast, "/s", &pts, 0);
-    let c = Case {
-        dups: false,
-        capacity: 50,
-        filtered: true,
-        base: pts.clone(),
-        update: Vec::new(),
-        delete: None,
-        consolidate: false,
-        index: false,
-        ranges: [Vec::new(), Vec::new()],
-        layout: Layout::Unordered,
-        attrs: 1,
-        batch: None,
-    };
+    let c = everything(false, pts.clone(), 1);
     let got = read(&fast, &c);
     assert_eq!(got[0].cells as usize, pts.len());
     assert_eq!(fast.tile_cache().size_bytes(), 0, "whole tiles were cached");
@@ -275,20 +281,7 @@ fn reads_of_thousands_of_fragments_do_not_nest_on_the_io_threads() {
     for k in 0..n {
         write(&fast, "/s", &[(k % 100, (k / 100) % 100)], k);
     }
-    let c = Case {
-        dups: true,
-        capacity: 50,
-        filtered: true,
-        base: Vec::new(),
-        update: Vec::new(),
-        delete: None,
-        consolidate: false,
-        index: false,
-        ranges: [Vec::new(), Vec::new()],
-        layout: Layout::Unordered,
-        attrs: 0,
-        batch: None,
-    };
+    let c = everything(true, Vec::new(), 0);
     let got = read(&fast, &c);
     assert_eq!(got[0].cells, n as u64);
     assert_eq!(got, read(&general, &c));
