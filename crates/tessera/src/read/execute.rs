@@ -21,9 +21,11 @@ use crate::fragment::{
 };
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
-use crate::snapshot::{cache_key, count_fetched, fetch_tiles, file_path, tile_cells, Snapshot, TileKey, Tiles};
+use crate::snapshot::{
+    cache_key, count_fetched, fetch_tiles, file_path, storage_err, tile_cells, Snapshot, TileKey, Tiles,
+};
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{cold_read_pieces, Bytes, Storage, StorageError, COLD_READ_FIRST};
+use crate::storage::{cold_read_pieces, Bytes, Storage, COLD_READ_FIRST};
 
 /// Marks a variable-length result cell that takes the fill value.
 pub(crate) const FILL_BLOB: u32 = u32::MAX;
@@ -771,14 +773,6 @@ fn read_chunks(
     Ok((out, read))
 }
 
-/// A storage error of a read of an immutable file: a missing file or range is corruption.
-fn storage_err(path: &std::path::Path, e: StorageError) -> Error {
-    match e {
-        StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => Error::corrupt(path, e.to_string()),
-        e => e.into(),
-    }
-}
-
 /// The copies `ops` of cells of `cs` bytes as runs of bytes `(offset in the tile, offset in the
 /// result, length)`: one per cell for points (with no allocation each), the contiguous runs of a
 /// box, and one per cell of a box with no runs longer than a cell (a column of a row-major
@@ -1022,10 +1016,17 @@ fn read_blocked(
                 verify_blocks(piece, r.start >> log2, sums, log2).map_err(bad)
             })
         }
-        _ => slot.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| {
-            storage.read_immutable_into(path, at(i * piece)?, p).map_err(|e| storage_err(path, e))?;
-            verify_blocks(p, (i * piece) >> log2, sums, log2).map_err(bad)
-        }),
+        // In memory: the probe's bytes (all of them, or none when the storage cannot tell) are
+        // not read again.
+        cached => {
+            let have = cached.unwrap_or(0);
+            slot.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| {
+                let skip = if i == 0 { have } else { 0 };
+                let from = i * piece + skip;
+                storage.read_immutable_into(path, at(from)?, &mut p[skip..]).map_err(|e| storage_err(path, e))?;
+                verify_blocks(p, (i * piece) >> log2, sums, log2).map_err(bad)
+            })
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use rayon::prelude::*;
 
 pub(crate) use tiles::{
-    cache_key, count_fetched, fetch_tiles, fetch_tiles_into, file_path, tile_cells, TileKey, Tiles,
+    cache_key, count_fetched, fetch_tiles, fetch_tiles_into, file_path, storage_err, tile_cells, TileKey, Tiles,
 };
 pub(crate) use update_index::UpdateIndex;
 

@@ -7,7 +7,7 @@
 //! stay in stored order (readers map cells through the permutation).
 
 use std::mem::MaybeUninit;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -64,15 +64,13 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
     // are unfiltered as soon as it completes, while the other reads are in flight (a cold read
     // of many compressed tiles waited for all its reads before decompressing any).
     let tiles: Vec<((TileKey, usize), Bytes)> = read_coalesced(array, specs, &missing, |read, bytes| {
-        array.ctx.install(|| {
-            read.requests
-                .into_par_iter()
-                .map(|r| {
-                    let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
-                    Ok(((r.key, r.file), unfilter(array, specs, &r, raw)?))
-                })
-                .collect::<Result<Vec<_>>>()
-        })
+        read.requests
+            .into_par_iter()
+            .map(|r| {
+                let raw = bytes.slice((r.offset - read.start) as usize, r.len as usize);
+                Ok(((r.key, r.file), unfilter(array, specs, &r, raw)?))
+            })
+            .collect::<Result<Vec<_>>>()
     })?
     .into_iter()
     .flatten()
@@ -132,9 +130,7 @@ pub(crate) fn fetch_tiles_into(
                 work.push((r, raw, dst));
             }
         }
-        array
-            .ctx
-            .install(|| work.into_par_iter().try_for_each(|(r, raw, dst)| unfilter_into(array, specs, &r, &raw, dst)))
+        work.into_par_iter().try_for_each(|(r, raw, dst)| unfilter_into(array, specs, &r, &raw, dst))
     })?;
     Ok(())
 }
@@ -146,11 +142,11 @@ fn size_err(array: &Snapshot, specs: &[FileSpec], (key, f): (TileKey, usize), go
 }
 
 /// Reads `missing` (coalesced, see [`coalesce`]) on the I/O pool and hands each read and its
-/// bytes to `then` as soon as it is read, as a task of the compute pool, while the other reads
-/// go on; the results in no particular order. (`then` does not run on the I/O thread: an I/O
-/// thread calling into the compute pool takes up, while it waits, the next read of its own
-/// pool, which calls in again, one stack frame deeper per read: a read of 1,000 fragments
-/// overflowed the I/O thread's stack.)
+/// bytes to `then` as soon as it is read, as a task of the compute pool (so parallel iterators
+/// in `then` run there), while the other reads go on; the results in no particular order.
+/// (`then` does not run on the I/O thread: an I/O thread calling into the compute pool takes up,
+/// while it waits, the next read of its own pool, which calls in again, one stack frame deeper
+/// per read: a read of 1,000 fragments overflowed the I/O thread's stack.)
 fn read_coalesced<T: Send>(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -168,13 +164,9 @@ fn read_coalesced<T: Send>(
             array.ctx.install_io(|| {
                 reads.into_par_iter().try_for_each(|read| -> Result<()> {
                     let path = file_path(array, read.frag, &specs[read.file].name);
-                    let bytes =
-                        storage.read_immutable(&path, read.start, read.end - read.start).map_err(|e| match e {
-                            StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => {
-                                Error::corrupt(&path, e.to_string())
-                            }
-                            e => Error::from(e),
-                        })?;
+                    let bytes = storage
+                        .read_immutable(&path, read.start, read.end - read.start)
+                        .map_err(|e| storage_err(&path, e))?;
                     s.spawn(move |_| {
                         let out = then(read, bytes);
                         done_ref.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(out);
@@ -185,6 +177,14 @@ fn read_coalesced<T: Send>(
         })
     })?;
     done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().collect()
+}
+
+/// A storage error of a read of an immutable file: a missing file or range is corruption.
+pub(crate) fn storage_err(path: &Path, e: StorageError) -> Error {
+    match e {
+        StorageError::OutOfBounds { .. } | StorageError::NotFound { .. } => Error::corrupt(path, e.to_string()),
+        e => e.into(),
+    }
 }
 
 /// Tile `r` of a sparse fragment from its stored bytes `raw` into `dst`: as [`unfilter`] does

@@ -177,11 +177,12 @@ const STREAM_WHOLE_FILES_FROM: usize = 1 << 20;
 
 /// Reads `n` bytes at `offset` into a new buffer with `pread`, without zeroing the buffer
 /// first (a zeroed buffer costs a memset of every byte, then the read overwrites them all).
-/// More than [`PARALLEL_READ`] bytes: the first [`COLD_READ_FIRST`] are read without waiting
-/// for the disk (`RWF_NOWAIT`, a probe: a larger one starts one large readahead, which costs a
-/// cold 10 MB read 11 ms against 6); if the page cache held them, the whole range is read in
-/// pieces in parallel, else in a sequential ramp from where the probe stopped. A file shorter
-/// than `offset + n` is an `UnexpectedEof` error.
+/// More than `stream_from` bytes (or [`PARALLEL_READ`], the smaller): the first
+/// [`COLD_READ_FIRST`] are read without waiting for the disk (`RWF_NOWAIT`, a probe: a larger
+/// one starts one large readahead, which costs a cold 10 MB read 11 ms against 6); if the page
+/// cache held them, the rest is read in pieces in parallel (more than [`PARALLEL_READ`]) or in
+/// one `pread`, else in a sequential ramp from where the probe stopped. A file shorter than
+/// `offset + n` is an `UnexpectedEof` error.
 #[allow(unsafe_code)]
 fn read_new_at(file: &File, n: usize, offset: u64, stream_from: usize) -> std::io::Result<Vec<u8>> {
     use rayon::prelude::*;
@@ -190,13 +191,17 @@ fn read_new_at(file: &File, n: usize, offset: u64, stream_from: usize) -> std::i
     if n > stream_from.min(PARALLEL_READ) {
         // SAFETY: `spare` holds `n > COLD_READ_FIRST` bytes of capacity, ours alone.
         let cached = unsafe { pread_cached(file, spare.as_mut_ptr().cast(), COLD_READ_FIRST, offset)? };
-        if cached == COLD_READ_FIRST && n <= PARALLEL_READ {
-            pread_uninit(file, &mut spare[cached..], offset, cached)?;
-        } else if cached == COLD_READ_FIRST {
-            let piece = PARALLEL_READ / 2;
-            spare.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| pread_uninit(file, p, offset, i * piece))?;
-        } else {
+        if cached < COLD_READ_FIRST {
             pread_ramp(file, &mut spare[cached..], offset, cached)?;
+        } else if n <= PARALLEL_READ {
+            pread_uninit(file, &mut spare[cached..], offset, cached)?;
+        } else {
+            // The probe's bytes, at the start of piece 0, are not read again.
+            let piece = PARALLEL_READ / 2;
+            spare.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| {
+                let skip = if i == 0 { cached } else { 0 };
+                pread_uninit(file, &mut p[skip..], offset, i * piece + skip)
+            })?;
         }
     } else {
         pread_uninit(file, spare, offset, 0)?;
