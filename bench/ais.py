@@ -46,10 +46,17 @@ class AIS:
     batches: List[np.ndarray]
     harbours: np.ndarray  # (k, 2) centres, busiest first
     coasts: List[np.ndarray] = field(default_factory=list)  # polylines, (m, 2) each
+    #: rows after the batches' (``generate(extra=...)``), for appends after the load
+    extra: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n(self) -> int:
-        return len(self.columns["x"])
+        """Points in the batches (the load), without the extra rows."""
+        return len(self.columns["x"]) - len(self.extra)
+
+    def rows(self, idx: np.ndarray) -> Dict[str, np.ndarray]:
+        """The columns of the rows ``idx`` (copies, contiguous)."""
+        return {k: v[idx] for k, v in self.columns.items()}
 
     def batch(self, i: int) -> Dict[str, np.ndarray]:
         """The columns of batch ``i`` (copies, contiguous, in the batch's random order)."""
@@ -57,8 +64,9 @@ class AIS:
         return {k: v[idx] for k, v in self.columns.items()}
 
     def sorted_xy(self) -> Tuple[np.ndarray, np.ndarray]:
-        """x and y sorted by (x, y), for counting the points inside boxes quickly."""
-        x, y = self.columns["x"], self.columns["y"]
+        """x and y of the batches' points sorted by (x, y), for counting the points inside boxes
+        quickly."""
+        x, y = self.columns["x"][: self.n], self.columns["y"][: self.n]
         order = np.lexsort((y, x))
         return x[order], y[order]
 
@@ -111,8 +119,10 @@ def _points(rng: np.random.Generator, n: int, coasts: List[np.ndarray], harbours
 
 
 def generate(n: int = 10_000_000, months: int = 10, seed: int = 20160901,
-             n_harbours: int = 300, n_coasts: int = 60, n_ships: int = 60_000) -> AIS:
-    """``n`` distinct AIS-like points in ``months`` batches."""
+             n_harbours: int = 300, n_coasts: int = 60, n_ships: int = 60_000, extra: int = 0) -> AIS:
+    """``n`` distinct AIS-like points in ``months`` batches, and ``extra`` more points (distinct
+    from them, of the same distribution, dated the month after) in ``AIS.extra``."""
+    base, n = n, n + extra
     rng = np.random.default_rng(seed)
     coasts = _coastlines(rng, n_coasts)
     # Harbours sit on the coastlines; the busiest first (Zipf weights).
@@ -151,9 +161,9 @@ def generate(n: int = 10_000_000, months: int = 10, seed: int = 20160901,
     ship %= n_ships
     mmsi = 200_000_000 + (ship * 9_587) % 575_000_000
     # Months: consecutive runs of the random order (batches of multinomial sizes).
-    sizes = rng.multinomial(n, [1.0 / months] * months)
+    sizes = rng.multinomial(base, [1.0 / months] * months)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    month = np.repeat(np.arange(months), sizes)
+    month = np.concatenate([np.repeat(np.arange(months), sizes), np.full(extra, months)])
     voyage = ship * 64 + month * 4 + rng.integers(0, 4, n)
     sog = np.where(at_sea, rng.normal(140, 40, n), np.abs(rng.normal(0, 8, n))).clip(0, 1022).astype(np.int64)
     cog = rng.integers(0, 3600, n)
@@ -164,7 +174,7 @@ def generate(n: int = 10_000_000, months: int = 10, seed: int = 20160901,
                "status": status.astype(np.int64), "voyage_id": voyage.astype(np.int64), "mmsi": mmsi.astype(np.int64)}
     columns = {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in columns.items()}
     batches = [np.arange(bounds[i], bounds[i + 1]) for i in range(months)]
-    return AIS(columns, batches, harbours, coasts)
+    return AIS(columns, batches, harbours, coasts, np.arange(base, n))
 
 
 def count_box(sx: np.ndarray, sy: np.ndarray, box: Tuple[int, int, int, int]) -> int:
@@ -207,7 +217,7 @@ def box_for_count(sx: np.ndarray, sy: np.ndarray, cx: int, cy: int, target: int)
 def dense_and_sparse_centres(data: AIS) -> Tuple[Tuple[int, int], Tuple[int, int]]:
     """The dense centre (the busiest harbour's mean position) and a sparse centre (the middle of
     the 1-degree cell with the fewest points within 10 degrees, away from the domain's edges)."""
-    x, y = data.columns["x"], data.columns["y"]
+    x, y = data.columns["x"][: data.n], data.columns["y"][: data.n]
     hist, _, _ = np.histogram2d(x // DEG, y // DEG, bins=[360, 180], range=[[0, 360], [0, 180]])
     # Points within +-10 degrees of every cell (a box filter via cumulative sums).
     r = 10

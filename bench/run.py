@@ -161,6 +161,11 @@ def report_md(res: Dict[str, Any]) -> str:
         out.append(common.bytes_table([r for r in rows if r.group == "sparse stored"], raw))
         out.append("")
         out.append(section(rows, limits, ["sparse read warm", "sparse read cold"]))
+        if any(r.group == "sparse updates" for r in rows):
+            out.append("")
+            out.append(f"#### Updates: {p.get('appends')} appends of {p.get('append_size'):,} points, consolidation")
+            out.append("")
+            out.append(section(rows, limits, ["sparse updates", "sparse read warm, updated", "sparse read cold, updated"]))
     out.append("")
     out.append("### Tessera against the best peer")
     out.append("")

@@ -12,7 +12,13 @@
    to 10% of the box (the paper's 50 shifted subarrays). Every query returns the coordinates and
    all 7 attributes as numpy arrays. Each engine's result is checked against numpy on the
    generated data (count, coordinate checksum, per-attribute sums).
-3. Warm: one untimed pass, then ``--reps`` rounds over the shifted boxes; the figure is the median
+3. Updates: ``--appends`` (100) writes of 1,000 more points each (distinct from the loaded ones,
+   same distribution; Tessera and TileDB one fragment each, DuckDB an ``INSERT``, Parquet one
+   more file), each timed with an fsync of the files it created or changed; the ~100K queries
+   over the result; one consolidation per engine (Tessera and TileDB consolidate and vacuum,
+   DuckDB rebuilds the table in (x, y) order, Parquet rewrites one sorted file), timed with the
+   fsync of what it wrote; the ~100K queries again.
+4. Warm: one untimed pass, then ``--reps`` rounds over the shifted boxes; the figure is the median
    over rounds of the mean time per query. Cold: ``posix_fadvise(DONTNEED)`` on every file of the
    store (the page cache cannot be dropped here), then open + query of the base box, timed
    (median of ``--cold-reps``).
@@ -51,6 +57,8 @@ VARIANTS: List[Tuple[str, str, bool]] = [
 ]
 OPTIONS: Dict[str, Dict[str, Any]] = {"tessera-mmap": {"read_mode": "mmap"}}
 TARGETS = (10_000, 100_000, 1_000_000)
+#: appends after the load (the issue's "10M + 100 batches"), of APPEND_SIZE points each
+APPENDS, APPEND_SIZE = 100, 1_000
 Box = Tuple[int, int, int, int]
 
 
@@ -87,21 +95,197 @@ def shifted(box: Box, k: int, rng: np.random.Generator) -> List[Box]:
     return out
 
 
+def time_queries(queries: List[Dict[str, Any]], stores: Dict[str, Any], paths: Dict[str, str], reps: int,
+                 cold_reps: int, warm_group: str, cold_group: str, suffix: str, out: Dict[str, Any]) -> List[Row]:
+    """Every store's result of every query checked against ``q["expected"]``, then the engines
+    timed in turns: warm (the mean per query over the shifted boxes, median of ``reps`` rounds)
+    and cold (close, ``posix_fadvise(DONTNEED)``, open, the base box; median of ``cold_reps``).
+    The stores are open on return."""
+    rows: List[Row] = []
+    for q in queries:
+        case = f"{q['region']} region ~{q['target'] // 1000}K{suffix}"
+        live: Dict[str, Any] = {}
+        for label, store in stores.items():
+            try:
+                for b, e in zip(q["boxes"], q["expected"]):
+                    got = digest(store.query(b))
+                    if got != e:
+                        raise AssertionError(f"wrong result for box {b}: got {got}, expected {e}")
+                live[label] = store
+            except Exception as e:  # noqa: BLE001
+                msg = f"{type(e).__name__}: {e}"[:300]
+                log(f"  {case:<24} {label}: FAILED {msg}")
+                rows.append(Row(warm_group, case, label, None, note=msg))
+                out["engines"][label].setdefault("errors", []).append(msg)
+
+        def round_fn(store: Any) -> Any:
+            return lambda: [store.query(b) for b in q["boxes"]]
+
+        warm = common.interleaved({k: round_fn(s) for k, s in live.items()}, reps=reps, warmup=0)
+
+        def cold_setup(label: str) -> Any:
+            def f() -> None:
+                live[label].close()
+                common.drop_cache(paths[label])
+            return f
+
+        def cold_fn(store: Any) -> Any:
+            def f() -> None:
+                store.open()
+                store.query(q["boxes"][0])
+            return f
+
+        coldable = {k: s for k, s in live.items() if not getattr(s, "cold_note", "")}
+        cold = common.interleaved({k: cold_fn(s) for k, s in coldable.items()}, reps=cold_reps, warmup=0,
+                                  setups={k: cold_setup(k) for k in coldable})
+        cells = int(np.mean(q["counts"]))
+        res_bytes = cells * len(ais.COLUMNS) * 8
+        nb = len(q["boxes"])
+        for label in live:
+            w, c = warm[label], cold.get(label)
+            if isinstance(w, BaseException) or isinstance(c, BaseException):
+                err = w if isinstance(w, BaseException) else c
+                msg = f"{type(err).__name__}: {err}"[:300]
+                rows.append(Row(warm_group, case, label, None, note=msg))
+                log(f"  {case:<24} {label}: FAILED {msg}")
+                continue
+            per_query = [r / nb for r in w.runs]
+            rows.append(Row(warm_group, case, label, float(np.median(per_query)), runs=per_query,
+                            bytes=res_bytes, cells=cells, limit="memcpy"))
+            if c is None:
+                rows.append(Row(cold_group, case, label, None, note=live[label].cold_note))
+            else:
+                rows.append(Row(cold_group, case, label, c.median, runs=c.runs, bytes=res_bytes,
+                                cells=q["counts"][0]))
+            log(f"  {case:<24} {label:<12} warm {common.fmt_time(float(np.median(per_query))):>10}  "
+                f"cold {common.fmt_time(c.median) if c is not None else 'n/a':>10}   (results verified: {q['counts']})")
+    return rows
+
+
+def updates(data: ais.AIS, stores: Dict[str, Any], paths: Dict[str, str], queries: List[Dict[str, Any]],
+            appends: int, reps: int, cold_reps: int, out: Dict[str, Any]) -> List[Row]:
+    """The update workload after the load: ``appends`` writes of ``data.extra``'s points in equal
+    batches (the engines in turns, batch by batch; each timed with an fsync of the files it
+    created or changed, as the load is), the ``queries`` over the result (every result checked),
+    then one consolidation per engine (timed with the fsync of what it wrote) and the queries
+    again, warm and cold."""
+    rows: List[Row] = []
+    batches = np.array_split(data.extra, appends)
+    size = len(batches[0])
+    log(f"\n## updates: {appends} appends of {size:,} points, reads, consolidation, reads")
+    for label, store in stores.items():
+        store.close()
+    times: Dict[str, List[float]] = {label: [] for label in stores}
+    failed: Dict[str, str] = {}
+    for idx in batches:
+        b = data.rows(idx)
+        for label, store in stores.items():
+            if label in failed:
+                continue
+            try:
+                before = _file_states(paths[label])
+                t0 = time.perf_counter()
+                store.append(b)
+                dt = time.perf_counter() - t0
+                changed = [f for f, st in _file_states(paths[label]).items() if before.get(f) != st]
+                t0 = time.perf_counter()
+                _fsync_files(changed)
+                times[label].append(dt + time.perf_counter() - t0)
+            except Exception as e:  # noqa: BLE001 - reported, never hidden
+                failed[label] = f"append failed: {type(e).__name__}: {e}"[:300]
+                log(f"  {label}: {failed[label]}")
+    case = f"append of {size:,} points (median of {appends})"
+    for label, store in stores.items():
+        if label in failed:
+            rows.append(Row("sparse updates", case, label, None, note=failed[label]))
+            continue
+        store.end_appends()
+        med = float(np.median(times[label]))
+        rows.append(Row("sparse updates", case, label, med, runs=times[label], cells=size))
+        log(f"  {label:<12} append {common.fmt_time(med)} (median; min {common.fmt_time(min(times[label]))}, "
+            f"max {common.fmt_time(max(times[label]))})")
+    live = {k: s for k, s in stores.items() if k not in failed}
+    # Expected results over the load and the appends.
+    n_all = len(data.columns["x"])
+    order = np.lexsort((data.columns["y"], data.columns["x"]))
+    sx, sy = data.columns["x"][order], data.columns["y"][order]
+    after = []
+    for q in queries:
+        exp = [expected(data, sx, sy, order, b) for b in q["boxes"]]
+        after.append(dict(q, expected=exp, counts=[e["count"] for e in exp]))
+    for store in live.values():
+        store.open()
+    rows += time_queries(after, live, paths, reps, cold_reps, "sparse read warm, updated", "sparse read cold, updated",
+                         f", +{appends} appends", out)
+    ccase = f"consolidate {data.n / 1e6:g}M + {appends} appends ({n_all:,} points)"
+    for label, store in live.items():
+        store.close()
+        try:
+            before = _file_states(paths[label])
+            t0 = time.perf_counter()
+            store.consolidate()
+            dt = time.perf_counter() - t0
+            changed = [f for f, st in _file_states(paths[label]).items() if before.get(f) != st]
+            t0 = time.perf_counter()
+            _fsync_files(changed)
+            dt += time.perf_counter() - t0
+            rows.append(Row("sparse updates", ccase, label, dt, cells=n_all))
+            log(f"  {label:<12} consolidation {common.fmt_time(dt)}, stored {common.fmt_bytes(common.du(paths[label]))}")
+        except Exception as e:  # noqa: BLE001
+            msg = f"consolidation failed: {type(e).__name__}: {e}"[:300]
+            rows.append(Row("sparse updates", ccase, label, None, note=msg))
+            log(f"  {label}: {msg}")
+        store.open()
+    rows += time_queries(after, live, paths, reps, cold_reps, "sparse read warm, updated", "sparse read cold, updated",
+                         ", consolidated", out)
+    return rows
+
+
+def _file_states(path: str) -> Dict[str, Tuple[int, int]]:
+    """(size, mtime) of every file of a store, and of DuckDB's write-ahead log beside its file."""
+    files = common.files_of(path) if os.path.exists(path) else []
+    if os.path.exists(path + ".wal"):
+        files.append(path + ".wal")
+    out = {}
+    for f in files:
+        try:
+            st = os.stat(f)
+        except FileNotFoundError:
+            continue
+        out[f] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _fsync_files(files: List[str]) -> None:
+    """fsync ``files`` and the directories that hold them."""
+    for f in files + sorted({os.path.dirname(f) for f in files}):
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def run(points: int = 10_000_000, months: int = 10, reps: int = 5, cold_reps: int = 3, shifts: int = 5,
         workdir: Optional[str] = None, engines: Optional[List[str]] = None, keep: bool = False,
-        seed: int = 20160901, targets: Tuple[int, ...] = TARGETS) -> Dict[str, Any]:
+        seed: int = 20160901, targets: Tuple[int, ...] = TARGETS, appends: int = APPENDS,
+        append_size: int = APPEND_SIZE) -> Dict[str, Any]:
     workdir = workdir or common.default_workdir()
     os.makedirs(workdir, exist_ok=True)
     out: Dict[str, Any] = {"params": {"points": points, "months": months, "reps": reps, "cold_reps": cold_reps,
-                                      "shifts": shifts, "seed": seed, "workdir": workdir}}
+                                      "shifts": shifts, "seed": seed, "workdir": workdir, "appends": appends,
+                                      "append_size": append_size}}
     rows: List[Row] = []
     t = time.perf_counter()
-    data = ais.generate(points, months=months, seed=seed)
+    data = ais.generate(points, months=months, seed=seed, extra=appends * append_size)
     out["generate_seconds"] = time.perf_counter() - t
     raw = data.n * len(ais.COLUMNS) * 8
     log(f"# sparse AIS: {data.n:,} points ({common.fmt_bytes(raw)} as int64 columns) in {months} batches, "
         f"generated in {out['generate_seconds']:.1f} s")
-    sort_order = np.lexsort((data.columns["y"], data.columns["x"]))
+    sort_order = np.lexsort((data.columns["y"][: data.n], data.columns["x"][: data.n]))
     sx, sy = data.columns["x"][sort_order], data.columns["y"][sort_order]
     dense_c, sparse_c = ais.dense_and_sparse_centres(data)
     rng = np.random.default_rng(seed + 1)
@@ -171,62 +355,11 @@ def run(points: int = 10_000_000, months: int = 10, reps: int = 5, cold_reps: in
         paths[label] = path
     # 2. Queries: every result checked, then the engines timed in turns.
     log("\n## queries (engines timed in turns; warm: mean per query over the shifted boxes)")
-    for q in queries:
-        case = f"{q['region']} region ~{q['target'] // 1000}K"
-        live: Dict[str, Any] = {}
-        for label, store in stores.items():
-            try:
-                for b, e in zip(q["boxes"], q["expected"]):
-                    got = digest(store.query(b))
-                    if got != e:
-                        raise AssertionError(f"wrong result for box {b}: got {got}, expected {e}")
-                live[label] = store
-            except Exception as e:  # noqa: BLE001
-                msg = f"{type(e).__name__}: {e}"[:300]
-                log(f"  {case:<24} {label}: FAILED {msg}")
-                rows.append(Row("sparse read warm", case, label, None, note=msg))
-                out["engines"][label].setdefault("errors", []).append(msg)
-
-        def round_fn(store: Any) -> Any:
-            return lambda: [store.query(b) for b in q["boxes"]]
-
-        warm = common.interleaved({k: round_fn(s) for k, s in live.items()}, reps=reps, warmup=0)
-
-        def cold_setup(label: str) -> Any:
-            def f() -> None:
-                live[label].close()
-                common.drop_cache(paths[label])
-            return f
-
-        def cold_fn(store: Any) -> Any:
-            def f() -> None:
-                store.open()
-                store.query(q["boxes"][0])
-            return f
-
-        coldable = {k: s for k, s in live.items() if not getattr(s, "cold_note", "")}
-        cold = common.interleaved({k: cold_fn(s) for k, s in coldable.items()}, reps=cold_reps, warmup=0,
-                                  setups={k: cold_setup(k) for k in coldable})
-        cells = int(np.mean(q["counts"]))
-        res_bytes = cells * len(ais.COLUMNS) * 8
-        nb = len(q["boxes"])
-        for label in live:
-            w, c = warm[label], cold.get(label)
-            if isinstance(w, BaseException) or isinstance(c, BaseException):
-                msg = f"{type(w if isinstance(w, BaseException) else c).__name__}: {w if isinstance(w, BaseException) else c}"[:300]
-                rows.append(Row("sparse read warm", case, label, None, note=msg))
-                log(f"  {case:<24} {label}: FAILED {msg}")
-                continue
-            per_query = [r / nb for r in w.runs]
-            rows.append(Row("sparse read warm", case, label, float(np.median(per_query)), runs=per_query,
-                            bytes=res_bytes, cells=cells, limit="memcpy"))
-            if c is None:
-                rows.append(Row("sparse read cold", case, label, None, note=live[label].cold_note))
-            else:
-                rows.append(Row("sparse read cold", case, label, c.median, runs=c.runs, bytes=res_bytes,
-                                cells=q["counts"][0]))
-            log(f"  {case:<24} {label:<12} warm {common.fmt_time(float(np.median(per_query))):>10}  "
-                f"cold {common.fmt_time(c.median) if c is not None else 'n/a':>10}   (results verified: {q['counts']})")
+    rows += time_queries(queries, stores, paths, reps, cold_reps, "sparse read warm", "sparse read cold", "", out)
+    # 3. Updates: small appends, reads over them, consolidation, reads after it.
+    if appends and stores:
+        rows += updates(data, stores, paths, [q for q in queries if q["target"] == 100_000], appends, reps,
+                        cold_reps, out)
     for label, store in stores.items():
         store.close()
         if not keep:
@@ -253,6 +386,11 @@ def report(out: Dict[str, Any], limits: Dict[str, Any]) -> str:
     lines.append("")
     lines.append(common.table([r for r in rows if r.group == "sparse read cold"], {}))
     lines.append("")
+    for g, lim in (("sparse updates", {}), ("sparse read warm, updated", limits), ("sparse read cold, updated", {})):
+        sel = [r for r in rows if r.group == g]
+        if sel:
+            lines.append(common.table(sel, lim))
+            lines.append("")
     lines.append(tessera_vs_peers(rows))
     return "\n".join(lines)
 
@@ -285,6 +423,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--cold-reps", type=int, default=3)
     p.add_argument("--shifts", type=int, default=5)
+    p.add_argument("--appends", type=int, default=APPENDS, help="appends of 1,000 points after the load (0: none)")
     p.add_argument("--engines", default=None, help="comma-separated labels or adapters (default: all)")
     p.add_argument("--workdir", default=None)
     p.add_argument("--keep", action="store_true", help="keep the stores after the run")
@@ -298,7 +437,8 @@ def main() -> None:
         f"{common.fmt_rate(limits['seq_write_fsync'])}, read warm {common.fmt_rate(limits['seq_read_warm'])}, "
         f"cold {common.fmt_rate(limits['seq_read_cold'])}")
     out = run(points=args.points, months=args.months, reps=args.reps, cold_reps=args.cold_reps, shifts=args.shifts,
-              workdir=workdir, engines=args.engines.split(",") if args.engines else None, keep=args.keep)
+              workdir=workdir, engines=args.engines.split(",") if args.engines else None, keep=args.keep,
+              appends=args.appends)
     out["limits"] = limits
     out["machine"] = common.machine_facts()
     out["versions"] = common.versions()

@@ -38,6 +38,7 @@ class Sparse:
         self.path, self.attrs = path, list(attrs)
         self.engine = NAME
         self.con: Any = None
+        self.writer: Any = None
         self.note = "lightweight compression always on; one table sorted by (x, y)"
 
     def load(self, batches: Iterable[Dict[str, np.ndarray]]) -> None:
@@ -67,6 +68,32 @@ class Sparse:
         if self.con is not None:
             self.con.close()
             self.con = None
+
+    def append(self, b: Dict[str, np.ndarray]) -> None:
+        """``INSERT INTO ais SELECT * FROM batch`` (one transaction, committed with its WAL
+        fsync'd), through one read-write connection kept open across appends. The rows land at
+        the end of the table, out of (x, y) order, until ``consolidate``."""
+        if self.writer is None:
+            self.writer = duckdb.connect(self.path)
+        t = pa.table({c: b[c] for c in ["x", "y"] + self.attrs})
+        self.writer.register("batch", t)
+        self.writer.execute("INSERT INTO ais SELECT * FROM batch")
+        self.writer.unregister("batch")
+
+    def end_appends(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def consolidate(self) -> None:
+        """The table rebuilt in (x, y) order (``CREATE OR REPLACE TABLE ais AS SELECT * FROM ais
+        ORDER BY x, y``) and checkpointed: what restores the zone maps' pruning after appends."""
+        con = duckdb.connect(self.path)
+        try:
+            con.execute("CREATE OR REPLACE TABLE ais AS SELECT * FROM ais ORDER BY x, y")
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
 
 
 class Dense:

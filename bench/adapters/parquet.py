@@ -40,16 +40,44 @@ class Sparse:
         self.path, self.compressed, self.attrs, self.row_group = path, compressed, list(attrs), row_group
         self.engine = NAME + ("+z" if compressed else "")
         self.ds: Any = None
+        self.parts = 0  # files written so far (the next file's number)
         self.note = f"one file per batch sorted by (x, y), row groups of {row_group} rows"
+
+    def _write(self, t: Any, path: str) -> None:
+        pq.write_table(t, path, row_group_size=self.row_group,
+                       compression="zstd" if self.compressed else "none", compression_level=3 if self.compressed else None,
+                       use_dictionary=False, write_statistics=True)
+
+    def _write_batch(self, b: Dict[str, np.ndarray]) -> None:
+        order = np.lexsort((b["y"], b["x"]))
+        self._write(pa.table({c: b[c][order] for c in ["x", "y"] + self.attrs}),
+                    os.path.join(self.path, f"part-{self.parts:04d}.parquet"))
+        self.parts += 1
 
     def load(self, batches: Iterable[Dict[str, np.ndarray]]) -> None:
         os.makedirs(self.path, exist_ok=True)
-        for i, b in enumerate(batches):
-            order = np.lexsort((b["y"], b["x"]))
-            t = pa.table({c: b[c][order] for c in ["x", "y"] + self.attrs})
-            pq.write_table(t, os.path.join(self.path, f"part-{i:04d}.parquet"), row_group_size=self.row_group,
-                           compression="zstd" if self.compressed else "none", compression_level=3 if self.compressed else None,
-                           use_dictionary=False, write_statistics=True)
+        for b in batches:
+            self._write_batch(b)
+
+    def append(self, b: Dict[str, np.ndarray]) -> None:
+        """One more file, sorted by (x, y), as a load's batch."""
+        self._write_batch(b)
+
+    def end_appends(self) -> None:
+        pass
+
+    def consolidate(self) -> None:
+        """Every file read into one table, sorted by (x, y) and written as one file (row groups
+        of ``row_group`` rows), which then replaces them."""
+        old = sorted(os.listdir(self.path))
+        t = pads.dataset(self.path, format="parquet").to_table()
+        t = t.sort_by([("x", "ascending"), ("y", "ascending")])
+        tmp = os.path.join(self.path, "consolidated.tmp")
+        self._write(t, tmp)
+        os.replace(tmp, os.path.join(self.path, f"part-{self.parts:04d}.parquet"))
+        self.parts += 1
+        for f in old:
+            os.remove(os.path.join(self.path, f))
 
     def open(self) -> None:
         self.ds = pads.dataset(self.path, format="parquet")

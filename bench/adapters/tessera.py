@@ -49,6 +49,7 @@ class Sparse:
         self.engine = NAME + ("+z" if compressed else "") + ("" if order == "U" else f" (order {order})")
         self.config = _config(read_mode=read_mode)
         self.A: Any = None
+        self.W: Any = None
         self.note = "" if read_mode is None else f"vfs.read_mode={read_mode}"
         self.cold_note = MMAP_COLD_NOTE if read_mode == "mmap" else ""
 
@@ -85,6 +86,23 @@ class Sparse:
     def fragments(self) -> int:
         with ts.open(self.path) as A:
             return len(A.fragments())
+
+    def append(self, b: Dict[str, np.ndarray]) -> None:
+        """One more write (one fragment, committed when ``write`` returns), through one writer
+        kept open across appends."""
+        if self.W is None:
+            self.W = ts.open(self.path, "w")
+        self.W.write({"x": b["x"], "y": b["y"]}, {a: b[a] for a in self.attrs})
+
+    def end_appends(self) -> None:
+        if self.W is not None:
+            self.W.close()
+            self.W = None
+
+    def consolidate(self) -> None:
+        """All fragments into one (``ts.consolidate``), then the old ones removed (``ts.vacuum``)."""
+        ts.consolidate(self.path, config=self.config)
+        ts.vacuum(self.path, config=self.config)
 
 
 # -- dense ----------------------------------------------------------------------------------

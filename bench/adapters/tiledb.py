@@ -40,6 +40,7 @@ class Sparse:
         self.domain, self.capacity, self.tile, self.order = domain, capacity, tile, order
         self.engine = NAME + ("+z" if compressed else "")
         self.A: Any = None
+        self.W: Any = None
         self.ctx = _ctx()
         self.note = ""
 
@@ -73,6 +74,22 @@ class Sparse:
         if self.A is not None:
             self.A.close()
             self.A = None
+
+    def append(self, b: Dict[str, np.ndarray]) -> None:
+        """One more write (one fragment), through one writer kept open across appends."""
+        if self.W is None:
+            self.W = tiledb.open(self.path, "w", ctx=self.ctx)
+        self.W[b["x"], b["y"]] = {a: b[a] for a in self.attrs}
+
+    def end_appends(self) -> None:
+        if self.W is not None:
+            self.W.close()
+            self.W = None
+
+    def consolidate(self) -> None:
+        """``tiledb.consolidate`` (fragments, the default mode) then ``tiledb.vacuum``."""
+        tiledb.consolidate(self.path, ctx=self.ctx)
+        tiledb.vacuum(self.path, ctx=self.ctx)
 
 
 def _tiles_touched(rows: np.ndarray, cols: np.ndarray, tile: Tuple[int, int]) -> Dict[Tuple[int, int], np.ndarray]:
