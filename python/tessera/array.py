@@ -83,6 +83,9 @@ class FragmentInfo:
     #: Bytes of its tiles on disk (after filtering) and before filtering.
     stored_bytes: int
     unfiltered_bytes: int
+    #: Whether its tiles are all stored in one file, ``packed.data`` (small fragments; the
+    #: ``sm.write.pack_bytes`` setting), rather than one file per attribute and dimension.
+    packed: bool
     #: Inclusive (lo, hi) per dimension bounding the cells it holds (a delete fragment: the
     #: points and ranges it deletes), in domain coordinates (floats for float dimensions).
     nonempty_domain: Tuple[Tuple[Any, Any], ...]

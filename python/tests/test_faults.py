@@ -18,16 +18,21 @@ import tessera as ts
 from conftest import make_2d
 
 
-def test_flipped_byte_in_a_tile_is_corruption_naming_file_and_tile(uri: str) -> None:
-    # Unfiltered tiles of 5 x 5 int32 cells are 100 bytes each, stored one after another.
+@pytest.mark.parametrize("pack", [True, False])
+def test_flipped_byte_in_a_tile_is_corruption_naming_file_and_tile(uri: str, pack: bool) -> None:
+    # Unfiltered tiles of 5 x 5 int32 cells are 100 bytes each, stored one after another in
+    # a0.data, or in packed.data (the fragment's one file) when it is packed, as small ones are
+    # by default.
     make_2d(uri, rows=10, cols=10, tile=(5, 5), attrs=[ts.Attr("a", "int32")])
     data = np.arange(100, dtype=np.int32).reshape(10, 10)
-    with ts.open(uri, "w") as A:
+    with ts.open(uri, "w", config=None if pack else {"sm.write.pack_bytes": "0"}) as A:
         A[:] = data
     with ts.open(uri) as A:
         (info,) = A.fragments()
-    assert info.tile_count == 4 and info.stored_bytes == 400
-    f = pathlib.Path(uri) / "__fragments" / info.name / "a0.data"
+    assert info.tile_count == 4 and info.stored_bytes == 400 and info.packed == pack
+    stored = "packed.data" if pack else "a0.data"
+    f = pathlib.Path(uri) / "__fragments" / info.name / stored
+    assert sorted(p.name for p in f.parent.iterdir()) == sorted(["__fragment_metadata", stored])
     raw = bytearray(f.read_bytes())
     raw[2 * 100 + 17] ^= 0x40
     f.write_bytes(bytes(raw))
@@ -38,7 +43,7 @@ def test_flipped_byte_in_a_tile_is_corruption_naming_file_and_tile(uri: str) -> 
         with pytest.raises(ts.CorruptionError):
             list(A.iter_batches(budget_bytes=80))
     msg = str(e.value)
-    assert "a0.data" in msg and "tile 2" in msg and "checksum" in msg, msg
+    assert stored in msg and "tile 2" in msg and "checksum" in msg, msg
     # The same facts as fields.
     assert (e.value.tile, e.value.fragment, e.value.file) == (2, info.name, str(f)), vars(e.value)
     assert e.value.array is not None and pathlib.Path(e.value.array).resolve() == pathlib.Path(uri).resolve()

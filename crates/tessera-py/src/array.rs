@@ -122,6 +122,7 @@ pub(crate) fn fragment_dict<'py>(
     d.set_item("tile_count", f.tile_count())?;
     d.set_item("stored_bytes", f.stored_bytes())?;
     d.set_item("unfiltered_bytes", f.unfiltered_bytes())?;
+    d.set_item("packed", f.packed)?;
     d.set_item("nonempty_domain", range_list(py, &f.nonempty_domain(schema))?)?;
     Ok(d)
 }

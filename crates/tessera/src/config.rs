@@ -57,6 +57,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "largest result a read into new buffers may allocate (0: the memory the system reports available); a larger read fails before allocating: read it in batches",
     ),
     (
+        "sm.write.pack_bytes",
+        "1048576",
+        "a fragment whose tiles hold at most this many unfiltered bytes (as the writer knows in advance: an unordered sparse write, a dense subarray of fixed-size attributes) is stored in one file instead of one per attribute and dimension (0: never)",
+    ),
+    (
         "sm.write.tile_stats",
         "true",
         "true: writers store each tile's null count, value count, sum, min and max per attribute in the fragment metadata, which aggregates use for tiles they cover whole",
@@ -254,6 +259,12 @@ impl Config {
     pub fn max_result_bytes(&self) -> Option<u64> {
         Some(self.num("sm.read.max_result_bytes")).filter(|&n| n > 0)
     }
+    /// `sm.write.pack_bytes`: the largest fragment (unfiltered bytes of its tiles, as the
+    /// writer estimates them) stored packed in one file.
+    pub fn write_pack_bytes(&self) -> u64 {
+        self.num("sm.write.pack_bytes")
+    }
+
     /// `sm.write.tile_stats`: whether writers store per-tile summaries.
     pub fn write_tile_stats(&self) -> bool {
         self.get("sm.write.tile_stats") != Some("false")

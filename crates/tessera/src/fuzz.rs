@@ -354,6 +354,7 @@ mod tests {
             blocks: BlockIndex { log2: 10, sums: vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]] },
             chunks: ChunkIndex::default(),
             stats: crate::fragment::TileStats::default(),
+            packed: false,
         };
         // A chunked tile: 10,000 bytes in chunks of 4 KiB, stored in 3 x 100 bytes.
         let mut chunked = dense.clone();
@@ -389,8 +390,14 @@ mod tests {
         let mut delete = sparse.clone();
         delete.stats = crate::fragment::TileStats::default();
         delete.deletes = Some(vec![vec![[1, 2], [3, 3]]]);
+        // A packed fragment (version 7): the flags byte set.
+        let packed = FragmentMetadata { packed: true, ..sparse.clone() };
         // Payloads (the targets seal them): the encoding without its 20-byte footer.
-        [dense, sparse, delete, chunked].iter().map(|m| m.encode()).map(|b| b[..b.len() - 20].to_vec()).collect()
+        [dense, sparse, delete, chunked, packed]
+            .iter()
+            .map(|m| m.encode())
+            .map(|b| b[..b.len() - 20].to_vec())
+            .collect()
     }
 
     /// A filter input: width selector, decoded length, then the stage.

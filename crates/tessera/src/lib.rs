@@ -70,7 +70,7 @@ pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
     AttrStats, BlockIndex, Chunk, ChunkIndex, Extremes, FragmentKind, FragmentMetadata, FragmentName, RTree,
-    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, FRAGMENTS_DIR, METADATA_FILE,
+    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, FRAGMENTS_DIR, METADATA_FILE, PACKED_FILE,
 };
 pub use geometry::{curve_key, dense_tile_positions, DimRange, Layout, Subarray};
 pub use group::{object_kind, Group, ObjectKind};

@@ -326,3 +326,38 @@ pub fn cond_holds(c: &Condition, a: i32, v_null: bool) -> bool {
         other => panic!("{other:?}"),
     }
 }
+
+/// Where the tiles of file entry `file` of fragment `name` of the array at `uri` are stored: the
+/// file (the packed file of a packed fragment, docs/format.md §8.4) and the entry's tiles.
+pub fn stored_file(uri: &Path, name: &FragmentName, file: &str) -> (std::path::PathBuf, Vec<TileEntry>) {
+    let dir = uri.join(FRAGMENTS_DIR).join(name.to_string());
+    let meta_path = dir.join(METADATA_FILE);
+    let meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name.clone(), &meta_path).unwrap();
+    let tiles = meta.file(file).unwrap_or_else(|| panic!("no file entry {file}")).to_vec();
+    (dir.join(meta.stored_file(file)), tiles)
+}
+
+/// Flips bits `mask` of byte `at` of file entry `file` of fragment `name`, `at` counted in its
+/// tiles' stored bytes in tile order (as an unpacked file holds them), wherever they are stored.
+/// Returns the stored file's name, which errors about the byte name.
+pub fn flip_stored(uri: &Path, name: &FragmentName, file: &str, at: u64, mask: u8) -> String {
+    let (path, tiles) = stored_file(uri, name, file);
+    let mut rest = at;
+    let tile = tiles.iter().find(|t| {
+        let here = rest < t.stored_size;
+        if !here {
+            rest -= t.stored_size;
+        }
+        here
+    });
+    let t = tile.unwrap_or_else(|| panic!("byte {at} is past the tiles of {file}"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(t.offset + rest) as usize] ^= mask;
+    std::fs::write(&path, &bytes).unwrap();
+    path.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// The name of fragment `frag`'s folder, from its path.
+pub fn fragment_name_of(frag: &Path) -> FragmentName {
+    FragmentName::parse(frag.file_name().unwrap().to_str().unwrap()).unwrap()
+}

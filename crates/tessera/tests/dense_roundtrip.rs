@@ -493,11 +493,7 @@ fn a_corrupt_chunk_of_a_tile_decoded_in_place_is_an_error() {
     assert_eq!(bytemuck::cast_slice::<u8, i64>(&res.attrs[0].data), &vals[..]);
     let frag = r.fragments()[0].clone();
     let chunks = frag.chunks.of(0, 0).unwrap().list.clone();
-    let data = dir.path().join("a").join(FRAGMENTS_DIR).join(frag.name.to_string()).join("a0.data");
-    let mut bytes = std::fs::read(&data).unwrap();
-    let at = (chunks[0].stored + chunks[1].stored / 2) as usize;
-    bytes[at] ^= 0x20;
-    std::fs::write(&data, &bytes).unwrap();
+    flip_stored(&dir.path().join("a"), &frag.name, "a0.data", chunks[0].stored + chunks[1].stored / 2, 0x20);
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
     let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();
     assert!(e.to_string().contains("tile 0: chunk 1: checksum mismatch"), "{e}");

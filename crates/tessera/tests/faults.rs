@@ -18,18 +18,16 @@ fn flipped_tile_byte_is_reported_with_file_and_tile() {
     let vals: Vec<i32> = (0..100).collect();
     let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
     let name = w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
-    let file = uri.join(FRAGMENTS_DIR).join(name.to_string()).join("a0.data");
-    let mut bytes = std::fs::read(&file).unwrap();
-    // Tile 2 of 4 (25 cells of 4 bytes each).
-    bytes[2 * 100 + 17] ^= 0x10;
-    std::fs::write(&file, &bytes).unwrap();
+    // Tile 2 of 4 (25 cells of 4 bytes each), in the fragment's one packed file.
+    let stored = flip_stored(&uri, &name, "a0.data", 2 * 100 + 17, 0x10);
+    assert_eq!(stored, PACKED_FILE);
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
     // Tile 0 is intact and still reads.
     r.read(&Subarray::from_ranges(&[(1, 5), (1, 5)]), &["a"], Layout::RowMajor).unwrap();
     let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt { .. }), "{msg}");
-    assert!(msg.contains("a0.data") && msg.contains("tile 2") && msg.contains("checksum"), "{msg}");
+    assert!(msg.contains(&stored) && msg.contains("tile 2") && msg.contains("checksum"), "{msg}");
     // Reading exactly tile 2 takes the direct path (straight into the result): still caught.
     let e = r.read(&Subarray::from_ranges(&[(6, 10), (1, 5)]), &["a"], Layout::RowMajor).unwrap_err();
     assert!(e.to_string().contains("tile 2") && e.to_string().contains("checksum"), "{e}");
@@ -480,10 +478,7 @@ fn flipped_update_coordinate_fails_the_update_index_build() {
             .unwrap(),
         );
     }
-    let file = uri.join(FRAGMENTS_DIR).join(names[7].to_string()).join("d1.data");
-    let mut bytes = std::fs::read(&file).unwrap();
-    bytes[3] ^= 0x40;
-    std::fs::write(&file, &bytes).unwrap();
+    let stored = flip_stored(&uri, &names[7], "d1.data", 3, 0x40);
     for index in [true, false] {
         let mut config = Config::new();
         config.set("sm.read.update_index_size", if index { "134217728" } else { "0" }).unwrap();
@@ -492,6 +487,6 @@ fn flipped_update_coordinate_fails_the_update_index_build() {
         let e = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap_err();
         let msg = e.to_string();
         assert!(matches!(e, Error::Corrupt { .. }), "index {index}: {msg}");
-        assert!(msg.contains(&names[7].to_string()) && msg.contains("d1.data"), "index {index}: {msg}");
+        assert!(msg.contains(&names[7].to_string()) && msg.contains(&stored), "index {index}: {msg}");
     }
 }

@@ -208,11 +208,19 @@ fn generate_sparse() {
 
 #[test]
 fn sparse_v1_reads_back_exactly() {
-    let ctx = local_ctx();
     for (name, schema) in sparse_schemas() {
+        sparse_reads_back(&sparse_dir(name), name, &schema);
+    }
+}
+
+/// The golden sparse array `name` at `uri` (`sparse_write` 1 of 40 cells, then 2 of 25) holds
+/// exactly its cells.
+fn sparse_reads_back(uri: &PathBuf, name: &str, schema: &ArraySchema) {
+    let ctx = local_ctx();
+    {
         let float = name == "sparse_hilbert";
-        let r = Array::open(&ctx, sparse_dir(name), Mode::Read).unwrap();
-        assert_eq!(r.schema(), &schema);
+        let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+        assert_eq!(r.schema(), schema);
         // The reference: later writes win unless duplicates are allowed.
         let mut expect: Vec<(Vec<u64>, i32, Option<String>)> = Vec::new();
         for (w, n) in [(1, 40), (2, 25)] {
@@ -358,14 +366,11 @@ fn a_flipped_byte_fails_exactly_the_reads_of_its_block() {
     let uri = dir.path().join("a");
     v2_write(&local_ctx(), &uri);
     let frag = std::fs::read_dir(uri.join("__fragments")).unwrap().map(|e| e.unwrap().path()).min().unwrap();
-    let data = frag.join("a0.data");
-    let mut bytes = std::fs::read(&data).unwrap();
-    // Tile 0 starts the file; byte 40,000 is cell 10,000 (row 67, column 101), in block 9 of
-    // this version's 4 KiB blocks (block 2 of 16 KiB ones).
+    // Byte 40,000 of tile 0 is cell 10,000 (row 67, column 101), in block 9 of this version's
+    // 4 KiB blocks (block 2 of 16 KiB ones).
     let log2 = Array::open(&local_ctx(), &uri, Mode::Read).unwrap().fragments()[0].blocks.log2;
     let block = 40_000 >> log2;
-    bytes[40_000] ^= 0x10;
-    std::fs::write(&data, &bytes).unwrap();
+    flip_stored(&uri, &fragment_name_of(&frag), "a0.data", 40_000, 0x10);
     // A cell of block 0 of the same tile still reads; the cell in block 2 is corruption.
     assert_eq!(points(&uri, &[(1, 1)]).unwrap(), vec![v2_expected(1, 1)]);
     let e = points(&uri, &[(67, 101)]).unwrap_err();
@@ -704,4 +709,82 @@ fn v6_tile_statistics_read_back_exactly() {
     for ranges in [vec![vec![]], vec![vec![DimRange::Int(0, 50)]], vec![vec![DimRange::Int(5, 95)]]] {
         assert_eq!(s.aggregate(&ranges, None, &reqs).unwrap(), cells_only.aggregate(&ranges, None, &reqs).unwrap());
     }
+}
+
+// -- version 7: packed fragments (docs/format.md §8.4) ----------------------------------------
+
+fn v7_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/v7").join(name)
+}
+
+/// The sparse integer array of version 1 written anew: its first write packed (the default for
+/// a write this small), its second not (`sm.write.pack_bytes` 0); and the dense array of version
+/// 6 (fixed-size attributes), packed.
+fn v7_write(sparse: &PathBuf, dense: &PathBuf) {
+    let (name, schema) = sparse_schemas().remove(0);
+    assert_eq!(name, "sparse_int");
+    let ctx = local_ctx();
+    Array::create(&ctx, sparse, &schema).unwrap();
+    sparse_write(&ctx, sparse, false, 1, 40);
+    let mut config = Config::new();
+    config.set("sm.write.pack_bytes", "0").unwrap();
+    sparse_write(&Context::new(config).unwrap(), sparse, false, 2, 25);
+    let scratch = tempfile::tempdir().unwrap();
+    v6_write(&ctx, dense, &scratch.path().join("sparse"));
+}
+
+#[test]
+#[ignore = "writes testdata/v7 anew; run by hand when adding a format version"]
+fn generate_v7() {
+    let (sparse, dense) = (v7_dir("packed_sparse"), v7_dir("packed_dense"));
+    let _ = std::fs::remove_dir_all(&sparse);
+    let _ = std::fs::remove_dir_all(&dense);
+    std::fs::create_dir_all(sparse.parent().unwrap()).unwrap();
+    v7_write(&sparse, &dense);
+}
+
+/// The files in the folder of fragment `frag` of the array at `uri`, sorted.
+fn fragment_files(uri: &std::path::Path, frag: &FragmentMetadata) -> Vec<String> {
+    let dir = uri.join(FRAGMENTS_DIR).join(frag.name.to_string());
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// The committed v7 arrays read back exactly; packed fragments hold one data file and record
+/// the flag, the unpacked one a file per entry; a flipped byte in a packed tile fails the read
+/// naming `packed.data`.
+#[test]
+fn v7_packed_fragments_read_back_exactly() {
+    let (sparse, dense) = (v7_dir("packed_sparse"), v7_dir("packed_dense"));
+    sparse_reads_back(&sparse, "sparse_int", &sparse_schemas()[0].1);
+    let r = Array::open(&local_ctx(), &sparse, Mode::Read).unwrap();
+    let frags = r.fragments();
+    assert_eq!(frags.iter().map(|f| f.packed).collect::<Vec<_>>(), [true, false]);
+    assert_eq!(fragment_files(&sparse, &frags[0]), [METADATA_FILE, PACKED_FILE]);
+    assert_eq!(
+        fragment_files(&sparse, &frags[1]),
+        [METADATA_FILE, "a0.data", "a1.data", "a1.offs", "a1.valid", "d0.data", "d1.data"]
+    );
+    // The dense array: the cells of version 6's, from one packed fragment.
+    let d = Array::open(&local_ctx(), &dense, Mode::Read).unwrap();
+    assert!(d.fragments()[0].packed);
+    assert_eq!(fragment_files(&dense, &d.fragments()[0]), [METADATA_FILE, PACKED_FILE]);
+    let q = d.read(&Subarray::full(d.schema()), &["a"], Layout::RowMajor).unwrap();
+    let want: Vec<i64> = (0..24).map(|i| i * i - 100).collect();
+    assert_eq!(bytemuck::cast_slice::<u8, i64>(&q.attrs[0].data), &want[..]);
+    // Every tile of the packed sparse fragment is verified where it lies in packed.data.
+    let scratch = tempfile::tempdir().unwrap();
+    let copy = scratch.path().join("a");
+    copy_dir(&sparse, &copy);
+    let entry = frags[0].file("a0.data").unwrap()[1];
+    let packed = copy.join(FRAGMENTS_DIR).join(frags[0].name.to_string()).join(PACKED_FILE);
+    let mut bytes = std::fs::read(&packed).unwrap();
+    bytes[(entry.offset + entry.stored_size / 2) as usize] ^= 0x10;
+    std::fs::write(&packed, &bytes).unwrap();
+    let r = Array::open(&local_ctx(), &copy, Mode::Read).unwrap();
+    let e = r.sparse_query(&[vec![], vec![]], &["a"], Layout::Unordered).unwrap().read_all().unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains(PACKED_FILE), "{e}");
 }

@@ -68,7 +68,9 @@ fn sparse_var_offsets_inside_a_run_are_checked() {
             };
             let msg = e.to_string();
             assert!(matches!(e, Error::Corrupt { .. }), "{bad:?} [{lo}, {hi}]: {msg}");
-            assert!(msg.contains("a0.offs") && msg.contains("tile 0"), "{bad:?} [{lo}, {hi}]: {msg}");
+            let stored = stored_file(&uri, &name, "a0.offs").0;
+            let stored = stored.file_name().unwrap().to_string_lossy();
+            assert!(msg.contains(&*stored) && msg.contains("tile 0"), "{bad:?} [{lo}, {hi}]: {msg}");
         }
     }
 }
@@ -116,7 +118,7 @@ fn non_regular_files_are_refused_without_hanging() {
                 .unwrap();
             drop(w);
             let fifo = match target {
-                "tile" => frag_dir(&uri, &name).join("a0.data"),
+                "tile" => stored_file(&uri, &name, "a0.data").0,
                 "metadata" => frag_dir(&uri, &name).join(METADATA_FILE),
                 _ => std::fs::read_dir(uri.join(SCHEMA_DIR)).unwrap().next().unwrap().unwrap().path(),
             };

@@ -256,15 +256,14 @@ fn a_flipped_byte_in_a_tile_read_whole_is_corruption() {
         assert_eq!(read_a().unwrap().cells as usize, pts.len());
         let frags = std::path::Path::new(uri).join(FRAGMENTS_DIR);
         let frag = std::fs::read_dir(&frags).unwrap().next().unwrap().unwrap().path();
-        let file = frag.join("a0.data");
-        let mut bytes = std::fs::read(&file).unwrap();
-        let at = bytes.len() / 2;
-        bytes[at] ^= 0x40;
-        std::fs::write(&file, &bytes).unwrap();
+        let name = fragment_name_of(&frag);
+        let (_, tiles) = stored_file(std::path::Path::new(uri), &name, "a0.data");
+        let half = tiles.iter().map(|t| t.stored_size).sum::<u64>() / 2;
+        let stored = flip_stored(std::path::Path::new(uri), &name, "a0.data", half, 0x40);
         let e = read_a().unwrap_err();
         let msg = e.to_string();
         assert!(matches!(e, Error::Corrupt { .. }), "{msg}");
-        assert!(msg.contains("a0.data"), "{msg}");
+        assert!(msg.contains(&stored), "{msg}");
     }
 }
 

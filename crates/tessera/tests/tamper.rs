@@ -19,13 +19,13 @@ pub(crate) fn frag_dir(uri: &Path, name: &FragmentName) -> PathBuf {
 /// are satisfied: what the bytes mean is up to the caller.
 pub(crate) fn replace_tile(uri: &Path, name: &FragmentName, file: &str, tile: usize, stored: &[u8], unfiltered: u64) {
     let dir = frag_dir(uri, name);
-    let path = dir.join(file);
+    let meta_path = dir.join(METADATA_FILE);
+    let mut meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name.clone(), &meta_path).unwrap();
+    let path = dir.join(meta.stored_file(file));
     let mut bytes = std::fs::read(&path).unwrap();
     let offset = bytes.len() as u64;
     bytes.extend_from_slice(stored);
     std::fs::write(&path, &bytes).unwrap();
-    let meta_path = dir.join(METADATA_FILE);
-    let mut meta = FragmentMetadata::decode(&std::fs::read(&meta_path).unwrap(), name.clone(), &meta_path).unwrap();
     let f = meta.files.iter().position(|f| f.0 == file).unwrap();
     meta.files[f].1[tile] =
         TileEntry { offset, stored_size: stored.len() as u64, unfiltered_size: unfiltered, checksum: xxh3_64(stored) };

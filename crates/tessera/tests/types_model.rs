@@ -430,7 +430,9 @@ fn bool_byte_seven_on_disk_is_corruption() {
     let e = r.sparse_query(&[vec![]], &["flag"], Layout::RowMajor).and_then(|mut q| q.read_all()).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt { .. }), "{msg}");
-    assert!(msg.contains("a0.data") && msg.contains("tile 0") && msg.contains("bool value 7"), "{msg}");
+    let stored = stored_file(&uri, &name, "a0.data").0;
+    let stored = stored.file_name().unwrap().to_string_lossy();
+    assert!(msg.contains(&*stored) && msg.contains("tile 0") && msg.contains("bool value 7"), "{msg}");
     // Unordered, the tile is decoded whole straight into the result column: checked there too.
     let e = r.sparse_query(&[vec![]], &["flag"], Layout::Unordered).and_then(|mut q| q.read_all()).unwrap_err();
     assert!(e.to_string().contains("bool value 7"), "{e}");

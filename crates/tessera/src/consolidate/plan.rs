@@ -143,6 +143,7 @@ mod tests {
             blocks: Default::default(),
             chunks: Default::default(),
             stats: Default::default(),
+            packed: false,
         }
     }
 

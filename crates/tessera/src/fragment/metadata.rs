@@ -16,7 +16,7 @@ use crate::fragment::tile_stats::{TileStats, STATS_TAG};
 use crate::fragment::FragmentName;
 use crate::geometry::Rect;
 
-pub use crate::paths::METADATA_FILE;
+pub use crate::paths::{METADATA_FILE, PACKED_FILE};
 const MAGIC: &[u8; 8] = b"TSRAFRAG";
 /// The footer magic of metadata files.
 pub(crate) const FOOTER_MAGIC: &[u8; 8] = b"TSRAFMDF";
@@ -98,6 +98,8 @@ impl BlockIndex {
 
 /// Tag of the block-checksum section of the metadata ("BLKS").
 const BLOCKS_TAG: &[u8; 4] = b"BLKS";
+/// Bit of the flags byte (the byte after the fragment kind; version 7): the fragment is packed.
+const FLAG_PACKED: u8 = 1;
 /// Tag of the chunk section of the metadata ("CHKS", format version 4).
 const CHUNKS_TAG: &[u8; 4] = b"CHKS";
 
@@ -122,6 +124,9 @@ pub struct FragmentMetadata {
     pub chunks: ChunkIndex,
     /// Per-tile summaries of attribute values (version 6; empty before).
     pub stats: TileStats,
+    /// Whether every file's tiles are stored in the one file `PACKED_FILE` (version 7), the
+    /// file entries' offsets being offsets in it; otherwise each file is stored under its name.
+    pub packed: bool,
 }
 
 impl FragmentMetadata {
@@ -196,6 +201,16 @@ impl FragmentMetadata {
         self.files.first().map_or(0, |f| f.1.len())
     }
 
+    /// The name of the file in the fragment's folder that holds the tiles of the file entry
+    /// called `name`: `PACKED_FILE` for a packed fragment, else `name` itself.
+    pub fn stored_file<'a>(&self, name: &'a str) -> &'a str {
+        if self.packed {
+            PACKED_FILE
+        } else {
+            name
+        }
+    }
+
     /// The tile index of the file called `name`.
     pub fn file(&self, name: &str) -> Option<&[TileEntry]> {
         self.files.iter().find(|f| f.0 == name).map(|f| f.1.as_slice())
@@ -217,7 +232,7 @@ impl FragmentMetadata {
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         b.push(if self.deletes.is_some() { 2 } else { u8::from(self.sparse.is_some()) });
-        b.extend_from_slice(&[0, 0, 0]);
+        b.extend_from_slice(&[u8::from(self.packed) * FLAG_PACKED, 0, 0]);
         b.extend_from_slice(&(self.domain.len() as u32).to_le_bytes());
         for [lo, hi] in &self.domain {
             b.extend_from_slice(&lo.to_le_bytes());
@@ -307,11 +322,17 @@ impl FragmentMetadata {
         if r.take(8)? != MAGIC {
             return Err(Error::corrupt(path, "fragment metadata magic is wrong"));
         }
-        let _version = r.u32()?;
-        let kind = r.take(4)?[0];
+        let version = r.u32()?;
+        let head = r.take(4)?;
+        let (kind, flags) = (head[0], head[1]);
         if kind > 2 {
             return Err(Error::corrupt(path, format!("fragment kind {kind} is not known to this build")));
         }
+        // Versions before 7 wrote the flags byte as zero (reserved).
+        if flags & !FLAG_PACKED != 0 || (version < 7 && flags != 0) {
+            return Err(Error::corrupt(path, format!("fragment flags {flags:#04x} are not known to this build")));
+        }
+        let packed = flags & FLAG_PACKED != 0;
         let ndim = r.u32()? as usize;
         if ndim == 0 || ndim > 32 {
             return Err(Error::corrupt(path, format!("dimension count {ndim} out of range")));
@@ -397,7 +418,7 @@ impl FragmentMetadata {
                 _ => return Err(Error::corrupt(path, "unknown or repeated section after the tile index")),
             }
         }
-        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks, chunks, stats })
+        Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks, chunks, stats, packed })
     }
 }
 
@@ -579,7 +600,34 @@ mod tests {
             blocks: BlockIndex::default(),
             chunks: ChunkIndex::default(),
             stats: TileStats::default(),
+            packed: false,
         }
+    }
+
+    /// The packed flag (version 7) round-trips and names the stored file; any other flag bit,
+    /// or a flag in a header of an earlier version (whose byte was reserved), is corruption.
+    #[test]
+    fn the_packed_flag_round_trips_and_unknown_flags_are_corruption() {
+        let m = FragmentMetadata { packed: true, ..sample() };
+        let bytes = m.encode();
+        assert_eq!(bytes[13], FLAG_PACKED);
+        let back = FragmentMetadata::decode(&bytes, m.name.clone(), Path::new("m")).unwrap();
+        assert_eq!(back, m);
+        assert_eq!((back.stored_file("a0.data"), sample().stored_file("a0.data")), (PACKED_FILE, "a0.data"));
+        let resealed = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut payload = bytes[..bytes.len() - 20].to_vec();
+            edit(&mut payload);
+            FragmentMetadata::decode(&seal(payload, FOOTER_MAGIC), m.name.clone(), Path::new("m"))
+        };
+        let e = resealed(&|p| p[13] = 3).unwrap_err();
+        assert!(e.to_string().contains("fragment flags 0x03"), "{e}");
+        let e = resealed(&|p| p[8..12].copy_from_slice(&6u32.to_le_bytes())).unwrap_err();
+        assert!(e.to_string().contains("fragment flags 0x01"), "{e}");
+        let unpacked = resealed(&|p| {
+            p[8..12].copy_from_slice(&6u32.to_le_bytes());
+            p[13] = 0;
+        });
+        assert!(!unpacked.unwrap().packed);
     }
 
     #[test]

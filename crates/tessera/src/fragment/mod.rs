@@ -22,7 +22,7 @@ pub use chunks::{Chunk, ChunkIndex, TileChunks};
 pub(crate) use files::{check_var_offsets, FileKind, FileSpec};
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use metadata::FOOTER_MAGIC as METADATA_FOOTER_MAGIC;
-pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE};
+pub use metadata::{BlockIndex, FragmentKind, FragmentMetadata, SparseIndex, TileEntry, METADATA_FILE, PACKED_FILE};
 pub use name::FragmentName;
 pub(crate) use name::{next_timestamp, now_ms};
 pub use rtree::RTree;

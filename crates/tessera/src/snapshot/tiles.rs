@@ -37,8 +37,10 @@ struct Request {
     len: u64,
 }
 
+/// The path of the stored file holding the tiles of fragment `frag`'s file entry `file` (the
+/// packed file of a packed fragment).
 pub(crate) fn file_path(array: &Snapshot, frag: usize, file: &str) -> PathBuf {
-    array.fragment_dir(frag).join(file)
+    array.fragment_dir(frag).join(array.fragments[frag].stored_file(file))
 }
 
 /// Cells in tile `tile` of fragment `frag`.

@@ -135,6 +135,12 @@ impl DenseWriter {
         check_tile_sizes(schema, snap.grid.cells_per_tile(), tile_limit)?;
         let mut frag = FragmentWriter::new(&snap.ctx, snap.uri.clone(), name, specs.clone(), rect.clone(), tiles);
         frag.summarize_files(schema);
+        // Fixed-size attributes only: the size of variable-length ones is not known in advance.
+        if !schema.attrs.iter().any(|a| a.is_var()) {
+            let cell_bytes: u64 = schema.attrs.iter().map(|a| a.cell_size() as u64 + u64::from(a.nullable)).sum();
+            let per_tile = snap.grid.cells_per_tile().saturating_mul(cell_bytes);
+            frag.pack_if_small(tiles.saturating_mul(per_tile));
+        }
         let nvar = schema.attrs.iter().filter(|a| a.is_var()).count();
         let lock = shared_lock(&snap.ctx, &snap.uri, true)?;
         Ok(Self {

@@ -16,12 +16,12 @@ use crate::fragment::{
     block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked_runs, encode_chunked_summarized, summarize,
     summarized_from_data, wants_blocks, wants_chunks, AutoChunkSize, BlockIndex, ChunkIndex, ChunkedRuns, FileKind,
     FileSpec, FragmentMetadata, FragmentName, SparseIndex, SummaryKind, TileChunks, TileEntry, TileRuns, TileStats,
-    TileSummary, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
+    TileSummary, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE, PACKED_FILE,
 };
 use crate::geometry::Rect;
 use crate::schema::{ArraySchema, Attribute};
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{Storage, WriteHandle};
+use crate::storage::{Storage, StorageError, WriteHandle};
 
 /// One tile ready to be filtered: its position in the fragment's tile order and one unfiltered
 /// buffer per file of the fragment (in `FileSpec::for_schema` order).
@@ -121,6 +121,8 @@ pub(crate) struct FragmentWriter {
     /// When the fragment's folder was made (storage without locks: the commit must follow
     /// within half the vacuum grace period).
     started: Option<std::time::Instant>,
+    /// Whether all files' tiles go to the one file `PACKED_FILE` (`pack_if_small`).
+    packed: bool,
 }
 
 impl Drop for FragmentWriter {
@@ -181,7 +183,24 @@ impl FragmentWriter {
             committed: false,
             tile_limit: config.limits().tile_bytes,
             started: None,
+            packed: false,
         }
+    }
+
+    /// Stores the fragment packed, all its files' tiles in the one file `PACKED_FILE`, when
+    /// `bytes` (the caller's estimate of its unfiltered tiles) is at most `sm.write.pack_bytes`:
+    /// a small fragment then costs one file to create, write and sync instead of one per
+    /// attribute and dimension. Only before the first tile is written.
+    pub(crate) fn pack_if_small(&mut self, bytes: u64) {
+        if self.handles.is_empty() && bytes <= self.ctx.config().write_pack_bytes() {
+            self.packed = true;
+        }
+    }
+
+    /// The handle that file `file`'s tiles are appended to.
+    fn handle(&mut self, file: usize) -> &mut Box<dyn WriteHandle> {
+        let h = if self.packed { 0 } else { file };
+        &mut self.handles[h]
     }
 
     /// How this fragment's filtered tiles are chunked.
@@ -251,8 +270,12 @@ impl FragmentWriter {
         if self.handles.is_empty() {
             self.started.get_or_insert_with(std::time::Instant::now);
             self.storage.create_dir_all(&self.dir)?;
-            for s in &self.specs {
-                self.handles.push(self.storage.create(&self.dir.join(&s.name))?);
+            if self.packed {
+                self.handles.push(self.storage.create(&self.dir.join(PACKED_FILE))?);
+            } else {
+                for s in &self.specs {
+                    self.handles.push(self.storage.create(&self.dir.join(&s.name))?);
+                }
             }
         }
         Ok(())
@@ -383,14 +406,13 @@ impl FragmentWriter {
             if self.entries[f].len() <= index as usize {
                 self.entries[f].resize(index as usize + 1, None);
             }
-            let slot = &mut self.entries[f][index as usize];
-            if slot.is_some() {
+            if self.entries[f][index as usize].is_some() {
                 return Err(QueryError::WriteState(format!("tile {index} written twice")).into());
             }
-            let h = &mut self.handles[f];
+            let h = self.handle(f);
             let offset = h.position();
             h.write_all(&t.bytes)?;
-            *slot = Some(TileEntry {
+            self.entries[f][index as usize] = Some(TileEntry {
                 offset,
                 stored_size: t.bytes.len() as u64,
                 unfiltered_size: t.unfiltered,
@@ -441,7 +463,7 @@ impl FragmentWriter {
         self.add_summary(index, file, summary);
         let _t = stats::timer(Timer::WriterWriteTiles);
         count_tile(len, len);
-        let h = &mut self.handles[file];
+        let h = self.handle(file);
         let offset = h.position();
         h.write_all_vectored(parts)?;
         self.entries[file][index as usize] =
@@ -497,14 +519,6 @@ impl FragmentWriter {
                 .collect::<Result<Vec<_>>>()?;
             files.push((spec.name.clone(), tiles));
         }
-        for h in self.handles.drain(..) {
-            h.finish()?;
-        }
-        for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
-            if let Some(state) = chosen.state() {
-                self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
-            }
-        }
         let mut sums = std::mem::take(&mut self.blocks);
         let mut chunks = std::mem::take(&mut self.chunks);
         for ((s, c), (_, tiles)) in sums.iter_mut().zip(chunks.iter_mut()).zip(&files) {
@@ -521,18 +535,33 @@ impl FragmentWriter {
             blocks: BlockIndex { log2: BLOCK_LOG2, sums },
             chunks: ChunkIndex { chunks },
             stats: TileStats::collect(std::mem::take(&mut self.summaries)),
+            packed: self.packed,
         };
-        let mut h = self.storage.create(&self.dir.join(METADATA_FILE))?;
         let encoded = meta.encode();
         stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
-        h.write_all(&encoded)?;
-        h.finish()?;
+        // The data files are synced and the metadata written and synced at the same time: the
+        // metadata names only what the files hold, and nothing is committed before all are
+        // durable.
+        let (storage, meta_path) = (&self.storage, self.dir.join(METADATA_FILE));
+        let mut jobs: Vec<StorageJob<'_>> =
+            std::mem::take(&mut self.handles).into_iter().map(|h| Box::new(move || h.finish()) as StorageJob<'_>).collect();
+        jobs.push(Box::new(move || {
+            let mut h = storage.create(&meta_path)?;
+            h.write_all(&encoded)?;
+            h.finish()
+        }));
+        in_parallel(jobs)?;
+        for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
+            if let Some(state) = chosen.state() {
+                self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
+            }
+        }
         // From here on the folder must survive a failure: the commit file may exist even if a
         // later fsync of its folder reports an error.
         // The folder's entries and the folder itself must be durable before the commit record
         // names them (docs/format.md, "Committing").
-        self.storage.sync_dir(&self.dir)?;
-        self.storage.sync_dir(&self.array.join(FRAGMENTS_DIR))?;
+        let (dir, parent) = (&self.dir, self.array.join(FRAGMENTS_DIR));
+        in_parallel(vec![Box::new(|| storage.sync_dir(dir)), Box::new(|| storage.sync_dir(&parent))])?;
         self.check_commit_deadline()?;
         self.committed = true;
         let storage = self.storage.as_ref();
@@ -549,6 +578,24 @@ impl FragmentWriter {
         }
         Ok(meta)
     }
+}
+
+/// A storage call run by `in_parallel`.
+type StorageJob<'a> = Box<dyn FnOnce() -> std::result::Result<(), StorageError> + Send + 'a>;
+
+/// Runs `jobs` (storage calls that wait: syncs, uploads) each on its own thread, so that their
+/// waits overlap; the first error, after all have ended.
+fn in_parallel(mut jobs: Vec<StorageJob<'_>>) -> std::result::Result<(), StorageError> {
+    let Some(last) = jobs.pop() else { return Ok(()) };
+    std::thread::scope(|s| {
+        let spawned: Vec<_> = jobs.into_iter().map(|job| s.spawn(job)).collect();
+        let mut result = last();
+        for t in spawned {
+            let r = t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            result = result.and(r);
+        }
+        result
+    })
 }
 
 impl FragmentWriter {

@@ -238,6 +238,21 @@ impl SparseWriter {
             .check_order(self.last_key.as_deref(), strict)
             .map_err(|(j, i, dup)| order_error(&schema, &ords, j, i, dup))?;
         drop(prepare);
+        if self.layout == Layout::Unordered {
+            // The one submit of an unordered write: the fragment's size is known now.
+            let coords: u64 = schema.dims.iter().map(|d| d.datatype.size() as u64).sum();
+            let values: u64 = attrs
+                .iter()
+                .map(|a| {
+                    let extra = a.offsets.map_or(0, |o| 8 * o.len()) + a.validity.map_or(0, <[u8]>::len);
+                    (a.data.len() + extra) as u64
+                })
+                .sum();
+            let bytes = (n as u64).saturating_mul(coords).saturating_add(values);
+            if let Some(f) = self.frag.as_mut() {
+                f.pack_if_small(bytes);
+            }
+        }
         let cells = Cells { n, ords: ords.iter().map(Vec::as_slice).collect(), coords: cols, attrs };
         let result = self.append(&schema, &cells, perm.as_deref());
         if result.is_err() {
