@@ -539,29 +539,27 @@ impl FragmentWriter {
         };
         let encoded = meta.encode();
         stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
-        // The data files are synced and the metadata written and synced at the same time: the
-        // metadata names only what the files hold, and nothing is committed before all are
-        // durable.
-        let (storage, meta_path) = (&self.storage, self.dir.join(METADATA_FILE));
-        let mut jobs: Vec<StorageJob<'_>> =
-            std::mem::take(&mut self.handles).into_iter().map(|h| Box::new(move || h.finish()) as StorageJob<'_>).collect();
-        jobs.push(Box::new(move || {
-            let mut h = storage.create(&meta_path)?;
-            h.write_all(&encoded)?;
-            h.finish()
-        }));
+        let mut meta_file = self.storage.create(&self.dir.join(METADATA_FILE))?;
+        meta_file.write_all(&encoded)?;
+        // The files (data and metadata), the fragment's folder (their entries) and the folder
+        // of fragments (the fragment's entry) must be durable before the commit record names
+        // them (docs/format.md, "Committing"): all are synced at the same time, every entry
+        // existing by now. From here on the folder must survive a failure: the commit file may
+        // exist even if a sync reports an error.
+        let (storage, dir, parent) = (&self.storage, &self.dir, self.array.join(FRAGMENTS_DIR));
+        let mut jobs: Vec<StorageJob<'_>> = std::mem::take(&mut self.handles)
+            .into_iter()
+            .chain([meta_file])
+            .map(|h| Box::new(move || h.finish()) as StorageJob<'_>)
+            .collect();
+        jobs.push(Box::new(|| storage.sync_dir(dir)));
+        jobs.push(Box::new(|| storage.sync_dir(&parent)));
         in_parallel(jobs)?;
         for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
             if let Some(state) = chosen.state() {
                 self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
             }
         }
-        // From here on the folder must survive a failure: the commit file may exist even if a
-        // later fsync of its folder reports an error.
-        // The folder's entries and the folder itself must be durable before the commit record
-        // names them (docs/format.md, "Committing").
-        let (dir, parent) = (&self.dir, self.array.join(FRAGMENTS_DIR));
-        in_parallel(vec![Box::new(|| storage.sync_dir(dir)), Box::new(|| storage.sync_dir(&parent))])?;
         self.check_commit_deadline()?;
         self.committed = true;
         let storage = self.storage.as_ref();
@@ -583,19 +581,28 @@ impl FragmentWriter {
 /// A storage call run by `in_parallel`.
 type StorageJob<'a> = Box<dyn FnOnce() -> std::result::Result<(), StorageError> + Send + 'a>;
 
-/// Runs `jobs` (storage calls that wait: syncs, uploads) each on its own thread, so that their
-/// waits overlap; the first error, after all have ended.
-fn in_parallel(mut jobs: Vec<StorageJob<'_>>) -> std::result::Result<(), StorageError> {
-    let Some(last) = jobs.pop() else { return Ok(()) };
-    std::thread::scope(|s| {
-        let spawned: Vec<_> = jobs.into_iter().map(|job| s.spawn(job)).collect();
-        let mut result = last();
-        for t in spawned {
-            let r = t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            result = result.and(r);
-        }
-        result
-    })
+/// The most storage calls `in_parallel` runs at once.
+const PARALLEL_STORAGE_CALLS: usize = 16;
+
+/// Runs `jobs` (storage calls that wait: syncs, uploads) on threads of their own, up to
+/// `PARALLEL_STORAGE_CALLS` at once, so that their waits overlap; the first error, after all
+/// have ended.
+fn in_parallel(jobs: Vec<StorageJob<'_>>) -> std::result::Result<(), StorageError> {
+    let mut result = Ok(());
+    let mut jobs = jobs.into_iter().peekable();
+    while jobs.peek().is_some() {
+        let mut batch: Vec<StorageJob<'_>> = jobs.by_ref().take(PARALLEL_STORAGE_CALLS).collect();
+        let last = batch.pop().expect("a batch holds a job");
+        std::thread::scope(|s| {
+            let spawned: Vec<_> = batch.into_iter().map(|job| s.spawn(job)).collect();
+            result = std::mem::replace(&mut result, Ok(())).and(last());
+            for t in spawned {
+                let r = t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                result = std::mem::replace(&mut result, Ok(())).and(r);
+            }
+        });
+    }
+    result
 }
 
 impl FragmentWriter {
