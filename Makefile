@@ -89,6 +89,8 @@ fuzz:
 # Zarr + obstore and TileDB-Py on a local tessera-s3-server, ~2 minutes).
 BENCH_STAMP := $(VENV)/.bench-deps-stamp
 BENCH_ARGS  ?=   # extra options of bench/run.py, e.g. BENCH_ARGS="--engines tessera,h5py --no-docs"
+# No engine here does linear algebra: numpy's OpenBLAS threads only take cores from the engines.
+BENCH_ENV   := OPENBLAS_NUM_THREADS=1
 
 $(BENCH_STAMP): requirements-bench.txt $(STAMP)
 	$(PIP) install -q -r requirements-bench.txt
@@ -102,10 +104,10 @@ bench: build bench-deps
 	cargo bench -p tessera --bench fragments
 	cargo bench -p tessera --bench fragments_sparse
 	cargo bench -p tessera --bench sparse
-	$(PY) bench/run.py $(BENCH_ARGS)
-	$(PY) bench/s3_bench.py
-	$(PY) bench/layout_bench.py
-	$(PY) bench/chunk_tradeoff.py
+	$(BENCH_ENV) $(PY) bench/run.py $(BENCH_ARGS)
+	$(BENCH_ENV) $(PY) bench/s3_bench.py
+	$(BENCH_ENV) $(PY) bench/layout_bench.py
+	$(BENCH_ENV) $(PY) bench/chunk_tradeoff.py
 
 # A short run of the same benchmarks (~100 MB dense, 1M sparse points; a few minutes).
 bench-quick: build bench-deps

@@ -34,6 +34,9 @@ class Sparse:
     frame-of-reference, dictionary, ...); ``compressed`` is ignored. Queries: ``SELECT * WHERE x
     BETWEEN .. AND y BETWEEN ..`` fetched as Arrow, then numpy."""
 
+    #: A transaction's commit syncs the write-ahead log before it returns (DuckDB's default).
+    durable_writes = True
+
     def __init__(self, path: str, compressed: bool, attrs: Sequence[str], domain: Tuple[int, int], **_: Any) -> None:
         self.path, self.attrs = path, list(attrs)
         self.engine = NAME

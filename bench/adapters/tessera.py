@@ -42,6 +42,10 @@ class Sparse:
     delta + zstd-3; otherwise no filters at all. One write (one fragment) per batch, in any order
     (the engine sorts). Reads: ``A.read(ranges=..., order=...)`` with all attributes."""
 
+    #: A write returns once its fragment is committed: data, metadata, folders and the commit
+    #: record synced (docs/format.md, "Committing").
+    durable_writes = True
+
     def __init__(self, path: str, compressed: bool, attrs: Sequence[str], domain: Tuple[int, int],
                  capacity: int = 10_000, tile: int = 10_000_000, order: str = "U", read_mode: Optional[str] = None) -> None:
         self.path, self.compressed, self.attrs = path, compressed, list(attrs)
