@@ -149,6 +149,20 @@ def du(path: str) -> int:
     return sum(os.path.getsize(f) for f in files_of(path))
 
 
+def fsync_existing(paths: List[str]) -> None:
+    """fsync each of ``paths`` (files or directories) in order, skipping those that no longer
+    exist (a temporary file renamed since it was listed)."""
+    for f in paths:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def fsync_tree(path: str) -> None:
     """fsync every file of a store and its directories (what the paper does after every load)."""
     for f in files_of(path):

@@ -135,15 +135,7 @@ def _fsync_store(path: str) -> None:
     if not dirs:  # a single file (HDF5)
         entries = [path]
         dirs = [os.path.dirname(path) or "."]
-    for f in entries + dirs:
-        try:
-            fd = os.open(f, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    common.fsync_existing(entries + dirs)
 
 
 def _write_worker(modname: str, kw: Dict[str, Any], r0: int, r1: int, src: str, shape: Tuple[int, int],

@@ -264,15 +264,7 @@ def _file_states(path: str) -> Dict[str, Tuple[int, int]]:
 
 def _fsync_files(files: List[str]) -> None:
     """fsync ``files`` and the directories that hold them."""
-    for f in files + sorted({os.path.dirname(f) for f in files}):
-        try:
-            fd = os.open(f, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    common.fsync_existing(files + sorted({os.path.dirname(f) for f in files}))
 
 
 def run(points: int = 10_000_000, months: int = 10, reps: int = 5, cold_reps: int = 3, shifts: int = 5,
