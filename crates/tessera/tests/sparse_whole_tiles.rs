@@ -285,3 +285,53 @@ fn reads_of_thousands_of_fragments_do_not_nest_on_the_io_threads() {
     assert_eq!(got[0].cells, n as u64);
     assert_eq!(got, read(&general, &c));
 }
+
+/// A packed fragment's tiles of every file are read together: a read of all cells costs one
+/// read of `packed.data` per pass (coordinates, then attributes), not one per file; the same
+/// fragment unpacked costs one per file. The cells are the same.
+#[test]
+fn the_tiles_of_a_packed_fragment_are_read_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let pts: Vec<(i64, i64)> = (0..40).flat_map(|x| (0..5).map(move |y| (x * 2, y * 7))).collect();
+    let mut results = Vec::new();
+    for pack in ["1048576", "0"] {
+        let uri = dir.path().join(format!("p{pack}"));
+        let uri = uri.to_str().unwrap();
+        let mut config = Config::new();
+        config.set("sm.write.pack_bytes", pack).unwrap();
+        let ctx = Context::new(config).unwrap();
+        Array::create(&ctx, uri, &schema(false, 50, true)).unwrap();
+        write(&ctx, uri, &pts, 0);
+        let reads = Arc::new(std::sync::Mutex::new(Vec::<std::path::PathBuf>::new()));
+        let log = Arc::clone(&reads);
+        let storage = Hooked {
+            inner: Arc::new(LocalStorage::new(ReadMode::Pread)),
+            hook: Box::new(move |at, path| {
+                if at == Hook::Read {
+                    log.lock().unwrap().push(path.to_path_buf());
+                }
+            }),
+            cached: None,
+        };
+        let ctx = Context::with_storage(Config::new(), Arc::new(storage)).unwrap();
+        let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+        assert_eq!(r.fragments()[0].packed, pack != "0");
+        let res = r.sparse_query(&[vec![], vec![]], &[], Layout::Global).unwrap().read_all().unwrap();
+        let tiles: Vec<String> = reads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.parent().and_then(std::path::Path::parent).is_some_and(|d| d.ends_with(FRAGMENTS_DIR)))
+            .filter(|p| !p.ends_with(METADATA_FILE))
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        if pack == "0" {
+            // d0, d1, a0, a1.valid, a1, a2.offs, a2: each read on its own.
+            assert!(tiles.len() >= 7, "{tiles:?}");
+        } else {
+            assert!(tiles.iter().all(|t| t == PACKED_FILE) && tiles.len() <= 2, "{tiles:?}");
+        }
+        results.push(res);
+    }
+    assert_eq!(results[0], results[1]);
+}
