@@ -135,8 +135,6 @@ pub enum Hook {
     BeforeWrite,
     /// After `list_dir` of the path (before the listing is returned).
     AfterList,
-    /// Before a read of a range of the path (`read_range`, which the immutable reads call).
-    Read,
 }
 
 /// A storage that delegates to `inner` and calls `hook` at the points of [`Hook`]: the tests
@@ -158,7 +156,6 @@ impl std::fmt::Debug for Hooked {
 
 impl Storage for Hooked {
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
-        (self.hook)(Hook::Read, path);
         self.inner.read_range(path, offset, len)
     }
     fn read_immutable_cached(

@@ -278,55 +278,46 @@ fn from_cache(array: &Snapshot, specs: &[FileSpec], requests: &[(TileKey, usize)
 /// tiles `requests`.
 struct Read {
     frag: usize,
-    /// A file of the requests: all are stored in its stored file (the packed file of a packed
-    /// fragment holds every file's tiles).
     file: usize,
     start: u64,
     end: u64,
     requests: Vec<Request>,
 }
 
-/// The reads that fetch tiles `missing`: requests grouped per stored file in offset order (the
-/// tiles of all files of a packed fragment together), neighbours closer than
-/// `vfs.coalesce_gap` merged up to `vfs.coalesce_max` bytes. Every tile's recorded sizes are
-/// checked before a byte is read or allocated.
+/// The reads that fetch tiles `missing`: requests grouped per file in offset order, neighbours
+/// closer than `vfs.coalesce_gap` merged up to `vfs.coalesce_max` bytes. Every tile's recorded
+/// sizes are checked before a byte is read or allocated.
 fn coalesce(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usize)]) -> Result<Vec<Read>> {
     let config = array.ctx.config();
     let limits = config.limits();
     let mut per_file: FastMap<(usize, usize), Vec<Request>> = FastMap::default();
     for &(key, f) in missing {
         check_entry(array, specs, key, f, &limits)?;
-        let fragment = &array.fragments[key.0];
-        let e = fragment.files[f].1[key.1 as usize];
-        let stored = if fragment.packed { usize::MAX } else { f };
-        per_file.entry((key.0, stored)).or_default().push(Request {
-            key,
-            file: f,
-            offset: e.offset,
-            len: e.stored_size,
-        });
+        let e = array.fragments[key.0].files[f].1[key.1 as usize];
+        per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });
     }
     let (gap, max) = (config.coalesce_gap(), config.coalesce_max());
     let mut reads: Vec<Read> = Vec::new();
     let mut groups: Vec<_> = per_file.into_iter().collect();
     groups.sort_unstable_by_key(|g| g.0);
-    for ((frag, stored), mut reqs) in groups {
+    for ((frag, file), mut reqs) in groups {
         reqs.sort_unstable_by_key(|r| r.offset);
-        let first = reads.len();
         for r in reqs {
             let end = r.offset + r.len;
-            // Only a read of this group (this fragment's stored file) takes the request.
-            let in_group = reads.len() > first;
-            if let Some(last) = reads.last_mut().filter(|_| in_group) {
-                if r.offset >= last.end && r.offset - last.end <= gap && end - last.start <= max {
+            if let Some(last) = reads.last_mut() {
+                if last.frag == frag
+                    && last.file == file
+                    && r.offset >= last.end
+                    && r.offset - last.end <= gap
+                    && end - last.start <= max
+                {
                     last.end = end;
                     last.requests.push(r);
                     continue;
                 }
             }
-            reads.push(Read { frag, file: r.file, start: r.offset, end, requests: vec![r] });
+            reads.push(Read { frag, file, start: r.offset, end, requests: vec![r] });
         }
-        debug_assert!(reads[first..].iter().all(|r| r.frag == frag && (stored == usize::MAX || r.file == stored)));
     }
     Ok(reads)
 }
