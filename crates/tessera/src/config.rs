@@ -71,6 +71,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "true",
         "true: aggregates without a condition take the stored summaries of tiles they cover whole that no other fragment overlaps, instead of reading those tiles",
     ),
+    (
+        "sm.commit.checkpoint_interval",
+        "32",
+        "a writer whose commit takes a sequence number divisible by this also writes a checkpoint of the commit log (when only writes followed the previous one) and one file of the metadata of the fragments written since, so that opening an array reads the records after the newest checkpoint and a few metadata files, not a record and a metadata file per fragment (0: never)",
+    ),
     ("sm.consolidation.buffer_size", "268435456", "bytes of cells a consolidation holds at once"),
     ("sm.vacuum.lock_timeout_ms", "600000", "how long vacuum waits for readers and writers to finish"),
     (
@@ -307,6 +312,11 @@ impl Config {
         } else {
             ReadMode::Pread
         }
+    }
+    /// `sm.commit.checkpoint_interval`: writers checkpoint the commit log after commits whose
+    /// sequence number it divides (0: never).
+    pub fn checkpoint_interval(&self) -> u64 {
+        self.num("sm.commit.checkpoint_interval")
     }
     /// Largest gap between byte ranges read as one.
     pub fn coalesce_gap(&self) -> u64 {

@@ -8,6 +8,14 @@ use tessera::*;
 
 use crate::common::*;
 
+/// In memory, writers checkpointing every `interval` commits (0: never).
+fn ctx_checkpointing(interval: u64) -> Context {
+    let mut c = Config::new();
+    c.set("sm.compute_concurrency", "2").unwrap();
+    c.set("sm.commit.checkpoint_interval", &interval.to_string()).unwrap();
+    Context::with_storage(c, std::sync::Arc::new(MemoryStorage::new())).unwrap()
+}
+
 fn make(ctx: &Context, uri: &str) {
     let schema = ArraySchema::builder(ArrayType::Dense)
         .dim(dim("x", 0, 99, 10))
@@ -48,8 +56,9 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     #[test]
-    fn reads_match_the_model_whatever_the_order(ops in prop::collection::vec(op(), 1..30)) {
-        let ctx = mem_ctx();
+    fn reads_match_the_model_whatever_the_order(ops in prop::collection::vec(op(), 1..30), interval in 0u64..4) {
+        // Writers checkpoint the log and copy metadata every `interval` commits (0: never).
+        let ctx = ctx_checkpointing(interval);
         make(&ctx, "/f");
         let mut model = vec![i32::MIN; 100]; // the fill value of int32
         for op in &ops {
@@ -73,7 +82,7 @@ proptest! {
 
 #[test]
 fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
-    let ctx = mem_ctx();
+    let ctx = ctx_checkpointing(0);
     make(&ctx, "/f");
     let mut model = vec![i32::MIN; 100];
     for i in 0..40 {
@@ -118,6 +127,45 @@ fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
     let report = vacuum(&ctx, "/f").unwrap();
     assert_eq!(report.fragment_metadata.len(), 1);
     assert_eq!(read_all(&ctx, "/f"), model);
+}
+
+/// Writers that checkpoint every 8 commits leave an open after 38 small writes needing only
+/// the newest checkpoint (record 41, after commit 40), the 2 records after it, the 5 files of
+/// metadata copies the checkpoints came with (36 fragments) and the own metadata files of the 2
+/// fragments after them: with every older record and every copied fragment's own metadata file
+/// damaged, the array still opens and reads right.
+#[test]
+fn after_writers_checkpoints_an_open_reads_neither_old_records_nor_copied_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new();
+    config.set("sm.commit.checkpoint_interval", "8").unwrap();
+    let ctx = Context::new(config).unwrap();
+    let path = dir.path().join("f");
+    let uri = path.to_str().unwrap();
+    make(&ctx, uri);
+    let mut model = vec![i32::MIN; 100];
+    for i in 0..38 {
+        write(&ctx, uri, (i, i + 5), i as i32, &mut model);
+    }
+    let names: Vec<String> =
+        Array::open(&ctx, uri, Mode::Read).unwrap().fragments().iter().map(|f| f.name.to_string()).collect();
+    assert_eq!(names.len(), 38);
+    assert_eq!(std::fs::read_dir(path.join("__fragment_meta")).unwrap().count(), 5);
+    let records: Vec<std::path::PathBuf> =
+        std::fs::read_dir(path.join("__commits")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(records.len(), 43);
+    for r in &records {
+        let seq: u64 = r.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+        if seq < 41 {
+            std::fs::write(r, b"damaged").unwrap();
+        }
+    }
+    for n in &names[..36] {
+        std::fs::write(path.join("__fragments").join(n).join("__fragment_metadata"), b"damaged").unwrap();
+    }
+    assert_eq!(read_all(&ctx, uri), model);
+    // A whole read of the log (vacuum) does read them.
+    assert!(matches!(vacuum(&ctx, uri), Err(Error::Corrupt { .. })));
 }
 
 #[test]

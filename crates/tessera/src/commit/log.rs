@@ -6,6 +6,11 @@
 //! largest it listed), so every number below an existing record was taken before it; a listing
 //! that raced with new commits and shows a gap is repeated once, and a gap that remains is a
 //! commit whose process died before its record became durable: it never happened.
+//!
+//! Opening an array reads the log from its newest checkpoint on ([`Scope::Latest`]), newest
+//! records first; writers append a checkpoint every `sm.commit.checkpoint_interval` commits
+//! ([`checkpoint_after_write`]) so that this stays a few records however many commits there
+//! were. Vacuum reads it whole ([`Scope::Whole`]) to know what to delete.
 
 use std::path::Path;
 
@@ -108,12 +113,43 @@ fn read_legacy_vac(storage: &dyn Storage, path: &Path) -> Result<Vec<FragmentNam
         .collect()
 }
 
-/// Reads the commit log of the array at `uri`. Records are read in parallel (in the caller's
-/// thread pool).
+/// How much of the commit log [`read_log`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Every record: [`Log::obsolete`] lists what the newest checkpoint made obsolete (vacuum).
+    Whole,
+    /// The newest checkpoint and the records after it, read newest first from the sequence
+    /// number a writer checkpointing every `interval` commits would have used (opening an
+    /// array); [`Log::obsolete`] stays empty.
+    Latest { interval: u64 },
+}
+
+/// Reads records `seqs` in parallel (in the caller's thread pool); `None` for one that vanished
+/// after the listing (a vacuum deleted it: it was older than a checkpoint).
+fn read_records(storage: &dyn Storage, dir: &Path, seqs: &[u64]) -> Result<Vec<Option<(u64, Record)>>> {
+    seqs.par_iter()
+        .map(|&seq| match read_record(storage, &dir.join(record_file(seq))) {
+            Ok(r) => Ok(Some((seq, r))),
+            Err(Error::Storage(StorageError::NotFound { .. })) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// Where a [`Scope::Latest`] read starts in `seqs` (sorted): at the last number a writer's
+/// checkpoint after a commit divisible by `interval` would take, if listed, else the whole log.
+fn latest_start(seqs: &[u64], interval: u64) -> usize {
+    let (Some(&max), true) = (seqs.last(), interval > 0) else { return 0 };
+    let guess = max - (max - 1) % interval;
+    seqs.partition_point(|&s| s < guess).min(seqs.len().saturating_sub(1))
+}
+
+/// Reads the commit log of the array at `uri` (all of it or from its newest checkpoint, as
+/// `scope` says). Records are read in parallel (in the caller's thread pool).
 ///
 /// # Errors
 /// Storage failures; [`Error::Corrupt`] for a damaged record or `.vac` list.
-pub(crate) fn read_log(storage: &dyn Storage, uri: &Path) -> Result<Log> {
+pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Result<Log> {
     let dir = uri.join(COMMITS_DIR);
     let mut listing = list(storage, &dir)?;
     if has_gap(&listing.seqs) {
@@ -121,40 +157,55 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path) -> Result<Log> {
         // taken before it, so a second listing sees them all (see the module doc).
         listing = list(storage, &dir)?;
     }
-    let read = |seq: &u64| -> Result<Option<(u64, Record)>> {
-        match read_record(storage, &dir.join(record_file(*seq))) {
-            Ok(r) => Ok(Some((*seq, r))),
-            // Deleted by a vacuum after the listing: it was older than a checkpoint.
-            Err(Error::Storage(StorageError::NotFound { .. })) => Ok(None),
-            Err(e) => Err(e),
-        }
-    };
     let mut records: Vec<(u64, Record)>;
     let mut attempts = 0;
-    loop {
-        let read_all: Vec<Option<(u64, Record)>> = listing.seqs.par_iter().map(read).collect::<Result<_>>()?;
-        let last_vanished = listing.seqs.iter().zip(&read_all).filter(|(_, r)| r.is_none()).map(|(s, _)| *s).max();
-        records = read_all.into_iter().flatten().collect();
-        // Records vanish only when a vacuum deletes them after writing a newer checkpoint,
-        // which this listing may not show (on storage without locks a vacuum runs beside
-        // readers): list again until every listed record is read, or a checkpoint read follows
-        // the vanished ones.
-        let covered =
-            last_vanished.is_none_or(|v| records.iter().any(|(seq, r)| *seq > v && matches!(r, Record::Checkpoint(_))));
-        if covered {
-            break;
+    'listing: loop {
+        // Newest first, in batches: a latest read stops at the batch holding a checkpoint.
+        let seqs = &listing.seqs;
+        let mut lo = match scope {
+            Scope::Whole => 0,
+            Scope::Latest { interval } => latest_start(seqs, interval),
+        };
+        let (mut hi, mut batches): (usize, Vec<Vec<(u64, Record)>>) = (seqs.len(), Vec::new());
+        loop {
+            let read = read_records(storage, &dir, &seqs[lo..hi])?;
+            let last_vanished = seqs[lo..hi].iter().zip(&read).filter(|(_, r)| r.is_none()).map(|(s, _)| *s).max();
+            let batch: Vec<(u64, Record)> = read.into_iter().flatten().collect();
+            let newest_checkpoint =
+                |b: &[(u64, Record)]| b.iter().rev().find(|(_, r)| matches!(r, Record::Checkpoint(_))).map(|(s, _)| *s);
+            let checkpoint = newest_checkpoint(&batch).or_else(|| batches.iter().find_map(|b| newest_checkpoint(b)));
+            // Records vanish only when a vacuum deletes them after writing a newer checkpoint,
+            // which this listing may not show (on storage without locks a vacuum runs beside
+            // readers): list again until every listed record is read, or a checkpoint read
+            // follows the vanished ones.
+            if last_vanished.is_some_and(|v| checkpoint.is_none_or(|c| c < v)) {
+                attempts += 1;
+                if attempts >= MAX_RELISTS {
+                    return Err(ArrayError::Busy { path: uri.to_path_buf(), waited_ms: 0 }.into());
+                }
+                listing = list(storage, &dir)?;
+                continue 'listing;
+            }
+            batches.push(batch);
+            if lo == 0 || (scope != Scope::Whole && checkpoint.is_some()) {
+                break;
+            }
+            // No checkpoint where a writer would have put it (a writer died, or the log
+            // predates checkpoints): twice as many older records next.
+            let n = (hi - lo).max(1) * 2;
+            hi = lo;
+            lo = lo.saturating_sub(n);
         }
-        attempts += 1;
-        if attempts >= MAX_RELISTS {
-            return Err(ArrayError::Busy { path: uri.to_path_buf(), waited_ms: 0 }.into());
-        }
-        listing = list(storage, &dir)?;
+        records = batches.into_iter().rev().flatten().collect();
+        break;
     }
     let max_seq = records.last().map_or(0, |r| r.0).max(listing.seqs.last().copied().unwrap_or(0));
     let mut log = Log { max_seq, ..Log::default() };
     if let Some(k) = records.iter().rposition(|(_, r)| matches!(r, Record::Checkpoint(_))) {
-        log.obsolete.extend(records[..k].iter().map(|(s, _)| record_file(*s)));
-        log.obsolete.extend(listing.ok.iter().chain(&listing.vac).cloned());
+        if scope == Scope::Whole {
+            log.obsolete.extend(records[..k].iter().map(|(s, _)| record_file(*s)));
+            log.obsolete.extend(listing.ok.iter().chain(&listing.vac).cloned());
+        }
         let mut rest = records.split_off(k);
         let (seq, cp) = rest.remove(0);
         let Record::Checkpoint(live) = cp else { unreachable!("found as a checkpoint") };
@@ -182,13 +233,13 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path) -> Result<Log> {
 fn append(
     storage: &dyn Storage,
     uri: &Path,
-    needs_log: bool,
+    needs_log: Option<Scope>,
     mut make: impl FnMut(Option<&Resolved>) -> Result<Record>,
 ) -> Result<u64> {
     let dir = uri.join(COMMITS_DIR);
     for _ in 0..MAX_CLAIMS {
-        let (seq, record) = if needs_log {
-            let log = read_log(storage, uri)?;
+        let (seq, record) = if let Some(scope) = needs_log {
+            let log = read_log(storage, uri, scope)?;
             let resolved = resolve(&log, &dir, u64::MAX)?;
             (log.max_seq, make(Some(&resolved))?)
         } else {
@@ -210,7 +261,44 @@ fn append(
 /// # Errors
 /// A storage failure; the fragment is then not committed.
 pub(crate) fn commit_write(storage: &dyn Storage, uri: &Path, name: &FragmentName) -> Result<u64> {
-    append(storage, uri, false, |_| Ok(Record::Write(name.clone())))
+    append(storage, uri, None, |_| Ok(Record::Write(name.clone())))
+}
+
+/// After the write committed as `seq`: when `interval` divides `seq`, a checkpoint of the latest
+/// state, so that readers need no record before it. Only when every record after the newest
+/// checkpoint is a write (and there are no `.vac` lists of formats 1 and 2): then the checkpoint
+/// resolves to exactly what those records do at every time, and reads back in time see what they
+/// saw; a consolidation's inputs stay listed in the log until vacuum checkpoints it. Returns the
+/// fragments of the write records the checkpoint follows when one was written (none when another
+/// commit took its number first).
+///
+/// # Errors
+/// Storage failures, a corrupt log. The write is committed whatever this returns.
+pub(crate) fn checkpoint_after_write(
+    storage: &dyn Storage,
+    uri: &Path,
+    seq: u64,
+    interval: u64,
+) -> Result<Option<Vec<FragmentName>>> {
+    if interval == 0 || !seq.is_multiple_of(interval) {
+        return Ok(None);
+    }
+    let dir = uri.join(COMMITS_DIR);
+    let log = read_log(storage, uri, Scope::Latest { interval })?;
+    let only_writes = log.records.iter().all(|(_, r)| matches!(r, Record::Write(_)));
+    if log.records.is_empty() || !only_writes || (log.checkpoint.is_none() && !log.legacy_vac.is_empty()) {
+        return Ok(None);
+    }
+    let live = resolve(&log, &dir, u64::MAX)?.live;
+    let next =
+        log.max_seq.checked_add(1).ok_or_else(|| Error::corrupt(&dir, "commit sequence numbers are exhausted"))?;
+    let bytes = Record::Checkpoint(live).encode();
+    if bytes.len() as u64 > MAX_RECORD_BYTES || !storage.write_new(&dir.join(record_file(next)), &bytes)? {
+        return Ok(None);
+    }
+    stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
+    let written = log.records.into_iter().filter_map(|(_, r)| if let Record::Write(n) = r { Some(n) } else { None });
+    Ok(Some(written.collect()))
 }
 
 /// Commits the consolidated fragment `name`, replacing `inputs` (consecutive visible fragments,
@@ -224,8 +312,9 @@ pub(crate) fn commit_consolidation(
     uri: &Path,
     name: &FragmentName,
     inputs: &[Placed],
+    interval: u64,
 ) -> Result<u64> {
-    append(storage, uri, true, |resolved| {
+    append(storage, uri, Some(Scope::Latest { interval }), |resolved| {
         if resolved.is_some_and(|r| inputs_are_consecutive(&r.live, inputs)) {
             Ok(Record::Consolidation(name.clone(), inputs.to_vec()))
         } else {
@@ -248,7 +337,7 @@ pub(crate) fn commit_consolidation(
 pub(crate) fn write_checkpoint(storage: &dyn Storage, uri: &Path) -> Result<(Log, Resolved)> {
     let dir = uri.join(COMMITS_DIR);
     for _ in 0..MAX_CLAIMS {
-        let mut log = read_log(storage, uri)?;
+        let mut log = read_log(storage, uri, Scope::Whole)?;
         let resolved = resolve(&log, &dir, u64::MAX)?;
         let next =
             log.max_seq.checked_add(1).ok_or_else(|| Error::corrupt(&dir, "commit sequence numbers are exhausted"))?;
@@ -290,12 +379,12 @@ mod tests {
         }
         let placed = |i: usize| Placed { name: f[i].clone(), position: Position::Seq(i as u64 + 1) };
         let c1 = FragmentName::covering(1, 2);
-        assert_eq!(commit_consolidation(&s, uri, &c1, &[placed(0), placed(1)]).unwrap(), 4);
+        assert_eq!(commit_consolidation(&s, uri, &c1, &[placed(0), placed(1)], 32).unwrap(), 4);
         // A second consolidation of overlapping inputs planned before c1 committed: refused.
         let c2 = FragmentName::covering(2, 3);
-        let e = commit_consolidation(&s, uri, &c2, &[placed(1), placed(2)]).unwrap_err();
+        let e = commit_consolidation(&s, uri, &c2, &[placed(1), placed(2)], 32).unwrap_err();
         assert!(matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })), "{e}");
-        let log = read_log(&s, uri).unwrap();
+        let log = read_log(&s, uri, Scope::Whole).unwrap();
         let live: Vec<_> = resolve(&log, Path::new("c"), u64::MAX).unwrap().live.into_iter().map(|p| p.name).collect();
         assert_eq!(live, vec![c1, f[2].clone()]);
     }
@@ -336,9 +425,146 @@ mod tests {
         for f in &obsolete {
             s.remove_file(&uri.join(COMMITS_DIR).join(f)).unwrap();
         }
-        let again = read_log(&s, uri).unwrap();
+        let again = read_log(&s, uri, Scope::Whole).unwrap();
         assert_eq!(resolve(&again, Path::new("c"), u64::MAX).unwrap(), resolved);
         assert!(again.obsolete.is_empty());
+    }
+
+    /// One step of a commit history (`history`).
+    #[derive(Debug, Clone)]
+    enum Step {
+        Write,
+        /// Consolidate the visible fragments `from..from + len` (when they exist).
+        Consolidate(usize, usize),
+        /// Vacuum's checkpoint (with the obsolete records deleted when `true`).
+        Vacuum(bool),
+    }
+
+    /// A fragment name covering `[t0, t1]` whose uuid follows from them (so that two histories
+    /// name their fragments alike).
+    fn name(t0: u64, t1: u64) -> FragmentName {
+        FragmentName { uuid: format!("{t0:016x}{t1:016x}"), ..FragmentName::covering(t0, t1) }
+    }
+
+    /// Runs `steps` on a log in `s`; writers checkpoint every `interval` commits (0: never).
+    fn history(s: &MemoryStorage, uri: &Path, steps: &[Step], interval: u64) {
+        let mut t = 0;
+        for step in steps {
+            t += 1;
+            match *step {
+                Step::Write => {
+                    let seq = commit_write(s, uri, &name(t, t)).unwrap();
+                    checkpoint_after_write(s, uri, seq, interval).unwrap();
+                }
+                Step::Consolidate(from, len) => {
+                    let log = read_log(s, uri, Scope::Whole).unwrap();
+                    let live = resolve(&log, Path::new("c"), u64::MAX).unwrap().live;
+                    let Some(inputs) = live.get(from..from + len) else { continue };
+                    // Named by its step, so that each name is new.
+                    let out = FragmentName {
+                        uuid: format!("{t:016x}{:016x}", u64::MAX),
+                        ..FragmentName::covering(inputs[0].name.t0, inputs[inputs.len() - 1].name.t1)
+                    };
+                    commit_consolidation(s, uri, &out, inputs, interval).unwrap();
+                }
+                Step::Vacuum(delete) => {
+                    let (log, _) = write_checkpoint(s, uri).unwrap();
+                    if delete {
+                        for f in &log.obsolete {
+                            s.remove_file(&uri.join(COMMITS_DIR).join(f)).unwrap();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => Just(Step::Write),
+            2 => (0usize..6, 2usize..4).prop_map(|(a, b)| Step::Consolidate(a, b)),
+            1 => any::<bool>().prop_map(Step::Vacuum),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Writers' checkpoints change nothing a reader sees, at any time (time travel
+        /// included), and a latest read resolves as a whole read does.
+        #[test]
+        fn writer_checkpoints_change_no_state_at_any_time(
+            steps in proptest::collection::vec(step(), 1..60),
+            interval in 1u64..6,
+        ) {
+            let (plain, uri) = setup();
+            history(&plain, uri, &steps, 0);
+            let (checked, _) = setup();
+            history(&checked, uri, &steps, interval);
+            let dir = Path::new("c");
+            let reference = read_log(&plain, uri, Scope::Whole).unwrap();
+            for log in [
+                read_log(&checked, uri, Scope::Whole).unwrap(),
+                read_log(&checked, uri, Scope::Latest { interval }).unwrap(),
+                read_log(&checked, uri, Scope::Latest { interval: interval + 1 }).unwrap(),
+                read_log(&plain, uri, Scope::Latest { interval }).unwrap(),
+            ] {
+                // Checkpoints take sequence numbers: positions differ, the order may not.
+                let names = |l: &Log, end: u64| -> Vec<FragmentName> {
+                    resolve(l, dir, end).unwrap().live.into_iter().map(|p| p.name).collect()
+                };
+                for end in 0..=steps.len() as u64 + 1 {
+                    proptest::prop_assert_eq!(names(&log, end), names(&reference, end), "at time {}", end);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_latest_read_needs_no_record_before_the_newest_checkpoint() {
+        let (s, uri) = setup();
+        history(&s, uri, &vec![Step::Write; 70], 32);
+        let dir = uri.join(COMMITS_DIR);
+        let whole = read_log(&s, uri, Scope::Whole).unwrap();
+        // Writers checkpointed after commits 32 and 64 (as records 33 and 65).
+        assert_eq!(whole.checkpoint.as_ref().map(|c| c.0), Some(65));
+        assert_eq!(whole.max_seq, 72);
+        let damage = |seqs: std::ops::Range<u64>| {
+            for seq in seqs {
+                s.remove_file(&dir.join(record_file(seq))).unwrap();
+                s.write_atomic(&dir.join(record_file(seq)), b"not a record").unwrap();
+            }
+        };
+        let want = resolve(&whole, Path::new("c"), u64::MAX).unwrap();
+        assert_eq!(want.live.len(), 70);
+        // A guess from another interval reads batches of 2, 4, 8 and 16 older records: back to
+        // record 43, not to the damaged ones.
+        damage(1..43);
+        let other = read_log(&s, uri, Scope::Latest { interval: 5 }).unwrap();
+        assert_eq!(resolve(&other, Path::new("c"), u64::MAX).unwrap(), want);
+        // Every record older than the checkpoint is damaged: a latest read reads none of them.
+        damage(43..65);
+        let latest = read_log(&s, uri, Scope::Latest { interval: 32 }).unwrap();
+        assert_eq!(resolve(&latest, Path::new("c"), u64::MAX).unwrap(), want);
+        assert!(read_log(&s, uri, Scope::Whole).is_err());
+    }
+
+    #[test]
+    fn writers_do_not_checkpoint_over_a_consolidation() {
+        let (s, uri) = setup();
+        history(&s, uri, &[Step::Write, Step::Write, Step::Consolidate(0, 2), Step::Write], 0);
+        // Record 5 would be divisible, but a consolidation follows no checkpoint yet.
+        let seq = commit_write(&s, uri, &FragmentName::new(9)).unwrap();
+        assert_eq!(seq, 5);
+        assert_eq!(checkpoint_after_write(&s, uri, seq, 5).unwrap(), None);
+        // After vacuum's checkpoint, writes alone: a writer checkpoints again, and says which
+        // fragments the records it summarized wrote.
+        write_checkpoint(&s, uri).unwrap();
+        let (a, b) = (FragmentName::new(10), FragmentName::new(11));
+        commit_write(&s, uri, &a).unwrap();
+        let seq = commit_write(&s, uri, &b).unwrap();
+        assert_eq!(checkpoint_after_write(&s, uri, seq, seq).unwrap(), Some(vec![a, b]));
+        assert_eq!(checkpoint_after_write(&s, uri, seq + 2, seq + 1).unwrap(), None, "not divisible");
     }
 
     #[test]
@@ -347,6 +573,6 @@ mod tests {
         let (a, c) = (FragmentName::new(1), FragmentName::covering(1, 2));
         let dir = uri.join(COMMITS_DIR);
         s.write_atomic(&dir.join(format!("{c}.vac")), format!("{a}\n").replace("__", "_~").as_bytes()).unwrap();
-        assert!(matches!(read_log(&s, uri), Err(Error::Corrupt { .. })));
+        assert!(matches!(read_log(&s, uri, Scope::Whole), Err(Error::Corrupt { .. })));
     }
 }

@@ -14,7 +14,9 @@ mod resolve;
 
 pub(crate) use lock::{lock_exclusive, lock_shared, GATE_FILE, LOCK_FILE};
 pub use log::COMMITS_DIR;
-pub(crate) use log::{commit_consolidation, commit_write, read_log, write_checkpoint, Log};
+pub(crate) use log::{
+    checkpoint_after_write, commit_consolidation, commit_write, read_log, write_checkpoint, Log, Scope,
+};
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use record::RECORD_MAGIC;
 pub(crate) use record::{record_file, Placed, Position, Record};

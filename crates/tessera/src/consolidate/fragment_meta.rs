@@ -4,11 +4,8 @@
 
 use std::path::Path;
 
-use rayon::prelude::*;
-
 use crate::context::Context;
 use crate::error::Result;
-use crate::fragment::{FRAGMENTS_DIR, METADATA_FILE};
 use crate::snapshot::{fragment_meta, Snapshot};
 
 /// Writes a consolidated fragment metadata file for the fragments of the array at `uri` visible
@@ -22,16 +19,7 @@ pub fn consolidate_fragment_metadata(ctx: &Context, uri: impl AsRef<Path>) -> Re
     // The snapshot holds the array's lock shared: vacuum cannot delete a file read here.
     let snap = Snapshot::load(ctx, uri.clone(), 0, u64::MAX, true)?;
     let names: Vec<String> = snap.fragments.iter().map(|f| f.name.to_string()).collect();
-    let storage = ctx.storage();
-    let entries = ctx.install(|| {
-        names
-            .into_par_iter()
-            .map(|n| {
-                let bytes = storage.read_all(&uri.join(FRAGMENTS_DIR).join(&n).join(METADATA_FILE))?;
-                Ok((n, bytes.to_vec()))
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
-    fragment_meta::write(ctx, &uri, &entries)?;
-    Ok(entries.len())
+    let count = names.len();
+    fragment_meta::write_copies_of(ctx, &uri, names)?;
+    Ok(count)
 }

@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::commit::{lock_exclusive, read_log, write_checkpoint, Log, Record, COMMITS_DIR};
+use crate::commit::{lock_exclusive, read_log, write_checkpoint, Log, Record, Scope, COMMITS_DIR};
 use crate::context::Context;
 use crate::error::{ArrayError, Result};
 use crate::fragment::{now_ms, FragmentName, FRAGMENTS_DIR};
@@ -60,7 +60,7 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     let _guard = if grace.is_none() { Some(lock_exclusive(storage, uri, timeout)?) } else { None };
     let commits = uri.join(COMMITS_DIR);
     let frags = uri.join(FRAGMENTS_DIR);
-    let before = ctx.install(|| read_log(storage, uri))?;
+    let before = ctx.install(|| read_log(storage, uri, Scope::Whole))?;
     let (log, live) = if needs_checkpoint(&before) {
         let (log, resolved) = ctx.install(|| write_checkpoint(storage, uri))?;
         (log, resolved.live)
@@ -113,7 +113,7 @@ pub fn vacuum(ctx: &Context, uri: impl AsRef<Path>) -> Result<VacuumReport> {
     storage.sync_dir(&frags)?;
     let meta_dir = uri.join(crate::paths::META_DIR);
     report.metadata = crate::meta::remove_replaced(ctx, uri)?;
-    report.fragment_metadata = crate::snapshot::fragment_meta::remove_old(ctx, uri)?;
+    report.fragment_metadata = crate::snapshot::fragment_meta::remove_old(ctx, uri, &live)?;
     let grace = ctx.config().vacuum_temp_grace_ms();
     let fmeta_dir = uri.join(crate::snapshot::fragment_meta::FRAGMENT_META_DIR);
     for dir in [uri.to_path_buf(), commits, frags, uri.join(crate::schema::SCHEMA_DIR), meta_dir, fmeta_dir] {
@@ -183,7 +183,7 @@ fn past_grace(
 /// replaced since a vacuum read the log).
 fn named_since(ctx: &Context, uri: &Path, after: u64) -> Result<HashSet<String>> {
     let storage = ctx.storage().as_ref();
-    let log = ctx.install(|| read_log(storage, uri))?;
+    let log = ctx.install(|| read_log(storage, uri, Scope::Whole))?;
     let mut out: HashSet<String> = crate::commit::resolve(&log, &uri.join(COMMITS_DIR), u64::MAX)?
         .live
         .iter()

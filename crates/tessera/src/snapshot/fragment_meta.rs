@@ -1,16 +1,21 @@
-//! Consolidated fragment metadata (docs/format.md §15): one file holding copies of many
+//! Consolidated fragment metadata (docs/format.md §15): files holding copies of many
 //! fragments' `__fragment_metadata` files, so opening an array with thousands of fragments reads
-//! one file instead of thousands. Fragment metadata never changes once written, so a copy stays
-//! right for as long as its fragment is committed; the snapshot uses a copy only for fragments the
-//! commit log says are visible, and reads the others' own files.
+//! a few files instead of thousands. `consolidate_fragment_metadata` writes one of every visible
+//! fragment; a writer that checkpoints the commit log writes one of the fragments committed since
+//! the previous checkpoint. Fragment metadata never changes once written, so a copy stays right
+//! for as long as its fragment is committed; the snapshot uses a copy only for fragments the
+//! commit log says are visible (the newest file's, reading files newest first until each has
+//! one), and reads the others' own files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::footer::{seal, unseal};
-use crate::fragment::now_ms;
+use crate::fragment::{now_ms, FRAGMENTS_DIR, METADATA_FILE};
 use crate::storage::{Bytes, StorageError};
 
 /// Folder of consolidated fragment metadata files.
@@ -21,18 +26,35 @@ const MAGIC: &[u8; 8] = b"TSRFMETA";
 /// opens).
 pub(crate) const MAX_FILE_BYTES: u64 = 1 << 30;
 
-/// Copies of fragment metadata files by fragment name, as ranges of one file's bytes.
+/// The most bytes of consolidated files an open reads (and holds) in all.
+const READ_BUDGET: u64 = MAX_FILE_BYTES;
+
+/// How many consolidated files an open reads at once.
+const READ_BATCH: usize = 4;
+
+/// Copies of fragment metadata files by fragment name, as ranges of the bytes of one or more
+/// consolidated files.
+#[derive(Default)]
 pub(crate) struct Copies {
-    /// The file they come from.
-    pub(crate) path: PathBuf,
-    bytes: Bytes,
-    ranges: HashMap<String, (usize, usize)>,
+    /// The files they come from: path and bytes.
+    files: Vec<(PathBuf, Bytes)>,
+    /// Fragment name -> file, start, end (the newest file's copy where several hold one).
+    ranges: HashMap<String, (usize, usize, usize)>,
 }
 
 impl Copies {
-    /// The copy of fragment `name`'s metadata, if the file holds one.
-    pub(crate) fn get(&self, name: &str) -> Option<&[u8]> {
-        self.ranges.get(name).map(|&(a, b)| &self.bytes[a..b])
+    /// The copy of fragment `name`'s metadata and the file holding it, if a file holds one.
+    pub(crate) fn get(&self, name: &str) -> Option<(&Path, &[u8])> {
+        self.ranges.get(name).map(|&(f, a, b)| (self.files[f].0.as_path(), &self.files[f].1[a..b]))
+    }
+
+    /// Adds the entries of a file older than those added before (theirs win).
+    fn add_older(&mut self, path: PathBuf, bytes: Bytes, ranges: HashMap<String, (usize, usize)>) {
+        let f = self.files.len();
+        for (name, (a, b)) in ranges {
+            self.ranges.entry(name).or_insert((f, a, b));
+        }
+        self.files.push((path, bytes));
     }
 }
 
@@ -58,6 +80,22 @@ pub(crate) fn list(ctx: &Context, uri: &Path) -> Result<Vec<String>> {
     names.retain(|n| parse_name(n).is_some());
     names.sort_by(|a, b| parse_name(a).cmp(&parse_name(b)));
     Ok(names)
+}
+
+/// Writes one consolidated file of the metadata of committed fragments `names` (read from their
+/// own files, in parallel); returns its name.
+pub(crate) fn write_copies_of(ctx: &Context, uri: &Path, names: Vec<String>) -> Result<String> {
+    let storage = ctx.storage();
+    let entries = ctx.install(|| {
+        names
+            .into_par_iter()
+            .map(|n| {
+                let bytes = storage.read_all(&uri.join(FRAGMENTS_DIR).join(&n).join(METADATA_FILE))?;
+                Ok((n, bytes.to_vec()))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    write(ctx, uri, &entries)
 }
 
 /// Writes one consolidated file of `entries` (fragment name, bytes of its metadata file);
@@ -88,25 +126,75 @@ pub(crate) fn write(ctx: &Context, uri: &Path, entries: &[(String, Vec<u8>)]) ->
     Ok(name)
 }
 
-/// The copies in the newest consolidated file of the array at `uri` (none when it has none).
-/// A damaged file is an error (it names the file), not a silent fallback.
-pub(crate) fn read_newest(ctx: &Context, uri: &Path) -> Result<Option<Copies>> {
-    let Some(name) = list(ctx, uri)?.pop() else { return Ok(None) };
-    let path = uri.join(FRAGMENT_META_DIR).join(name);
-    let storage = ctx.storage();
-    let bytes = match storage.read_all_within(&path, MAX_FILE_BYTES) {
-        Ok(Err(size)) => {
-            return Err(Error::corrupt(&path, format!("{size} bytes, more than a consolidated metadata file may hold")))
-        }
+/// What reading one consolidated file gave.
+enum FileRead {
+    Read(Bytes, HashMap<String, (usize, usize)>),
+    /// Removed by a vacuum after the listing (a newer file covers its fragments).
+    Gone,
+    /// Larger than the bytes it was allowed.
+    TooLarge(u64),
+}
+
+fn read_file(ctx: &Context, path: &Path, limit: u64) -> Result<FileRead> {
+    let bytes = match ctx.storage().read_all_within(path, limit) {
+        Ok(Err(size)) => return Ok(FileRead::TooLarge(size)),
         Ok(Ok(bytes)) => bytes,
-        // Removed by a vacuum after the listing (a newer one exists): the copies are only a
-        // shortcut, so each fragment's own metadata is read instead.
-        Err(StorageError::NotFound { .. }) => return Ok(None),
+        Err(StorageError::NotFound { .. }) => return Ok(FileRead::Gone),
         Err(e) => return Err(e.into()),
     };
     crate::stats::add(crate::stats::Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
-    let ranges = decode(&bytes, &path)?;
-    Ok(Some(Copies { path, bytes, ranges }))
+    let ranges = decode(&bytes, path)?;
+    Ok(FileRead::Read(bytes, ranges))
+}
+
+/// The copies the array at `uri` holds of the metadata of fragments `wanted` (all of them when
+/// `None`): consolidated files read newest first, a few at a time in parallel, until every
+/// wanted fragment has a copy or no file is left; of several copies, the newest file's. At most
+/// [`READ_BUDGET`] bytes are read in all: older files beyond it are left unread (copies are only
+/// a shortcut). A damaged file is an error (it names the file), not a silent fallback.
+pub(crate) fn read_copies(ctx: &Context, uri: &Path, wanted: Option<&[String]>) -> Result<Copies> {
+    let dir = uri.join(FRAGMENT_META_DIR);
+    let mut queue: std::collections::VecDeque<String> = list(ctx, uri)?.into_iter().rev().collect();
+    let mut copies = Copies::default();
+    let (mut spent, mut solo) = (0u64, false);
+    let covered = |c: &Copies| wanted.is_some_and(|w| w.iter().all(|n| c.ranges.contains_key(n)));
+    while !queue.is_empty() && !covered(&copies) {
+        let remaining = READ_BUDGET.saturating_sub(spent);
+        // A file larger than its share of a batch is read again alone, with all that remains.
+        let n = if solo { 1 } else { queue.len().min(READ_BATCH) };
+        let batch: Vec<String> = queue.drain(..n).collect();
+        let share = remaining / n as u64;
+        let reads: Vec<Result<FileRead>> =
+            ctx.install(|| batch.par_iter().map(|name| read_file(ctx, &dir.join(name), share)).collect());
+        solo = false;
+        for (i, (name, read)) in batch.iter().zip(reads).enumerate() {
+            match read? {
+                FileRead::Read(bytes, ranges) => {
+                    spent += bytes.len() as u64;
+                    copies.add_older(dir.join(name), bytes, ranges);
+                }
+                FileRead::Gone => {}
+                FileRead::TooLarge(size) if size > MAX_FILE_BYTES => {
+                    return Err(Error::corrupt(
+                        dir.join(name),
+                        format!("{size} bytes, more than a consolidated metadata file may hold"),
+                    ));
+                }
+                FileRead::TooLarge(size) if n > 1 && size <= remaining => {
+                    // Read alone next, then the older files after it, in order (what this
+                    // batch read of those is dropped).
+                    for later in batch[i..].iter().rev() {
+                        queue.push_front(later.clone());
+                    }
+                    solo = true;
+                    break;
+                }
+                // Beyond what is left to read: older files stay unread.
+                FileRead::TooLarge(_) => return Ok(copies),
+            }
+        }
+    }
+    Ok(copies)
 }
 
 /// The entries' ranges in `bytes`, every count and length checked against what is there.
@@ -144,23 +232,35 @@ fn decode(bytes: &[u8], path: &Path) -> Result<HashMap<String, (usize, usize)>> 
     Ok(ranges)
 }
 
-/// Deletes every consolidated file but the newest (the caller holds the array's lock
-/// exclusively); returns their names.
-pub(crate) fn remove_old(ctx: &Context, uri: &Path) -> Result<Vec<String>> {
-    let mut names = list(ctx, uri)?;
-    names.pop();
+/// Deletes the consolidated files whose copies of fragments in `live` a newer file also holds
+/// (or that hold none), the caller holding the array's lock exclusively; returns their names.
+/// Files beyond what [`read_copies`] reads are kept.
+pub(crate) fn remove_old(ctx: &Context, uri: &Path, live: &HashSet<String>) -> Result<Vec<String>> {
+    let copies = read_copies(ctx, uri, None)?;
+    // Per file (newest first), whether some live fragment takes its copy from it.
+    let mut used = vec![false; copies.files.len()];
+    for name in live {
+        if let Some(&(f, _, _)) = copies.ranges.get(name) {
+            used[f] = true;
+        }
+    }
     let dir = uri.join(FRAGMENT_META_DIR);
     let storage = ctx.storage();
-    for n in &names {
-        match storage.remove_file(&dir.join(n)) {
+    let mut removed = Vec::new();
+    for ((path, _), used) in copies.files.iter().zip(used) {
+        if used {
+            continue;
+        }
+        match storage.remove_file(path) {
             Ok(()) | Err(StorageError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
+        removed.extend(path.file_name().map(|n| n.to_string_lossy().into_owned()));
     }
-    if !names.is_empty() {
+    if !removed.is_empty() {
         storage.sync_dir(&dir)?;
     }
-    Ok(names)
+    Ok(removed)
 }
 
 /// Decodes arbitrary bytes as a consolidated file (fuzzing): errors, never a panic.
@@ -191,9 +291,9 @@ mod tests {
         let ctx = Context::new(crate::Config::new()).unwrap();
         let entries = vec![("__1_1_a_3".to_string(), vec![1u8, 2, 3]), ("__2_2_b_3".to_string(), vec![])];
         let name = write(&ctx, dir.path(), &entries).unwrap();
-        let copies = read_newest(&ctx, dir.path()).unwrap().unwrap();
-        assert_eq!(copies.get("__1_1_a_3"), Some(&[1u8, 2, 3][..]));
-        assert_eq!(copies.get("__2_2_b_3"), Some(&[][..]));
+        let copies = read_copies(&ctx, dir.path(), None).unwrap();
+        assert_eq!(copies.get("__1_1_a_3").map(|c| c.1), Some(&[1u8, 2, 3][..]));
+        assert_eq!(copies.get("__2_2_b_3").map(|c| c.1), Some(&[][..]));
         assert_eq!(copies.get("__3_3_c_3"), None);
         let path = dir.path().join(FRAGMENT_META_DIR).join(&name);
         let bytes = std::fs::read(&path).unwrap();
@@ -221,16 +321,50 @@ mod tests {
         assert!(decode(&seal(long, MAGIC), path).is_err());
     }
 
+    /// Writes `files` (each a list of (fragment, byte)) oldest first, their names in order.
+    fn files(ctx: &Context, dir: &Path, files: &[&[(&str, u8)]]) -> Vec<String> {
+        files
+            .iter()
+            .map(|entries| {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                let entries: Vec<(String, Vec<u8>)> = entries.iter().map(|(n, b)| (n.to_string(), vec![*b])).collect();
+                write(ctx, dir, &entries).unwrap()
+            })
+            .collect()
+    }
+
     #[test]
-    fn only_the_newest_file_is_read_and_vacuum_keeps_it() {
+    fn the_newest_copy_wins_and_reading_stops_once_every_wanted_fragment_has_one() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = Context::new(crate::Config::new()).unwrap();
-        write(&ctx, dir.path(), &[("__1_1_a_3".into(), vec![1])]).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        write(&ctx, dir.path(), &[("__1_1_a_3".into(), vec![2])]).unwrap();
-        assert_eq!(read_newest(&ctx, dir.path()).unwrap().unwrap().get("__1_1_a_3"), Some(&[2u8][..]));
-        assert_eq!(remove_old(&ctx, dir.path()).unwrap().len(), 1);
-        assert_eq!(list(&ctx, dir.path()).unwrap().len(), 1);
-        assert_eq!(read_newest(&ctx, dir.path()).unwrap().unwrap().get("__1_1_a_3"), Some(&[2u8][..]));
+        let names =
+            files(&ctx, dir.path(), &[&[("a", 1), ("b", 1)], &[("e", 5)], &[("f", 6)], &[("a", 2)], &[("c", 3)]]);
+        let get = |c: &Copies, n: &str| c.get(n).map(|c| c.1[0]);
+        let all = read_copies(&ctx, dir.path(), None).unwrap();
+        assert_eq!((get(&all, "a"), get(&all, "b"), get(&all, "c")), (Some(2), Some(1), Some(3)));
+        // The oldest file is damaged: a read wanting only what the newest batch of files holds
+        // never reads it.
+        let oldest = dir.path().join(FRAGMENT_META_DIR).join(&names[0]);
+        std::fs::write(&oldest, b"damaged").unwrap();
+        let some = read_copies(&ctx, dir.path(), Some(&["a".to_string(), "c".to_string()])).unwrap();
+        assert_eq!((get(&some, "a"), get(&some, "c")), (Some(2), Some(3)));
+        assert!(matches!(read_copies(&ctx, dir.path(), None), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn vacuum_keeps_the_files_live_fragments_take_copies_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Context::new(crate::Config::new()).unwrap();
+        let names = files(&ctx, dir.path(), &[&[("a", 1), ("b", 1)], &[("a", 2)], &[("c", 3)], &[("d", 4)]]);
+        let live: HashSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        // The first file still gives b; the last holds only a fragment no longer live.
+        let mut removed = remove_old(&ctx, dir.path(), &live).unwrap();
+        removed.sort();
+        assert_eq!(removed, vec![names[3].clone()]);
+        let live: HashSet<String> = ["a", "c"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(remove_old(&ctx, dir.path(), &live).unwrap(), vec![names[0].clone()]);
+        assert_eq!(list(&ctx, dir.path()).unwrap(), vec![names[1].clone(), names[2].clone()]);
+        let left = read_copies(&ctx, dir.path(), None).unwrap();
+        assert_eq!(left.get("a").map(|c| c.1[0]), Some(2));
     }
 }

@@ -21,7 +21,7 @@ pub(crate) use tiles::{
 };
 pub(crate) use update_index::UpdateIndex;
 
-use crate::commit::{lock_shared, read_log, resolve, Placed, Position, COMMITS_DIR, LOCK_FILE};
+use crate::commit::{lock_shared, read_log, resolve, Placed, Position, Scope, COMMITS_DIR, LOCK_FILE};
 use crate::context::Context;
 use crate::error::{ArrayError, Error, Result};
 use crate::fragment::{FileSpec, FragmentMetadata, FragmentName, FRAGMENTS_DIR, METADATA_FILE};
@@ -64,7 +64,12 @@ impl Snapshot {
         let lock = shared_lock(ctx, &uri, fragments)?;
         let placed = if fragments { visible(ctx, &uri, start, end)? } else { Vec::new() };
         let positions = placed.iter().map(|p| p.position.clone()).collect();
-        let copies = if placed.is_empty() { None } else { fragment_meta::read_newest(ctx, &uri)? };
+        let copies = if placed.is_empty() {
+            None
+        } else {
+            let wanted: Vec<String> = placed.iter().map(|p| p.name.to_string()).collect();
+            Some(fragment_meta::read_copies(ctx, &uri, Some(&wanted))?)
+        };
         let metadata = ctx.install(|| {
             placed
                 .into_par_iter()
@@ -153,7 +158,8 @@ pub(crate) fn shared_lock(ctx: &Context, uri: &Path, want: bool) -> Result<Optio
 /// `t1 <= end`), oldest first in fragment order, as the commit log says.
 fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Vec<Placed>> {
     let storage = ctx.storage().as_ref();
-    let log = ctx.install(|| read_log(storage, uri))?;
+    let interval = ctx.config().checkpoint_interval();
+    let log = ctx.install(|| read_log(storage, uri, Scope::Latest { interval }))?;
     let mut placed = resolve(&log, &uri.join(COMMITS_DIR), end)?.live;
     placed.retain(|p| p.name.t0 >= start);
     Ok(placed)
@@ -207,8 +213,8 @@ fn load_fragment(
     copies: Option<&fragment_meta::Copies>,
 ) -> Result<FragmentMetadata> {
     let text = name.to_string();
-    if let Some((copy, c)) = copies.and_then(|c| c.get(&text).map(|b| (b, c))) {
-        let path = c.path.join(&text); // names the consolidated file and the fragment in errors
+    if let Some((file, copy)) = copies.and_then(|c| c.get(&text)) {
+        let path = file.join(&text); // names the consolidated file and the fragment in errors
         let meta = FragmentMetadata::decode(copy, name, &path)?;
         check_against_schema(&meta, schema).map_err(|d| Error::corrupt(&path, d))?;
         return Ok(meta);

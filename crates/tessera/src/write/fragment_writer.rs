@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::commit::{commit_consolidation, commit_write, Placed};
+use crate::commit::{checkpoint_after_write, commit_consolidation, commit_write, Placed};
 use crate::config::check_limit;
 use crate::config::TileChunking;
 use crate::context::Context;
@@ -20,6 +20,7 @@ use crate::fragment::{
 };
 use crate::geometry::Rect;
 use crate::schema::{ArraySchema, Attribute};
+use crate::snapshot::fragment_meta;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Storage, StorageError, WriteHandle};
 
@@ -563,18 +564,32 @@ impl FragmentWriter {
         self.check_commit_deadline()?;
         self.committed = true;
         let storage = self.storage.as_ref();
+        let interval = self.ctx.config().checkpoint_interval();
         let committed = match &self.replaces {
             None => commit_write(storage, &self.array, &self.name),
-            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs),
+            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval),
         };
-        if let Err(e) = committed {
-            if matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })) {
-                // Certainly not committed: the folder goes.
-                self.committed = false;
+        match committed {
+            Err(e) => {
+                if matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })) {
+                    // Certainly not committed: the folder goes.
+                    self.committed = false;
+                }
+                Err(e)
             }
-            return Err(e);
+            Ok(seq) => {
+                if self.replaces.is_none() {
+                    // Shortcuts for readers: a checkpoint of the log and one file of the
+                    // metadata of the fragments it summarized. The write is committed whether
+                    // or not they could be written, so their failure is not the write's.
+                    if let Ok(Some(names)) = checkpoint_after_write(storage, &self.array, seq, interval) {
+                        let names = names.iter().map(ToString::to_string).collect();
+                        let _ = fragment_meta::write_copies_of(&self.ctx, &self.array, names);
+                    }
+                }
+                Ok(meta)
+            }
         }
-        Ok(meta)
     }
 }
 
