@@ -17,6 +17,8 @@
 //! level 6; level 9 stores such data as classic zlib's level 6 does, at about its speed
 //! (the gzip table in docs/benchmarks.md). The stream format is the same either way.
 
+use std::mem::MaybeUninit;
+
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
 use super::{alloc_output, corrupt, read_len_header, with_len_header, FilterError, LEN_HEADER};
@@ -81,6 +83,61 @@ pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError
     Ok(out)
 }
 
+/// Decompresses `data` as [`decode`] does, straight into `out`, which must be exactly the
+/// decoded length (no buffer of its own, no copy).
+pub(super) fn decode_into(data: &[u8], out: &mut [MaybeUninit<u8>]) -> Result<(), FilterError> {
+    let (len, body) = read_len_header(NAME, data, out.len())?;
+    if len != out.len() {
+        return Err(corrupt(NAME, format!("header says {len} bytes, expected {}", out.len())));
+    }
+    if len > body.len().saturating_mul(MAX_RATIO).saturating_add(64) {
+        return Err(corrupt(NAME, format!("{} bytes cannot inflate to {len}", body.len())));
+    }
+    // The decoder writes into initialized memory: a memset first, cheaper than decoding into a
+    // buffer of its own (fresh pages) and copying.
+    let out = zeroed(out);
+    let mut z = Decompress::new(true);
+    loop {
+        let (consumed, produced) = (position(z.total_in()), position(z.total_out()));
+        let input = body.get(consumed..).unwrap_or_default();
+        let status = match out.get_mut(produced..).filter(|rest| !rest.is_empty()) {
+            Some(rest) => z.decompress(input, rest, FlushDecompress::Finish),
+            // All `len` bytes written: only the stream's end may follow; one spare byte notices
+            // a stream that holds more.
+            None => z.decompress(input, &mut [0u8; 1], FlushDecompress::Finish),
+        }
+        .map_err(|e| corrupt(NAME, e.to_string()))?;
+        if position(z.total_out()) > len {
+            return Err(corrupt(NAME, format!("stream longer than {len} bytes")));
+        }
+        if status == Status::StreamEnd {
+            break;
+        }
+        if position(z.total_in()) == consumed && position(z.total_out()) == produced {
+            return Err(corrupt(NAME, format!("stream truncated or longer than {len} bytes")));
+        }
+    }
+    if position(z.total_out()) != len {
+        return Err(corrupt(NAME, format!("stream holds {} bytes, header says {len}", z.total_out())));
+    }
+    if position(z.total_in()) != body.len() {
+        return Err(corrupt(NAME, "bytes after the end of the stream"));
+    }
+    Ok(())
+}
+
+/// `out` with every byte set to zero, as initialized bytes.
+fn zeroed(out: &mut [MaybeUninit<u8>]) -> &mut [u8] {
+    for b in out.iter_mut() {
+        b.write(0);
+    }
+    // SAFETY: every byte was just written; `MaybeUninit<u8>` has the layout of `u8`.
+    #[allow(unsafe_code)]
+    unsafe {
+        &mut *(std::ptr::from_mut::<[MaybeUninit<u8>]>(out) as *mut [u8])
+    }
+}
+
 /// A stream position as an index (saturating; positions never exceed the slice length).
 fn position(total: u64) -> usize {
     usize::try_from(total).unwrap_or(usize::MAX)
@@ -114,6 +171,48 @@ mod tests {
             let ratio = v.len() / out.len();
             assert!(ratio >= at_least, "level {level}: {} -> {} bytes", v.len(), out.len());
             assert_eq!(decode(&out, v.len()).unwrap(), v);
+        }
+    }
+
+    /// `decode_into` gives what `decode` gives, and refuses what it refuses: damaged streams,
+    /// streams shorter or longer than the header says, bytes after the end.
+    #[test]
+    fn decode_into_agrees_with_decode() {
+        let into = |enc: &[u8], len: usize| -> Result<Vec<u8>, FilterError> {
+            let mut out = vec![MaybeUninit::new(7u8); len];
+            decode_into(enc, &mut out)?;
+            Ok(out.iter().map(|b| unsafe_free_read(*b)).collect())
+        };
+        for &len in LENGTHS {
+            for data in [random(len, 3), runs(len, 5)] {
+                let enc = encode(&data, 6).unwrap();
+                assert_eq!(into(&enc, len).unwrap(), data, "len {len}");
+                let mut bad = enc.clone();
+                let n = bad.len();
+                bad[n / 2 + 4] ^= 0x10;
+                assert_eq!(into(&bad, len).is_ok(), decode(&bad, len).is_ok(), "flipped, len {len}");
+                let mut longer = enc.clone();
+                longer.push(0);
+                assert!(into(&longer, len).is_err());
+                assert!(into(&enc[..n - 1], len).is_err());
+                if len > 0 {
+                    // A header claiming one byte more (or less) than the stream holds.
+                    for claim in [len + 1, len - 1] {
+                        let mut h = enc.clone();
+                        h[..8].copy_from_slice(&(claim as u64).to_le_bytes());
+                        assert!(into(&h, claim).is_err(), "claim {claim} of {len}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A byte of a decoded buffer, every byte of which the test wrote.
+    fn unsafe_free_read(b: MaybeUninit<u8>) -> u8 {
+        // SAFETY: the test's buffers start fully initialized (with 7s).
+        #[allow(unsafe_code)]
+        unsafe {
+            b.assume_init()
         }
     }
 

@@ -263,6 +263,12 @@ impl FilterPipeline {
                 let _f = stats::timer(only.timers().1);
                 return zstd::decode_into(data, out);
             }
+            [only @ Filter::Gzip { .. }] => {
+                let _t = stats::timer(Timer::FilterPipelineRunReverse);
+                check_elem_size(elem_size)?;
+                let _f = stats::timer(only.timers().1);
+                return gzip::decode_into(data, out);
+            }
             [first @ (Filter::Delta | Filter::ByteShuffle), middle @ .., last @ Filter::Zstd { .. }]
                 if middle.iter().all(|f| matches!(f, Filter::Delta | Filter::ByteShuffle)) =>
             {
