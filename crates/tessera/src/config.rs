@@ -104,7 +104,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.s3.request_timeout_ms", "60000", "timeout of one S3 request attempt, headers and body"),
     ("vfs.s3.multipart_part_size", "16777216", "S3 files larger than this are uploaded in parts of this size (at least 5 MiB)"),
     ("vfs.s3.upload_concurrency", "4", "parts of one S3 file uploaded at once"),
-    ("vfs.s3.read_chunk_size", "8388608", "S3 byte ranges longer than this are fetched in pieces of this size, in parallel"),
+    (
+        "vfs.s3.read_chunk_size",
+        "2097152",
+        "S3 byte ranges longer than this are fetched in pieces of this size, vfs.s3.read_concurrency at a time",
+    ),
     ("vfs.s3.read_concurrency", "8", "pieces of one S3 byte range fetched at once"),
 ];
 
