@@ -89,9 +89,13 @@ FILL = -1
 CHUNKED_CONFIG = {"sm.tile_chunk_size": "4096"}
 #: Partial reads of ``chunked``: without the tile cache, which would otherwise hold whole tiles.
 PARTIAL_READ_CONFIG = {**CHUNKED_CONFIG, "sm.tile_cache_size": "0"}
+#: Writers of ``dense`` and ``sparse`` checkpoint the commit log and copy fragment metadata every
+#: 3 commits (the default is 32), so those race with the other writers, the consolidations and
+#: the vacuums; readers open with the default interval (a guess that misses their checkpoints).
+CHECKPOINTING_CONFIG = {"sm.commit.checkpoint_interval": "3"}
 #: The configuration each kind's array is created, written and consolidated with.
-CONFIG: Dict[str, Optional[Dict[str, str]]] = {"dense": None, "sparse": None, "dups": None,
-                                               "chunked": CHUNKED_CONFIG}
+CONFIG: Dict[str, Optional[Dict[str, str]]] = {"dense": CHECKPOINTING_CONFIG, "sparse": CHECKPOINTING_CONFIG,
+                                               "dups": None, "chunked": CHUNKED_CONFIG}
 #: Value encoding (``encode``): op number, writer and cell index within the region, copy bit.
 OP_SHIFT, WRITER_SHIFT, CELL_MASK = 32, 24, (1 << 23) - 1
 #: How long vacuum waits for readers before giving up (busy) in the consolidators.
