@@ -55,30 +55,13 @@ pub(super) fn encode(data: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {
 /// Decompresses one stage, whose input was at most `max_len` bytes.
 pub(super) fn decode(data: &[u8], max_len: usize) -> Result<Vec<u8>, FilterError> {
     let (len, body) = read_len_header(NAME, data, max_len)?;
-    if len > body.len().saturating_mul(MAX_RATIO).saturating_add(64) {
-        return Err(corrupt(NAME, format!("{} bytes cannot inflate to {len}", body.len())));
-    }
-    // One spare byte so that a stream longer than `len` is noticed rather than cut short.
-    let mut out = alloc_output(NAME, len.saturating_add(1))?;
-    let mut z = Decompress::new(true);
-    loop {
-        let consumed = position(z.total_in());
-        let produced = out.len();
-        let input = body.get(consumed..).unwrap_or_default();
-        let status =
-            z.decompress_vec(input, &mut out, FlushDecompress::Finish).map_err(|e| corrupt(NAME, e.to_string()))?;
-        if status == Status::StreamEnd {
-            break;
-        }
-        if position(z.total_in()) == consumed && out.len() == produced {
-            return Err(corrupt(NAME, format!("stream truncated or longer than {len} bytes")));
-        }
-    }
-    if out.len() != len {
-        return Err(corrupt(NAME, format!("stream holds {} bytes, header says {len}", out.len())));
-    }
-    if position(z.total_in()) != body.len() {
-        return Err(corrupt(NAME, "bytes after the end of the stream"));
+    check_ratio(len, body)?;
+    let mut out = alloc_output(NAME, len)?;
+    inflate(body, &mut out.spare_capacity_mut()[..len])?;
+    // SAFETY: `inflate` succeeded, so it wrote all `len` bytes (the capacity reserved above).
+    #[allow(unsafe_code)]
+    unsafe {
+        out.set_len(len);
     }
     Ok(out)
 }
@@ -90,9 +73,22 @@ pub(super) fn decode_into(data: &[u8], out: &mut [MaybeUninit<u8>]) -> Result<()
     if len != out.len() {
         return Err(corrupt(NAME, format!("header says {len} bytes, expected {}", out.len())));
     }
+    check_ratio(len, body)?;
+    inflate(body, out)
+}
+
+/// Refuses a header whose length `body` cannot inflate to (before anything is allocated).
+fn check_ratio(len: usize, body: &[u8]) -> Result<(), FilterError> {
     if len > body.len().saturating_mul(MAX_RATIO).saturating_add(64) {
         return Err(corrupt(NAME, format!("{} bytes cannot inflate to {len}", body.len())));
     }
+    Ok(())
+}
+
+/// Inflates the zlib stream `body` into all of `out`: exactly `out.len()` bytes, nothing after
+/// the stream's end; on success every byte of `out` is written.
+fn inflate(body: &[u8], out: &mut [MaybeUninit<u8>]) -> Result<(), FilterError> {
+    let len = out.len();
     // The decoder writes into initialized memory: a memset first, cheaper than decoding into a
     // buffer of its own (fresh pages) and copying.
     let out = zeroed(out);
