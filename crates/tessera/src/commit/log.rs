@@ -124,6 +124,11 @@ pub(crate) enum Scope {
     Latest { interval: u64 },
 }
 
+/// The sequence number after `seq`, the largest in use in the log folder `dir`.
+fn next_seq(seq: u64, dir: &Path) -> Result<u64> {
+    seq.checked_add(1).ok_or_else(|| Error::corrupt(dir, "commit sequence numbers are exhausted"))
+}
+
 /// Reads records `seqs` in parallel (in the caller's thread pool); `None` for one that vanished
 /// after the listing (a vacuum deleted it: it was older than a checkpoint).
 fn read_records(storage: &dyn Storage, dir: &Path, seqs: &[u64]) -> Result<Vec<Option<(u64, Record)>>> {
@@ -157,9 +162,8 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
         // taken before it, so a second listing sees them all (see the module doc).
         listing = list(storage, &dir)?;
     }
-    let mut records: Vec<(u64, Record)>;
     let mut attempts = 0;
-    'listing: loop {
+    let mut records: Vec<(u64, Record)> = 'listing: loop {
         // Newest first, in batches: a latest read stops at the batch holding a checkpoint.
         let seqs = &listing.seqs;
         let mut lo = match scope {
@@ -171,9 +175,9 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
             let read = read_records(storage, &dir, &seqs[lo..hi])?;
             let last_vanished = seqs[lo..hi].iter().zip(&read).filter(|(_, r)| r.is_none()).map(|(s, _)| *s).max();
             let batch: Vec<(u64, Record)> = read.into_iter().flatten().collect();
-            let newest_checkpoint =
-                |b: &[(u64, Record)]| b.iter().rev().find(|(_, r)| matches!(r, Record::Checkpoint(_))).map(|(s, _)| *s);
-            let checkpoint = newest_checkpoint(&batch).or_else(|| batches.iter().find_map(|b| newest_checkpoint(b)));
+            // The newer batches read before held none (a latest read stops at the first that
+            // does; a whole read is one batch).
+            let checkpoint = batch.iter().rev().find(|(_, r)| matches!(r, Record::Checkpoint(_))).map(|(s, _)| *s);
             // Records vanish only when a vacuum deletes them after writing a newer checkpoint,
             // which this listing may not show (on storage without locks a vacuum runs beside
             // readers): list again until every listed record is read, or a checkpoint read
@@ -187,7 +191,7 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
                 continue 'listing;
             }
             batches.push(batch);
-            if lo == 0 || (scope != Scope::Whole && checkpoint.is_some()) {
+            if lo == 0 || checkpoint.is_some() {
                 break;
             }
             // No checkpoint where a writer would have put it (a writer died, or the log
@@ -196,9 +200,8 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
             hi = lo;
             lo = lo.saturating_sub(n);
         }
-        records = batches.into_iter().rev().flatten().collect();
-        break;
-    }
+        break batches.into_iter().rev().flatten().collect();
+    };
     let max_seq = records.last().map_or(0, |r| r.0).max(listing.seqs.last().copied().unwrap_or(0));
     let mut log = Log { max_seq, ..Log::default() };
     if let Some(k) = records.iter().rposition(|(_, r)| matches!(r, Record::Checkpoint(_))) {
@@ -245,7 +248,7 @@ fn append(
         } else {
             (max_seq(storage, &dir)?, make(None)?)
         };
-        let next = seq.checked_add(1).ok_or_else(|| Error::corrupt(&dir, "commit sequence numbers are exhausted"))?;
+        let next = next_seq(seq, &dir)?;
         let bytes = record.encode();
         if storage.write_new(&dir.join(record_file(next)), &bytes)? {
             stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
@@ -290,8 +293,7 @@ pub(crate) fn checkpoint_after_write(
         return Ok(None);
     }
     let live = resolve(&log, &dir, u64::MAX)?.live;
-    let next =
-        log.max_seq.checked_add(1).ok_or_else(|| Error::corrupt(&dir, "commit sequence numbers are exhausted"))?;
+    let next = next_seq(log.max_seq, &dir)?;
     let bytes = Record::Checkpoint(live).encode();
     if bytes.len() as u64 > MAX_RECORD_BYTES || !storage.write_new(&dir.join(record_file(next)), &bytes)? {
         return Ok(None);
@@ -339,8 +341,7 @@ pub(crate) fn write_checkpoint(storage: &dyn Storage, uri: &Path) -> Result<(Log
     for _ in 0..MAX_CLAIMS {
         let mut log = read_log(storage, uri, Scope::Whole)?;
         let resolved = resolve(&log, &dir, u64::MAX)?;
-        let next =
-            log.max_seq.checked_add(1).ok_or_else(|| Error::corrupt(&dir, "commit sequence numbers are exhausted"))?;
+        let next = next_seq(log.max_seq, &dir)?;
         if storage.write_new(&dir.join(record_file(next)), &Record::Checkpoint(resolved.live.clone()).encode())? {
             // Everything listed before the new checkpoint is now obsolete.
             if let Some((seq, _)) = log.checkpoint {

@@ -8,9 +8,9 @@
 //! one), and reads the others' own files.
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
 
 use crate::context::Context;
 use crate::error::{Error, Result};

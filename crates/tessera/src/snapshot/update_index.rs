@@ -78,10 +78,9 @@ impl UpdateIndex {
         let tile_keys: Vec<TileKey> =
             chosen.iter().flat_map(|&fi| (0..tiles_of(fi)).map(move |t| (fi, t as u64))).collect();
         // Coordinates and values in one fetch: one round of parallel reads, not two in turn.
-        let coords: Vec<(TileKey, usize)> = tile_keys.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
-        let value_files = Self::value_files(array, &specs);
-        let mut requests = coords;
-        for &f in &value_files {
+        let mut requests: Vec<(TileKey, usize)> =
+            tile_keys.iter().flat_map(|&k| (0..nd).map(move |d| (k, d))).collect();
+        for f in Self::value_files(array, &specs) {
             requests.extend(tile_keys.iter().filter(|k| !frags[k.0].is_delete()).map(|&k| (k, f)));
         }
         let tiles = fetch_tiles(array, &specs, &requests)?;

@@ -569,27 +569,26 @@ impl FragmentWriter {
             None => commit_write(storage, &self.array, &self.name),
             Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval),
         };
-        match committed {
+        let seq = match committed {
+            Ok(seq) => seq,
             Err(e) => {
                 if matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })) {
                     // Certainly not committed: the folder goes.
                     self.committed = false;
                 }
-                Err(e)
+                return Err(e);
             }
-            Ok(seq) => {
-                if self.replaces.is_none() {
-                    // Shortcuts for readers: a checkpoint of the log and one file of the
-                    // metadata of the fragments it summarized. The write is committed whether
-                    // or not they could be written, so their failure is not the write's.
-                    if let Ok(Some(names)) = checkpoint_after_write(storage, &self.array, seq, interval) {
-                        let names = names.iter().map(ToString::to_string).collect();
-                        let _ = fragment_meta::write_copies_of(&self.ctx, &self.array, names);
-                    }
-                }
-                Ok(meta)
+        };
+        if self.replaces.is_none() {
+            // Shortcuts for readers: a checkpoint of the log and one file of the metadata of
+            // the fragments it summarized. The write is committed whether or not they could be
+            // written, so their failure is not the write's.
+            if let Ok(Some(names)) = checkpoint_after_write(storage, &self.array, seq, interval) {
+                let names = names.iter().map(ToString::to_string).collect();
+                let _ = fragment_meta::write_copies_of(&self.ctx, &self.array, names);
             }
         }
+        Ok(meta)
     }
 }
 
