@@ -102,7 +102,16 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.s3.retry_timeout_ms", "180000", "no S3 retry starts later than this after the first attempt"),
     ("vfs.s3.connect_timeout_ms", "5000", "S3 connection timeout"),
     ("vfs.s3.request_timeout_ms", "60000", "timeout of one S3 request attempt, headers and body"),
-    ("vfs.s3.multipart_part_size", "16777216", "S3 files larger than this are uploaded in parts of this size (at least 5 MiB)"),
+    (
+        "vfs.s3.multipart_part_size",
+        "16777216",
+        "S3 files larger than this are uploaded in parts, the first ones of this size (5 MiB to 5 GiB)",
+    ),
+    (
+        "vfs.s3.multipart_parts_per_size",
+        "1000",
+        "S3 upload parts of one size before the part size doubles (S3 allows 10,000 parts of at most 5 GiB)",
+    ),
     ("vfs.s3.upload_concurrency", "4", "parts of one S3 file uploaded at once"),
     (
         "vfs.s3.read_chunk_size",
@@ -360,7 +369,8 @@ impl Config {
             retry_timeout: ms("vfs.s3.retry_timeout_ms"),
             connect_timeout: ms("vfs.s3.connect_timeout_ms"),
             request_timeout: ms("vfs.s3.request_timeout_ms"),
-            part_size: num("vfs.s3.multipart_part_size").max(5 << 20),
+            part_size: num("vfs.s3.multipart_part_size").clamp(5 << 20, crate::storage::MAX_PART_SIZE),
+            parts_per_size: num("vfs.s3.multipart_parts_per_size").max(1),
             upload_concurrency: num("vfs.s3.upload_concurrency").max(1),
             read_chunk_size: num("vfs.s3.read_chunk_size").max(1) as u64,
             read_concurrency: num("vfs.s3.read_concurrency").max(1),

@@ -34,6 +34,7 @@ pub use failing::FailingStorage;
 pub use instrumented::InstrumentedStorage;
 pub use local::LocalStorage;
 pub use memory::MemoryStorage;
+pub(crate) use object::MAX_PART_SIZE;
 pub use object::{ObjectStorage, ObjectStoreOptions, S3_SCHEME};
 pub use object_http::{RequestKind, RequestTally};
 pub use power_loss::PowerLossStorage;

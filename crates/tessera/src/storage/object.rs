@@ -11,7 +11,9 @@
 //! - files being written are buffered and sent as one PUT when finished, or as a multipart
 //!   upload once they pass `vfs.s3.multipart_part_size`: each full part goes up (its buffer
 //!   handed over without a copy) while the writer fills the next, nothing is visible before
-//!   `finish`, and a handle dropped unfinished aborts its upload;
+//!   `finish`, and a handle dropped unfinished aborts its upload. Parts double in size every
+//!   `vfs.s3.multipart_parts_per_size` parts (up to [`MAX_PART_SIZE`]), so that S3's cap of
+//!   10,000 parts per upload still allows files of many TiB ([`part_size_at`]);
 //! - `lock` hands out guards that exclude nothing, and [`Storage::lock_free_grace`] tells the
 //!   engine to protect readers and writers from vacuum by a grace period instead.
 //!
@@ -44,6 +46,21 @@ use crate::stats::{self, Counter};
 /// The marker object that makes an empty folder exist.
 pub(crate) const FOLDER_MARKER: &str = ".tessera-folder";
 
+/// S3's largest part of a multipart upload (5 GiB).
+pub(crate) const MAX_PART_SIZE: usize = 5 << 30;
+
+/// The size of part `index` (0-based) of a multipart upload whose first part is `first` bytes:
+/// `first` doubled once per `per_size` parts before it, at most [`MAX_PART_SIZE`].
+///
+/// With 16 MiB first parts and 1,000 parts per size, 1,000 parts hold 16 GiB, and the 10,000
+/// parts S3 allows hold about 13 TiB (more than S3's largest object, 5 TiB), while a file of
+/// 1 TiB still uses parts of at most 512 MiB (memory held: `vfs.s3.upload_concurrency` + 1
+/// parts).
+pub(crate) fn part_size_at(first: usize, per_size: usize, index: usize) -> usize {
+    let doublings = u32::try_from(index / per_size.max(1)).unwrap_or(u32::MAX);
+    first.saturating_mul(1usize.checked_shl(doublings).unwrap_or(usize::MAX)).min(MAX_PART_SIZE)
+}
+
 /// The URI scheme of S3-compatible stores.
 pub const S3_SCHEME: &str = "s3://";
 
@@ -74,8 +91,11 @@ pub struct ObjectStoreOptions {
     pub connect_timeout: Duration,
     /// `vfs.s3.request_timeout_ms`: one attempt, headers and body.
     pub request_timeout: Duration,
-    /// `vfs.s3.multipart_part_size`: files larger than this are uploaded in parts of this size.
+    /// `vfs.s3.multipart_part_size`: files larger than this are uploaded in parts, the first
+    /// ones of this size (later ones larger, see [`part_size_at`]).
     pub part_size: usize,
+    /// `vfs.s3.multipart_parts_per_size`: parts of one size before the part size doubles.
+    pub parts_per_size: usize,
     /// `vfs.s3.upload_concurrency`: parts of one file uploaded at once.
     pub upload_concurrency: usize,
     /// `vfs.s3.read_chunk_size`: ranges longer than this are fetched in pieces of this size.
@@ -208,30 +228,59 @@ impl Shared {
         }
     }
 
-    /// `range` of an object at least that long, in `vfs.s3.read_chunk_size` pieces fetched
+    /// `range` of an object, in `vfs.s3.read_chunk_size` pieces fetched
     /// `vfs.s3.read_concurrency` at a time (one stream from a store is slower than several)
     /// and joined; one GET when it is no longer than a piece.
+    ///
+    /// A range beyond the object's end is `OutOfBounds`, found without a HEAD: the answer to the
+    /// first piece carries the object's size, which is checked before any piece past the first
+    /// `vfs.s3.read_concurrency` starts (so a hostile length costs at most that many GETs).
     fn get_split(&self, path: &Path, range: Range<u64>) -> Result<Bytes, StorageError> {
         let chunk = self.options.read_chunk_size.max(1);
         if range.end - range.start <= chunk {
             return self.get(path, Some(range));
         }
         let step = usize::try_from(chunk).unwrap_or(usize::MAX);
-        let end = range.end;
-        let pieces = (range.start..end).step_by(step).map(move |s| s..s.saturating_add(chunk).min(end));
+        let (start, end) = (range.start, range.end);
+        let pieces = (start..end).step_by(step).map(move |s| s..s.saturating_add(chunk).min(end));
         let (store, key) = (Arc::clone(&self.store), self.key(path)?);
         let width = self.options.read_concurrency.max(1);
         let got = self.run(async move {
-            futures::stream::iter(pieces)
-                .map(|r| {
+            let mut stream = futures::stream::iter(pieces.enumerate())
+                .map(|(i, r)| {
                     let (store, key) = (Arc::clone(&store), key.clone());
-                    async move { store.get_range(&key, r).await }
+                    async move {
+                        if i > 0 {
+                            return store.get_range(&key, r).await.map(|b| (b, None));
+                        }
+                        let opts = object_store::GetOptions::new().with_range(Some(r));
+                        let first = store.get_opts(&key, opts).await?;
+                        let size = first.meta.size;
+                        Ok((first.bytes().await?, Some(size)))
+                    }
                 })
-                .buffered(width)
-                .try_collect::<Vec<bytes::Bytes>>()
-                .await
+                .buffered(width);
+            let mut out = Vec::new();
+            while let Some(piece) = stream.next().await {
+                let (bytes, size) = piece?;
+                if let Some(size) = size.filter(|&size| size < end) {
+                    return Ok(Err(size));
+                }
+                out.push(bytes);
+            }
+            Ok(Ok(out))
         })?;
-        let pieces = got.map_err(|e| map_error("read", path, e))?;
+        let pieces = match got.map_err(|e| map_error("read", path, e))? {
+            Ok(pieces) => pieces,
+            Err(size) => {
+                return Err(StorageError::OutOfBounds {
+                    path: path.to_path_buf(),
+                    offset: start,
+                    len: end - start,
+                    size,
+                })
+            }
+        };
         let total: usize = pieces.iter().map(bytes::Bytes::len).sum();
         stats::add(Counter::VfsObjectBytesReceived, total as u64);
         let mut out = Vec::with_capacity(total);
@@ -336,6 +385,8 @@ struct ObjectWriter {
     upload: Option<Box<dyn MultipartUpload>>,
     /// Parts being uploaded, oldest first.
     in_flight: std::collections::VecDeque<tokio::task::JoinHandle<object_store::Result<()>>>,
+    /// Parts handed to the upload so far.
+    parts_sent: usize,
     position: u64,
 }
 
@@ -344,14 +395,15 @@ impl ObjectWriter {
     /// starting the upload first if needed, with at most `vfs.s3.upload_concurrency` parts in
     /// flight. The payload is the buffer itself, handed over without a copy.
     fn send_part(&mut self) -> Result<(), StorageError> {
-        let part = self.shared.options.part_size.max(1);
         if self.upload.is_none() {
             let (store, key) = (Arc::clone(&self.shared.store), self.key.clone());
             let up = self.shared.run(async move { store.put_multipart(&key).await })?;
             self.upload = Some(up.map_err(|e| map_error("start upload", &self.path, e))?);
         }
+        self.parts_sent += 1;
         // The next part's buffer is allocated whole: no regrowth copies.
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(part));
+        let next = Vec::with_capacity(self.part_size());
+        let chunk = std::mem::replace(&mut self.buf, next);
         stats::add(Counter::VfsObjectBytesSent, chunk.len() as u64);
         let Some(upload) = self.upload.as_mut() else { unreachable!("started above") };
         let fut = upload.put_part(PutPayload::from(chunk));
@@ -360,6 +412,12 @@ impl ObjectWriter {
             self.wait_oldest()?;
         }
         Ok(())
+    }
+
+    /// The size of the part being filled.
+    fn part_size(&self) -> usize {
+        let o = &self.shared.options;
+        part_size_at(o.part_size.max(1), o.parts_per_size, self.parts_sent)
     }
 
     fn wait_oldest(&mut self) -> Result<(), StorageError> {
@@ -375,14 +433,13 @@ impl ObjectWriter {
 impl WriteHandle for ObjectWriter {
     fn write_all(&mut self, mut data: &[u8]) -> Result<(), StorageError> {
         self.position += data.len() as u64;
-        let part = self.shared.options.part_size.max(1);
         while !data.is_empty() {
             // A full buffer goes up only once more bytes follow: a file of exactly one part
             // stays a single PUT.
-            if self.buf.len() >= part {
+            if self.buf.len() >= self.part_size() {
                 self.send_part()?;
             }
-            let take = (part - self.buf.len()).min(data.len());
+            let take = (self.part_size() - self.buf.len()).min(data.len());
             self.buf.extend_from_slice(&data[..take]);
             data = &data[take..];
         }
@@ -430,20 +487,15 @@ impl Storage for ObjectStorage {
         let Some(end) = offset.checked_add(len) else {
             return Err(oob(self.file_size(path)?));
         };
-        if len == 0 || len > self.shared.options.read_chunk_size {
-            // Empty ranges have no GET; long ones are checked against the size before they are
-            // split into pieces (a hostile length must not become a flood of requests).
+        if len == 0 {
+            // Empty ranges have no GET.
             let size = self.file_size(path)?;
-            if end > size {
-                return Err(oob(size));
-            }
-            if len == 0 {
-                return Ok(Bytes::default());
-            }
+            return if offset > size { Err(oob(size)) } else { Ok(Bytes::default()) };
         }
         match self.shared.get_split(path, offset..end) {
             Ok(b) if b.len() as u64 == len => Ok(b),
             Ok(_) => Err(oob(self.file_size(path)?)),
+            Err(e @ StorageError::OutOfBounds { .. }) => Err(e),
             Err(StorageError::NotFound { .. }) => Err(StorageError::NotFound { path: path.to_path_buf() }),
             Err(e) => match self.file_size(path) {
                 Ok(size) if end > size => Err(oob(size)),
@@ -469,6 +521,7 @@ impl Storage for ObjectStorage {
             buf: Vec::new(),
             upload: None,
             in_flight: std::collections::VecDeque::new(),
+            parts_sent: 0,
             position: 0,
         }))
     }
@@ -564,5 +617,77 @@ impl Storage for ObjectStorage {
         };
         let newest = newest.ok_or_else(|| StorageError::NotFound { path: path.to_path_buf() })?;
         Ok(u64::try_from(newest.timestamp_millis()).unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::s3_testing::S3Test;
+    use crate::storage::RequestTally;
+
+    #[test]
+    fn parts_double_every_parts_per_size_and_stop_at_the_largest_part() {
+        let mib = 1usize << 20;
+        assert_eq!(part_size_at(16 * mib, 1000, 0), 16 * mib);
+        assert_eq!(part_size_at(16 * mib, 1000, 999), 16 * mib);
+        assert_eq!(part_size_at(16 * mib, 1000, 1000), 32 * mib);
+        assert_eq!(part_size_at(16 * mib, 1000, 9999), MAX_PART_SIZE);
+        assert_eq!(part_size_at(16 * mib, 0, 5), (16 * mib) << 5, "0 parts per size counts as 1");
+        assert_eq!(part_size_at(16 * mib, 1, usize::MAX), MAX_PART_SIZE, "no overflow");
+        assert_eq!(part_size_at(usize::MAX, 1, 3), MAX_PART_SIZE, "no overflow");
+        // The 10,000 parts S3 allows hold its largest object (5 TiB) from the default first part,
+        // and nearly as much (4.9 TiB) from the smallest.
+        let total = |first| (0..10_000).map(|i| part_size_at(first, 1000, i) as u128).sum::<u128>();
+        assert!(total(16 * mib) >= 5u128 << 40);
+        assert_eq!(total(5 * mib), 5 * (1u128 << 20) * 1000 * 1023);
+    }
+
+    /// A file written through a real S3 server in growing parts (5, 10 and 20 MiB, then the last 2 MiB)
+    /// reads back whole and took one PUT per part.
+    #[test]
+    fn a_large_file_goes_up_in_growing_parts() {
+        let s3 = S3Test::with_options(|o| o.parts_per_size = 1);
+        let s = s3.storage();
+        let p = s3.path("big");
+        let chunk: Vec<u8> = (0..(1u32 << 20) + 7).map(|i| (i % 251) as u8).collect();
+        let before = s3.requests();
+        let mut h = s.create(&p).unwrap();
+        for _ in 0..37 {
+            h.write_all(&chunk).unwrap();
+        }
+        h.finish().unwrap();
+        let cost = s3.requests().since(&before);
+        let len = 37 * chunk.len();
+        assert_eq!(cost.put, 4, "{cost:?}");
+        assert_eq!(cost.multipart, 2, "start and complete: {cost:?}");
+        let all = s.read_all(&p).unwrap();
+        assert_eq!(all.len(), len);
+        assert!(all.chunks(chunk.len()).all(|c| c == &chunk[..]));
+    }
+
+    /// A range longer than a piece costs only its GETs (the first answer carries the object's
+    /// size, no HEAD); one past the end is refused after at most `vfs.s3.read_concurrency` GETs.
+    #[test]
+    fn long_ranges_cost_no_head_and_hostile_lengths_few_gets() {
+        let s3 = S3Test::with_options(|o| o.read_concurrency = 3);
+        let s = s3.storage();
+        let p = s3.path("long");
+        let data: Vec<u8> = (0..12u32 << 20).map(|i| (i % 241) as u8).collect();
+        s.write_atomic(&p, &data).unwrap();
+        let before = s3.requests();
+        let got = s.read_range(&p, 5, 10 << 20).unwrap();
+        assert!(*got == data[5..5 + (10 << 20)]);
+        let cost = s3.requests().since(&before);
+        assert_eq!(cost, RequestTally { get: 10, ..RequestTally::default() }, "pieces of 1 MiB");
+        for len in [(12 << 20) - 4, 1 << 40, u64::MAX - 100] {
+            let before = s3.requests();
+            match s.read_range(&p, 5, len) {
+                Err(StorageError::OutOfBounds { size, offset: 5, .. }) => assert_eq!(size, 12 << 20),
+                other => panic!("{len}: expected OutOfBounds, got {other:?}"),
+            }
+            let cost = s3.requests().since(&before);
+            assert!(cost.get <= 3 && cost.total() <= 4, "{len}: {cost:?}");
+        }
     }
 }

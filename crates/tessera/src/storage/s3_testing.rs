@@ -27,11 +27,23 @@ impl S3Test {
 
     /// A fresh server; the backend's vacuum grace is `grace`.
     pub(crate) fn with_grace(grace: Duration) -> Self {
+        Self::with_options(|o| o.grace = grace)
+    }
+
+    /// A fresh server; the backend has the test options with `change` applied.
+    pub(crate) fn with_options(change: impl FnOnce(&mut ObjectStoreOptions)) -> Self {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let opts = ServerOptions { buckets: vec![BUCKET.into()], ..ServerOptions::default() };
         let server = S3Server::start(dir.path(), opts).expect("the S3 server starts");
-        let storage = ObjectStorage::new(BUCKET, options(&server, grace)).expect("the backend connects");
+        let mut backend = options(&server, Duration::from_secs(3600));
+        change(&mut backend);
+        let storage = ObjectStorage::new(BUCKET, backend).expect("the backend connects");
         Self { storage, _server: server, _dir: dir }
+    }
+
+    /// Requests the backend has sent so far.
+    pub(crate) fn requests(&self) -> super::RequestTally {
+        self.storage.requests()
     }
 
     /// The backend.
@@ -60,6 +72,7 @@ pub(crate) fn options(server: &S3Server, grace: Duration) -> ObjectStoreOptions 
         connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(30),
         part_size: 5 << 20,
+        parts_per_size: 1000,
         upload_concurrency: 4,
         read_chunk_size: 1 << 20,
         read_concurrency: 4,
