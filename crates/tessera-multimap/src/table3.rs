@@ -6,6 +6,7 @@
 use crate::cost::CostParams;
 use crate::disk::DiskModel;
 use crate::mapping::{Mapping, MultiMapMapping, NaiveMapping};
+use crate::plot::format_value;
 use crate::sim::Simulator;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
@@ -187,15 +188,7 @@ impl Table3 {
         for r in &self.rows {
             let e = r.errors();
             let p = &r.paper;
-            let f = |x: f64| {
-                if x < 0.1 {
-                    format!("{x:.3}")
-                } else if x < 100.0 {
-                    format!("{x:.2}")
-                } else {
-                    format!("{x:.0}")
-                }
-            };
+            let f = format_value;
             s.push_str(&format!(
                 "| {} | {} | {} ({}) | {:.1}% | {} ({}) | {:.1}% | {} ({}) | {:.1}% | {} ({}) | {:.1}% |\n",
                 r.dims,
