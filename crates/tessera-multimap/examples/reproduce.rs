@@ -1,5 +1,6 @@
 //! `cargo run --release -p tessera-multimap --example reproduce [-- --out DIR]`: prints the
-//! paper's Table 3 reproduced on the modelled disk (and writes `DIR/table3.json`).
+//! paper's Table 3 reproduced on the modelled disk (and writes `DIR/table3.json`, `DIR/table3.md`
+//! and the paper's Figures 12 and 13 as `DIR/figure12a.svg` ... `DIR/figure13b.svg`).
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);

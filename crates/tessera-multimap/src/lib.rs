@@ -3,7 +3,7 @@
 //! with adjacent blocks ([`DiskModel`]), the Naive and MultiMap mappings of N-D cells to logical
 //! blocks ([`NaiveMapping`], [`MultiMapMapping`]), the analytic cost model ([`CostParams`]), a
 //! simulator replaying block accesses on the disk model ([`Simulator`]), the paper's Table 3
-//! ([`reproduce`]) and an SVG writer for grouped bar charts ([`BarChart`]); and the layout
+//! ([`reproduce`]) and its Figures 12 and 13 as SVG bar charts ([`BarChart`]); and the layout
 //! advisor for Tessera arrays built on the same cost reasoning ([`advise`]). See
 //! `docs/multimap.md`.
 
@@ -22,5 +22,5 @@ pub use plot::{Bar, BarChart, Group, Scale, Series};
 pub use sim::Simulator;
 pub use table3::{
     experiment_3d, experiment_4d, paper_row, reproduce, run_experiment, run_reproduce_command, simulate, Experiment,
-    PaperRow, QuerySpec, Table3, Table3Row, DEPTH, RUNS, SEED,
+    PaperRow, QuerySpec, Table3, Table3Row, DEPTH, FIGURES, RUNS, SEED,
 };

@@ -1,12 +1,12 @@
 //! The experiments of the paper's Table 3 (MULTIMAP.md §5) on the modelled disk: beam queries
 //! along every dimension (per-cell ms) and cube queries (total ms) on the 3-D and 4-D datasets,
 //! by the analytic model ([`crate::cost`]) and by the simulator ([`crate::sim`]), side by side
-//! with the paper's figures.
+//! with the paper's figures; and the paper's Figures 12 and 13 drawn from them ([`crate::plot`]).
 
 use crate::cost::CostParams;
 use crate::disk::DiskModel;
 use crate::mapping::{Mapping, MultiMapMapping, NaiveMapping};
-use crate::plot::format_value;
+use crate::plot::{format_value, Bar, BarChart, Group, Scale, Series};
 use crate::sim::Simulator;
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
@@ -119,6 +119,8 @@ pub struct Table3Row {
     pub dims: usize,
     /// Row name as MULTIMAP.md §5 spells it.
     pub query: String,
+    /// A beam (figures in ms per cell) rather than a cube (total ms).
+    pub per_cell: bool,
     /// Analytic model, Naive.
     pub naive_calc: f64,
     /// Analytic model, MultiMap.
@@ -209,7 +211,66 @@ impl Table3 {
         }
         s
     }
+
+    /// The chart of one of the paper's figures: the `dims`-D rows (3: Figure 12, 4: Figure 13)
+    /// that are beams (`beams`, part (a)) or cubes (part (b)). Per query, bars for Naive and MultiMap, ours (simulated) next to the paper's
+    /// (measured), each with a tick at the matching calculated figure (our analytic model on our
+    /// bars, the paper's calculated column on the paper's). Beams on a log axis (the Dim_0 beams
+    /// are ~100 times faster per cell than the others), cubes on a linear one.
+    pub fn figure(&self, dims: usize, beams: bool) -> BarChart {
+        let (fig, ds) = if dims == 3 { (12, "3-D dataset") } else { (13, "4-D earthquake dataset") };
+        let (part, kind, y_label, scale) = if beams {
+            ("a", "beam queries", "I/O time per cell (ms, log scale)", Scale::Log)
+        } else {
+            ("b", "cube queries", "total I/O time (ms)", Scale::Linear)
+        };
+        let series = |name: &str, color: &str| Series { name: name.into(), color: color.into() };
+        let bar = |value, marker| Bar { value, marker: Some(marker) };
+        BarChart {
+            title: format!("Figure {fig}({part}): {ds}, {kind}"),
+            y_label: y_label.into(),
+            scale,
+            series: vec![
+                series("Naive (ours, simulated)", "#b35806"),
+                series("Naive (paper, measured)", "#fdb863"),
+                series("MultiMap (ours, simulated)", "#2166ac"),
+                series("MultiMap (paper, measured)", "#92c5de"),
+            ],
+            marker_name: Some(
+                "calculated (analytic model): ours on our bars, the paper's Table 3 column on the paper's".into(),
+            ),
+            groups: self
+                .rows
+                .iter()
+                .filter(|r| r.dims == dims && r.per_cell == beams)
+                .map(|r| Group {
+                    label: r.query.clone(),
+                    bars: vec![
+                        bar(r.naive_sim, r.naive_calc),
+                        bar(r.paper.naive_meas, r.paper.naive_calc),
+                        bar(r.multimap_sim, r.multimap_calc),
+                        bar(r.paper.multimap_meas, r.paper.multimap_calc),
+                    ],
+                })
+                .collect(),
+        }
+    }
+
+    /// The four figures as `(file name, SVG)`: [`FIGURES`] in order.
+    ///
+    /// # Errors
+    /// A figure the SVG writer rejects (a value that is not finite or not positive).
+    pub fn figures_svg(&self) -> Result<Vec<(String, String)>> {
+        FIGURES
+            .iter()
+            .map(|&(name, dims, beams)| Ok((format!("{name}.svg"), self.figure(dims, beams).to_svg()?)))
+            .collect()
+    }
 }
+
+/// The paper's figures that [`reproduce`] draws: file stem, dims, beams (`true`) or cubes.
+pub const FIGURES: [(&str, usize, bool); 4] =
+    [("figure12a", 3, true), ("figure12b", 3, false), ("figure13a", 4, true), ("figure13b", 4, false)];
 
 /// SplitMix64: a small deterministic generator for query positions.
 struct SplitMix(u64);
@@ -276,6 +337,7 @@ pub fn run_experiment(disk: &DiskModel, params: &CostParams, exp: &Experiment) -
         rows.push(Table3Row {
             dims: exp.dims,
             query: q.name.clone(),
+            per_cell: q.per_cell,
             naive_calc: params.naive_cost(&exp.shape, &q.extent)? / unit,
             multimap_calc: params.multimap_cost(&exp.shape, &exp.cube, &q.extent)? / unit,
             naive_sim: simulate(disk, &naive, q, seed)?,
@@ -287,11 +349,12 @@ pub fn run_experiment(disk: &DiskModel, params: &CostParams, exp: &Experiment) -
 }
 
 /// Reproduce Table 3 (3-D and 4-D) on the default disk and model parameters; with `out_dir`,
-/// also write `out_dir/table3.json` and the Markdown table `out_dir/table3.md` (the one in
-/// docs/multimap.md).
+/// also write `out_dir/table3.json`, the Markdown table `out_dir/table3.md` (the one in
+/// docs/multimap.md) and the paper's Figures 12(a)(b) and 13(a)(b) as `out_dir/figure12a.svg`,
+/// `figure12b.svg`, `figure13a.svg` and `figure13b.svg` (the ones in docs/multimap/).
 ///
 /// # Errors
-/// Failing to create `out_dir` or write the JSON file.
+/// Failing to create `out_dir` or write a file.
 pub fn reproduce(out_dir: Option<&Path>) -> Result<Table3> {
     let disk = DiskModel::default();
     let params = CostParams::default();
@@ -304,11 +367,16 @@ pub fn reproduce(out_dir: Option<&Path>) -> Result<Table3> {
         std::fs::write(&path, table.to_json()?).with_context(|| format!("writing {}", path.display()))?;
         let path = dir.join("table3.md");
         std::fs::write(&path, table.to_markdown()).with_context(|| format!("writing {}", path.display()))?;
+        for (name, svg) in table.figures_svg()? {
+            let path = dir.join(name);
+            std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+        }
     }
     Ok(table)
 }
 
-/// `tessera multimap reproduce [--out DIR]`: compute Table 3, print it, write the JSON.
+/// `tessera multimap reproduce [--out DIR]`: compute Table 3, print it, write the JSON, the
+/// Markdown table and the four figures.
 ///
 /// # Errors
 /// As [`reproduce`].
@@ -319,6 +387,10 @@ pub fn run_reproduce_command(out: Option<PathBuf>) -> Result<()> {
     print!("{}", table.to_markdown());
     if let Some(dir) = out {
         println!("\nwrote {}", dir.join("table3.json").display());
+        println!("wrote {}", dir.join("table3.md").display());
+        for (name, _, _) in FIGURES {
+            println!("wrote {}", dir.join(format!("{name}.svg")).display());
+        }
     }
     Ok(())
 }
@@ -338,6 +410,48 @@ mod tests {
         // a 2 x 2 box of sequential and one-track-apart blocks costs a few ms
         let t = simulate(&disk, &m, &q(vec![2, 2]), 1).expect("valid");
         assert!(t > 0.0 && t < 20.0);
+    }
+
+    #[test]
+    fn figures_take_their_rows_and_columns() {
+        let row = |dims, query: &str, per_cell, base: f64| Table3Row {
+            dims,
+            query: query.into(),
+            per_cell,
+            naive_calc: base + 1.0,
+            multimap_calc: base + 2.0,
+            naive_sim: base + 3.0,
+            multimap_sim: base + 4.0,
+            paper: paper_row(dims, query).expect("a Table 3 row"),
+        };
+        let table = Table3 {
+            rows: vec![
+                row(3, "Dim_0 beam", true, 0.0),
+                row(3, "1% cube", false, 10.0),
+                row(4, "Dim_2 beam", true, 20.0),
+                row(4, "6^4 cube", false, 30.0),
+                row(4, "10^4 cube", false, 40.0),
+            ],
+        };
+        let f = table.figure(4, false);
+        assert_eq!(f.title, "Figure 13(b): 4-D earthquake dataset, cube queries");
+        assert_eq!(f.scale, Scale::Linear);
+        let labels: Vec<_> = f.groups.iter().map(|g| g.label.as_str()).collect();
+        assert_eq!(labels, ["6^4 cube", "10^4 cube"]);
+        let b = &f.groups[1].bars;
+        // Naive ours (sim, calc), Naive paper (meas, calc), MultiMap ours, MultiMap paper
+        assert_eq!((b[0].value, b[0].marker), (43.0, Some(41.0)));
+        assert_eq!((b[1].value, b[1].marker), (5509.0, Some(5016.0)));
+        assert_eq!((b[2].value, b[2].marker), (44.0, Some(42.0)));
+        assert_eq!((b[3].value, b[3].marker), (1996.0, Some(2150.0)));
+        let f = table.figure(3, true);
+        assert_eq!(f.scale, Scale::Log);
+        assert_eq!(f.groups.len(), 1);
+        assert_eq!(f.groups[0].bars[1].value, 0.03);
+        let svgs = table.figures_svg().expect("valid");
+        let names: Vec<_> = svgs.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names, ["figure12a.svg", "figure12b.svg", "figure13a.svg", "figure13b.svg"]);
+        assert!(svgs[2].1.contains("Figure 13(a): 4-D earthquake dataset, beam queries"));
     }
 
     #[test]

@@ -1,8 +1,12 @@
-//! Property tests of the mappings and the Table 3 bars of issue 18.
+//! Property tests of the mappings, the Table 3 bars of issue 18, and the docs' copies of Table 3
+//! and Figures 12 and 13.
 
 use proptest::prelude::*;
 use std::collections::HashSet;
-use tessera_multimap::{box_cells, reproduce, DiskModel, Mapping, MultiMapMapping, NaiveMapping, DEPTH};
+use std::path::Path;
+use tessera_multimap::{
+    box_cells, reproduce, DiskModel, Mapping, MultiMapMapping, NaiveMapping, Table3, DEPTH, FIGURES,
+};
 
 /// A small shape (2-4 dims, extents 2..=7) and a valid basic cube for it.
 fn shape_and_cube() -> impl Strategy<Value = (Vec<u64>, Vec<u64>)> {
@@ -140,11 +144,7 @@ fn table3_rows_within_the_bars() {
         }
     }
     assert!(report.is_empty(), "rows outside the bars: {report:#?}");
-    // docs/multimap.md shows this very table (regenerate it from DIR/table3.md)
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/multimap.md"))
-        .expect("docs/multimap.md");
-    assert!(docs.contains(&table.to_markdown()), "docs/multimap.md's Table 3 is stale: paste DIR/table3.md into it");
-    assert_eq!(std::fs::read_to_string(dir.path().join("table3.md")).expect("table3.md written"), table.to_markdown());
+    docs_show_what_reproduce_writes(dir.path(), &table);
     // table3.json: a list of rows with the six fields
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("table3.json")).expect("json written"))
@@ -159,5 +159,30 @@ fn table3_rows_within_the_bars() {
         let mut keys: Vec<_> = o.keys().cloned().collect();
         keys.sort();
         assert_eq!(keys, ["dims", "multimap_calc", "multimap_sim", "naive_calc", "naive_sim", "query"]);
+    }
+}
+
+/// The command that rewrites the docs' copies of what `reproduce` writes.
+const REGENERATE: &str = "cargo run --release -p tessera-multimap --example reproduce -- --out DIR";
+
+/// docs/multimap.md shows this very table and docs/multimap/ holds these very figures, as
+/// written to `dir`.
+fn docs_show_what_reproduce_writes(dir: &Path, table: &Table3) {
+    let docs_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let docs = std::fs::read_to_string(docs_dir.join("multimap.md")).expect("docs/multimap.md");
+    assert!(
+        docs.contains(&table.to_markdown()),
+        "docs/multimap.md's Table 3 is stale: run `{REGENERATE}` and paste DIR/table3.md into it"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("table3.md")).expect("table3.md written"), table.to_markdown());
+    for (name, _, _) in FIGURES {
+        let file = format!("{name}.svg");
+        let written = std::fs::read_to_string(dir.join(&file)).expect("figure written");
+        let committed = std::fs::read_to_string(docs_dir.join("multimap").join(&file)).unwrap_or_default();
+        assert!(
+            committed == written,
+            "docs/multimap/{file} is stale: run `{REGENERATE}` and copy DIR/figure*.svg into docs/multimap/"
+        );
+        assert!(docs.contains(&format!("](multimap/{file})")), "docs/multimap.md does not show {file}");
     }
 }
