@@ -87,17 +87,11 @@ impl Spec {
     pub(crate) fn parse(spec: &str, ints: bool) -> Result<Self> {
         let num = |s: &str| -> Result<Option<Num>> {
             let s = s.trim();
-            if s.is_empty() {
-                return Ok(None);
-            }
-            if let Ok(v) = s.parse::<i128>() {
-                return Ok(Some(Num::Int(v)));
-            }
-            if starts_like_date(s) {
-                return Ok(Some(Num::Time(s.to_string())));
-            }
-            match s.parse::<f64>() {
-                Ok(v) if v.is_finite() && !ints => Ok(Some(Num::Float(v))),
+            Ok(Some(match (s.parse::<i128>(), s.parse::<f64>()) {
+                _ if s.is_empty() => return Ok(None),
+                (Ok(v), _) => Num::Int(v),
+                _ if starts_like_date(s) => Num::Time(s.to_string()),
+                (_, Ok(v)) if v.is_finite() && !ints => Num::Float(v),
                 _ if ints => bail!(
                     "{s:?} is not an integer or an ISO 8601 time (expected lo:hi, e.g. 1:100, -5:5 or \
                      2024-01-01:2024-01-31)"
@@ -106,13 +100,11 @@ impl Spec {
                     "{s:?} is not a finite number or an ISO 8601 time (expected lo:hi, e.g. 1:100, -12.5:47.25 or \
                      2024-01-01:2024-01-31)"
                 ),
-            }
+            }))
         };
-        let item = |item: &str| -> Result<(Option<Num>, Option<Num>)> {
-            match split_range(item)? {
-                Some((a, b)) => Ok((num(a)?, num(b)?)),
-                None => num(item).map(|v| (v.clone(), v)),
-            }
+        let item = |item: &str| match split_range(item)? {
+            Some((a, b)) => Ok((num(a)?, num(b)?)),
+            None => num(item).map(|v| (v.clone(), v)),
         };
         let items = spec
             .split(',')
@@ -131,27 +123,17 @@ impl Spec {
     pub(crate) fn resolve(&self, schema: &ArraySchema) -> Result<Vec<Option<DimRange>>> {
         let ndim = schema.dims.len();
         if self.0.len() > ndim {
-            bail!(
-                "the subarray has {} ranges but the array has {ndim} dimension{}",
-                self.0.len(),
-                crate::plural(ndim as u64)
-            );
+            let (n, s) = (self.0.len(), crate::plural(ndim as u64));
+            bail!("the subarray has {n} ranges but the array has {ndim} dimension{s}");
         }
-        let check = |name: &str, rev: bool, out: bool, r: String, dom: String| -> Result<()> {
-            if rev {
-                bail!("dimension {name}: range {r} is reversed (low > high)");
-            }
-            if out {
-                bail!("dimension {name}: range {r} is outside the domain {dom}");
-            }
-            Ok(())
+        let check = |name: &str, rev: bool, out: bool, r: String, dom: String| match (rev, out) {
+            (true, _) => Err(anyhow!("dimension {name}: range {r} is reversed (low > high)")),
+            (_, true) => Err(anyhow!("dimension {name}: range {r} is outside the domain {dom}")),
+            _ => Ok(()),
         };
         let not_a_time = |d: &Dimension, s: &str| {
-            anyhow!(
-                "dimension {} has {} coordinates; {s:?} is a time, which only datetime64 dimensions take",
-                d.name,
-                d.datatype
-            )
+            let (name, t) = (&d.name, d.datatype);
+            anyhow!("dimension {name} has {t} coordinates; {s:?} is a time, which only datetime64 dimensions take")
         };
         let resolve_dim = |(i, d): (usize, &Dimension)| -> Result<Option<DimRange>> {
             let (lo, hi) = self.0.get(i).cloned().unwrap_or((None, None));
@@ -196,15 +178,11 @@ impl Spec {
     /// # Errors
     /// As [`Spec::resolve`].
     pub(crate) fn resolve_dense(&self, schema: &ArraySchema) -> Result<Vec<(i128, i128)>> {
-        let ranges = self.resolve(schema)?;
-        Ok(ranges
-            .iter()
-            .zip(&schema.dims)
-            .map(|(r, d)| match r {
-                Some(DimRange::Int(a, b)) => (*a, *b),
-                _ => d.int_domain(),
-            })
-            .collect())
+        let range = |(r, d): (Option<DimRange>, &Dimension)| match r {
+            Some(DimRange::Int(a, b)) => (a, b),
+            _ => d.int_domain(),
+        };
+        Ok(self.resolve(schema)?.into_iter().zip(&schema.dims).map(range).collect())
     }
 }
 
