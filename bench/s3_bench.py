@@ -24,6 +24,11 @@ read after it, and reported per repetition. For Tessera, one extra untimed repet
 
     python bench/s3_bench.py                 # 4096 x 4096 (128 MiB), 5 repetitions
     python bench/s3_bench.py --quick         # 2048 x 2048 (32 MiB)
+    python bench/s3_bench.py --latency-ms 0  # loopback only (default: 0,20)
+
+Every workload runs once per ``--latency-ms`` value on a fresh server: 0 is the loopback
+server as is, 20 delays every request by 20 ms before the server runs it (as a remote
+store's round trip would), which shows what an engine's sequential requests cost.
 
 Writes bench/out/s3.json and bench/out/s3.md (the markdown table). The server binary is
 $TESSERA_S3_SERVER, else this checkout's target/release/tessera-s3-server (built with cargo
@@ -99,11 +104,14 @@ def server_binary() -> str:
 
 
 @contextlib.contextmanager
-def running_server(root: str, bucket: str) -> Iterator[Server]:
+def running_server(root: str, bucket: str, latency_ms: int = 0) -> Iterator[Server]:
     """Start the server on a free loopback port over ``root``; stop it on exit. The server exits
-    by itself when its stdin closes, so a killed benchmark cannot leak it."""
+    by itself when its stdin closes, so a killed benchmark cannot leak it. With ``latency_ms``
+    every request waits that long before the server runs it (a remote store's round trip)."""
     cmd = [server_binary(), "--root", root, "--bucket", bucket, "--access-key", ACCESS_KEY,
            "--secret-key", SECRET_KEY]
+    if latency_ms > 0:
+        cmd += ["--slow-rate", "1", "--slow-ms", str(latency_ms)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
@@ -437,16 +445,25 @@ STORE_ROOT: List[str] = [""]
 
 # -- report -------------------------------------------------------------------------------
 def markdown(results: List[Dict[str, Any]], meta: Dict[str, Any]) -> str:
-    lines = [f"{meta['rows']:,} x {meta['cols']:,} float64 ({meta['nbytes'] / 2**20:.0f} MiB), tiles/chunks "
+    """One table per server latency of the run (runs before latencies existed: loopback only)."""
+    intro = (f"{meta['rows']:,} x {meta['cols']:,} float64 ({meta['nbytes'] / 2**20:.0f} MiB), tiles/chunks "
              f"{meta['tile']} x {meta['tile']} ({meta['tile'] ** 2 * 8 / 2**20:.0f} MiB), {meta['reps']} "
              "repetitions, fresh handle each; MB = 10^6 bytes of the selection (uncompressed); requests: "
-             "server-side, per repetition.",
-             "", "| codec | workload | engine | median s | min s | MB/s (median) | MB/s (best) | requests / rep |",
-             "|---|---|---|---:|---:|---:|---:|---|"]
-    for r in results:
-        req = ", ".join(f"{k} {v:g}" for k, v in r["requests_per_rep"].items())
-        lines.append(f"| {r['codec']} | {r['workload']} | {r['engine']} | {r['median_s']:.3f} | {r['min_s']:.3f} | "
-                     f"{r['mb_s_median']:.0f} | {r['mb_s_best']:.0f} | {req} |")
+             "server-side, per repetition.")
+    lines = [intro]
+    for latency in sorted({r.get("latency_ms", 0) for r in results}):
+        lines += ["", f"#### {'Loopback' if latency == 0 else f'Every request delayed {latency} ms'}", ""]
+        if latency:
+            lines += [f"The server waits {latency} ms before it runs each request, as a remote store's round trip "
+                      "would: requests an engine sends one after another add up.", ""]
+        lines += ["| codec | workload | engine | median s | min s | MB/s (median) | MB/s (best) | requests / rep |",
+                  "|---|---|---|---:|---:|---:|---:|---|"]
+        for r in results:
+            if r.get("latency_ms", 0) != latency:
+                continue
+            req = ", ".join(f"{k} {v:g}" for k, v in r["requests_per_rep"].items())
+            lines.append(f"| {r['codec']} | {r['workload']} | {r['engine']} | {r['median_s']:.3f} | {r['min_s']:.3f} | "
+                         f"{r['mb_s_median']:.0f} | {r['mb_s_best']:.0f} | {req} |")
     return "\n".join(lines) + "\n"
 
 
@@ -484,6 +501,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--tessera-config", action="append", default=[], metavar="KEY=VALUE",
                     help="an extra Tessera config entry (repeatable), e.g. vfs.coalesce_max=8388608")
+    ap.add_argument("--latency-ms", default="0,20",
+                    help="comma-separated: one run per value, the server delaying every request by that many ms "
+                         "(a remote store's round trip; 0: loopback as is)")
     ap.add_argument("--docs-only", action="store_true",
                     help="no benchmark: rewrite the docs section from OUT/s3.json and bench/s3_analysis.md")
     args = ap.parse_args(argv)
@@ -500,18 +520,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     data = make_data(args.rows, args.cols)
     results: List[Dict[str, Any]] = []
     started, load_start = time.time(), os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="tessera-s3-bench-") as root, running_server(root, "bench") as srv:
-        STORE_ROOT[0] = root
-        tcfg = dict(kv.split("=", 1) for kv in args.tessera_config)
-        engines = [make_engine(n.strip(), srv, args.tile, tcfg) for n in args.engines.split(",") if n.strip()]
-        backends = {e.name: e.backend for e in engines}
-        print(f"server {srv.endpoint}; data {data.shape} float64 {data.nbytes / 2**20:.0f} MiB; "
-              f"tile {args.tile}; reps {args.reps}", flush=True)
-        for codec in args.codecs.split(","):
-            results += bench_codec(engines, srv, data, codec.strip() == "zstd", args.reps)
+    latencies = [int(v) for v in str(args.latency_ms).split(",") if v.strip()]
+    tcfg = dict(kv.split("=", 1) for kv in args.tessera_config)
+    backends: Dict[str, str] = {}
+    for latency in latencies:
+        with tempfile.TemporaryDirectory(prefix="tessera-s3-bench-") as root, \
+                running_server(root, "bench", latency) as srv:
+            STORE_ROOT[0] = root
+            engines = [make_engine(n.strip(), srv, args.tile, tcfg) for n in args.engines.split(",") if n.strip()]
+            backends.update({e.name: e.backend for e in engines})
+            print(f"server {srv.endpoint} (latency {latency} ms); data {data.shape} float64 "
+                  f"{data.nbytes / 2**20:.0f} MiB; tile {args.tile}; reps {args.reps}", flush=True)
+            for codec in args.codecs.split(","):
+                for r in bench_codec(engines, srv, data, codec.strip() == "zstd", args.reps):
+                    r["latency_ms"] = latency
+                    results.append(r)
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "rows": args.rows,
             "cols": args.cols, "tile": args.tile, "reps": args.reps, "nbytes": data.nbytes,
-            "zstd_level": ZSTD_LEVEL, "backends": backends, "python": platform.python_version(),
+            "zstd_level": ZSTD_LEVEL, "latencies_ms": latencies, "backends": backends,
+            "python": platform.python_version(),
             "cpus": os.cpu_count(), "load_average": [load_start, os.getloadavg()[0]],
             "wall_s": round(time.time() - started, 1)}
     os.makedirs(args.out, exist_ok=True)

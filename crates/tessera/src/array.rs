@@ -4,7 +4,7 @@
 //! to `read` and `write`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::aggregate::{AggregateRequest, AggregateValue};
 use crate::commit::{COMMITS_DIR, GATE_FILE, LOCK_FILE};
@@ -20,6 +20,7 @@ use crate::read::{ReadQuery, ReadResult, SparseReadQuery};
 use crate::schema::{ArraySchema, SCHEMA_DIR, SCHEMA_MAGIC};
 use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
+use crate::storage::{join_requests, requests, StorageError, StorageJob};
 use crate::write::{DenseWriter, SparseWriter};
 
 /// The most rectangles one `delete_ranges` call may delete (the cross product of its ranges).
@@ -81,20 +82,33 @@ impl Array {
         let tile_cells = if schema.is_sparse() { schema.capacity } else { TileGrid::new(schema).cells_per_tile() };
         crate::write::check_tile_sizes(schema, tile_cells, limits.tile_bytes)?;
         let storage = ctx.storage();
-        if storage.is_file(uri) {
+        // On object stores each step's calls are requests sent at the same time, so that their
+        // round trips overlap. First: is there a file, or a folder with entries?
+        let (is_file, listed) = join_requests(storage.as_ref(), uri, || storage.is_file(uri), || storage.list_dir(uri));
+        let occupied = match listed {
+            Ok(names) => !names.is_empty(),
+            Err(StorageError::NotFound { .. }) => false,
+            Err(_) if is_file => true,
+            Err(e) => return Err(e.into()),
+        };
+        if is_file || occupied {
             return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
         }
-        if storage.is_dir(uri) && !storage.list_dir(uri)?.is_empty() {
-            return Err(ArrayError::AlreadyExists { path: uri.to_path_buf() }.into());
+        // The folders (the array's own too: on object stores its marker answers an open's
+        // first question, is there a folder?, with one HEAD), then the lock files in them; on
+        // object stores, where a file needs no folder, all at once.
+        let dirs = [PathBuf::new(), FRAGMENTS_DIR.into(), COMMITS_DIR.into(), META_DIR.into(), SCHEMA_DIR.into()];
+        let mut jobs: Vec<StorageJob<'_>> = dirs
+            .into_iter()
+            .map(|d| Box::new(move || storage.create_dir_all(&uri.join(d))) as StorageJob<'_>)
+            .collect();
+        if !storage.remote(uri) {
+            requests(storage.as_ref(), uri, std::mem::take(&mut jobs))?;
         }
-        // The array folder itself too: on object stores its marker answers an open's first
-        // question (is there a folder?) with one HEAD.
-        storage.create_dir_all(uri)?;
-        for dir in [FRAGMENTS_DIR, COMMITS_DIR, META_DIR, SCHEMA_DIR] {
-            storage.create_dir_all(&uri.join(dir))?;
+        for f in [LOCK_FILE, GATE_FILE] {
+            jobs.push(Box::new(move || storage.write_atomic(&uri.join(f), b"")));
         }
-        storage.write_atomic(&uri.join(LOCK_FILE), b"")?;
-        storage.write_atomic(&uri.join(GATE_FILE), b"")?;
+        requests(storage.as_ref(), uri, jobs)?;
         let name = format!("__{}_{}", now_ms(), uuid::Uuid::new_v4().simple());
         stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
         // The schema file is written last: a folder without it is not an array.

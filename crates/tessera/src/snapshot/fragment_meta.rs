@@ -153,8 +153,19 @@ fn read_file(ctx: &Context, path: &Path, limit: u64) -> Result<FileRead> {
 /// [`READ_BUDGET`] bytes are read in all: older files beyond it are left unread (copies are only
 /// a shortcut). A damaged file is an error (it names the file), not a silent fallback.
 pub(crate) fn read_copies(ctx: &Context, uri: &Path, wanted: Option<&[String]>) -> Result<Copies> {
+    read_listed(ctx, uri, list(ctx, uri)?, wanted)
+}
+
+/// As [`read_copies`], from `listing` (what [`list`] returned, perhaps a while ago: files
+/// removed since are skipped).
+pub(crate) fn read_listed(
+    ctx: &Context,
+    uri: &Path,
+    listing: Vec<String>,
+    wanted: Option<&[String]>,
+) -> Result<Copies> {
     let dir = uri.join(FRAGMENT_META_DIR);
-    let mut queue: std::collections::VecDeque<String> = list(ctx, uri)?.into_iter().rev().collect();
+    let mut queue: std::collections::VecDeque<String> = listing.into_iter().rev().collect();
     let mut copies = Copies::default();
     let (mut spent, mut solo) = (0u64, false);
     let covered = |c: &Copies| wanted.is_some_and(|w| w.iter().all(|n| c.ranges.contains_key(n)));

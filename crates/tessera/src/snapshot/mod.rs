@@ -28,7 +28,7 @@ use crate::fragment::{FileSpec, FragmentMetadata, FragmentName, FRAGMENTS_DIR, M
 use crate::geometry::TileGrid;
 use crate::schema::{ArraySchema, SCHEMA_DIR};
 use crate::stats::{self, Counter};
-use crate::storage::{LockGuard, StorageError};
+use crate::storage::{join_requests, LockGuard, StorageError};
 
 /// The committed state of an array at a timestamp. Cloning is cheap (shared parts).
 #[derive(Debug, Clone)]
@@ -58,17 +58,29 @@ impl Snapshot {
     /// from before the commit log is read; or no fragment and no lock when `fragments` is false
     /// (writers: their commits are ordered after everything committed, and each writer holds
     /// the lock itself until it commits).
+    ///
+    /// On object stores the schema, the commit log and the list of consolidated metadata files
+    /// are read at the same time: each is a request whose round trip would otherwise add up.
     pub(crate) fn load(ctx: &Context, uri: PathBuf, start: u64, end: u64, fragments: bool) -> Result<Self> {
-        let schema = Arc::new(load_schema(ctx, &uri)?);
-        let grid = Arc::new(TileGrid::new(&schema));
+        // The lock is waited for on this thread: a pool thread waiting at vacuum's gate could
+        // leave vacuum no thread to finish with.
         let lock = shared_lock(ctx, &uri, fragments)?;
-        let placed = if fragments { visible(ctx, &uri, start, end)? } else { Vec::new() };
+        let (schema, committed) = join_requests(
+            ctx.storage().as_ref(),
+            &uri,
+            || load_schema(ctx, &uri),
+            || committed_state(ctx, &uri, start, end, fragments),
+        );
+        // A folder that is not an array fails both: the schema's error says why.
+        let schema = Arc::new(schema?);
+        let (placed, listing) = committed?;
+        let grid = Arc::new(TileGrid::new(&schema));
         let positions = placed.iter().map(|p| p.position.clone()).collect();
         let copies = if placed.is_empty() {
             None
         } else {
             let wanted: Vec<String> = placed.iter().map(|p| p.name.to_string()).collect();
-            Some(fragment_meta::read_copies(ctx, &uri, Some(&wanted))?)
+            Some(fragment_meta::read_listed(ctx, &uri, listing, Some(&wanted))?)
         };
         let metadata = ctx.install(|| {
             placed
@@ -152,6 +164,23 @@ pub(crate) fn shared_lock(ctx: &Context, uri: &Path, want: bool) -> Result<Optio
     }
     let timeout = std::time::Duration::from_millis(ctx.config().vacuum_lock_timeout_ms());
     Ok(Some(Arc::new(lock_shared(ctx.storage().as_ref(), uri, timeout)?)))
+}
+
+/// The visible fragments (none unless `fragments`) and the names of the consolidated metadata
+/// files, read at the same time on object stores.
+fn committed_state(
+    ctx: &Context,
+    uri: &Path,
+    start: u64,
+    end: u64,
+    fragments: bool,
+) -> Result<(Vec<Placed>, Vec<String>)> {
+    if !fragments {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let (placed, listing) =
+        join_requests(ctx.storage().as_ref(), uri, || visible(ctx, uri, start, end), || fragment_meta::list(ctx, uri));
+    Ok((placed?, listing?))
 }
 
 /// The fragments visible as of `end` that were written since `start` (`start <= t0`,

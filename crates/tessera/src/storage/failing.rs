@@ -185,6 +185,10 @@ impl Storage for FailingStorage {
         self.inner.lock_free_grace(path)
     }
 
+    fn remote(&self, path: &Path) -> bool {
+        self.inner.remote(path)
+    }
+
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         self.inner.modified_ms(path)
     }

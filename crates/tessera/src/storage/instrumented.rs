@@ -157,6 +157,10 @@ impl Storage for InstrumentedStorage {
         self.inner.lock_free_grace(path)
     }
 
+    fn remote(&self, path: &Path) -> bool {
+        self.inner.remote(path)
+    }
+
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         self.inner.modified_ms(path)
     }

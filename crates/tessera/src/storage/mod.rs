@@ -520,6 +520,13 @@ pub trait Storage: Send + Sync + Debug {
         let _ = path;
         None
     }
+    /// Whether calls on `path` are requests over a network (object stores): independent calls
+    /// are then worth running at the same time, so that their round trips overlap
+    /// ([`join_requests`], [`requests`]).
+    fn remote(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
     /// When the file was last written, in milliseconds since the epoch; for a folder, the
     /// newest of everything in it. Vacuum uses it on backends without locks.
     ///
@@ -548,4 +555,59 @@ pub trait Storage: Send + Sync + Debug {
         }
         Ok(total)
     }
+}
+
+/// A storage call run by [`in_parallel`] or [`requests`].
+pub(crate) type StorageJob<'a> = Box<dyn FnOnce() -> Result<(), StorageError> + Send + 'a>;
+
+/// The most storage calls [`in_parallel`] runs at once.
+const PARALLEL_STORAGE_CALLS: usize = 16;
+
+/// Runs `jobs` (storage calls that wait: syncs, uploads, requests) on threads of their own, up
+/// to `PARALLEL_STORAGE_CALLS` at once, so that their waits overlap; the first error, after all
+/// have ended.
+pub(crate) fn in_parallel(jobs: Vec<StorageJob<'_>>) -> Result<(), StorageError> {
+    let mut result = Ok(());
+    let mut jobs = jobs.into_iter().peekable();
+    while jobs.peek().is_some() {
+        let mut batch: Vec<StorageJob<'_>> = jobs.by_ref().take(PARALLEL_STORAGE_CALLS).collect();
+        let last = batch.pop().expect("a batch holds a job");
+        std::thread::scope(|s| {
+            let spawned: Vec<_> = batch.into_iter().map(|job| s.spawn(job)).collect();
+            result = std::mem::replace(&mut result, Ok(())).and(last());
+            for t in spawned {
+                let r = t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                result = std::mem::replace(&mut result, Ok(())).and(r);
+            }
+        });
+    }
+    result
+}
+
+/// Runs `jobs`: at the same time ([`in_parallel`]) when `storage` is [`Storage::remote`] for
+/// `path`, else one after the other, stopping at the first error.
+pub(crate) fn requests(storage: &dyn Storage, path: &Path, jobs: Vec<StorageJob<'_>>) -> Result<(), StorageError> {
+    if storage.remote(path) {
+        return in_parallel(jobs);
+    }
+    jobs.into_iter().try_for_each(|job| job())
+}
+
+/// `(a(), b())`: `b` on a thread of its own, at the same time as `a`, when `storage` is
+/// [`Storage::remote`] for `path`; else one after the other.
+pub(crate) fn join_requests<A: Send, B: Send>(
+    storage: &dyn Storage,
+    path: &Path,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if !storage.remote(path) {
+        let first = a();
+        return (first, b());
+    }
+    std::thread::scope(|s| {
+        let other = s.spawn(b);
+        let first = a();
+        (first, other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
 }

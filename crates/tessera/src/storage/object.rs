@@ -598,6 +598,9 @@ impl Storage for ObjectStorage {
     fn lock_free_grace(&self, _path: &Path) -> Option<Duration> {
         Some(self.shared.options.grace)
     }
+    fn remote(&self, _path: &Path) -> bool {
+        true
+    }
     fn usage(&self, path: &Path) -> Result<(u64, u64), StorageError> {
         if let Ok(meta) = self.shared.head(path) {
             return Ok((meta.size, 1));

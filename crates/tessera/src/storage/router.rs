@@ -121,6 +121,9 @@ impl Storage for RoutedStorage {
             None => self.local.lock_free_grace(path),
         }
     }
+    fn remote(&self, path: &Path) -> bool {
+        bucket_of(path).is_some() || self.local.remote(path)
+    }
     fn modified_ms(&self, path: &Path) -> Result<u64, StorageError> {
         self.route(path)?.modified_ms(path)
     }

@@ -22,7 +22,7 @@ use crate::geometry::Rect;
 use crate::schema::{ArraySchema, Attribute};
 use crate::snapshot::fragment_meta;
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{Storage, StorageError, WriteHandle};
+use crate::storage::{in_parallel, Storage, StorageJob, WriteHandle};
 
 /// One tile ready to be filtered: its position in the fragment's tile order and one unfiltered
 /// buffer per file of the fragment (in `FileSpec::for_schema` order).
@@ -270,7 +270,11 @@ impl FragmentWriter {
     fn start(&mut self) -> Result<()> {
         if self.handles.is_empty() {
             self.started.get_or_insert_with(std::time::Instant::now);
-            self.storage.create_dir_all(&self.dir)?;
+            // On object stores files need no folder, and the marker of an empty one would cost
+            // a round trip before the first file: the fragment's files make its folder.
+            if !self.storage.remote(&self.dir) {
+                self.storage.create_dir_all(&self.dir)?;
+            }
             if self.packed {
                 self.handles.push(self.storage.create(&self.dir.join(PACKED_FILE))?);
             } else {
@@ -590,33 +594,6 @@ impl FragmentWriter {
         }
         Ok(meta)
     }
-}
-
-/// A storage call run by `in_parallel`.
-type StorageJob<'a> = Box<dyn FnOnce() -> std::result::Result<(), StorageError> + Send + 'a>;
-
-/// The most storage calls `in_parallel` runs at once.
-const PARALLEL_STORAGE_CALLS: usize = 16;
-
-/// Runs `jobs` (storage calls that wait: syncs, uploads) on threads of their own, up to
-/// `PARALLEL_STORAGE_CALLS` at once, so that their waits overlap; the first error, after all
-/// have ended.
-fn in_parallel(jobs: Vec<StorageJob<'_>>) -> std::result::Result<(), StorageError> {
-    let mut result = Ok(());
-    let mut jobs = jobs.into_iter().peekable();
-    while jobs.peek().is_some() {
-        let mut batch: Vec<StorageJob<'_>> = jobs.by_ref().take(PARALLEL_STORAGE_CALLS).collect();
-        let last = batch.pop().expect("a batch holds a job");
-        std::thread::scope(|s| {
-            let spawned: Vec<_> = batch.into_iter().map(|job| s.spawn(job)).collect();
-            result = std::mem::replace(&mut result, Ok(())).and(last());
-            for t in spawned {
-                let r = t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                result = std::mem::replace(&mut result, Ok(())).and(r);
-            }
-        });
-    }
-    result
 }
 
 impl FragmentWriter {
