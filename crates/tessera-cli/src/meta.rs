@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tessera::{Config, Context, Datatype, Group, MetaValue, Mode, ObjectKind};
+use tessera::{Config, Datatype, Group, MetaValue, Mode, ObjectKind};
 
 use crate::open;
 
@@ -36,21 +36,21 @@ pub(crate) fn meta(args: &MetaArgs, config: &Config, out: &mut impl Write) -> Re
     if args.set.is_empty() && args.delete.is_empty() {
         return list(args, config, out);
     }
-    let forced = match &args.datatype {
-        None => None,
-        Some(t) => Some(Datatype::parse(t).with_context(|| format!("--type {t}: not a datatype name"))?),
-    };
-    let mut changes: Vec<(String, Option<MetaValue>)> = Vec::new();
+    let forced = args
+        .datatype
+        .as_deref()
+        .map(|t| Datatype::parse(t).with_context(|| format!("--type {t}: not a datatype name")));
+    let forced = forced.transpose()?;
+    let mut changes: Vec<(&str, Option<MetaValue>)> = Vec::new();
     for s in &args.set {
         let Some((key, text)) = s.split_once('=') else { bail!("--set {s}: expected KEY=VALUE") };
         let value = parse_value(text, forced).with_context(|| format!("--set {key}"))?;
-        changes.push((key.to_owned(), Some(value)));
+        changes.push((key, Some(value)));
     }
-    changes.extend(args.delete.iter().map(|k| (k.clone(), None)));
-    let borrowed: Vec<(&str, Option<MetaValue>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    changes.extend(args.delete.iter().map(|k| (k.as_str(), None)));
     let written = match open_group(config, &args.uri, Mode::Write)? {
-        Some(group) => group.write_metadata(&borrowed),
-        None => open(config, &args.uri, Mode::Write)?.write_metadata(&borrowed),
+        Some(group) => group.write_metadata(&changes),
+        None => open(config, &args.uri, Mode::Write)?.write_metadata(&changes),
     };
     written.with_context(|| format!("cannot write metadata of {}", args.uri.display()))?;
     writeln!(out, "wrote {} metadata change(s) to {}", changes.len(), args.uri.display())?;
@@ -81,11 +81,10 @@ fn parse_value(text: &str, forced: Option<Datatype>) -> Result<MetaValue> {
         Ok(MetaValue { datatype: Some(d), data })
     };
     match forced {
-        Some(Datatype::Utf8) => Ok(MetaValue { datatype: Some(Datatype::Utf8), data: text.as_bytes().to_vec() }),
-        Some(d) => numbers(d),
+        Some(d) if d != Datatype::Utf8 => numbers(d),
         None if text.parse::<i64>().is_ok() => numbers(Datatype::Int64),
         None if text.parse::<f64>().is_ok() => numbers(Datatype::Float64),
-        None => Ok(MetaValue { datatype: Some(Datatype::Utf8), data: text.as_bytes().to_vec() }),
+        _ => Ok(MetaValue { datatype: Some(Datatype::Utf8), data: text.as_bytes().to_vec() }),
     }
 }
 
@@ -97,27 +96,22 @@ fn to_json(v: &MetaValue) -> serde_json::Value {
     if d == Datatype::Utf8 {
         return Value::from(String::from_utf8_lossy(&v.data).into_owned());
     }
-    let size = d.size();
-    let values: Vec<Value> = v
-        .data
-        .chunks_exact(size)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..size].copy_from_slice(c);
-            match d {
-                Datatype::Int8 => Value::from(c[0] as i8),
-                Datatype::Int16 => Value::from(i16::from_le_bytes([c[0], c[1]])),
-                Datatype::Int32 => Value::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                Datatype::Int64 => Value::from(i64::from_le_bytes(w)),
-                Datatype::UInt8 => Value::from(c[0]),
-                Datatype::UInt16 => Value::from(u16::from_le_bytes([c[0], c[1]])),
-                Datatype::UInt32 => Value::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                Datatype::UInt64 => Value::from(u64::from_le_bytes(w)),
-                Datatype::Float32 => Value::from(f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
-                _ => Value::from(f64::from_le_bytes(w)),
-            }
-        })
-        .collect();
+    let one = |c: &[u8]| match d {
+        Datatype::Int8 => Value::from(c[0] as i8),
+        Datatype::Int16 => Value::from(i16::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::Int32 => Value::from(i32::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::Int64 | Datatype::Datetime64(_) => Value::from(i64::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::UInt8 => Value::from(c[0]),
+        Datatype::UInt16 => Value::from(u16::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::UInt32 => Value::from(u32::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::UInt64 => Value::from(u64::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::Float32 => Value::from(f64::from(f32::from_le_bytes(c.try_into().unwrap_or_default()))),
+        Datatype::Float64 => Value::from(f64::from_le_bytes(c.try_into().unwrap_or_default())),
+        Datatype::Bool => Value::from(c[0] != 0),
+        _ => Value::from(c.to_vec()),
+    };
+    // Chunks of the type's size: every conversion to an array of that size succeeds.
+    let values: Vec<Value> = v.data.chunks_exact(d.size()).map(one).collect();
     match <[Value; 1]>::try_from(values) {
         Ok([one]) => one,
         Err(many) => Value::from(many),
@@ -126,7 +120,7 @@ fn to_json(v: &MetaValue) -> serde_json::Value {
 
 /// The group at `uri` opened in `mode`, or `None` when `uri` is not a group.
 fn open_group(config: &Config, uri: &std::path::Path, mode: Mode) -> Result<Option<Group>> {
-    let ctx = Context::new(config.clone()).context("cannot start the engine")?;
+    let ctx = crate::context(config)?;
     if tessera::object_kind(&ctx, uri)? != Some(ObjectKind::Group) {
         return Ok(None);
     }
@@ -140,14 +134,31 @@ fn list(args: &MetaArgs, config: &Config, out: &mut impl Write) -> Result<()> {
     };
     let meta = meta.with_context(|| format!("cannot read metadata of {}", args.uri.display()))?;
     if args.json {
-        let map: serde_json::Map<String, serde_json::Value> =
-            meta.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
-        writeln!(out, "{}", serde_json::Value::Object(map))?;
-        return Ok(());
+        let map: serde_json::Map<_, _> = meta.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
+        return Ok(writeln!(out, "{}", serde_json::Value::Object(map))?);
     }
     for (k, v) in &meta {
         let kind = v.datatype.map_or("bytes", Datatype::name);
         writeln!(out, "{k} ({kind}): {}", to_json(v))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_as_json() {
+        let v = |d, data: &[u8]| to_json(&MetaValue { datatype: Some(d), data: data.to_vec() });
+        assert_eq!(v(Datatype::Int16, &[0xfe, 0xff, 7, 0]), json!([-2, 7]));
+        assert_eq!(v(Datatype::UInt64, &u64::MAX.to_le_bytes()), json!(u64::MAX));
+        assert_eq!(v(Datatype::Float32, &1.5f32.to_le_bytes()), json!(1.5));
+        assert_eq!(v(Datatype::Utf8, b"hi"), json!("hi"));
+        // Booleans and times are values of their own type, not the bits of a float64.
+        assert_eq!(v(Datatype::Bool, &[1, 0]), json!([true, false]));
+        assert_eq!(v(Datatype::Datetime64(tessera::TimeUnit::Second), &60i64.to_le_bytes()), json!(60));
+        assert_eq!(to_json(&MetaValue { datatype: None, data: vec![1, 2] }), json!([1, 2]));
+    }
 }
