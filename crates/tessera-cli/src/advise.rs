@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
-use tessera::{Array, Config, Context, Mode};
+use tessera::{Config, Mode};
 use tessera_multimap::advise::{self, Device, SearchOptions};
 
 /// Arguments of `tessera advise`.
@@ -46,17 +46,12 @@ pub struct AdviseArgs {
 
 /// Runs `tessera advise`.
 pub(crate) fn advise(args: &AdviseArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let ctx = Context::new(config.clone()).context("cannot start the engine")?;
-    let array = Array::open(&ctx, &args.uri, Mode::Read)
-        .with_context(|| format!("cannot open array {}", args.uri.display()))?;
-    let schema = array.schema().clone();
+    let array = crate::open(config, &args.uri, Mode::Read)?;
+    let (ctx, schema) = (array.context().clone(), array.schema().clone());
     drop(array);
     let log = advise::read_log(&args.log, &schema)?;
-    let mut dev = if args.uri.to_string_lossy().starts_with(tessera::S3_SCHEME) {
-        Device::object_store(config)
-    } else {
-        Device::local(config)
-    };
+    let s3 = args.uri.to_string_lossy().starts_with(tessera::S3_SCHEME);
+    let mut dev = if s3 { Device::object_store(config) } else { Device::local(config) };
     dev.query_s = args.query_overhead.unwrap_or(dev.query_s);
     dev.latency_s = args.latency.unwrap_or(dev.latency_s);
     dev.read_bps = args.bandwidth.unwrap_or(dev.read_bps);
@@ -64,19 +59,12 @@ pub(crate) fn advise(args: &AdviseArgs, config: &Config, out: &mut impl Write) -
     let advice =
         advise::advise(&ctx, &args.uri, &log, dev, opts).with_context(|| format!("advising {}", args.uri.display()))?;
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &advice)?;
-        writeln!(out)?;
+        crate::write_json(out, &advice)?;
     } else {
         let row = |s: &advise::Scored| {
-            format!(
-                "{:<16} {:<10} {:<10} {:>12.6} {:>10.0} {:>14.0}",
-                s.layout.extents.iter().map(u64::to_string).collect::<Vec<_>>().join("x"),
-                s.layout.tile_order,
-                s.layout.cell_order,
-                s.seconds,
-                s.requests,
-                s.bytes
-            )
+            let (l, tile) = (&s.layout, s.layout.extents.iter().map(u64::to_string).collect::<Vec<_>>().join("x"));
+            let (secs, requests, bytes) = (s.seconds, s.requests, s.bytes);
+            format!("{tile:<16} {:<10} {:<10} {secs:>12.6} {requests:>10.0} {bytes:>14.0}", l.tile_order, l.cell_order)
         };
         writeln!(out, "{} queries ({} candidate layouts), device: {:.0} µs per request, {:.0} MB/s, coalescing gap {} B; stored/unfiltered {:.2}",
             log.len(), advice.ranked.len(), dev.latency_s * 1e6, dev.read_bps / 1e6, dev.coalesce_gap, advice.stored_ratio)?;
@@ -89,14 +77,12 @@ pub(crate) fn advise(args: &AdviseArgs, config: &Config, out: &mut impl Write) -
         for s in advice.ranked.iter().take(args.top) {
             writeln!(out, "{}", row(s))?;
         }
-        let best = advice.best();
+        let (best, gain) = (&advice.best().layout, advice.gain());
+        let (tiles, cells) = (&best.tile_order, &best.cell_order);
+        let tile = best.extents.iter().map(u64::to_string).collect::<Vec<_>>().join(" x ");
         writeln!(
             out,
-            "recommended: tile {} , tile order {}, cell order {}: expected {:.2}x the current speed",
-            best.layout.extents.iter().map(u64::to_string).collect::<Vec<_>>().join(" x "),
-            best.layout.tile_order,
-            best.layout.cell_order,
-            advice.gain()
+            "recommended: tile {tile} , tile order {tiles}, cell order {cells}: expected {gain:.2}x the current speed"
         )?;
         for (shape, cur, new) in advise::by_shape(&advice, &log, &schema) {
             writeln!(out, "  {shape}: {:.3} ms -> {:.3} ms per query ({:.2}x)", cur * 1e3, new * 1e3, cur / new)?;

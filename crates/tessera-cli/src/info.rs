@@ -26,17 +26,15 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
     #[allow(clippy::cast_precision_loss)]
     let ratio = (stored > 0).then(|| unfiltered as f64 / stored as f64);
     if as_json {
-        let frags: Vec<Value> = frags
-            .iter()
-            .map(|f| {
-                json!({
-                    "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "uuid": f.name.uuid,
-                    "format_version": f.name.version, "kind": f.kind().name(), "cell_count": f.cell_count,
-                    "tile_count": f.tile_count(), "nonempty_domain": coords_json(&f.nonempty_domain(schema)),
-                    "stored_bytes": f.stored_bytes(), "unfiltered_bytes": f.unfiltered_bytes(),
-                })
+        let frag = |f: &FragmentMetadata| {
+            json!({
+                "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "uuid": f.name.uuid,
+                "format_version": f.name.version, "kind": f.kind().name(), "cell_count": f.cell_count,
+                "tile_count": f.tile_count(), "nonempty_domain": coords_json(&f.nonempty_domain(schema)),
+                "stored_bytes": f.stored_bytes(), "unfiltered_bytes": f.unfiltered_bytes(),
             })
-            .collect();
+        };
+        let frags: Vec<Value> = frags.iter().map(frag).collect();
         let v = json!({
             "uri": uri.display().to_string(),
             "schema": serde_json::to_value(schema).context("cannot convert the schema to JSON")?,
@@ -44,16 +42,14 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
             "fragments": frags, "stored_bytes": stored, "unfiltered_bytes": unfiltered, "compression_ratio": ratio,
             "size_on_disk": disk_bytes, "files_on_disk": disk_files,
         });
-        serde_json::to_writer_pretty(&mut *out, &v)?;
-        writeln!(out)?;
-        return Ok(());
+        return crate::write_json(out, &v);
     }
     writeln!(out, "array {} ({})", uri.display(), json_name(schema.array_type))?;
     writeln!(out, "dimensions: {}", schema.dims.len())?;
     let dims = schema.dims.iter().map(|d| {
         let tile = match tile_str(d) {
             Some(t) if d.is_float() => format!("{t} ({} tiles)", d.tile_count_any()),
-            Some(t) => format!("{t} ({})", count(d.tile_count(), "tile")),
+            Some(t) => format!("{t} ({} tile{})", d.tile_count(), crate::plural(d.tile_count())),
             None => "none".to_string(),
         };
         let filters = if d.filters.is_empty() { String::new() } else { filters_str(&d.filters) };
@@ -62,10 +58,7 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
     write_table(out, &["name", "type", "domain", "tile", "filters"], dims)?;
     writeln!(out, "attributes: {}", schema.attrs.len())?;
     let attrs = schema.attrs.iter().map(|a| {
-        let cvn = match a.cell_val_num {
-            CellValNum::Fixed(n) => n.to_string(),
-            CellValNum::Var => "var".into(),
-        };
+        let cvn = if let CellValNum::Fixed(n) = a.cell_val_num { n.to_string() } else { "var".into() };
         let fill = match &a.fill {
             Some(v) => v.iter().map(|x| x.to_string().trim_matches('"').to_string()).collect::<Vec<_>>().join(" "),
             None => "default".into(),
@@ -80,10 +73,8 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
         let dups = if schema.allows_duplicates { "allowed" } else { "not allowed" };
         writeln!(out, "capacity {} cells per data tile, duplicates {dups}", schema.capacity)?;
     }
-    match array.nonempty_domain_ranges() {
-        Some(d) => writeln!(out, "non-empty domain: {}", coords_str(schema, &d))?,
-        None => writeln!(out, "non-empty domain: none (nothing written)")?,
-    }
+    let domain = array.nonempty_domain_ranges().map(|d| coords_str(schema, &d));
+    writeln!(out, "non-empty domain: {}", domain.as_deref().unwrap_or("none (nothing written)"))?;
     writeln!(out, "fragments: {}{}", frags.len(), if frags.len() > 1 { " (oldest first)" } else { "" })?;
     if !frags.is_empty() {
         let rows = frags.iter().map(|f| {
@@ -103,10 +94,8 @@ pub(crate) fn write_info(array: &Array, as_json: bool, out: &mut impl Write) -> 
         write_table(out, &header, rows)?;
     }
     writeln!(out, "tile bytes: stored {}, unfiltered {}", human(stored), human(unfiltered))?;
-    match ratio {
-        Some(r) => writeln!(out, "compression ratio: {r:.2} (unfiltered / stored tile bytes)")?,
-        None => writeln!(out, "compression ratio: n/a (no tiles)")?,
-    }
+    let ratio = ratio.map(|r| format!("{r:.2} (unfiltered / stored tile bytes)"));
+    writeln!(out, "compression ratio: {}", ratio.as_deref().unwrap_or("n/a (no tiles)"))?;
     writeln!(out, "size on disk: {} in {disk_files} files", human(disk_bytes))?;
     Ok(())
 }
@@ -165,17 +154,12 @@ pub(crate) fn tile_str(d: &Dimension) -> Option<String> {
 /// A pipeline as `byteshuffle -> zstd(level 3)`, or `none`.
 fn filters_str(p: &FilterPipeline) -> String {
     let one = |f: &tessera::Filter| {
-        let params = match serde_json::to_value(f) {
-            Ok(Value::Object(m)) => {
-                m.iter().filter(|(k, _)| k.as_str() != "name").map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>()
-            }
+        let params: Vec<String> = match serde_json::to_value(f) {
+            Ok(Value::Object(m)) => m.iter().filter(|(k, _)| *k != "name").map(|(k, v)| format!("{k} {v}")).collect(),
             _ => Vec::new(),
         };
-        if params.is_empty() {
-            f.name().to_string()
-        } else {
-            format!("{}({})", f.name(), params.join(", "))
-        }
+        let params = if params.is_empty() { String::new() } else { format!("({})", params.join(", ")) };
+        format!("{}{params}", f.name())
     };
     let fs: Vec<String> = p.filters().iter().map(one).collect();
     if fs.is_empty() {
@@ -183,11 +167,6 @@ fn filters_str(p: &FilterPipeline) -> String {
     } else {
         fs.join(" -> ")
     }
-}
-
-/// `1 tile`, `5 tiles`.
-fn count(n: u64, what: &str) -> String {
-    format!("{n} {what}{}", crate::plural(n))
 }
 
 /// Bytes for people: `4.7 MiB (4928512 bytes)`, or `812 bytes`.

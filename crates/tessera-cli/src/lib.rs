@@ -434,6 +434,12 @@ fn open(config: &Config, uri: &Path, mode: Mode) -> Result<Array> {
     Array::open(&ctx, uri, mode).with_context(|| format!("cannot open array {}", uri.display()))
 }
 
+/// Writes `v` as indented JSON and a newline (the `--json` output of every command).
+fn write_json(out: &mut impl Write, v: &impl serde::Serialize) -> Result<()> {
+    serde_json::to_writer_pretty(&mut *out, v)?;
+    Ok(writeln!(out)?)
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 {
         ""

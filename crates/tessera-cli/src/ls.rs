@@ -23,29 +23,21 @@ pub struct LsArgs {
 
 /// Runs `tessera ls`.
 pub(crate) fn ls(args: &LsArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let ctx = Context::new(config.clone()).context("cannot start the engine")?;
+    let ctx = crate::context(config)?;
     let entries = match tessera::object_kind(&ctx, &args.uri)? {
         Some(ObjectKind::Group) => members(&ctx, &args.uri, "", args.recursive)?,
         Some(ObjectKind::Array) => vec![array_entry(&ctx, &args.uri, &args.uri.display().to_string())?],
         None => bail!("{} is neither a Tessera group nor a Tessera array", args.uri.display()),
     };
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &Value::from(entries))?;
-        writeln!(out)?;
-        return Ok(());
+        return crate::write_json(out, &entries);
     }
     for e in &entries {
-        let name = e["name"].as_str().unwrap_or_default();
-        match e["kind"].as_str() {
-            Some("group") => writeln!(out, "{name}/  group")?,
-            _ => writeln!(
-                out,
-                "{name}  {} array  {}  attributes: {}  fragments: {}",
-                e["type"].as_str().unwrap_or_default(),
-                e["dims"].as_str().unwrap_or_default(),
-                e["attrs"].as_str().unwrap_or_default(),
-                e["fragments"],
-            )?,
+        let s = |key: &str| e[key].as_str().unwrap_or_default();
+        let (name, kind, dims, attrs, frags) = (s("name"), s("type"), s("dims"), s("attrs"), &e["fragments"]);
+        match s("kind") {
+            "group" => writeln!(out, "{name}/  group")?,
+            _ => writeln!(out, "{name}  {kind} array  {dims}  attributes: {attrs}  fragments: {frags}")?,
         }
     }
     Ok(())

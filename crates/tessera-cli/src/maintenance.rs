@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tessera::{consolidate, vacuum, Config, Mode, Selection};
+use tessera::{consolidate, vacuum, Config, FragmentMetadata, Mode, Selection};
 
 use crate::info::{human, iso_ms, write_table};
 use crate::spec::{coords_str, named_str, Spec};
@@ -50,20 +50,15 @@ pub fn fragments(args: &crate::InfoArgs, config: &Config, out: &mut impl Write) 
     let a = open(config, &args.uri, Mode::Read)?;
     let frags = a.fragments();
     if args.json {
-        let rows: Vec<serde_json::Value> = frags
-            .iter()
-            .map(|f| {
-                let domain = f.nonempty_domain(a.schema()).into_iter().map(Some).collect::<Vec<_>>();
-                serde_json::json!({
-                    "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "kind": f.kind().name(),
-                    "cells": f.cell_count, "tiles": f.tile_count(), "stored_bytes": f.stored_bytes(),
-                    "nonempty_domain": named_str(a.schema(), &domain),
-                })
+        let row = |f: &FragmentMetadata| {
+            let domain = f.nonempty_domain(a.schema()).into_iter().map(Some).collect::<Vec<_>>();
+            serde_json::json!({
+                "name": f.name.to_string(), "t0": f.name.t0, "t1": f.name.t1, "kind": f.kind().name(),
+                "cells": f.cell_count, "tiles": f.tile_count(), "stored_bytes": f.stored_bytes(),
+                "nonempty_domain": named_str(a.schema(), &domain),
             })
-            .collect();
-        serde_json::to_writer_pretty(&mut *out, &rows)?;
-        writeln!(out)?;
-        return Ok(());
+        };
+        return crate::write_json(out, &frags.iter().map(row).collect::<Vec<_>>());
     }
     writeln!(out, "{} fragment(s) of {} (oldest first)", frags.len(), args.uri.display())?;
     let rows = frags.iter().map(|f| {
@@ -93,20 +88,17 @@ fn pair<T: std::str::FromStr>(s: &str, what: &str) -> Result<(T, T)> {
 /// # Errors
 /// Contradicting selections, a selection that is not consecutive, or an engine failure.
 pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let given = usize::from(!args.fragments.is_empty())
-        + usize::from(args.timestamp.is_some())
-        + usize::from(args.size_tiered.is_some());
-    if given > 1 {
+    let given = [!args.fragments.is_empty(), args.timestamp.is_some(), args.size_tiered.is_some()];
+    if given.iter().filter(|&&g| g).count() > 1 {
         bail!("give at most one of --fragment, --timestamp and --size-tiered");
     }
     let sel = if !args.fragments.is_empty() {
         Selection::Names(args.fragments.clone())
     } else if let Some(t) = &args.timestamp {
-        let (a, b) = pair::<u64>(t, "--timestamp")?;
-        Selection::Timestamps(a, b)
+        pair::<u64>(t, "--timestamp").map(|(a, b)| Selection::Timestamps(a, b))?
     } else if let Some(s) = &args.size_tiered {
-        let (ratio, min) = pair::<f64>(s, "--size-tiered")?;
-        Selection::SizeTiered { ratio, min_fragments: min as usize }
+        pair::<f64>(s, "--size-tiered")
+            .map(|(ratio, min)| Selection::SizeTiered { ratio, min_fragments: min as usize })?
     } else {
         Selection::All
     };
@@ -115,14 +107,10 @@ pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl W
         .with_context(|| format!("cannot consolidate {}", args.uri.display()))?;
     match made {
         None => writeln!(out, "nothing to consolidate in {} (fewer than two fragments chosen)", args.uri.display())?,
-        Some(m) => writeln!(
-            out,
-            "consolidated into {} ({} cells, {}) in {:.2} s",
-            m.name,
-            m.cell_count,
-            human(m.stored_bytes()),
-            t.elapsed().as_secs_f64()
-        )?,
+        Some(m) => {
+            let (cells, bytes, secs) = (m.cell_count, human(m.stored_bytes()), t.elapsed().as_secs_f64());
+            writeln!(out, "consolidated into {} ({cells} cells, {bytes}) in {secs:.2} s", m.name)?;
+        }
     }
     if args.vacuum {
         vacuum_cmd(&args.uri, config, out)?;
@@ -136,13 +124,8 @@ pub fn consolidate_cmd(args: &ConsolidateArgs, config: &Config, out: &mut impl W
 /// Readers or writers holding the array past `sm.vacuum.lock_timeout_ms`, or a storage failure.
 pub fn vacuum_cmd(uri: &Path, config: &Config, out: &mut impl Write) -> Result<()> {
     let r = vacuum(&context(config)?, uri).with_context(|| format!("cannot vacuum {}", uri.display()))?;
-    writeln!(
-        out,
-        "vacuumed {}: removed {} superseded fragment(s) and {} unfinished one(s)",
-        uri.display(),
-        r.removed.len(),
-        r.uncommitted.len()
-    )?;
+    let (uri, removed, unfinished) = (uri.display(), r.removed.len(), r.uncommitted.len());
+    writeln!(out, "vacuumed {uri}: removed {removed} superseded fragment(s) and {unfinished} unfinished one(s)")?;
     Ok(())
 }
 
