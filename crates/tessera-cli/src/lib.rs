@@ -463,11 +463,12 @@ impl TempFiles {
         Ok(file)
     }
 
-    /// Renames every temporary file to its target.
+    /// Renames every temporary file to its target (on failure, the ones left are removed).
     fn commit(mut self) -> Result<()> {
-        for (tmp, path) in std::mem::take(&mut self.0) {
-            std::fs::rename(&tmp, &path).with_context(|| format!("cannot create {}", path.display()))?;
+        for (tmp, path) in &self.0 {
+            std::fs::rename(tmp, path).with_context(|| format!("cannot create {}", path.display()))?;
         }
+        self.0.clear();
         Ok(())
     }
 }
