@@ -61,12 +61,10 @@ fn value_str(v: &AggregateValue) -> String {
 pub fn aggregate(args: &AggregateArgs, config: &Config, out: &mut impl Write) -> Result<()> {
     let reqs = args.aggs.iter().map(|a| request(a)).collect::<Result<Vec<_>>>()?;
     let a = open(config, &args.uri, Mode::Read)?;
-    let ranges = match &args.subarray {
-        Some(s) => Spec::parse(s, false)?.resolve(a.schema())?,
-        None => vec![None; a.schema().dims.len()],
-    };
+    // No SPEC is the whole domain, as an empty one.
+    let ranges = Spec::parse(args.subarray.as_deref().unwrap_or(""), false)?.resolve(a.schema())?;
     let engine: Vec<Vec<_>> = ranges.iter().map(|r| r.iter().copied().collect()).collect();
-    let condition = args.where_.as_deref().map(tessera::Condition::parse).transpose().context("--where")?;
+    let condition = crate::parse_where(args.where_.as_deref())?;
     let values = a
         .aggregate(&engine, condition.as_ref(), &reqs)
         .with_context(|| format!("cannot aggregate {}", args.uri.display()))?;

@@ -27,9 +27,9 @@ use crate::spec::{spec_str, Spec};
 use crate::{bytes_bar, open, LayoutArg, ReadArgs, TempFiles, WriteArgs};
 
 /// Bytes of input cells handed to the engine per submit when writing.
-const SLAB_BYTES: u64 = 64 << 20;
+pub(crate) const SLAB_BYTES: u64 = 64 << 20;
 /// Bytes of result cells asked of the engine per batch when reading.
-const BATCH_BYTES: u64 = 64 << 20;
+pub(crate) const BATCH_BYTES: u64 = 64 << 20;
 
 /// What to tell users about attributes `.npy` cannot hold.
 const PYTHON_HINT: &str = "use the Python API (`import tessera`), which returns offsets and validity as \
@@ -79,23 +79,21 @@ fn dtype_str(ts: &TypeStr) -> String {
 /// The forms attribute `a` takes, the one a read produces first; refuses attributes without one
 /// (`verb`: "read" or "written").
 fn forms(a: &Attribute, verb: &str) -> Result<Vec<Form>> {
+    let (name, datatype) = (&a.name, a.datatype);
     let n = match a.cell_val_num {
         CellValNum::Var => bail!(
-            "attribute {} is variable-length ({}, cell_val_num \"var\"): .npy cannot represent it, so it cannot be \
-             {verb} here; {PYTHON_HINT}",
-            a.name,
-            a.datatype
+            "attribute {name} is variable-length ({datatype}, cell_val_num \"var\"): .npy cannot represent it, so it \
+             cannot be {verb} here; {PYTHON_HINT}"
         ),
         CellValNum::Fixed(n) => u64::from(n),
     };
     if a.nullable {
         bail!(
-            "attribute {} is nullable: .npy cannot represent null cells, so it cannot be {verb} here; {PYTHON_HINT}",
-            a.name
+            "attribute {name} is nullable: .npy cannot represent null cells, so it cannot be {verb} here; \
+             {PYTHON_HINT}"
         );
     }
-    let size = a.datatype.size() as u64;
-    let unit = a.datatype.time_unit();
+    let (size, unit) = (a.datatype.size() as u64, a.datatype.time_unit());
     let kind = match a.datatype {
         Datatype::Utf8 => return Ok(vec![Form { kind: TypeChar::ByteStr, size: n, unit, values_axis: None }]),
         Datatype::Float32 | Datatype::Float64 => TypeChar::Float,
@@ -103,7 +101,7 @@ fn forms(a: &Attribute, verb: &str) -> Result<Vec<Form>> {
         Datatype::Datetime64(_) => TypeChar::DateTime,
         t if t.integer_bounds().is_some_and(|(lo, _)| lo < 0) => TypeChar::Int,
         t if t.is_integer() => TypeChar::Uint,
-        t => bail!("attribute {}: type {t} has no .npy equivalent", a.name),
+        t => bail!("attribute {name}: type {t} has no .npy equivalent"),
     };
     let values_axis = (n > 1).then_some(n);
     let mut out = vec![Form { kind, size, unit, values_axis }];
@@ -126,10 +124,11 @@ struct Input {
 }
 
 /// Reads the header of `.npy` file `file` (shown as `shown`), leaving it at the data; returns
-/// the header and the offset of the data. Every size the header gives is checked before `npyz`
-/// sees it: the header length against 16 MiB and the file's length, and the shape's element
-/// count (which `npyz` multiplies out unchecked) against overflow and the bytes after the header.
-fn read_header(file: &mut File, shown: &str) -> Result<(NpyHeader, u64)> {
+/// the header, the offset of the data and the file's length. Every size the header gives is
+/// checked before `npyz` sees it: the header length against 16 MiB and the file's length, and
+/// the shape's element count (which `npyz` multiplies out unchecked) against overflow and the
+/// bytes after the header.
+fn read_header(file: &mut File, shown: &str) -> Result<(NpyHeader, u64, u64)> {
     let invalid = |e: &dyn std::fmt::Display| anyhow!("cannot read {shown}: not a valid .npy file: {e}");
     let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
     let mut head = Vec::with_capacity(12);
@@ -149,11 +148,10 @@ fn read_header(file: &mut File, shown: &str) -> Result<(NpyHeader, u64)> {
     let rest = data_at.saturating_sub(head.len() as u64);
     Read::by_ref(file).take(rest).read_to_end(&mut head).with_context(|| format!("cannot read {shown}"))?;
     if let Some(shape) = head.get(usize::try_from(start)?..).and_then(shape_text) {
-        // Every dtype the CLI takes has at least one byte per element.
+        // Every dtype the CLI takes has at least one byte per element (and a 0 in the shape none).
         let nonzero = shape.iter().filter(|&&n| n != 0).try_fold(1u64, |p, &n| p.checked_mul(n));
-        let elements = if shape.contains(&0) { Some(0) } else { nonzero };
         let room = file_len - data_at;
-        if nonzero.is_none() || elements.is_some_and(|n| n > room) {
+        if nonzero.is_none_or(|n| n > room && !shape.contains(&0)) {
             let shape = shape_str(&shape);
             return Err(invalid(&format!(
                 "shape {shape} has more elements than the {room} bytes after the header can hold"
@@ -164,7 +162,7 @@ fn read_header(file: &mut File, shown: &str) -> Result<(NpyHeader, u64)> {
     if head.len() as u64 != data_at {
         return Err(invalid(&format!("the header length {hlen} does not match the header")));
     }
-    Ok((header, data_at))
+    Ok((header, data_at, file_len))
 }
 
 /// The numbers of the `'shape': (...)` tuple of a `.npy` header's text, if it has one that
@@ -186,12 +184,10 @@ fn check_input(a: &Attribute, header: &NpyHeader, cells: &[u64], spec: &str, sho
     };
     let unsupported = |why: &str| anyhow!("{shown}: dtype {:?} is not supported: {why}", ts.to_string());
     match ts.type_char() {
-        TypeChar::UnicodeStr => {
-            return Err(unsupported("unicode strings; store bytes (astype('S')) or use the Python API"))
-        }
-        TypeChar::Object => return Err(unsupported("Python objects cannot be stored")),
-        _ => {}
-    }
+        TypeChar::UnicodeStr => Err(unsupported("unicode strings; store bytes (astype('S')) or use the Python API")),
+        TypeChar::Object => Err(unsupported("Python objects cannot be stored")),
+        _ => Ok(()),
+    }?;
     let (kind, size, unit) = (ts.type_char(), ts.size_field(), ts.time_units().map(npyz::TimeUnits::to_str));
     if ts.endianness() == npyz::Endianness::Big && size > 1 && kind != TypeChar::ByteStr {
         bail!(
@@ -203,31 +199,21 @@ fn check_input(a: &Attribute, header: &NpyHeader, cells: &[u64], spec: &str, sho
     let forms = forms(a, "written")?;
     let unit_of = |f: &Form| f.unit.map(TimeUnit::code);
     let Some(form) = forms.iter().find(|f| f.kind == kind && f.size == size && unit_of(f) == unit) else {
+        let (dtype, name, datatype) = (dtype_str(&ts), &a.name, a.datatype);
         if let Some(f) = forms.iter().find(|f| f.kind == kind && f.size == size) {
             // Counts of another unit are other times: no silent reinterpretation.
+            let (unit, to) = (unit.unwrap_or("?"), f.type_str()?);
             bail!(
-                "{shown}: dtype {} has unit {} but attribute {} is {}; no implicit conversion is done (convert \
-                 with arr.astype('{}'))",
-                dtype_str(&ts),
-                unit.unwrap_or("?"),
-                a.name,
-                a.datatype,
-                f.type_str()?
+                "{shown}: dtype {dtype} has unit {unit} but attribute {name} is {datatype}; no implicit conversion is \
+                 done (convert with arr.astype('{to}'))"
             );
         }
         let want: Vec<String> = forms.iter().map(|f| f.type_str().map(|t| dtype_str(&t))).collect::<Result<_>>()?;
-        let n = match a.cell_val_num {
-            CellValNum::Fixed(n) if n > 1 => format!(" x {n}"),
-            _ => String::new(),
-        };
+        let n = if let CellValNum::Fixed(n @ 2..) = a.cell_val_num { format!(" x {n}") } else { String::new() };
+        let (want, to) = (want.join(" or "), forms[0].type_str()?);
         bail!(
-            "{shown}: dtype {} does not match attribute {} ({}{n}), which needs {}; no implicit casting is done \
-             (convert with arr.astype('{}'))",
-            dtype_str(&ts),
-            a.name,
-            a.datatype,
-            want.join(" or "),
-            forms[0].type_str()?
+            "{shown}: dtype {dtype} does not match attribute {name} ({datatype}{n}), which needs {want}; no implicit \
+             casting is done (convert with arr.astype('{to}'))"
         );
     };
     let want = form.shape(cells);
@@ -240,11 +226,10 @@ fn check_input(a: &Attribute, header: &NpyHeader, cells: &[u64], spec: &str, sho
         );
     }
     let fortran = header.order() == Order::Fortran;
-    if fortran && form.values_axis.is_some() {
+    if let Some(n) = form.values_axis.filter(|_| fortran) {
         bail!(
-            "{shown}: Fortran-order data with {} values per cell on the last axis keeps a cell's values apart; save \
-             it in C order (np.ascontiguousarray)",
-            form.values_axis.unwrap_or(0)
+            "{shown}: Fortran-order data with {n} values per cell on the last axis keeps a cell's values apart; save \
+             it in C order (np.ascontiguousarray)"
         );
     }
     Ok(fortran)
@@ -290,17 +275,17 @@ fn assign_files(schema: &ArraySchema, items: &[String], flag: &str, existing: bo
 /// Refuses flags of sparse arrays and CSV or Parquet files on a dense array.
 fn refuse_sparse_options(uri: &Path, flags: &[(bool, &str)], files: &[String], flag: &str) -> Result<()> {
     let what = if flag == "--input" { "written from .npy files" } else { "read into .npy files named as ATTR=FILE" };
+    let uri = uri.display();
     if let Some((_, f)) = flags.iter().find(|(set, _)| *set) {
-        bail!("{f} applies to sparse arrays; array {} is dense ({what})", uri.display());
+        bail!("{f} applies to sparse arrays; array {uri} is dense ({what})");
     }
     for item in files {
         let file = item.split_once('=').map_or(item.as_str(), |(_, f)| f);
         let ext = Path::new(file).extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         if matches!(ext.as_deref(), Some("csv" | "tsv" | "parquet" | "pq")) {
             bail!(
-                "{flag} {item}: array {} is dense and exchanges .npy files (one per attribute); CSV and Parquet files \
-                 are for sparse arrays",
-                uri.display()
+                "{flag} {item}: array {uri} is dense and exchanges .npy files (one per attribute); CSV and Parquet \
+                 files are for sparse arrays"
             );
         }
     }
@@ -314,12 +299,9 @@ fn extents(ranges: &[(i128, i128)]) -> Result<Vec<u64>> {
 
 /// `tessera write URI --subarray SPEC --input [ATTR=]FILE.npy ...`: validates every input
 /// (attributes, dtypes, shapes, file sizes) before writing anything, then submits slabs along the
-/// slowest dimension and commits one fragment. Nothing is committed on error.
-pub(crate) fn write(args: &WriteArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    write_in_slabs(args, config, out, SLAB_BYTES)
-}
-
-fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_bytes: u64) -> Result<()> {
+/// slowest dimension (of about `slab_bytes`, [`SLAB_BYTES`] but in tests) and commits one
+/// fragment. Nothing is committed on error.
+pub(crate) fn write(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_bytes: u64) -> Result<()> {
     let uri = &args.uri;
     let array = open(config, uri, Mode::Write)?;
     if array.schema().is_sparse() {
@@ -328,23 +310,20 @@ fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_
     let flags =
         [(args.ignore_extra, "--ignore-extra"), (args.sorted, "--sorted"), (args.delimiter.is_some(), "--delimiter")];
     refuse_sparse_options(uri, &flags, &args.input, "--input")?;
-    let spec = args.subarray.as_deref().map(|s| Spec::parse(s, true)).transpose()?;
+    // No SPEC is the whole domain, as an empty one.
+    let spec = Spec::parse(args.subarray.as_deref().unwrap_or(""), true)?;
     let schema = array.schema().clone();
     let in_array = || format!("array {}", uri.display());
     for a in &schema.attrs {
         forms(a, "written").with_context(|| format!("{}: a write needs every attribute", in_array()))?;
     }
-    let ranges = match &spec {
-        Some(s) => s.resolve_dense(&schema).with_context(in_array)?,
-        None => schema.dims.iter().map(tessera::Dimension::int_domain).collect(),
-    };
+    let ranges = spec.resolve_dense(&schema).with_context(in_array)?;
     let spec_text = spec_str(&ranges);
     let shape = extents(&ranges)?;
     let assigned = assign_files(&schema, &args.input, "--input", true)?;
-    let missing: Vec<&str> = (0..schema.attrs.len())
-        .filter(|i| !assigned.iter().any(|(a, _)| a == i))
-        .map(|i| schema.attrs[i].name.as_str())
-        .collect();
+    let given = |i: &usize| assigned.iter().any(|(a, _)| a == i);
+    let missing: Vec<&str> =
+        (0..schema.attrs.len()).filter(|i| !given(i)).map(|i| schema.attrs[i].name.as_str()).collect();
     if !missing.is_empty() {
         bail!("{}: a write needs every attribute; missing --input for: {}", in_array(), missing.join(", "));
     }
@@ -352,14 +331,12 @@ fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_
     for (attr, path) in assigned {
         let shown = path.display().to_string();
         let mut file = File::open(&path).with_context(|| format!("cannot open input {shown}"))?;
-        let (header, data_at) = read_header(&mut file, &shown)?;
+        let (header, data_at, file_len) = read_header(&mut file, &shown)?;
         let a = &schema.attrs[attr];
         let fortran = check_input(a, &header, &shape, &spec_text, &shown).with_context(in_array)?;
-        let (elements, size) =
-            (header.shape().iter().try_fold(1u64, |n, &d| n.checked_mul(d)), header.dtype().num_bytes());
-        let data_len = elements.zip(size).and_then(|(n, s)| n.checked_mul(s as u64));
+        let size = header.dtype().num_bytes().map(|s| s as u64);
+        let data_len = size.and_then(|s| header.shape().iter().try_fold(s, |n, &d| n.checked_mul(d)));
         let data_len = data_len.ok_or_else(|| anyhow!("{shown}: the shape is too large"))?;
-        let file_len = file.metadata().with_context(|| format!("cannot read {shown}"))?.len();
         if data_at.checked_add(data_len) != Some(file_len) {
             bail!(
                 "{shown}: the data section has {} bytes but shape {} needs {data_len}",
@@ -371,28 +348,19 @@ fn write_in_slabs(args: &WriteArgs, config: &Config, out: &mut impl Write, slab_
     }
     // Inputs whose cells form at most one line are the same bytes in C and Fortran order.
     let line = shape.iter().filter(|&&n| n > 1).count() <= 1;
-    let mut ordered = inputs.iter().filter(|_| !line);
-    let layout = match ordered.next() {
-        Some(first) => {
-            if let Some(other) = ordered.find(|i| i.fortran != first.fortran) {
-                let name = |f: bool| if f { "Fortran" } else { "C" };
-                bail!(
-                    "inputs mix C and Fortran order ({} is {} order, {} is {} order); convert one with \
-                     np.ascontiguousarray or np.asfortranarray",
-                    first.path.display(),
-                    name(first.fortran),
-                    other.path.display(),
-                    name(other.fortran)
-                );
-            }
-            if first.fortran {
-                Layout::ColMajor
-            } else {
-                Layout::RowMajor
-            }
-        }
-        None => Layout::RowMajor,
-    };
+    let first = inputs.first().filter(|_| !line);
+    if let Some((a, b)) = first.zip(inputs.iter().find(|i| first.is_some_and(|f| i.fortran != f.fortran))) {
+        let name = |f: bool| if f { "Fortran" } else { "C" };
+        bail!(
+            "inputs mix C and Fortran order ({} is {} order, {} is {} order); convert one with \
+             np.ascontiguousarray or np.asfortranarray",
+            a.path.display(),
+            name(a.fortran),
+            b.path.display(),
+            name(b.fortran)
+        );
+    }
+    let layout = if first.is_some_and(|f| f.fortran) { Layout::ColMajor } else { Layout::RowMajor };
 
     let mut writer = array
         .writer(&Subarray::from_ranges(&ranges), layout)
@@ -442,27 +410,19 @@ fn slab_end(start: i128, hi: i128, rows: u64, dom_lo: i128, tile: u64) -> i128 {
 
 /// `tessera read URI [--subarray SPEC] --output [ATTR=]FILE.npy ... [--layout ...]`: streams the
 /// result in batches into temporary files, renamed to the outputs once complete. No output file
-/// is created or replaced on error.
-pub(crate) fn read(args: &ReadArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    read_in_batches(args, config, out, BATCH_BYTES)
-}
-
-fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch_bytes: u64) -> Result<()> {
+/// is created or replaced on error. Batches hold about `batch_bytes` ([`BATCH_BYTES`] but in tests).
+pub(crate) fn read(args: &ReadArgs, config: &Config, out: &mut impl Write, batch_bytes: u64) -> Result<()> {
     let uri = &args.uri;
     let array = open(config, uri, Mode::Read)?;
     if array.schema().is_sparse() {
         return crate::sparse::read(&array, args, batch_bytes, out);
     }
-    refuse_sparse_options(
-        uri,
-        &[(!args.attrs.is_empty(), "--attrs"), (args.delimiter.is_some(), "--delimiter")],
-        &[],
-        "",
-    )?;
-    if args.layout == LayoutArg::Unordered {
-        bail!("--layout unordered applies to sparse arrays; array {} is dense", uri.display());
-    }
-    refuse_sparse_options(uri, &[], &args.output, "--output")?;
+    let flags = [
+        (!args.attrs.is_empty(), "--attrs"),
+        (args.delimiter.is_some(), "--delimiter"),
+        (args.layout == LayoutArg::Unordered, "--layout unordered"),
+    ];
+    refuse_sparse_options(uri, &flags, &args.output, "--output")?;
     let spec = args.subarray.as_deref().map(|s| Spec::parse(s, true)).transpose()?;
     let schema = array.schema();
     let in_array = || format!("array {}", uri.display());
@@ -475,13 +435,12 @@ fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
         }
         let a = &schema.attrs[*attr];
         let form = forms(a, "read").with_context(|| format!("--output {}", path.display()))?[0];
-        if layout == Layout::ColMajor && form.values_axis.is_some() {
+        if let Some(n) = form.values_axis.filter(|_| layout == Layout::ColMajor) {
             bail!(
-                "--output {}: attribute {} has {} values per cell, which a Fortran-order file would separate; use \
+                "--output {}: attribute {} has {n} values per cell, which a Fortran-order file would separate; use \
                  --layout row-major",
                 path.display(),
-                a.name,
-                form.values_axis.unwrap_or(0)
+                a.name
             );
         }
         outputs.push((path, a, form));
@@ -494,13 +453,10 @@ fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
     };
     let spec_text = spec_str(&ranges);
     let names: Vec<&str> = outputs.iter().map(|(_, a, _)| a.name.as_str()).collect();
-    let condition = args.condition()?;
+    let condition = crate::parse_where(args.where_.as_deref())?;
     let mut query = array
         .read_query(&Subarray::from_ranges(&ranges), &names, layout)
-        .and_then(|q| match &condition {
-            Some(c) => q.with_condition(c),
-            None => Ok(q),
-        })
+        .and_then(|q| condition.iter().try_fold(q, |q, c| q.with_condition(c)))
         .with_context(|| format!("cannot read {spec_text} of {}", in_array()))?;
     let total_cells = query.total_cells();
     let cells_shape = if layout == Layout::Global { vec![total_cells] } else { extents(&ranges)? };
@@ -508,13 +464,10 @@ fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
 
     let mut temps = TempFiles::default();
     let mut writers = Vec::new();
-    let mut done = Vec::new();
     for (path, _, form) in &outputs {
         let w = BufWriter::with_capacity(1 << 20, temps.create(path)?);
-        let shape = form.shape(&cells_shape);
-        let ts = form.type_str()?;
-        done.push((dtype_str(&ts), shape_str(&shape)));
-        let options = WriteOptions::new_header_only().dtype(DType::Plain(ts)).shape(&shape).order(order);
+        let options = WriteOptions::new_header_only().dtype(DType::Plain(form.type_str()?));
+        let options = options.shape(&form.shape(&cells_shape)).order(order);
         writers
             .push(options.writer(w).write_header_only().with_context(|| format!("cannot write {}", path.display()))?);
     }
@@ -530,13 +483,13 @@ fn read_in_batches(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
     }
     bar.finish_and_clear();
     for (w, (path, ..)) in writers.into_iter().zip(&outputs) {
-        let file =
-            w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("cannot write {}", path.display()))?;
-        file.sync_all().with_context(|| format!("cannot write {}", path.display()))?;
+        let file = w.into_inner().map_err(|e| e.into_error());
+        file.and_then(|f| f.sync_all()).with_context(|| format!("cannot write {}", path.display()))?;
     }
     temps.commit()?;
-    for ((path, a, _), (dtype, shape)) in outputs.iter().zip(&done) {
-        let order = if order == Order::Fortran { "Fortran" } else { "C" };
+    let order = if order == Order::Fortran { "Fortran" } else { "C" };
+    for (path, a, form) in &outputs {
+        let (dtype, shape) = (dtype_str(&form.type_str()?), shape_str(&form.shape(&cells_shape)));
         writeln!(out, "wrote {}: {} of {spec_text} as {dtype}, shape {shape}, {order} order", path.display(), a.name)?;
     }
     Ok(())
@@ -626,7 +579,7 @@ mod tests {
                 sorted: false,
                 delimiter: None,
             };
-            write_in_slabs(&args, &config, &mut out, 1).unwrap();
+            write(&args, &config, &mut out, 1).unwrap();
             for layout in [LayoutArg::RowMajor, LayoutArg::ColMajor] {
                 let output = dir.path().join("out.npy");
                 let args = ReadArgs {
@@ -638,7 +591,7 @@ mod tests {
                     delimiter: None,
                     where_: None,
                 };
-                read_in_batches(&args, &config, &mut out, 50).unwrap();
+                read(&args, &config, &mut out, 50).unwrap();
                 let back = npyz::NpyFile::new(File::open(&output).unwrap()).unwrap();
                 assert_eq!(back.shape(), &[17, 9]);
                 assert_eq!(back.order() == Order::Fortran, layout == LayoutArg::ColMajor);

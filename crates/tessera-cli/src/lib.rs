@@ -18,7 +18,7 @@
 //! `--stats` (or `--stats-json FILE`) records the engine's statistics during any command and
 //! prints them to stderr (writes them as JSON) at the end.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -232,11 +232,9 @@ pub struct ReadArgs {
     pub where_: Option<String>,
 }
 
-impl ReadArgs {
-    /// The parsed `--where` condition.
-    pub(crate) fn condition(&self) -> Result<Option<tessera::Condition>> {
-        self.where_.as_deref().map(tessera::Condition::parse).transpose().context("--where")
-    }
+/// Parses the `--where` condition of `tessera read` and `tessera aggregate`.
+fn parse_where(expr: Option<&str>) -> Result<Option<tessera::Condition>> {
+    expr.map(tessera::Condition::parse).transpose().context("--where")
 }
 
 /// Arguments of `tessera import`.
@@ -332,11 +330,9 @@ impl From<LayoutArg> for Layout {
 }
 
 fn config_help() -> String {
-    let mut s = String::from("Configuration keys for --config KEY=VALUE (with their defaults):");
-    for (k, default, what) in tessera::CONFIG_KEYS {
-        s.push_str(&format!("\n  {k} = {default}\n      {what}"));
-    }
-    s
+    let keys: String =
+        tessera::CONFIG_KEYS.iter().map(|(k, default, what)| format!("\n  {k} = {default}\n      {what}")).collect();
+    format!("Configuration keys for --config KEY=VALUE (with their defaults):{keys}")
 }
 
 /// Runs a parsed command line, writing its normal output to `out`.
@@ -345,8 +341,7 @@ fn config_help() -> String {
 /// Whatever the command reports; the message names the array or file concerned.
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     // `ssdb run --config micro`: the ssdb command reads the SS-DB configuration from --config.
-    let ssdb = matches!(cli.command, Command::Ssdb(_));
-    let config = if ssdb { tessera::Config::new() } else { parse_config(&cli.config)? };
+    let config = if matches!(cli.command, Command::Ssdb(_)) { Config::new() } else { parse_config(&cli.config)? };
     let stats = cli.stats || cli.stats_json.is_some();
     if stats {
         tessera::stats::reset();
@@ -358,8 +353,8 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Info(a) => open(&config, &a.uri, Mode::Read).and_then(|array| {
             info::write_info(&array, a.json, out).with_context(|| format!("array {}", a.uri.display()))
         }),
-        Command::Write(a) => dense::write(a, &config, out),
-        Command::Read(a) => dense::read(a, &config, out),
+        Command::Write(a) => dense::write(a, &config, out, dense::SLAB_BYTES),
+        Command::Read(a) => dense::read(a, &config, out, dense::BATCH_BYTES),
         Command::Aggregate(a) => aggregate::aggregate(a, &config, out),
         Command::Import(a) => sparse::import(a, &config, out),
         Command::Fragments(a) => maintenance::fragments(a, &config, out),
@@ -383,9 +378,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         if let Some(p) = &cli.stats_json {
             let written = std::fs::write(p, tessera::stats::json() + "\n")
                 .with_context(|| format!("cannot write statistics to {}", p.display()));
-            if result.is_ok() {
-                written?;
-            }
+            return result.and(written);
         }
     }
     result
@@ -395,18 +388,15 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
 /// the process's exit code: 0 on success, 1 on error. A closed stdout (`tessera info | head`)
 /// is not an error.
 pub fn exit_code(result: Result<()>) -> ExitCode {
+    let broken_pipe = |c: &(dyn std::error::Error + 'static)| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let broken_pipe = e.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            });
-            if broken_pipe {
-                return ExitCode::SUCCESS;
-            }
+        Err(e) if !e.chain().any(broken_pipe) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+        _ => ExitCode::SUCCESS,
     }
 }
 
@@ -430,8 +420,7 @@ fn context(config: &Config) -> Result<Context> {
 }
 
 fn open(config: &Config, uri: &Path, mode: Mode) -> Result<Array> {
-    let ctx = context(config)?;
-    Array::open(&ctx, uri, mode).with_context(|| format!("cannot open array {}", uri.display()))
+    Array::open(&context(config)?, uri, mode).with_context(|| format!("cannot open array {}", uri.display()))
 }
 
 /// Writes `v` as indented JSON and a newline (the `--json` output of every command).
@@ -492,9 +481,7 @@ fn bytes_bar(total: u64, msg: &str) -> ProgressBar {
         "{msg} [{elapsed_precise}] {wide_bar} {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta})",
     )
     .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar.set_message(msg.to_string());
-    bar
+    bar.with_style(style).with_message(msg.to_string())
 }
 
 /// `tessera create URI --schema FILE`.
@@ -503,12 +490,11 @@ fn bytes_bar(total: u64, msg: &str) -> ProgressBar {
 /// An unreadable or invalid schema file, or an array that cannot be created (e.g. the folder
 /// exists and is not empty).
 pub fn create(args: &CreateArgs, config: &Config, out: &mut impl Write) -> Result<()> {
-    let (text, name) = if args.schema.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("cannot read the schema from standard input")?;
+    let p = &args.schema;
+    let (text, name) = if p.as_os_str() == "-" {
+        let s = std::io::read_to_string(std::io::stdin()).context("cannot read the schema from standard input")?;
         (s, "standard input".to_string())
     } else {
-        let p = &args.schema;
         let s = std::fs::read_to_string(p).with_context(|| format!("cannot read schema file {}", p.display()))?;
         (s, p.display().to_string())
     };

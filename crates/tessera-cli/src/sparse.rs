@@ -225,7 +225,7 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
     let layout = Layout::from(args.layout);
     let reading = || format!("cannot read {range_text} of array {uri}");
-    let mut query = match args.condition()? {
+    let mut query = match crate::parse_where(args.where_.as_deref())? {
         Some(c) => array.sparse_query_where(&ranges, &names, layout, &c),
         None => array.sparse_query(&ranges, &names, layout),
     }
