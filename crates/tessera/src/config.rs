@@ -119,6 +119,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "S3 byte ranges longer than this are fetched in pieces of this size, vfs.s3.read_concurrency at a time",
     ),
     ("vfs.s3.read_concurrency", "8", "pieces of one S3 byte range fetched at once"),
+    (
+        "vfs.s3.io_concurrency",
+        "16",
+        "threads that read tiles and metadata from S3 at once (each mostly waits on a request)",
+    ),
 ];
 
 /// Smallest and largest tile chunk size (log2) a fragment may record (docs/format.md §8.2).
@@ -246,6 +251,10 @@ impl Config {
     /// Threads for filtering.
     pub fn compute_concurrency(&self) -> usize {
         self.threads("sm.compute_concurrency")
+    }
+    /// `vfs.s3.io_concurrency`: threads that wait on object-store requests (at least 1).
+    pub fn remote_io_concurrency(&self) -> usize {
+        self.get("vfs.s3.io_concurrency").and_then(|v| v.parse::<usize>().ok()).unwrap_or(16).clamp(1, 1024)
     }
     /// Threads for reading.
     pub fn io_concurrency(&self) -> usize {

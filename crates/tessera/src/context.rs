@@ -10,7 +10,7 @@
 //! taken for a relative folder called `gs:`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::TileCache;
 use crate::config::Config;
@@ -33,6 +33,9 @@ struct Inner {
     cache: TileCache,
     pool: rayon::ThreadPool,
     io_pool: rayon::ThreadPool,
+    /// Threads that wait on object-store requests (`vfs.s3.io_concurrency`), made when first
+    /// needed.
+    remote_pool: OnceLock<rayon::ThreadPool>,
     chunk_sizes: ChunkSizeChoices,
 }
 
@@ -108,7 +111,9 @@ impl Context {
         let storage: Arc<dyn Storage> = Arc::new(InstrumentedStorage::new(storage));
         let cache = TileCache::new(config.tile_cache_size());
         let chunk_sizes = ChunkSizeChoices::default();
-        Ok(Self { inner: Arc::new(Inner { config, storage, routed: None, cache, pool, io_pool, chunk_sizes }) })
+        let remote_pool = OnceLock::new();
+        let inner = Inner { config, storage, routed: None, cache, pool, io_pool, remote_pool, chunk_sizes };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// The storage location of the array at `uri`: a local path as given, the path of a
@@ -148,6 +153,42 @@ impl Context {
     /// issue that many reads at once.
     pub fn install_io<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.inner.io_pool.install(f)
+    }
+
+    /// Runs `f` on the pool for reads of `path`: the I/O pool, or for an object store (whose
+    /// reads are requests that mostly wait) the `vfs.s3.io_concurrency` threads of the remote
+    /// pool.
+    pub(crate) fn install_io_for<R: Send>(&self, path: &Path, f: impl FnOnce() -> R + Send) -> R {
+        match self.remote_pool(path) {
+            Some(pool) => pool.install(f),
+            None => self.inner.io_pool.install(f),
+        }
+    }
+
+    /// Runs `f` on the compute pool, or for an object store on the remote pool (see
+    /// [`Context::install_io_for`]): for work that is mostly small reads, such as metadata.
+    pub(crate) fn install_for<R: Send>(&self, path: &Path, f: impl FnOnce() -> R + Send) -> R {
+        match self.remote_pool(path) {
+            Some(pool) => pool.install(f),
+            None => self.inner.pool.install(f),
+        }
+    }
+
+    /// The remote pool when `path` is on an object store (made on first use; if its threads
+    /// cannot start, `None`: the caller's pool does the work).
+    fn remote_pool(&self, path: &Path) -> Option<&rayon::ThreadPool> {
+        if !self.inner.storage.remote(path) {
+            return None;
+        }
+        if let Some(pool) = self.inner.remote_pool.get() {
+            return Some(pool);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.inner.config.remote_io_concurrency())
+            .thread_name(|i| format!("tessera-remote-{i}"))
+            .build()
+            .ok()?;
+        Some(self.inner.remote_pool.get_or_init(|| pool))
     }
 
     /// Threads of the compute pool (`sm.compute_concurrency`, 0 resolved to the cores once, when

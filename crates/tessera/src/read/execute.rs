@@ -670,7 +670,7 @@ fn fetch_blocks(
         return Ok(FastMap::default());
     }
     let _t = stats::timer(Timer::ReaderFetchTiles);
-    let tiles: Vec<((TileKey, usize), BlockRuns)> = array.ctx.install_io(|| {
+    let tiles: Vec<((TileKey, usize), BlockRuns)> = array.ctx.install_io_for(&array.uri, || {
         partial
             .par_iter()
             .map(|((key, f), log2, runs)| {
@@ -837,7 +837,7 @@ fn read_direct_chunked(
     }
     let storage = array.ctx.storage();
     let fetch = stats::timer(Timer::ReaderFetchTiles);
-    let raws: Vec<Vec<(usize, Bytes)>> = array.ctx.install_io(|| {
+    let raws: Vec<Vec<(usize, Bytes)>> = array.ctx.install_io_for(&array.uri, || {
         jobs.par_iter()
             .map(|(_, key, f, _, needed)| {
                 let path = file_path(array, key.0, &specs[*f].name);
@@ -963,7 +963,7 @@ fn read_direct(
             }
         }
     }
-    array.ctx.install_io(|| {
+    array.ctx.install_io_for(&array.uri, || {
         jobs.into_par_iter().try_for_each(|(slot, key, f, in_blocks)| {
             let path = file_path(array, key.0, &specs[f].name);
             let frag = &array.fragments[key.0];

@@ -176,7 +176,7 @@ pub(crate) fn read_listed(
         let batch: Vec<String> = queue.drain(..n).collect();
         let share = remaining / n as u64;
         let reads: Vec<Result<FileRead>> =
-            ctx.install(|| batch.par_iter().map(|name| read_file(ctx, &dir.join(name), share)).collect());
+            ctx.install_for(uri, || batch.par_iter().map(|name| read_file(ctx, &dir.join(name), share)).collect());
         solo = false;
         for (i, (name, read)) in batch.iter().zip(reads).enumerate() {
             match read? {

@@ -82,7 +82,7 @@ impl Snapshot {
             let wanted: Vec<String> = placed.iter().map(|p| p.name.to_string()).collect();
             Some(fragment_meta::read_listed(ctx, &uri, listing, Some(&wanted))?)
         };
-        let metadata = ctx.install(|| {
+        let metadata = ctx.install_for(&uri, || {
             placed
                 .into_par_iter()
                 .map(|p| load_fragment(ctx, &uri, p.name, &schema, copies.as_ref()))
@@ -188,7 +188,7 @@ fn committed_state(
 fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Vec<Placed>> {
     let storage = ctx.storage().as_ref();
     let interval = ctx.config().checkpoint_interval();
-    let log = ctx.install(|| read_log(storage, uri, Scope::Latest { interval }))?;
+    let log = ctx.install_for(uri, || read_log(storage, uri, Scope::Latest { interval }))?;
     let mut placed = resolve(&log, &uri.join(COMMITS_DIR), end)?.live;
     placed.retain(|p| p.name.t0 >= start);
     Ok(placed)

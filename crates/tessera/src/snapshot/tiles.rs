@@ -163,7 +163,7 @@ fn read_coalesced<T: Send>(
     // ends when they have all run.
     array.ctx.install(|| {
         rayon::scope(|s| {
-            array.ctx.install_io(|| {
+            array.ctx.install_io_for(&array.uri, || {
                 reads.into_par_iter().try_for_each(|read| -> Result<()> {
                     let path = file_path(array, read.frag, &specs[read.file].name);
                     let bytes = storage
