@@ -23,7 +23,6 @@
 //! Arrow buffers are in the host's byte order and the engine's are little-endian, so the CLI
 //! builds only on little-endian targets.
 
-use std::fmt::Display;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
@@ -115,9 +114,9 @@ impl ColumnSpec {
         Ok(Self { name: a.name.clone(), kind, nullable: a.nullable, dim: None })
     }
 
-    /// "dimension x" or "attribute a" (formatted only when displayed: errors only).
-    pub(crate) fn role(&self) -> Role<'_> {
-        Role(self)
+    /// What the column feeds, for messages: "dimension x" or "attribute a".
+    pub(crate) fn role(&self) -> String {
+        format!("{} {}", if self.dim.is_some() { "dimension" } else { "attribute" }, self.name)
     }
 
     /// Bytes per cell, for progress estimates (16 for strings).
@@ -126,15 +125,6 @@ impl ColumnSpec {
             Kind::Int(t) | Kind::Float(t) => t.size() as u64,
             Kind::Str(_) => 16,
         }
-    }
-}
-
-/// What a column feeds, for messages: "dimension x" or "attribute a".
-pub(crate) struct Role<'a>(&'a ColumnSpec);
-
-impl Display for Role<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", if self.0.dim.is_some() { "dimension" } else { "attribute" }, self.0.name)
     }
 }
 
@@ -256,20 +246,14 @@ pub(crate) fn check_compatible(t: &DataType, name: &str, type_name: &str, spec: 
         );
     }
     let time = matches!(t, D::Date32 | D::Date64 | D::Timestamp(..));
-    let ok = *t == D::Null
-        || match spec.kind {
-            Kind::Int(Datatype::Bool) => *t == D::Boolean,
-            Kind::Int(Datatype::Datetime64(_)) => time,
-            Kind::Int(_) => t.is_integer() || t.is_temporal(),
-            Kind::Float(_) => t.is_integer() || t.is_floating(),
-            Kind::Str(_) => is_text(t),
-        };
-    if !ok {
-        let hint = match spec.kind {
-            Kind::Int(Datatype::Bool) => " (bool takes BOOLEAN columns)",
-            Kind::Int(Datatype::Datetime64(_)) => " (datetime64 takes TIMESTAMP and DATE columns)",
-            _ => "",
-        };
+    let (ok, hint) = match spec.kind {
+        Kind::Int(Datatype::Bool) => (*t == D::Boolean, " (bool takes BOOLEAN columns)"),
+        Kind::Int(Datatype::Datetime64(_)) => (time, " (datetime64 takes TIMESTAMP and DATE columns)"),
+        Kind::Int(_) => (t.is_integer() || t.is_temporal(), ""),
+        Kind::Float(_) => (t.is_integer() || t.is_floating(), ""),
+        Kind::Str(_) => (is_text(t), ""),
+    };
+    if !ok && *t != D::Null {
         let (role, kind) = (spec.role(), spec.kind.describe());
         bail!("column {name} has type {type_name}, which cannot hold {role} ({kind}){hint}");
     }
@@ -310,10 +294,8 @@ pub(crate) fn to_engine(spec: &ColumnSpec, a: &dyn Array, buf: &mut ColumnBuf) -
         Kind::Int(Datatype::Datetime64(u)) => counts(spec, a, u)?,
         _ => cast_exactly(spec, a)?,
     };
-    if !spec.nullable {
-        if let Some(i) = first(&c, |i| c.is_null(i)) {
-            return Err((i, null_error(spec)));
-        }
+    if let Some(i) = (!spec.nullable).then(|| first(&c, |i| c.is_null(i))).flatten() {
+        return Err((i, null_error(spec)));
     }
     match (spec.dim, spec.kind) {
         (Some((_, (lo, hi))), Kind::Float(_)) => {
@@ -530,19 +512,16 @@ pub(crate) fn to_arrow(spec: &ColumnSpec, col: AttrData, cells: usize, text: boo
         }
         Kind::Int(_) | Kind::Float(_) => fixed(arrow_type(spec, false), data, cells, nulls, &what),
         Kind::Str(n) => {
-            let len = data.len();
-            let too_big = || anyhow!("{what}: more than 2 GiB of strings in one batch");
-            let offsets: Vec<i32> = match (n, &col.offsets) {
-                (None, Some(o)) if o.len() == cells => o
-                    .iter()
-                    .chain(std::iter::once(&(len as u64)))
-                    .map(|&x| i32::try_from(x).map_err(|_| too_big()))
-                    .collect::<Result<_>>()?,
-                (Some(n), None) if cells.checked_mul(n as usize) == Some(len) => {
-                    (0..=cells).map(|i| i32::try_from(i * n as usize).map_err(|_| too_big())).collect::<Result<_>>()?
+            let len = data.len() as u64;
+            let starts: Box<dyn Iterator<Item = u64>> = match (n, &col.offsets) {
+                (None, Some(o)) if o.len() == cells => Box::new(o.iter().copied().chain([len])),
+                (Some(n), None) if (cells as u64).checked_mul(n.into()) == Some(len) => {
+                    Box::new((0..=cells as u64).map(move |i| i * u64::from(n)))
                 }
                 _ => bail!("{what}: the engine's string buffers do not match {cells} cells"),
             };
+            let too_big = |_| anyhow!("{what}: more than 2 GiB of strings in one batch");
+            let offsets: Vec<i32> = starts.map(|x| i32::try_from(x).map_err(too_big)).collect::<Result<_>>()?;
             if offsets.windows(2).any(|w| w[0] > w[1]) {
                 bail!("{what}: the engine returned decreasing string offsets");
             }
@@ -662,12 +641,8 @@ impl Inference {
         if t.is_integer() || time_unit_of(t).is_some() {
             // Integers as i128 (times through their int64 counts).
             let ints = if t.is_integer() { a.slice(0, a.len()) } else { cast_to(a, &DataType::Int64).map_err(err)? };
-            for v in cast_to(&ints, &DataType::Decimal128(38, 0))
-                .map_err(err)?
-                .as_primitive::<Decimal128Type>()
-                .iter()
-                .flatten()
-            {
+            let ints = cast_to(&ints, &DataType::Decimal128(38, 0)).map_err(err)?;
+            for v in ints.as_primitive::<Decimal128Type>().iter().flatten() {
                 self.int_range = Some(self.int_range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
             }
         }

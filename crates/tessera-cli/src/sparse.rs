@@ -50,34 +50,29 @@ fn map_columns(
 ) -> Result<Vec<(usize, DataType)>> {
     let names = || cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
     let missing: Vec<String> =
-        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(|s| s.role().to_string()).collect();
+        specs.iter().filter(|s| !cols.iter().any(|c| c.name == s.name)).map(ColumnSpec::role).collect();
     if !missing.is_empty() {
         bail!("{file}: no column for {} of {array} (the file has columns: {})", missing.join(", "), names());
     }
     let extra: Vec<&str> =
         cols.iter().filter(|c| !specs.iter().any(|s| s.name == c.name)).map(|c| c.name.as_str()).collect();
     if !extra.is_empty() && !ignore_extra {
-        let one = extra.len() == 1;
+        let (s, es, them) = if extra.len() == 1 { ("", "es", "it") } else { ("s", "", "them") };
+        let (extra, known) = (extra.join(", "), specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "));
         bail!(
-            "{file}: column{} {} match{} no dimension or attribute of {array} (it has: {}); pass --ignore-extra to \
-             skip {}",
-            if one { "" } else { "s" },
-            extra.join(", "),
-            if one { "es" } else { "" },
-            specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
-            if one { "it" } else { "them" }
+            "{file}: column{s} {extra} match{es} no dimension or attribute of {array} (it has: {known}); pass \
+             --ignore-extra to skip {them}"
         );
     }
-    let mut picked = Vec::with_capacity(specs.len());
-    for s in specs {
+    let pick = |s: &ColumnSpec| {
         let i = cols.iter().position(|c| c.name == s.name).unwrap_or_default();
-        if format == Format::Parquet {
-            let c = &cols[i];
+        let c = &cols[i];
+        if !matches!(format, Format::Csv(_)) {
             check_compatible(&c.data_type, &c.name, &c.type_name, s).with_context(|| file.to_string())?;
         }
-        picked.push((i, csv_type(s)));
-    }
-    Ok(picked)
+        Ok((i, csv_type(s)))
+    };
+    specs.iter().map(pick).collect()
 }
 
 /// Writes the rows of `path` into the open sparse `array` as one fragment: all rows in one
@@ -171,22 +166,16 @@ pub(crate) fn write(array: &Array, args: &WriteArgs, out: &mut impl Write) -> Re
         bail!("array {uri} is sparse: give one --input file (.csv or .parquet) holding every column");
     };
     let path = PathBuf::from(input);
-    let npy = || {
-        format!(
-            "array {uri} is sparse: write it from a .csv or .parquet file with one row per cell (columns named like \
-             its dimensions and attributes), not from .npy"
-        )
-    };
+    let npy = format!(
+        "array {uri} is sparse: write it from a .csv or .parquet file with one row per cell (columns named like its \
+         dimensions and attributes), not from .npy"
+    );
     let format = Format::of(&path, args.delimiter.as_deref(), Some(&npy))?;
     let start = Instant::now();
     let meta = load(array, &path, format, args.ignore_extra, args.sorted, CHUNK_ROWS)?;
     let (n, stored, secs) = (meta.cell_count, human(meta.stored_bytes()), start.elapsed().as_secs_f64());
-    let (file, name) = (path.display(), &meta.name);
-    writeln!(
-        out,
-        "wrote {n} cell{} from {file} to {uri} as fragment {name} ({stored} stored) in {secs:.2} s",
-        plural(n)
-    )?;
+    let (file, name, s) = (path.display(), &meta.name, plural(n));
+    writeln!(out, "wrote {n} cell{s} from {file} to {uri} as fragment {name} ({stored} stored) in {secs:.2} s")?;
     Ok(())
 }
 
@@ -198,9 +187,9 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
         bail!("array {uri} is sparse: give one --output file (.csv or .parquet)");
     };
     let path = PathBuf::from(output);
-    let npy = || format!("array {uri} is sparse: read it into a .csv or .parquet file (one row per cell), not .npy");
+    let npy = format!("array {uri} is sparse: read it into a .csv or .parquet file (one row per cell), not .npy");
     let format = Format::of(&path, args.delimiter.as_deref(), Some(&npy))?;
-    let mut attrs: Vec<usize> = Vec::new();
+    let mut attrs: Vec<usize> = if args.attrs.is_empty() { (0..schema.attrs.len()).collect() } else { Vec::new() };
     for name in &args.attrs {
         let Some(i) = schema.attr_index(name) else {
             let names: Vec<&str> = schema.attrs.iter().map(|a| a.name.as_str()).collect();
@@ -211,15 +200,11 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
         }
         attrs.push(i);
     }
-    if attrs.is_empty() {
-        attrs = (0..schema.attrs.len()).collect();
-    }
     let specs =
         specs_of(schema, &attrs).with_context(|| format!("array {uri}: choose the attributes to read with --attrs"))?;
-    let ranges = match &args.subarray {
-        Some(s) => Spec::parse(s, false)?.resolve(schema).with_context(|| format!("array {uri}"))?,
-        None => vec![None; schema.dims.len()],
-    };
+    // No SPEC is the whole domain, as an empty one.
+    let ranges = Spec::parse(args.subarray.as_deref().unwrap_or(""), false)?;
+    let ranges = ranges.resolve(schema).with_context(|| format!("array {uri}"))?;
     let range_text = named_str(schema, &ranges);
     let ranges: Vec<Vec<_>> = ranges.iter().map(|r| r.iter().copied().collect()).collect();
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
@@ -231,7 +216,7 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     }
     .with_context(reading)?;
     let mut temps = TempFiles::default();
-    let text = format != Format::Parquet;
+    let text = matches!(format, Format::Csv(_));
     let fields: Vec<Field> = specs.iter().map(|s| field_of(s, text)).collect();
     let arrow_schema = Arc::new(Schema::new(fields));
     let mut sink = Sink::new(temps.create(&path)?, format, &arrow_schema)?;
@@ -251,13 +236,12 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     bar.finish_and_clear();
     sink.finish().with_context(writing)?;
     temps.commit()?;
-    let kind = if format == Format::Parquet { "Parquet" } else { "CSV" };
+    let kind = if text { "CSV" } else { "Parquet" };
     let columns = specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
-    let (file, layout) = (path.display(), layout.name());
+    let (file, layout, s) = (path.display(), layout.name(), plural(cells));
     writeln!(
         out,
-        "wrote {file} ({kind}): {cells} cell{} of {uri} ({range_text}), layout {layout}, columns {columns}",
-        plural(cells)
+        "wrote {file} ({kind}): {cells} cell{s} of {uri} ({range_text}), layout {layout}, columns {columns}"
     )?;
     Ok(())
 }
@@ -299,11 +283,8 @@ fn time_domain(d: &str, v: &str, u: TimeUnit) -> Result<(i128, i128)> {
         let s = s.trim();
         s.parse().ok().or_else(|| parse_datetime(s, u).ok().filter(|&t| t != NAT).map(i128::from))
     };
-    crate::spec::split_range(v)
-        .ok()
-        .flatten()
-        .and_then(|(a, b)| Some((bound(a)?, bound(b)?)))
-        .ok_or_else(|| anyhow!("--domain {d}={v}: expected LO:HI, ISO 8601 times or integer counts of {}", u.code()))
+    let range = crate::spec::split_range(v).ok().flatten().and_then(|(a, b)| Some((bound(a)?, bound(b)?)));
+    range.ok_or_else(|| anyhow!("--domain {d}={v}: expected LO:HI, ISO 8601 times or integer counts of {}", u.code()))
 }
 
 /// The folder an import creates the array in: absent (created) or empty (emptied on failure).
@@ -352,10 +333,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
             .position(|c| c.name == name)
             .ok_or_else(|| anyhow!("{file}: no column {name:?} for {what} (the file has columns: {})", col_names()))
     };
-    let mut picked = Vec::new();
-    for d in &dims {
-        picked.push(find(d, "--dims")?);
-    }
+    let mut picked = dims.iter().map(|d| find(d, "--dims")).collect::<Result<Vec<_>>>()?;
     let attrs: Vec<String> = if args.attrs.is_empty() {
         cols.iter().filter(|c| !dims.contains(&c.name)).map(|c| c.name.clone()).collect()
     } else {
@@ -392,8 +370,7 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         }
     }
     bar.finish_and_clear();
-    let rows = inf.first().map_or(0, |i| i.rows);
-    if rows == 0 {
+    if inf.first().map_or(0, |i| i.rows) == 0 {
         bail!("{file} has no data rows: nothing to import");
     }
     let (schema, notes) = infer_schema(args, &dims, &attrs, &inf, &file)?;
@@ -407,13 +384,8 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
     guard.done = true;
     let disk = ctx.storage().usage(uri).map(|(b, _)| b).unwrap_or(0);
 
-    writeln!(
-        out,
-        "imported {} cells from {file} into {} in {:.2} s",
-        meta.cell_count,
-        uri.display(),
-        start.elapsed().as_secs_f64()
-    )?;
+    let (cells, secs) = (meta.cell_count, start.elapsed().as_secs_f64());
+    writeln!(out, "imported {cells} cells from {file} into {} in {secs:.2} s", uri.display())?;
     for n in &notes {
         writeln!(out, "  note: {n}")?;
     }
@@ -427,21 +399,12 @@ pub(crate) fn import(args: &ImportArgs, config: &Config, out: &mut impl Write) -
         let null = if a.nullable { ", nullable" } else { "" };
         writeln!(out, "  attribute {}: {}{var}{null}", a.name, a.datatype)?;
     }
-    let (order, tiles) = (json_name(schema.cell_order), json_name(schema.tile_order));
-    writeln!(
-        out,
-        "  cell order {order}, tile order {tiles}, capacity {}, duplicates {}",
-        schema.capacity,
-        if schema.allows_duplicates { "allowed" } else { "not allowed" }
-    )?;
-    writeln!(
-        out,
-        "  1 fragment ({}): {} stored ({} before filters), {} on disk",
-        meta.name,
-        human(meta.stored_bytes()),
-        human(meta.unfiltered_bytes()),
-        human(disk)
-    )?;
+    let (order, tiles, capacity) = (json_name(schema.cell_order), json_name(schema.tile_order), schema.capacity);
+    let dups = if schema.allows_duplicates { "allowed" } else { "not allowed" };
+    writeln!(out, "  cell order {order}, tile order {tiles}, capacity {capacity}, duplicates {dups}")?;
+    let (name, stored, unfiltered, disk) =
+        (&meta.name, human(meta.stored_bytes()), human(meta.unfiltered_bytes()), human(disk));
+    writeln!(out, "  1 fragment ({name}): {stored} stored ({unfiltered} before filters), {disk} on disk")?;
     Ok(())
 }
 
@@ -459,12 +422,8 @@ fn infer_schema(
     let mut dim_types = Vec::new();
     for (d, i) in dims.iter().zip(inf) {
         if i.nulls > 0 {
-            bail!(
-                "{file}: column {d} has {} empty value{} (first at row {}); every cell needs a coordinate",
-                i.nulls,
-                plural(i.nulls),
-                i.first_null.unwrap_or(0)
-            );
+            let (n, s, row) = (i.nulls, plural(i.nulls), i.first_null.unwrap_or(0));
+            bail!("{file}: column {d} has {n} empty value{s} (first at row {row}); every cell needs a coordinate");
         }
         match i.inferred() {
             Inferred::Str => bail!("{file}: column {d} holds text; a dimension needs numbers"),
@@ -483,11 +442,10 @@ fn infer_schema(
             _ => "float64",
         };
         let types: Vec<String> = dims.iter().zip(&dim_types).map(|(d, t)| format!("{d} {}", name(t))).collect();
+        let (types, t) = (types.join(", "), name(&t));
         bail!(
-            "{file}: the dimensions would be {}, but all dimensions of an array have one type (a {} dimension \
-             needs the others of that type too)",
-            types.join(", "),
-            name(&t)
+            "{file}: the dimensions would be {types}, but all dimensions of an array have one type (a {t} dimension \
+             needs the others of that type too)"
         );
     }
     let float_dims = dim_types.contains(&Inferred::Float);
@@ -495,12 +453,9 @@ fn infer_schema(
         let ints: Vec<&str> =
             dims.iter().zip(&dim_types).filter(|(_, t)| **t != Inferred::Float).map(|(d, _)| d.as_str()).collect();
         if !ints.is_empty() {
-            notes.push(format!(
-                "{} hold{} integers but {} float64: all dimensions of an array have one type",
-                ints.join(", "),
-                if ints.len() == 1 { "s" } else { "" },
-                if ints.len() == 1 { "is" } else { "are" }
-            ));
+            let (s, are) = if ints.len() == 1 { ("s", "is") } else { ("", "are") };
+            let ints = ints.join(", ");
+            notes.push(format!("{ints} hold{s} integers but {are} float64: all dimensions of an array have one type"));
         }
     }
     let int_type = match time {
@@ -510,11 +465,15 @@ fn infer_schema(
     };
     let domains = named_items(&args.domain, "--domain", dims)?;
     let tiles = named_items(&args.tile, "--tile", dims)?;
-    let mut out_dims = Vec::new();
+    let (level, mut inferred) = (args.zstd, Vec::new());
+    let mut b = ArraySchema::builder(ArrayType::Sparse);
     for (k, (d, i)) in dims.iter().zip(inf).enumerate() {
         let domain = domains.iter().find(|(j, _)| *j == k).map(|(_, v)| *v);
         let tile = tiles.iter().find(|(j, _)| *j == k).map(|(_, v)| *v);
-        let dim = if float_dims {
+        if domain.is_none() {
+            inferred.push(d.as_str());
+        }
+        let mut dim = if float_dims {
             let domain = domain.map(|v| domain_of(d, v, |x: &f64| x.is_finite(), "bounds must be finite numbers"));
             let tile = tile
                 .map(|v| value_of("--tile", d, v, |t: &f64| t.is_finite() && *t > 0.0, "expected a positive number"));
@@ -526,59 +485,35 @@ fn infer_schema(
                 None => domain_of(d, v, |_: &i128| true, "bounds must be integers (the column holds integers)"),
             });
             let tile = tile.map(|v| value_of("--tile", d, v, |t: &u64| *t > 0, "expected a positive integer"));
-            let mut dim =
-                Dimension::new(d.clone(), int_type, domain.transpose()?.unwrap_or(i.int_range.unwrap_or((0, 0))), 1);
-            dim.tile = tile.transpose()?.map(tessera::Extent::Int);
-            dim
+            let domain = domain.transpose()?.unwrap_or(i.int_range.unwrap_or((0, 0)));
+            Dimension {
+                tile: tile.transpose()?.map(tessera::Extent::Int),
+                ..Dimension::new(d.clone(), int_type, domain, 1)
+            }
         };
-        out_dims.push(dim);
+        if let Some(l) = level {
+            let zstd = |&f: &Filter| if let Filter::Zstd { .. } = f { Filter::Zstd { level: l } } else { f };
+            dim.filters = FilterPipeline::new(default_coord_filters().filters().iter().map(zstd).collect());
+        }
+        b = b.dim(dim);
     }
-    let inferred: Vec<&str> = dims
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| !domains.iter().any(|(j, _)| j == k))
-        .map(|(_, d)| d.as_str())
-        .collect();
     if !inferred.is_empty() {
         notes.push(format!(
             "the domain of {} is the range of the data; later writes must stay inside it (set it with --domain)",
             inferred.join(", ")
         ));
     }
-    let level = args.zstd;
-    if let Some(l) = level {
-        if !(-7..=22).contains(&l) {
-            bail!("--zstd {l}: the level must be in -7..=22");
-        }
-    }
-    let mut b = ArraySchema::builder(ArrayType::Sparse);
-    for mut d in out_dims {
-        if let Some(l) = level {
-            let mut f = default_coord_filters().filters().to_vec();
-            for x in &mut f {
-                if let Filter::Zstd { level } = x {
-                    *level = l;
-                }
-            }
-            d = d.with_filters(FilterPipeline::new(f));
-        }
-        b = b.dim(d);
+    if let Some(l) = level.filter(|l| !(-7..=22).contains(l)) {
+        bail!("--zstd {l}: the level must be in -7..=22");
     }
     for (a, i) in attrs.iter().zip(&inf[ndim..]) {
-        let (t, var) = match i.inferred() {
-            Inferred::Int(t) => (t, false),
-            Inferred::Float => (Datatype::Float64, false),
-            Inferred::Str => (Datatype::Utf8, true),
+        let (t, cell_val_num) = match i.inferred() {
+            Inferred::Int(t) => (t, CellValNum::Fixed(1)),
+            Inferred::Float => (Datatype::Float64, CellValNum::Fixed(1)),
+            Inferred::Str => (Datatype::Utf8, CellValNum::Var),
         };
-        let mut attr = Attribute::new(a.clone(), t);
-        if var {
-            attr.cell_val_num = CellValNum::Var;
-        }
-        attr.nullable = i.nulls > 0;
-        if let Some(l) = level {
-            attr.filters = FilterPipeline::new(vec![Filter::Zstd { level: l }]);
-        }
-        b = b.attr(attr);
+        let filters = level.map(|l| FilterPipeline::new(vec![Filter::Zstd { level: l }])).unwrap_or_default();
+        b = b.attr(Attribute { cell_val_num, nullable: i.nulls > 0, filters, ..Attribute::new(a.clone(), t) });
     }
     if let Some(c) = args.capacity {
         b = b.capacity(c);

@@ -15,20 +15,21 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use indicatif::ProgressBar;
 
 /// The exchange formats: CSV with a delimiter, or Parquet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
     Csv(u8),
+    #[cfg(feature = "parquet")]
     Parquet,
 }
 
 impl Format {
     /// The format of `path` by its extension (`.csv`, `.tsv`, `.txt`, `.parquet`, `.pq`); `npy`
     /// is what to say about `.npy` files (which are for dense arrays).
-    pub(crate) fn of(path: &Path, delimiter: Option<&str>, npy: Option<&dyn Fn() -> String>) -> Result<Self> {
+    pub(crate) fn of(path: &Path, delimiter: Option<&str>, npy: Option<&str>) -> Result<Self> {
         let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
         let delimiter = delimiter.map(parse_delimiter).transpose()?;
         match ext.as_deref() {
@@ -37,8 +38,14 @@ impl Format {
             Some("parquet" | "pq" | "parq") if delimiter.is_some() => {
                 bail!("--delimiter applies to CSV files, not to {}", path.display())
             }
+            #[cfg(feature = "parquet")]
             Some("parquet" | "pq" | "parq") => Ok(Format::Parquet),
-            Some("npy") if npy.is_some() => bail!("{}", npy.map(|f| f()).unwrap_or_default()),
+            #[cfg(not(feature = "parquet"))]
+            Some("parquet" | "pq" | "parq") => bail!(
+                "{}: this tessera was built without Parquet support (cargo feature \"parquet\"); use CSV",
+                path.display()
+            ),
+            Some("npy") if npy.is_some() => bail!("{}", npy.unwrap_or_default()),
             _ => bail!(
                 "{}: unknown file type; sparse arrays are exchanged as .csv (or .tsv) and .parquet files",
                 path.display()
@@ -63,10 +70,6 @@ pub(crate) fn parse_delimiter(s: &str) -> Result<u8> {
     Ok(d)
 }
 
-/// What builds without the `parquet` feature say.
-#[cfg(not(feature = "parquet"))]
-const NO_PARQUET: &str = "this tessera was built without Parquet support (cargo feature \"parquet\"); use CSV";
-
 /// A column of a file.
 #[derive(Debug, Clone)]
 pub(crate) struct Column {
@@ -76,6 +79,13 @@ pub(crate) struct Column {
     pub(crate) data_type: DataType,
     /// Its type as the file names it, for messages (e.g. `DOUBLE`; `text` in CSV).
     pub(crate) type_name: String,
+}
+
+impl Column {
+    /// The column of Arrow field `f`, named `name`.
+    fn new(name: &str, f: &Field, type_name: String) -> Self {
+        Self { name: name.into(), data_type: f.data_type().clone(), type_name }
+    }
 }
 
 fn open(path: &Path) -> Result<File> {
@@ -98,13 +108,8 @@ pub(crate) fn columns(path: &Path, format: Format, infer: bool) -> Result<Vec<Co
             if schema.fields().is_empty() {
                 bail!("{shown} is empty: a CSV file needs a header row naming its columns");
             }
-            (schema.fields().iter())
-                .map(|f| Column {
-                    name: f.name().trim().into(),
-                    data_type: f.data_type().clone(),
-                    type_name: "text".into(),
-                })
-                .collect()
+            let column = |f: &FieldRef| Column::new(f.name().trim(), f, "text".into());
+            schema.fields().iter().map(column).collect()
         }
         #[cfg(feature = "parquet")]
         Format::Parquet => {
@@ -119,20 +124,13 @@ pub(crate) fn columns(path: &Path, format: Format, infer: bool) -> Result<Vec<Co
                     t => format!("{} ({t})", c.physical_type()),
                 })
             };
-            (b.schema().fields().iter())
-                .map(|f| Column {
-                    name: f.name().clone(),
-                    data_type: f.data_type().clone(),
-                    type_name: type_name(f.name()).unwrap_or_else(|| format!("{} (nested)", f.data_type())),
-                })
-                .collect()
+            let column = |f: &FieldRef| {
+                Column::new(f.name(), f, type_name(f.name()).unwrap_or_else(|| format!("{} (nested)", f.data_type())))
+            };
+            b.schema().fields().iter().map(column).collect()
         }
-        #[cfg(not(feature = "parquet"))]
-        Format::Parquet => bail!("{shown}: {NO_PARQUET}"),
     };
-    if let Some(c) =
-        columns.iter().enumerate().find_map(|(k, c)| columns[..k].iter().any(|o| o.name == c.name).then_some(c))
-    {
+    if let Some((_, c)) = columns.iter().enumerate().find(|(k, c)| columns[..*k].iter().any(|o| o.name == c.name)) {
         bail!("{shown}: the header names column {:?} twice", c.name);
     }
     Ok(columns)
@@ -216,8 +214,6 @@ pub(crate) fn batches(
                 Ok(b)
             }))
         }
-        #[cfg(not(feature = "parquet"))]
-        Format::Parquet => bail!("{shown}: {NO_PARQUET}"),
     };
     // Put the columns in the order asked (a Parquet projection keeps the file's order).
     Ok(Box::new(reader.map(move |b| {
@@ -257,8 +253,6 @@ impl Sink {
                     .build();
                 Ok(Sink::Parquet(parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props))?))
             }
-            #[cfg(not(feature = "parquet"))]
-            Format::Parquet => bail!("{NO_PARQUET}"),
         }
     }
 
