@@ -164,13 +164,24 @@ pub(crate) fn read_listed(
     listing: Vec<String>,
     wanted: Option<&[String]>,
 ) -> Result<Copies> {
+    read_within(ctx, uri, listing, wanted, READ_BUDGET)
+}
+
+/// As [`read_listed`], reading at most `budget` bytes.
+fn read_within(
+    ctx: &Context,
+    uri: &Path,
+    listing: Vec<String>,
+    wanted: Option<&[String]>,
+    budget: u64,
+) -> Result<Copies> {
     let dir = uri.join(FRAGMENT_META_DIR);
     let mut queue: std::collections::VecDeque<String> = listing.into_iter().rev().collect();
     let mut copies = Copies::default();
     let (mut spent, mut solo) = (0u64, false);
     let covered = |c: &Copies| wanted.is_some_and(|w| w.iter().all(|n| c.ranges.contains_key(n)));
     while !queue.is_empty() && !covered(&copies) {
-        let remaining = READ_BUDGET.saturating_sub(spent);
+        let remaining = budget.saturating_sub(spent);
         // A file larger than its share of a batch is read again alone, with all that remains.
         let n = if solo { 1 } else { queue.len().min(READ_BATCH) };
         let batch: Vec<String> = queue.drain(..n).collect();
@@ -360,6 +371,34 @@ mod tests {
         let some = read_copies(&ctx, dir.path(), Some(&["a".to_string(), "c".to_string()])).unwrap();
         assert_eq!((get(&some, "a"), get(&some, "c")), (Some(2), Some(3)));
         assert!(matches!(read_copies(&ctx, dir.path(), None), Err(Error::Corrupt { .. })));
+    }
+
+    /// A file larger than its share of a batch is read again alone; once a file is beyond what
+    /// is left of the budget, it and every older file stay unread.
+    #[test]
+    fn reads_stay_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Context::new(crate::Config::new()).unwrap();
+        // Oldest first: a (small), b (2,000 bytes), c and d (small).
+        for (name, len) in [("a", 10), ("b", 2000), ("c", 10), ("d", 10)] {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            write(&ctx, dir.path(), &[(name.to_string(), vec![7u8; len])]).unwrap();
+        }
+        let listing = || list(&ctx, dir.path()).unwrap();
+        let has = |c: &Copies| ["a", "b", "c", "d"].map(|n| c.get(n).is_some());
+        // 3,000 bytes: a batch of four gives each file 750; b is read again alone, then a.
+        let held = |c: &Copies| c.files.iter().map(|f| f.1.len()).sum::<usize>();
+        let all = read_within(&ctx, dir.path(), listing(), None, 3000).unwrap();
+        assert_eq!(has(&all), [true; 4]);
+        assert!(held(&all) <= 3000, "{}", held(&all));
+        assert_eq!(all.get("b").map(|c| c.1.len()), Some(2000));
+        // 1,000 bytes: c and d fit; b does not, so neither b nor the older a is read.
+        let some = read_within(&ctx, dir.path(), listing(), None, 1000).unwrap();
+        assert_eq!(has(&some), [false, false, true, true]);
+        assert!(held(&some) <= 1000, "{}", held(&some));
+        // Wanting only d reads no further than the first batch.
+        let d = read_within(&ctx, dir.path(), listing(), Some(&["d".to_string()]), 3000).unwrap();
+        assert!(d.get("d").is_some());
     }
 
     #[test]
