@@ -24,7 +24,7 @@ use tessera::{ArraySchema, AttrInput, Attribute, CellValNum, Config, Datatype, L
 
 use crate::info::human;
 use crate::spec::{spec_str, Spec};
-use crate::{bytes_bar, open, LayoutArg, ReadArgs, TempFiles, WriteArgs};
+use crate::{bytes_bar, open, ReadArgs, TempFiles, WriteArgs};
 
 /// Bytes of input cells handed to the engine per submit when writing.
 pub(crate) const SLAB_BYTES: u64 = 64 << 20;
@@ -420,13 +420,13 @@ pub(crate) fn read(args: &ReadArgs, config: &Config, out: &mut impl Write, batch
     let flags = [
         (!args.attrs.is_empty(), "--attrs"),
         (args.delimiter.is_some(), "--delimiter"),
-        (args.layout == LayoutArg::Unordered, "--layout unordered"),
+        (args.layout == Layout::Unordered, "--layout unordered"),
     ];
     refuse_sparse_options(uri, &flags, &args.output, "--output")?;
     let spec = args.subarray.as_deref().map(|s| Spec::parse(s, true)).transpose()?;
     let schema = array.schema();
     let in_array = || format!("array {}", uri.display());
-    let layout = Layout::from(args.layout);
+    let layout = args.layout;
     let assigned = assign_files(schema, &args.output, "--output", false)?;
     let mut outputs = Vec::new();
     for (k, (attr, path)) in assigned.iter().enumerate() {
@@ -580,7 +580,7 @@ mod tests {
                 delimiter: None,
             };
             write(&args, &config, &mut out, 1).unwrap();
-            for layout in [LayoutArg::RowMajor, LayoutArg::ColMajor] {
+            for layout in [Layout::RowMajor, Layout::ColMajor] {
                 let output = dir.path().join("out.npy");
                 let args = ReadArgs {
                     uri: uri.clone(),
@@ -594,12 +594,8 @@ mod tests {
                 read(&args, &config, &mut out, 50).unwrap();
                 let back = npyz::NpyFile::new(File::open(&output).unwrap()).unwrap();
                 assert_eq!(back.shape(), &[17, 9]);
-                assert_eq!(back.order() == Order::Fortran, layout == LayoutArg::ColMajor);
-                assert_eq!(
-                    back.into_vec::<i64>().unwrap(),
-                    cells(layout == LayoutArg::ColMajor),
-                    "{fortran} {layout:?}"
-                );
+                assert_eq!(back.order() == Order::Fortran, layout == Layout::ColMajor);
+                assert_eq!(back.into_vec::<i64>().unwrap(), cells(layout == Layout::ColMajor), "{fortran} {layout:?}");
             }
         }
     }

@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _, Result};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera::{Array, ArraySchema, Config, Context, Layout, Mode};
 
@@ -217,8 +218,8 @@ pub struct ReadArgs {
     #[arg(long, value_name = "[ATTR=]FILE", required = true, num_args = 1..)]
     pub output: Vec<String>,
     /// Order of the cells in the files.
-    #[arg(long, value_enum, default_value_t = LayoutArg::RowMajor)]
-    pub layout: LayoutArg,
+    #[arg(long, value_parser = layouts(), default_value = "row-major")]
+    pub layout: Layout,
     /// Sparse arrays: the attributes to read, comma-separated (default: all).
     #[arg(long, value_name = "ATTR,...", value_delimiter = ',')]
     pub attrs: Vec<String>,
@@ -263,11 +264,11 @@ pub struct ImportArgs {
     #[arg(long)]
     pub allows_duplicates: bool,
     /// Order of the cells inside a space tile.
-    #[arg(long, value_enum, default_value_t = CellOrderArg::RowMajor)]
-    pub cell_order: CellOrderArg,
+    #[arg(long, value_parser = cell_orders(), default_value = "row-major")]
+    pub cell_order: tessera::CellOrder,
     /// Order of the space tiles.
-    #[arg(long, value_enum, default_value_t = CellOrderArg::RowMajor)]
-    pub tile_order: CellOrderArg,
+    #[arg(long, value_parser = cell_orders(), default_value = "row-major")]
+    pub tile_order: tessera::CellOrder,
     /// Compress attributes with zstd at LEVEL (-7..=22), and coordinates with delta + byte
     /// shuffle + zstd at LEVEL (default: attributes unfiltered, coordinates delta + byte shuffle +
     /// zstd level 3).
@@ -281,52 +282,26 @@ pub struct ImportArgs {
     pub delimiter: Option<String>,
 }
 
-/// `--cell-order` and `--tile-order` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CellOrderArg {
-    /// Last dimension fastest.
-    RowMajor,
-    /// First dimension fastest.
-    ColMajor,
-    /// Along a Hilbert curve (keeps nearby cells together).
-    Hilbert,
-    /// Along a Z (Morton) curve: coordinate bits interleaved.
-    Z,
+/// `--cell-order` and `--tile-order` values: the engine's names of the orders.
+fn cell_orders() -> impl TypedValueParser<Value = tessera::CellOrder> {
+    PossibleValuesParser::new([
+        PossibleValue::new("row-major").help("Last dimension fastest"),
+        PossibleValue::new("col-major").help("First dimension fastest"),
+        PossibleValue::new("hilbert").help("Along a Hilbert curve (keeps nearby cells together)"),
+        PossibleValue::new("z").help("Along a Z (Morton) curve: coordinate bits interleaved"),
+    ])
+    .try_map(|s| tessera::CellOrder::parse(&s).ok_or("not a cell order"))
 }
 
-impl From<CellOrderArg> for tessera::CellOrder {
-    fn from(a: CellOrderArg) -> Self {
-        match a {
-            CellOrderArg::RowMajor => tessera::CellOrder::RowMajor,
-            CellOrderArg::ColMajor => tessera::CellOrder::ColMajor,
-            CellOrderArg::Hilbert => tessera::CellOrder::Hilbert,
-            CellOrderArg::Z => tessera::CellOrder::Z,
-        }
-    }
-}
-
-/// `--layout` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LayoutArg {
-    /// Last dimension fastest: a C-order .npy file.
-    RowMajor,
-    /// First dimension fastest: a Fortran-order .npy file.
-    ColMajor,
-    /// The array's global (tile) order: a 1-D .npy file of cells.
-    Global,
-    /// Sparse arrays: whatever order is fastest.
-    Unordered,
-}
-
-impl From<LayoutArg> for Layout {
-    fn from(l: LayoutArg) -> Self {
-        match l {
-            LayoutArg::RowMajor => Layout::RowMajor,
-            LayoutArg::ColMajor => Layout::ColMajor,
-            LayoutArg::Global => Layout::Global,
-            LayoutArg::Unordered => Layout::Unordered,
-        }
-    }
+/// `--layout` values: the engine's names of the layouts.
+fn layouts() -> impl TypedValueParser<Value = Layout> {
+    PossibleValuesParser::new([
+        PossibleValue::new("row-major").help("Last dimension fastest: a C-order .npy file"),
+        PossibleValue::new("col-major").help("First dimension fastest: a Fortran-order .npy file"),
+        PossibleValue::new("global").help("The array's global (tile) order: a 1-D .npy file of cells"),
+        PossibleValue::new("unordered").help("Sparse arrays: whatever order is fastest"),
+    ])
+    .try_map(|s| Layout::parse(&s).ok_or("not a layout"))
 }
 
 fn config_help() -> String {

@@ -208,7 +208,7 @@ pub(crate) fn read(array: &Array, args: &ReadArgs, batch_bytes: u64, out: &mut i
     let range_text = named_str(schema, &ranges);
     let ranges: Vec<Vec<_>> = ranges.iter().map(|r| r.iter().copied().collect()).collect();
     let names: Vec<&str> = attrs.iter().map(|&i| schema.attrs[i].name.as_str()).collect();
-    let layout = Layout::from(args.layout);
+    let layout = args.layout;
     let reading = || format!("cannot read {range_text} of array {uri}");
     let mut query = match crate::parse_where(args.where_.as_deref())? {
         Some(c) => array.sparse_query_where(&ranges, &names, layout, &c),
@@ -518,7 +518,7 @@ fn infer_schema(
     if let Some(c) = args.capacity {
         b = b.capacity(c);
     }
-    b = b.cell_order(args.cell_order.into()).tile_order(args.tile_order.into());
+    b = b.cell_order(args.cell_order).tile_order(args.tile_order);
     b = b.allows_duplicates(args.allows_duplicates);
     Ok((b.build().context("cannot build the inferred schema")?, notes))
 }
