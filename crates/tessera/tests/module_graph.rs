@@ -204,3 +204,34 @@ fn the_graph_has_no_cycle() {
     // The scan sees the modules it must: the facade imports the layers under it.
     assert!(graph["array"].contains("snapshot") && graph["read"].contains("snapshot"), "{}", show(&graph));
 }
+
+/// The read path's functions (`src/read/`, `src/snapshot/`) stay at most 80 lines long (issue
+/// 19), counted from the `fn` line to the closing brace at its indentation, unit tests left out.
+#[test]
+fn read_path_functions_are_short() {
+    const MOST: usize = 80;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for dir in ["read", "snapshot"] {
+        rust_files(&src.join(dir), &mut files);
+    }
+    let mut long = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let lines: Vec<&str> = text.lines().take_while(|l| !l.trim_start().starts_with("#[cfg(test)]")).collect();
+        for (i, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let name = ["fn ", "pub fn ", "pub(crate) fn ", "pub(super) fn "].iter().find_map(|p| body.strip_prefix(p));
+            let Some(name) = name.filter(|_| !line.trim_end().ends_with(';')) else { continue };
+            let close = format!("{indent}}}");
+            let end = lines[i + 1..].iter().position(|l| l.trim_end() == close).map_or(lines.len(), |k| i + 1 + k);
+            if end - i + 1 > MOST {
+                let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                long.push(format!("{}: {name} ({} lines)", file.display(), end - i + 1));
+            }
+        }
+    }
+    assert!(long.is_empty(), "read-path functions over {MOST} lines:\n{}", long.join("\n"));
+    assert!(files.len() > 10, "the scan found the read path's files");
+}

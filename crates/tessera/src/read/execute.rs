@@ -410,7 +410,14 @@ fn direct_reads(
             None => chunked.truncate(first_chunked),
         }
     }
-    // Tile by tile (batches are runs of tiles), the sinks' job numbers following their jobs.
+    let chunked = in_tile_order(chunked, &mut in_order);
+    let held = held_bytes(array, &direct, &chunked);
+    DirectReads { whole: direct, chunked, in_order, held }
+}
+
+/// `chunked` tile by tile (batches are runs of tiles), the job numbers of `in_order` following
+/// their jobs.
+fn in_tile_order(chunked: Vec<DirectChunked>, in_order: &mut [Vec<(usize, usize)>]) -> Vec<DirectChunked> {
     let mut tile_order: Vec<usize> = (0..chunked.len()).collect();
     tile_order.sort_unstable_by_key(|&j| (chunked[j].1, chunked[j].0));
     let mut moved_to = vec![0usize; chunked.len()];
@@ -422,11 +429,15 @@ fn direct_reads(
     for (job, _) in in_order.iter_mut().flatten() {
         *job = moved_to[*job];
     }
-    // What a batch holds for each: nothing (read into the result), or the stored chunks and any
-    // decode buffers of chunks larger than the per-thread ones.
+    chunked
+}
+
+/// What a batch holds for each direct read: nothing for a whole tile (read into the result),
+/// the stored chunks and any decode buffers larger than the per-thread ones for a chunked one.
+fn held_bytes(array: &Snapshot, direct: &[Direct], chunked: &[DirectChunked]) -> FastMap<(TileKey, usize), u64> {
     let threads = array.ctx.compute_threads();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
-    for (_, key, f, _, needed) in &chunked {
+    for (_, key, f, _, needed) in chunked {
         // Every tile of `chunked` has chunks (`frag.chunks.of` above); it is marked direct either way.
         let bytes = array.fragments[key.0].chunks.of(*f, key.1).map_or(0, |chunks| {
             let stored = stored_offsets(&chunks.list).unwrap_or_default();
@@ -437,7 +448,7 @@ fn direct_reads(
         });
         held.insert((*key, *f), bytes);
     }
-    DirectReads { whole: direct, chunked, in_order, held }
+    held
 }
 
 /// The runs of the chunked jobs `jobs` (of one sink with cells of `cs` bytes, whose buffer holds

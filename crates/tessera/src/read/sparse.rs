@@ -477,13 +477,61 @@ impl SparseReadQuery {
             let f = file_of(i, FileKind::Data).ok_or_else(|| Error::corrupt(&self.array.uri, "no data file"))?;
             files.push((f, schema.attrs[i].cell_size()));
         }
+        let mut columns = self.fill_columns(pieces, &files, &direct, n)?;
+        self.check_tile_coordinates(pieces, &mut columns)?;
+        let others: Vec<usize> = self.attrs.iter().copied().filter(|&i| !in_place(i)).collect();
+        let mut gathered = if others.is_empty() {
+            Vec::new()
+        } else {
+            let (keys, runs) = self.piece_runs(pieces);
+            self.gather_runs(&keys, &runs, n, &others)?
+        }
+        .into_iter();
+        let mut columns = columns.into_iter();
+        let mut out: Vec<AttrData> = Vec::with_capacity(nd + self.attrs.len());
+        for dim in &schema.dims {
+            out.push(AttrData {
+                name: dim.name.clone(),
+                data: columns.next().unwrap_or_default(),
+                offsets: None,
+                validity: None,
+            });
+        }
+        for &i in &self.attrs {
+            let column = if in_place(i) {
+                AttrData {
+                    name: schema.attrs[i].name.clone(),
+                    data: columns.next().unwrap_or_default(),
+                    offsets: None,
+                    validity: None,
+                }
+            } else {
+                gathered.next().ok_or_else(|| Error::corrupt(&self.array.uri, "attribute not gathered"))?
+            };
+            out.push(column);
+        }
+        Ok(out)
+    }
+
+    /// The columns filled in place, one per `(file, cell size)` of `files` (`direct`: the
+    /// attributes among them): cells of whole tiles fetched straight into them, cells of cut
+    /// tiles copied from those tiles, loose cells gathered.
+    fn fill_columns(
+        &self,
+        pieces: &[Piece],
+        files: &[(usize, usize)],
+        direct: &[usize],
+        n: usize,
+    ) -> Result<Vec<Vec<u8>>> {
+        let schema = self.array.schema();
+        let nd = schema.ndim();
         // The cells not from whole tiles, gathered at once; and the parts of whole tiles.
         let loose: Vec<CellRef> = pieces
             .iter()
             .filter_map(|p| if let Piece::Cells(a, b) = *p { Some(a..b) } else { None })
             .flat_map(|r| self.cells[r].iter().copied())
             .collect();
-        let loose_values = self.gather(&loose, &direct)?;
+        let loose_values = self.gather(&loose, direct)?;
         let partial: Vec<(TileKey, usize)> = pieces
             .iter()
             .filter_map(|p| match *p {
@@ -531,7 +579,7 @@ impl SparseReadQuery {
             count_copied(false, (n * cs) as u64);
         }
         fetch_tiles_into(&self.array, &self.specs, jobs)?;
-        for (column, &(_, cs)) in columns.iter_mut().zip(&files) {
+        for (column, &(_, cs)) in columns.iter_mut().zip(files) {
             // SAFETY: the pieces partition the `n` cells, and each cell's `cs` bytes were
             // written above: copied, or by `fetch_tiles_into`, which on success writes every
             // byte of every job's slot.
@@ -540,8 +588,15 @@ impl SparseReadQuery {
                 column.set_len(n * cs);
             }
         }
-        // Coordinates read straight from tiles: checked against their tile's bounding box (as
-        // the general path checks them against the domain).
+        Ok(columns)
+    }
+
+    /// Coordinates read straight from tiles into `columns` (the first, one per dimension):
+    /// checked against their tile's bounding box (as the general path checks them against the
+    /// domain).
+    fn check_tile_coordinates(&self, pieces: &[Piece], columns: &mut [Vec<u8>]) -> Result<()> {
+        let schema = self.array.schema();
+        let nd = schema.ndim();
         for (d, column) in columns.iter_mut().enumerate().take(nd) {
             let size = schema.dims[d].datatype.size();
             let mut at = 0usize;
@@ -563,38 +618,7 @@ impl SparseReadQuery {
                 at += p.len();
             }
         }
-        let others: Vec<usize> = self.attrs.iter().copied().filter(|&i| !in_place(i)).collect();
-        let mut gathered = if others.is_empty() {
-            Vec::new()
-        } else {
-            let (keys, runs) = self.piece_runs(pieces);
-            self.gather_runs(&keys, &runs, n, &others)?
-        }
-        .into_iter();
-        let mut columns = columns.into_iter();
-        let mut out: Vec<AttrData> = Vec::with_capacity(nd + self.attrs.len());
-        for dim in &schema.dims {
-            out.push(AttrData {
-                name: dim.name.clone(),
-                data: columns.next().unwrap_or_default(),
-                offsets: None,
-                validity: None,
-            });
-        }
-        for &i in &self.attrs {
-            let column = if in_place(i) {
-                AttrData {
-                    name: schema.attrs[i].name.clone(),
-                    data: columns.next().unwrap_or_default(),
-                    offsets: None,
-                    validity: None,
-                }
-            } else {
-                gathered.next().ok_or_else(|| Error::corrupt(&self.array.uri, "attribute not gathered"))?
-            };
-            out.push(column);
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// The pieces as runs `(slot, first cell, end cell)` of the tiles `keys` (slots).
