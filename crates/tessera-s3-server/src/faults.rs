@@ -231,6 +231,9 @@ pub struct Counts {
     pub statuses: BTreeMap<u16, u64>,
     /// Faults injected, by kind.
     pub faults: FaultCounts,
+    /// The most requests being handled at one time (from arrival to answer).
+    #[serde(default)]
+    pub max_in_flight: u64,
 }
 
 impl Counts {

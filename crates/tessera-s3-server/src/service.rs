@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     plan: Mutex<FaultPlan>,
     counts: Mutex<Counts>,
     request_ids: AtomicU64,
+    /// Requests between arrival and answer now.
+    in_flight: AtomicU64,
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (counts and the plan
@@ -42,6 +44,7 @@ impl Shared {
             plan: Mutex::new(FaultPlan::new(faults)),
             counts: Mutex::new(Counts::default()),
             request_ids: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
         }
     }
 
@@ -71,6 +74,24 @@ impl Shared {
     }
 }
 
+/// One request being handled: counted in [`Shared::in_flight`] until dropped.
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn start(shared: &'a Shared) -> Self {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut counts = lock(&shared.counts);
+        counts.max_in_flight = counts.max_in_flight.max(now);
+        Self(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Handles the requests of one server: control endpoint, counts, faults, then s3s.
 #[derive(Clone)]
 pub(crate) struct Handler {
@@ -85,6 +106,8 @@ impl Handler {
         if req.uri().path().starts_with(CONTROL_PREFIX) {
             return Ok(self.control(req).await);
         }
+        let shared = Arc::clone(&self.shared);
+        let _in_flight = InFlight::start(&shared);
         let c = classify(req.method(), req.uri().path(), req.uri().query(), req.headers());
         let fault = {
             let mut counts = lock(&self.shared.counts);

@@ -297,3 +297,36 @@ fn opening_many_fragments_takes_few_requests_once_their_metadata_is_consolidated
     let expect: Vec<i32> = (1..=20).flat_map(|r| [r; 4]).collect();
     assert_eq!(read_all(&ctx, &u, 20, 4), expect);
 }
+
+/// Requests that do not depend on each other go out together, so that their round trips
+/// overlap: a create's folder markers and lock files, an open's listings of the schema, the log
+/// and the metadata copies, and the tiles of many fragments. The server answers each request
+/// only after 150 ms, so requests sent together are seen in flight together.
+#[test]
+fn independent_requests_go_out_together() {
+    let s3 = S3::start();
+    let ctx = s3.ctx(3_600_000, &[("sm.tile_cache_size", "0")]);
+    let u = uri("together");
+    let slow = || s3.server.set_faults(Faults { slow_rate: 1.0, slow_ms: 150, ..Faults::default() }).unwrap();
+    slow();
+    s3.server.reset_counts();
+    Array::create(&ctx, &u, &schema_2d(40, 40, 10, 10)).unwrap();
+    let created = s3.server.counts();
+    assert!(created.max_in_flight >= 7, "5 folder markers and 2 lock files at once: {created:?}");
+    s3.server.set_faults(Faults::default()).unwrap();
+    for k in 0..4 {
+        let at = 1 + 10 * k as i128;
+        write_box(&ctx, &u, (at, at + 9), (1, 40), k);
+    }
+    slow();
+    s3.server.reset_counts();
+    let r = Array::open(&ctx, &u, Mode::Read).unwrap();
+    let opened = s3.server.counts();
+    assert!(opened.max_in_flight >= 3, "three listings at once: {opened:?}");
+    s3.server.reset_counts();
+    let res = r.read(&Subarray::from_ranges(&[(1, 40), (1, 40)]), &["a"], Layout::RowMajor).unwrap();
+    assert_eq!(as_i32(&res.attrs[0].data), (0..40).flat_map(|i| [i / 10; 40]).collect::<Vec<i32>>());
+    let read = s3.server.counts();
+    assert!(read.max_in_flight >= 4, "the 4 fragments' tiles at once: {read:?}");
+    s3.server.set_faults(Faults::default()).unwrap();
+}
