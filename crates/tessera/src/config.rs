@@ -98,6 +98,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.s3.session_token", "", "S3 session token (empty: AWS_SESSION_TOKEN)"),
     ("vfs.s3.allow_http", "", "true to allow a plain-HTTP endpoint (empty: AWS_ALLOW_HTTP)"),
     ("vfs.s3.virtual_hosted_style", "false", "true: bucket in the host name; false: in the path"),
+    (
+        "vfs.s3.unsigned_payload",
+        "",
+        "true: S3 request bodies are sent without a SHA-256 in their signature; false: always signed; empty: unsigned only over https (TLS protects them) unless AWS_UNSIGNED_PAYLOAD says otherwise",
+    ),
     ("vfs.s3.max_retries", "10", "retries of a failed S3 request (5xx, 429, transport errors), with backoff"),
     ("vfs.s3.retry_timeout_ms", "180000", "no S3 retry starts later than this after the first attempt"),
     ("vfs.s3.connect_timeout_ms", "5000", "S3 connection timeout"),
@@ -147,6 +152,7 @@ const TEXT_KEYS: &[&str] =
 /// Keys whose values are `true` or `false` (or empty where the default is empty).
 const BOOL_KEYS: &[&str] = &[
     "vfs.s3.allow_http",
+    "vfs.s3.unsigned_payload",
     "vfs.s3.virtual_hosted_style",
     "sm.read.sparse_whole_tiles",
     "sm.write.tile_stats",
@@ -374,6 +380,7 @@ impl Config {
             session_token: text("vfs.s3.session_token"),
             allow_http: text("vfs.s3.allow_http").map(|v| v == "true"),
             virtual_hosted_style: config.get("vfs.s3.virtual_hosted_style") == Some("true"),
+            unsigned_payload: text("vfs.s3.unsigned_payload").map(|v| v == "true"),
             max_retries: num("vfs.s3.max_retries"),
             retry_timeout: ms("vfs.s3.retry_timeout_ms"),
             connect_timeout: ms("vfs.s3.connect_timeout_ms"),

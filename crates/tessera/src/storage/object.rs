@@ -81,6 +81,9 @@ pub struct ObjectStoreOptions {
     pub session_token: Option<String>,
     /// `vfs.s3.allow_http` / `AWS_ALLOW_HTTP`: plain HTTP (a local endpoint).
     pub allow_http: Option<bool>,
+    /// `vfs.s3.unsigned_payload` / `AWS_UNSIGNED_PAYLOAD`: send bodies without a SHA-256 in
+    /// their signature; `None`: only over TLS ([`over_tls`]).
+    pub unsigned_payload: Option<bool>,
     /// `vfs.s3.virtual_hosted_style`: bucket in the host name instead of the path.
     pub virtual_hosted_style: bool,
     /// `vfs.s3.max_retries`.
@@ -353,6 +356,13 @@ impl ObjectStorage {
         if let Some(v) = &options.session_token {
             b = b.with_token(v);
         }
+        // Unset (and no AWS_UNSIGNED_PAYLOAD): bodies unsigned only where TLS protects them.
+        if let Some(unsigned) = options.unsigned_payload {
+            b = b.with_unsigned_payload(unsigned);
+        } else if std::env::var_os("AWS_UNSIGNED_PAYLOAD").is_none() {
+            let endpoint = b.get_config_value(&object_store::aws::AmazonS3ConfigKey::Endpoint);
+            b = b.with_unsigned_payload(over_tls(endpoint.as_deref()));
+        }
         let store = b.build().map_err(|e| io_error("configure", Path::new(&root), e))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -368,6 +378,14 @@ impl ObjectStorage {
     pub fn requests(&self) -> RequestTally {
         self.shared.counts.snapshot()
     }
+}
+
+/// Whether requests to `endpoint` go over TLS: an `https://` URL, or none (AWS's own endpoints).
+/// TLS authenticates every byte of a request's body, which makes SHA-256 signing of the body
+/// (`vfs.s3.unsigned_payload`) redundant there; over plain HTTP the signature is the body's only
+/// protection, and the server refuses a body that does not match it.
+fn over_tls(endpoint: Option<&str>) -> bool {
+    endpoint.is_none_or(|e| e.trim_start().get(..8).is_some_and(|p| p.eq_ignore_ascii_case("https://")))
 }
 
 /// `AWS_ALLOW_HTTP=true` in the environment.
@@ -628,6 +646,30 @@ mod tests {
     use super::*;
     use crate::storage::s3_testing::S3Test;
     use crate::storage::RequestTally;
+
+    #[test]
+    fn bodies_go_unsigned_only_over_tls() {
+        assert!(over_tls(None), "AWS's own endpoints are https");
+        assert!(over_tls(Some("https://s3.example.org")));
+        assert!(over_tls(Some("HTTPS://s3.example.org:9000")));
+        for plain in ["http://127.0.0.1:9000", "127.0.0.1:9000", "", "htt", "http://https://x"] {
+            assert!(!over_tls(Some(plain)), "{plain}");
+        }
+    }
+
+    /// The test server (plain HTTP) takes unsigned bodies when asked for them.
+    #[test]
+    fn unsigned_bodies_round_trip() {
+        let s3 = S3Test::with_options(|o| o.unsigned_payload = Some(true));
+        let (s, p) = (s3.storage(), s3.path("unsigned"));
+        let data: Vec<u8> = (0..12u32 << 20).map(|i| (i % 239) as u8).collect();
+        let mut h = s.create(&p).unwrap();
+        h.write_all(&data).unwrap();
+        h.finish().unwrap();
+        s.write_atomic(&s3.path("small"), b"abc").unwrap();
+        assert!(*s.read_all(&p).unwrap() == data[..]);
+        assert_eq!(&*s.read_all(&s3.path("small")).unwrap(), b"abc");
+    }
 
     #[test]
     fn parts_double_every_parts_per_size_and_stop_at_the_largest_part() {

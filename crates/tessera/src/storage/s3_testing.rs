@@ -67,6 +67,7 @@ pub(crate) fn options(server: &S3Server, grace: Duration) -> ObjectStoreOptions 
         session_token: None,
         allow_http: Some(true),
         virtual_hosted_style: false,
+        unsigned_payload: None,
         max_retries: 10,
         retry_timeout: Duration::from_secs(60),
         connect_timeout: Duration::from_secs(5),
