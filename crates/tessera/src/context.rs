@@ -149,15 +149,10 @@ impl Context {
         &self.inner.cache
     }
 
-    /// Runs `f` on the I/O pool (`sm.io_concurrency` threads): parallel iterators inside it
-    /// issue that many reads at once.
-    pub fn install_io<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.inner.io_pool.install(f)
-    }
-
-    /// Runs `f` on the pool for reads of `path`: the I/O pool, or for an object store (whose
-    /// reads are requests that mostly wait) the `vfs.s3.io_concurrency` threads of the remote
-    /// pool.
+    /// Runs `f` on the pool for reads of `path`: the I/O pool (`sm.io_concurrency` threads:
+    /// parallel iterators inside it issue that many reads at once), or for an object store
+    /// (whose reads are requests that mostly wait) the `vfs.s3.io_concurrency` threads of the
+    /// remote pool.
     pub(crate) fn install_io_for<R: Send>(&self, path: &Path, f: impl FnOnce() -> R + Send) -> R {
         match self.remote_pool(path) {
             Some(pool) => pool.install(f),
