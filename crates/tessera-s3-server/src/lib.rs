@@ -50,6 +50,7 @@
 //! was replaced; a deleted object's ETag/checksum side file stays behind; no listing of
 //! multipart uploads (`ListMultipartUploads`); no versioning, ACLs or tagging.
 
+mod body;
 mod classify;
 mod faults;
 mod multipart;

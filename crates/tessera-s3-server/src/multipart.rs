@@ -87,7 +87,7 @@ fn md5_of_file(path: &Path) -> std::io::Result<[u8; 16]> {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> s3s::S3Error {
+pub(crate) fn internal(e: impl std::fmt::Display) -> s3s::S3Error {
     s3_error!(InternalError, "{e}")
 }
 

@@ -37,7 +37,8 @@ use s3s::{S3, S3Request, S3Response, S3Result, s3_error};
 use s3s_fs::FileSystem;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
-use crate::multipart::{RequestedPart, Uploads};
+use crate::body::FileRange;
+use crate::multipart::{RequestedPart, Uploads, internal};
 
 /// Number of lock stripes; a power of two is not needed, only enough to keep unrelated keys
 /// mostly apart.
@@ -385,11 +386,21 @@ impl_s3! {
         }
         let i = &req.input;
         let (m, nm, ms, us) = (i.if_match.clone(), i.if_none_match.clone(), i.if_modified_since.clone(), i.if_unmodified_since.clone());
-        // The body streams from the file opened inside this call, so the bytes and the ETag
-        // checked here belong to the same version even after the lock is released.
-        let resp = self.inner.get_object(req).await?;
+        let (path, range) = (self.object_path(&i.bucket, &i.key), i.range);
+        let mut resp = self.inner.get_object(req).await?;
         let conds = ReadConditions { if_match: m.as_ref(), if_none_match: nm.as_ref(), if_modified_since: ms.as_ref(), if_unmodified_since: us.as_ref() };
         check_read_conditions(&conds, resp.output.e_tag.as_ref(), resp.output.last_modified.as_ref())?;
+        // s3s-fs's body reads 4 KiB at a time (see `body.rs`): replaced by one that reads the
+        // range in large pieces. The file is opened while this key's lock is held, as s3s-fs's
+        // was, so the bytes and the ETag checked above belong to the same version even after
+        // the lock is released.
+        let file = tokio::fs::File::open(&path).await.map_err(internal)?.into_std().await;
+        let file_len = file.metadata().map_err(internal)?.len();
+        let bytes = match range {
+            None => 0..file_len,
+            Some(r) => r.check(file_len).map_err(|_| s3_error!(InvalidRange))?,
+        };
+        resp.output.body = Some(StreamingBlob::wrap(FileRange::new(file, bytes.start, bytes.end - bytes.start)));
         Ok(resp)
     }
 
