@@ -50,14 +50,30 @@ def test_flipped_byte_in_a_tile_is_corruption_naming_file_and_tile(uri: str, pac
     assert e.value.attribute is None and e.value.cell is None
 
 
+def flip(path: pathlib.Path, at: int) -> bytes:
+    """Flips one bit of byte `at` of the file (negative: from the end); returns the old bytes."""
+    orig = path.read_bytes()
+    raw = bytearray(orig)
+    raw[at] ^= 1
+    path.write_bytes(bytes(raw))
+    return orig
+
+
 def test_flipped_byte_in_fragment_metadata_is_corruption(uri: str) -> None:
     make_2d(uri)
     with ts.open(uri, "w") as A:
         A[:] = np.zeros((12, 10), np.int32)
+    # The write's commit record carries a copy of the fragment's metadata (format 8): a reader
+    # takes it from there, and a flipped byte in it fails the record's checksum.
+    record = pathlib.Path(uri) / "__commits" / "00000000000000000001.commit"
+    orig = flip(record, -40)
+    with pytest.raises(ts.CorruptionError, match=r"00000000000000000001\.commit"):
+        ts.open(uri)
+    record.write_bytes(orig)
+    # After a vacuum the log is one checkpoint, which carries no copies: the fragment's own file.
+    ts.vacuum(uri)
     meta = next((pathlib.Path(uri) / "__fragments").iterdir()) / "__fragment_metadata"
-    raw = bytearray(meta.read_bytes())
-    raw[40] ^= 1
-    meta.write_bytes(bytes(raw))
+    flip(meta, 40)
     with pytest.raises(ts.CorruptionError, match="__fragment_metadata"):
         ts.open(uri)
 

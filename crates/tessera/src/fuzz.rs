@@ -97,15 +97,18 @@ pub fn fragment_meta_file(data: &[u8]) {
     crate::snapshot::fragment_meta::fuzz_decode(&seal(data.to_vec(), b"TSRFMETA"));
 }
 
-/// The commit record decoder (format 3), on `data` as a whole file and as a sealed payload; a
+/// The commit record decoder (format 3; metadata copies since format 8), on `data` as a whole file and as a sealed payload; a
 /// decoded record encodes back to itself, and a log holding it resolves (or is corrupt) without
 /// panicking.
 pub fn commit_record(data: &[u8]) {
     use crate::commit::{resolve, Log, Record, RECORD_MAGIC};
     let path = Path::new("__commits/00000000000000000002.commit");
     for bytes in [data.to_vec(), seal(data.to_vec(), RECORD_MAGIC)] {
-        if let Ok(r) = Record::decode(&bytes, path) {
-            assert_eq!(Record::decode(&r.encode(), path).expect("re-encoded"), r);
+        if let Ok((r, embedded)) = Record::decode_with(&bytes, path) {
+            let copy = embedded.map(|e| &bytes[e]);
+            let again = Record::decode_with(&r.encode_with(copy), path).expect("re-encoded");
+            assert_eq!(again.0, r);
+            assert_eq!(again.1.is_some(), copy.is_some_and(|c| c.len() <= crate::commit::MAX_EMBEDDED_METADATA));
             let mut log = Log::default();
             match r {
                 Record::Checkpoint(live) => log.checkpoint = Some((2, live)),

@@ -94,6 +94,17 @@ fn flipped_metadata_or_schema_byte_is_corruption() {
     let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
     let name =
         w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&[3; 100]))]).unwrap();
+    // The commit record's copy of the metadata: a flipped byte fails the record's checksum.
+    let record = uri.join(COMMITS_DIR).join("00000000000000000001.commit");
+    let orig = std::fs::read(&record).unwrap();
+    let mut bad = orig.clone();
+    bad[orig.len() - 40] ^= 1;
+    std::fs::write(&record, &bad).unwrap();
+    let e = Array::open(&ctx, &uri, Mode::Read).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("00000000000000000001.commit"), "{e}");
+    std::fs::write(&record, &orig).unwrap();
+    // The fragment's own metadata file, which readers use when the record holds no copy.
+    crate::tamper::drop_record_copies(&uri);
     let meta = uri.join(FRAGMENTS_DIR).join(name.to_string()).join(METADATA_FILE);
     let orig = std::fs::read(&meta).unwrap();
     let mut bad = orig.clone();

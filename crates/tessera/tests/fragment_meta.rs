@@ -178,6 +178,8 @@ fn a_damaged_consolidated_file_is_corruption_naming_it() {
     let mut model = vec![i32::MIN; 100];
     write(&ctx, uri, (0, 9), 1, &mut model);
     consolidate_fragment_metadata(&ctx, uri).unwrap();
+    // Readers prefer the commit record's copy: without it they read the consolidated file.
+    crate::tamper::drop_record_copies(&dir.path().join("f"));
     let fdir = dir.path().join("f/__fragment_meta");
     let file = std::fs::read_dir(&fdir).unwrap().next().unwrap().unwrap().path();
     let mut bytes = std::fs::read(&file).unwrap();
@@ -186,4 +188,53 @@ fn a_damaged_consolidated_file_is_corruption_naming_it() {
     let e = Array::open(&ctx, uri, Mode::Read).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("__fragment_meta"), "{e}");
+}
+
+/// The own metadata files of every fragment of the array at `uri`, removed.
+fn remove_own_metadata(uri: &std::path::Path) {
+    for frag in std::fs::read_dir(uri.join(FRAGMENTS_DIR)).unwrap() {
+        let _ = std::fs::remove_file(frag.unwrap().path().join(METADATA_FILE));
+    }
+}
+
+/// Since format 8 a commit record carries its fragment's metadata when it is small (a write's
+/// and a consolidation's): an open reads the records, not the fragments' own metadata files.
+/// A fragment with large metadata has no copy in its record and is read from its own file.
+#[test]
+fn commit_records_carry_small_fragment_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = local_ctx();
+    let path = dir.path().join("f");
+    let uri = path.to_str().unwrap();
+    make(&ctx, uri);
+    let mut model = vec![i32::MIN; 100];
+    write(&ctx, uri, (0, 9), 1, &mut model);
+    write(&ctx, uri, (5, 30), 2, &mut model);
+    let mut later = model.clone();
+    write(&ctx, uri, (20, 99), 3, &mut later);
+    remove_own_metadata(&path);
+    assert_eq!(read_all(&ctx, uri), later, "read from the records' copies alone");
+    consolidate(&ctx, uri, &Selection::All).unwrap();
+    remove_own_metadata(&path); // the consolidated fragment's
+    assert_eq!(read_all(&ctx, uri), later, "the consolidation's record carries its fragment's");
+
+    // 2,000 tiles: metadata over the 64 KiB a record carries.
+    let big = dir.path().join("big");
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(dim("x", 0, 9_999, 5))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, &big, &schema).unwrap();
+    let vals: Vec<i32> = (0..10_000).collect();
+    let w = Array::open(&ctx, &big, Mode::Write).unwrap();
+    let name = w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+    let own = std::fs::metadata(big.join(FRAGMENTS_DIR).join(name.to_string()).join(METADATA_FILE)).unwrap().len();
+    let record = std::fs::metadata(big.join(COMMITS_DIR).join("00000000000000000001.commit")).unwrap().len();
+    assert!(own > 65_536 && record < 1_000, "metadata {own} bytes, record {record}");
+    let r = Array::open(&ctx, &big, Mode::Read).unwrap();
+    assert_eq!(as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data), vals);
+    remove_own_metadata(&big);
+    let e = Array::open(&ctx, &big, Mode::Read).unwrap_err();
+    assert!(e.to_string().contains("metadata is missing"), "{e}");
 }

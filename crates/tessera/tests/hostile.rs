@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::common::*;
-use crate::tamper::{frag_dir, replace_tile};
+use crate::tamper::{drop_record_copies, frag_dir, replace_tile};
 use tessera::*;
 
 /// A sparse 1-D array with one unfiltered, variable-length `utf8` attribute `s`, holding the
@@ -117,6 +117,7 @@ fn non_regular_files_are_refused_without_hanging() {
                 .write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))])
                 .unwrap();
             drop(w);
+            drop_record_copies(&uri); // so that the metadata file is read
             let fifo = match target {
                 "tile" => stored_file(&uri, &name, "a0.data").0,
                 "metadata" => frag_dir(&uri, &name).join(METADATA_FILE),

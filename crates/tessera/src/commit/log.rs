@@ -12,7 +12,8 @@
 //! ([`checkpoint_after_write`]) so that this stays a few records however many commits there
 //! were. Vacuum reads it whole ([`Scope::Whole`]) to know what to delete.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -21,7 +22,7 @@ use super::resolve::{inputs_are_consecutive, resolve, Resolved};
 use crate::error::{ArrayError, Error, Result};
 use crate::fragment::FragmentName;
 use crate::stats::{self, Counter};
-use crate::storage::{Storage, StorageError};
+use crate::storage::{Bytes, Storage, StorageError};
 
 pub use crate::paths::COMMITS_DIR;
 
@@ -44,11 +45,26 @@ pub(crate) struct Log {
     pub(crate) checkpoint: Option<(u64, Vec<Placed>)>,
     /// The records after the newest checkpoint (all, without one), by sequence number.
     pub(crate) records: Vec<(u64, Record)>,
+    /// The copies of fragment metadata those records carry (format 8): fragment -> the
+    /// record's path and the copy.
+    pub(crate) embedded: HashMap<FragmentName, (PathBuf, Bytes)>,
     /// The largest sequence number in use (0 for none).
     pub(crate) max_seq: u64,
     /// Files that the newest checkpoint made obsolete (older records; `.ok` and `.vac` files):
     /// vacuum deletes them.
     pub(crate) obsolete: Vec<String>,
+}
+
+impl Log {
+    /// Takes `records` (those after the newest checkpoint) and the metadata copies they carry.
+    fn set_records(&mut self, dir: &Path, records: Vec<(u64, ReadRecord)>) {
+        for (seq, (record, embedded)) in records {
+            if let (Record::Write(name) | Record::Consolidation(name, _), Some(bytes)) = (&record, embedded) {
+                self.embedded.insert(name.clone(), (dir.join(record_file(seq)), bytes));
+            }
+            self.records.push((seq, record));
+        }
+    }
 }
 
 /// What a listing of `__commits/` holds.
@@ -83,7 +99,10 @@ fn has_gap(seqs: &[u64]) -> bool {
     seqs.windows(2).any(|w| w[1] != w[0] + 1)
 }
 
-fn read_record(storage: &dyn Storage, path: &Path) -> Result<Record> {
+/// A record and the copy of its fragment's metadata it carries, if any.
+type ReadRecord = (Record, Option<Bytes>);
+
+fn read_record(storage: &dyn Storage, path: &Path) -> Result<ReadRecord> {
     let bytes = match storage.read_all_within(path, MAX_RECORD_BYTES)? {
         Ok(bytes) => bytes,
         Err(size) => {
@@ -91,7 +110,8 @@ fn read_record(storage: &dyn Storage, path: &Path) -> Result<Record> {
         }
     };
     stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
-    Record::decode(&bytes, path)
+    let (record, embedded) = Record::decode_with(&bytes, path)?;
+    Ok((record, embedded.map(|r| bytes.slice(r.start, r.len()))))
 }
 
 /// A `.vac` list of format 1 or 2: one fragment name per line, nothing else.
@@ -131,7 +151,7 @@ fn next_seq(seq: u64, dir: &Path) -> Result<u64> {
 
 /// Reads records `seqs` in parallel (in the caller's thread pool); `None` for one that vanished
 /// after the listing (a vacuum deleted it: it was older than a checkpoint).
-fn read_records(storage: &dyn Storage, dir: &Path, seqs: &[u64]) -> Result<Vec<Option<(u64, Record)>>> {
+fn read_records(storage: &dyn Storage, dir: &Path, seqs: &[u64]) -> Result<Vec<Option<(u64, ReadRecord)>>> {
     seqs.par_iter()
         .map(|&seq| match read_record(storage, &dir.join(record_file(seq))) {
             Ok(r) => Ok(Some((seq, r))),
@@ -163,21 +183,21 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
         listing = list(storage, &dir)?;
     }
     let mut attempts = 0;
-    let mut records: Vec<(u64, Record)> = 'listing: loop {
+    let mut records: Vec<(u64, ReadRecord)> = 'listing: loop {
         // Newest first, in batches: a latest read stops at the batch holding a checkpoint.
         let seqs = &listing.seqs;
         let mut lo = match scope {
             Scope::Whole => 0,
             Scope::Latest { interval } => latest_start(seqs, interval),
         };
-        let (mut hi, mut batches): (usize, Vec<Vec<(u64, Record)>>) = (seqs.len(), Vec::new());
+        let (mut hi, mut batches): (usize, Vec<Vec<(u64, ReadRecord)>>) = (seqs.len(), Vec::new());
         loop {
             let read = read_records(storage, &dir, &seqs[lo..hi])?;
             let last_vanished = seqs[lo..hi].iter().zip(&read).filter(|(_, r)| r.is_none()).map(|(s, _)| *s).max();
-            let batch: Vec<(u64, Record)> = read.into_iter().flatten().collect();
+            let batch: Vec<(u64, ReadRecord)> = read.into_iter().flatten().collect();
             // The newer batches read before held none (a latest read stops at the first that
             // does; a whole read is one batch).
-            let checkpoint = batch.iter().rev().find(|(_, r)| matches!(r, Record::Checkpoint(_))).map(|(s, _)| *s);
+            let checkpoint = batch.iter().rev().find(|(_, (r, _))| matches!(r, Record::Checkpoint(_))).map(|(s, _)| *s);
             // Records vanish only when a vacuum deletes them after writing a newer checkpoint,
             // which this listing may not show (on storage without locks a vacuum runs beside
             // readers): list again until every listed record is read, or a checkpoint read
@@ -204,19 +224,19 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
     };
     let max_seq = records.last().map_or(0, |r| r.0).max(listing.seqs.last().copied().unwrap_or(0));
     let mut log = Log { max_seq, ..Log::default() };
-    if let Some(k) = records.iter().rposition(|(_, r)| matches!(r, Record::Checkpoint(_))) {
+    if let Some(k) = records.iter().rposition(|(_, (r, _))| matches!(r, Record::Checkpoint(_))) {
         if scope == Scope::Whole {
             log.obsolete.extend(records[..k].iter().map(|(s, _)| record_file(*s)));
             log.obsolete.extend(listing.ok.iter().chain(&listing.vac).cloned());
         }
         let mut rest = records.split_off(k);
-        let (seq, cp) = rest.remove(0);
+        let (seq, (cp, _)) = rest.remove(0);
         let Record::Checkpoint(live) = cp else { unreachable!("found as a checkpoint") };
         log.checkpoint = Some((seq, live));
-        log.records = rest;
+        log.set_records(&dir, rest);
         return Ok(log);
     }
-    log.records = records;
+    log.set_records(&dir, records);
     log.legacy = listing.ok.iter().filter_map(|f| f.strip_suffix(".ok").and_then(FragmentName::parse)).collect();
     for f in &listing.vac {
         let Some(output) = f.strip_suffix(".vac").and_then(FragmentName::parse) else { continue };
@@ -237,6 +257,7 @@ fn append(
     storage: &dyn Storage,
     uri: &Path,
     needs_log: Option<Scope>,
+    metadata: Option<&[u8]>,
     mut make: impl FnMut(Option<&Resolved>) -> Result<Record>,
 ) -> Result<u64> {
     let dir = uri.join(COMMITS_DIR);
@@ -249,7 +270,7 @@ fn append(
             (max_seq(storage, &dir)?, make(None)?)
         };
         let next = next_seq(seq, &dir)?;
-        let bytes = record.encode();
+        let bytes = record.encode_with(metadata);
         if storage.write_new(&dir.join(record_file(next)), &bytes)? {
             stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
             return Ok(next);
@@ -259,12 +280,18 @@ fn append(
 }
 
 /// Commits the fragment `name` written by a write: it becomes visible, ordered after every
-/// fragment committed before. Returns its sequence number.
+/// fragment committed before. `metadata` (the bytes of its metadata file) is copied into the
+/// record when small enough ([`Record::encode_with`]). Returns its sequence number.
 ///
 /// # Errors
 /// A storage failure; the fragment is then not committed.
-pub(crate) fn commit_write(storage: &dyn Storage, uri: &Path, name: &FragmentName) -> Result<u64> {
-    append(storage, uri, None, |_| Ok(Record::Write(name.clone())))
+pub(crate) fn commit_write(
+    storage: &dyn Storage,
+    uri: &Path,
+    name: &FragmentName,
+    metadata: Option<&[u8]>,
+) -> Result<u64> {
+    append(storage, uri, None, metadata, |_| Ok(Record::Write(name.clone())))
 }
 
 /// After the write committed as `seq`: when `interval` divides `seq`, a checkpoint of the latest
@@ -304,7 +331,8 @@ pub(crate) fn checkpoint_after_write(
 }
 
 /// Commits the consolidated fragment `name`, replacing `inputs` (consecutive visible fragments,
-/// oldest first, at the positions the consolidation saw). Returns its sequence number.
+/// oldest first, at the positions the consolidation saw), with a copy of `metadata` as
+/// [`commit_write`] makes. Returns its sequence number.
 ///
 /// # Errors
 /// [`ArrayError::ConsolidationConflict`] when the inputs are no longer consecutive visible
@@ -315,8 +343,9 @@ pub(crate) fn commit_consolidation(
     name: &FragmentName,
     inputs: &[Placed],
     interval: u64,
+    metadata: Option<&[u8]>,
 ) -> Result<u64> {
-    append(storage, uri, Some(Scope::Latest { interval }), |resolved| {
+    append(storage, uri, Some(Scope::Latest { interval }), metadata, |resolved| {
         if resolved.is_some_and(|r| inputs_are_consecutive(&r.live, inputs)) {
             Ok(Record::Consolidation(name.clone(), inputs.to_vec()))
         } else {
@@ -376,14 +405,14 @@ mod tests {
         let (s, uri) = setup();
         let f: Vec<_> = (1..=3).map(FragmentName::new).collect();
         for (i, n) in f.iter().enumerate() {
-            assert_eq!(commit_write(&s, uri, n).unwrap(), i as u64 + 1);
+            assert_eq!(commit_write(&s, uri, n, None).unwrap(), i as u64 + 1);
         }
         let placed = |i: usize| Placed { name: f[i].clone(), position: Position::Seq(i as u64 + 1) };
         let c1 = FragmentName::covering(1, 2);
-        assert_eq!(commit_consolidation(&s, uri, &c1, &[placed(0), placed(1)], 32).unwrap(), 4);
+        assert_eq!(commit_consolidation(&s, uri, &c1, &[placed(0), placed(1)], 32, None).unwrap(), 4);
         // A second consolidation of overlapping inputs planned before c1 committed: refused.
         let c2 = FragmentName::covering(2, 3);
-        let e = commit_consolidation(&s, uri, &c2, &[placed(1), placed(2)], 32).unwrap_err();
+        let e = commit_consolidation(&s, uri, &c2, &[placed(1), placed(2)], 32, None).unwrap_err();
         assert!(matches!(e, Error::Array(ArrayError::ConsolidationConflict { .. })), "{e}");
         let log = read_log(&s, uri, Scope::Whole).unwrap();
         let live: Vec<_> = resolve(&log, Path::new("c"), u64::MAX).unwrap().live.into_iter().map(|p| p.name).collect();
@@ -399,7 +428,7 @@ mod tests {
                     let s = &s;
                     scope.spawn(move || {
                         (0..25)
-                            .map(|i| commit_write(s, uri, &FragmentName::new(t * 100 + i)).unwrap())
+                            .map(|i| commit_write(s, uri, &FragmentName::new(t * 100 + i), None).unwrap())
                             .collect::<Vec<_>>()
                     })
                 })
@@ -417,7 +446,7 @@ mod tests {
         let old = FragmentName::new(1);
         s.write_atomic(&uri.join(COMMITS_DIR).join(format!("{old}.ok")), b"").unwrap();
         let new = FragmentName::new(2);
-        commit_write(&s, uri, &new).unwrap();
+        commit_write(&s, uri, &new, None).unwrap();
         let (log, resolved) = write_checkpoint(&s, uri).unwrap();
         assert_eq!(resolved.live.iter().map(|p| p.name.clone()).collect::<Vec<_>>(), vec![old.clone(), new.clone()]);
         let mut obsolete = log.obsolete.clone();
@@ -454,7 +483,7 @@ mod tests {
             t += 1;
             match *step {
                 Step::Write => {
-                    let seq = commit_write(s, uri, &name(t, t)).unwrap();
+                    let seq = commit_write(s, uri, &name(t, t), None).unwrap();
                     checkpoint_after_write(s, uri, seq, interval).unwrap();
                 }
                 Step::Consolidate(from, len) => {
@@ -466,7 +495,7 @@ mod tests {
                         uuid: format!("{t:016x}{:016x}", u64::MAX),
                         ..FragmentName::covering(inputs[0].name.t0, inputs[inputs.len() - 1].name.t1)
                     };
-                    commit_consolidation(s, uri, &out, inputs, interval).unwrap();
+                    commit_consolidation(s, uri, &out, inputs, interval, None).unwrap();
                 }
                 Step::Vacuum(delete) => {
                     let (log, _) = write_checkpoint(s, uri).unwrap();
@@ -555,15 +584,15 @@ mod tests {
         let (s, uri) = setup();
         history(&s, uri, &[Step::Write, Step::Write, Step::Consolidate(0, 2), Step::Write], 0);
         // Record 5 would be divisible, but a consolidation follows no checkpoint yet.
-        let seq = commit_write(&s, uri, &FragmentName::new(9)).unwrap();
+        let seq = commit_write(&s, uri, &FragmentName::new(9), None).unwrap();
         assert_eq!(seq, 5);
         assert_eq!(checkpoint_after_write(&s, uri, seq, 5).unwrap(), None);
         // After vacuum's checkpoint, writes alone: a writer checkpoints again, and says which
         // fragments the records it summarized wrote.
         write_checkpoint(&s, uri).unwrap();
         let (a, b) = (FragmentName::new(10), FragmentName::new(11));
-        commit_write(&s, uri, &a).unwrap();
-        let seq = commit_write(&s, uri, &b).unwrap();
+        commit_write(&s, uri, &a, None).unwrap();
+        let seq = commit_write(&s, uri, &b, None).unwrap();
         assert_eq!(checkpoint_after_write(&s, uri, seq, seq).unwrap(), Some(vec![a, b]));
         assert_eq!(checkpoint_after_write(&s, uri, seq + 2, seq + 1).unwrap(), None, "not divisible");
     }

@@ -17,7 +17,7 @@ pub use log::COMMITS_DIR;
 pub(crate) use log::{
     checkpoint_after_write, commit_consolidation, commit_write, read_log, write_checkpoint, Log, Scope,
 };
-#[cfg(any(test, feature = "fuzzing"))]
-pub(crate) use record::RECORD_MAGIC;
 pub(crate) use record::{record_file, Placed, Position, Record};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use record::{MAX_EMBEDDED_METADATA, RECORD_MAGIC};
 pub(crate) use resolve::resolve;

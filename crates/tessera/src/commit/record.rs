@@ -11,7 +11,14 @@
 //! An entry is `{"fragment": name, "position": p}` where `p` is the fragment's position: a
 //! number (see [`Position::Seq`]) or `null` for fragments of format 1 and 2 arrays, whose
 //! position comes from their name.
+//!
+//! Since format 8 a write or consolidation record may carry a copy of its fragment's metadata
+//! file after the JSON text and one zero byte (JSON text never holds a zero byte), so that a
+//! reader has the metadata as soon as it has the record: one request fewer per fragment on
+//! object stores, one file fewer to open locally. Writers embed metadata of at most
+//! [`MAX_EMBEDDED_METADATA`] bytes.
 
+use std::ops::Range;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +35,11 @@ pub(crate) const RECORD_SUFFIX: &str = ".commit";
 
 /// The largest commit record read (a checkpoint of a million fragments is about 100 MB).
 pub(crate) const MAX_RECORD_BYTES: u64 = 256 << 20;
+
+/// The largest fragment metadata file a writer copies into its commit record (64 KiB: a dense
+/// fragment of a few thousand tiles, a sparse one of a few hundred). Larger ones are read from
+/// their own file, as every fragment's was before format 8.
+pub(crate) const MAX_EMBEDDED_METADATA: usize = 64 << 10;
 
 /// Where a fragment stands in fragment order (later wins). Fragments of format 1 and 2 arrays
 /// (committed by an `.ok` file) come first, ordered by their names' `(t1, t0, uuid)`; then the
@@ -97,6 +109,13 @@ fn entry_json(p: &Placed) -> EntryJson {
 impl Record {
     /// The record's bytes: JSON sealed with the footer.
     pub(crate) fn encode(&self) -> Vec<u8> {
+        self.encode_with(None)
+    }
+
+    /// The record's bytes, with `metadata` (the bytes of the fragment's metadata file) after
+    /// the JSON text and a zero byte when the record names one fragment (a write or a
+    /// consolidation) and `metadata` is at most [`MAX_EMBEDDED_METADATA`] bytes.
+    pub(crate) fn encode_with(&self, metadata: Option<&[u8]>) -> Vec<u8> {
         let json = match self {
             Record::Write(name) => RecordJson::Write { fragment: name.to_string() },
             Record::Consolidation(name, inputs) => RecordJson::Consolidation {
@@ -106,18 +125,39 @@ impl Record {
             Record::Checkpoint(live) => RecordJson::Checkpoint { live: live.iter().map(entry_json).collect() },
         };
         // Serializing plain strings and numbers cannot fail.
-        let text = serde_json::to_vec(&json).unwrap_or_default();
-        seal(text, RECORD_MAGIC)
+        let mut payload = serde_json::to_vec(&json).unwrap_or_default();
+        let names_one = !matches!(self, Record::Checkpoint(_));
+        if let Some(m) = metadata.filter(|m| names_one && !m.is_empty() && m.len() <= MAX_EMBEDDED_METADATA) {
+            payload.reserve(1 + m.len());
+            payload.push(0);
+            payload.extend_from_slice(m);
+        }
+        seal(payload, RECORD_MAGIC)
     }
 
-    /// Decodes the record stored at `path`.
+    /// Decodes the record stored at `path`, and where in `bytes` the copy of its fragment's
+    /// metadata lies if it carries one (checked when the metadata is decoded).
     ///
     /// # Errors
-    /// [`Error::Corrupt`] naming `path` for a bad footer, checksum, JSON or fragment name.
-    pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Self> {
+    /// [`Error::Corrupt`] naming `path` for a bad footer, checksum, JSON or fragment name, or a
+    /// copy of metadata where none may be (a checkpoint's, or an empty one).
+    pub(crate) fn decode_with(bytes: &[u8], path: &Path) -> Result<(Self, Option<Range<usize>>)> {
         let payload = unseal(bytes, RECORD_MAGIC, path)?;
-        let json: RecordJson = serde_json::from_slice(payload)
+        let (text, embedded) = match payload.iter().position(|&b| b == 0) {
+            Some(i) => (&payload[..i], Some(i + 1..payload.len())),
+            None => (payload, None),
+        };
+        let json: RecordJson = serde_json::from_slice(text)
             .map_err(|e| Error::corrupt(path, format!("commit record is not valid: {e}")))?;
+        if let Some(r) = &embedded {
+            if r.is_empty() || matches!(json, RecordJson::Checkpoint { .. }) {
+                return Err(Error::corrupt(path, "commit record carries fragment metadata it may not hold"));
+            }
+        }
+        Self::from_json(json, path).map(|record| (record, embedded))
+    }
+
+    fn from_json(json: RecordJson, path: &Path) -> Result<Self> {
         let name = |s: &str| {
             FragmentName::parse(s)
                 .ok_or_else(|| Error::corrupt(path, format!("commit record names an invalid fragment {s:?}")))
@@ -163,6 +203,12 @@ pub(crate) fn parse_record_file(name: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    impl Record {
+        fn decode(bytes: &[u8], path: &Path) -> Result<Self> {
+            Self::decode_with(bytes, path).map(|(record, _)| record)
+        }
+    }
+
     fn placed(t: u64, seq: Option<u64>) -> Placed {
         let name = FragmentName::new(t);
         let position = seq.map_or_else(|| Position::legacy(&name), Position::Seq);
@@ -185,6 +231,34 @@ mod tests {
                 bad[bit / 8] ^= 1 << (bit % 8);
                 assert!(Record::decode(&bad, Path::new("r")).is_err(), "bit {bit} of {r:?}");
             }
+        }
+    }
+
+    #[test]
+    fn metadata_copies_ride_after_the_json_and_only_where_allowed() {
+        let meta: Vec<u8> = (0..=255u8).cycle().take(1000).collect(); // zero bytes inside too
+        let write = Record::Write(FragmentName::new(5));
+        let bytes = write.encode_with(Some(&meta));
+        let (back, range) = Record::decode_with(&bytes, Path::new("r")).unwrap();
+        assert_eq!(back, write);
+        assert_eq!(&bytes[range.unwrap()], meta.as_slice());
+        let cons = Record::Consolidation(FragmentName::covering(1, 9), vec![placed(1, None), placed(9, Some(4))]);
+        let (_, range) = Record::decode_with(&cons.encode_with(Some(&meta)), Path::new("r")).unwrap();
+        assert_eq!(range.map(|r| r.len()), Some(meta.len()));
+        // Not carried: a checkpoint's, an empty copy, one over the limit.
+        let big = vec![1u8; MAX_EMBEDDED_METADATA + 1];
+        for (r, m) in [(Record::Checkpoint(Vec::new()), &meta[..]), (write.clone(), &[][..]), (write.clone(), &big)] {
+            let bytes = r.encode_with(Some(m));
+            assert_eq!(bytes, r.encode());
+            assert_eq!(Record::decode_with(&bytes, Path::new("r")).unwrap().1, None);
+        }
+        // A reader refuses what no writer makes.
+        for text in [
+            &b"{\"kind\":\"checkpoint\",\"live\":[]}\0x"[..],
+            b"{\"kind\":\"write\",\"fragment\":\"__1_1_0123456789abcdef0123456789abcdef_8\"}\0",
+        ] {
+            let bytes = seal(text.to_vec(), RECORD_MAGIC);
+            assert!(matches!(Record::decode_with(&bytes, Path::new("r")), Err(Error::Corrupt { .. })));
         }
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod fragment_meta;
 mod tiles;
 mod update_index;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -28,7 +29,7 @@ use crate::fragment::{FileSpec, FragmentMetadata, FragmentName, FRAGMENTS_DIR, M
 use crate::geometry::TileGrid;
 use crate::schema::{ArraySchema, SCHEMA_DIR};
 use crate::stats::{self, Counter};
-use crate::storage::{join_requests, LockGuard, StorageError};
+use crate::storage::{join_requests, Bytes, LockGuard, StorageError};
 
 /// The committed state of an array at a timestamp. Cloning is cheap (shared parts).
 #[derive(Debug, Clone)]
@@ -73,19 +74,24 @@ impl Snapshot {
         );
         // A folder that is not an array fails both: the schema's error says why.
         let schema = Arc::new(schema?);
-        let (placed, listing) = committed?;
+        let Committed { placed, listing, mut embedded } = committed?;
         let grid = Arc::new(TileGrid::new(&schema));
         let positions = placed.iter().map(|p| p.position.clone()).collect();
-        let copies = if placed.is_empty() {
-            None
-        } else {
-            let wanted: Vec<String> = placed.iter().map(|p| p.name.to_string()).collect();
-            Some(fragment_meta::read_listed(ctx, &uri, listing, Some(&wanted))?)
-        };
+        // Metadata copies in commit records come first, then consolidated files, then the
+        // fragments' own files.
+        let wanted: Vec<String> =
+            placed.iter().filter(|p| !embedded.contains_key(&p.name)).map(|p| p.name.to_string()).collect();
+        let copies =
+            if wanted.is_empty() { None } else { Some(fragment_meta::read_listed(ctx, &uri, listing, Some(&wanted))?) };
+        let sources: Vec<(FragmentName, Option<(PathBuf, Bytes)>)> =
+            placed.into_iter().map(|p| (p.name.clone(), embedded.remove(&p.name))).collect();
         let metadata = ctx.install_for(&uri, || {
-            placed
+            sources
                 .into_par_iter()
-                .map(|p| load_fragment(ctx, &uri, p.name, &schema, copies.as_ref()))
+                .map(|(name, copy)| match copy {
+                    Some((record, bytes)) => load_embedded(&record, name, &bytes, &schema),
+                    None => load_fragment(ctx, &uri, name, &schema, copies.as_ref()),
+                })
                 .collect::<Result<Vec<_>>>()
         })?;
         let fragment_dirs = fragment_dirs(&uri, &metadata);
@@ -166,32 +172,50 @@ pub(crate) fn shared_lock(ctx: &Context, uri: &Path, want: bool) -> Result<Optio
     Ok(Some(Arc::new(lock_shared(ctx.storage().as_ref(), uri, timeout)?)))
 }
 
+/// What the commit log and the folder of consolidated metadata files say about an array.
+#[derive(Default)]
+struct Committed {
+    /// The visible fragments, oldest first in fragment order.
+    placed: Vec<Placed>,
+    /// The names of the consolidated metadata files.
+    listing: Vec<String>,
+    /// Copies of fragment metadata in the commit records read: fragment -> record path, copy.
+    embedded: HashMap<FragmentName, (PathBuf, Bytes)>,
+}
+
 /// The visible fragments (none unless `fragments`) and the names of the consolidated metadata
 /// files, read at the same time on object stores.
-fn committed_state(
-    ctx: &Context,
-    uri: &Path,
-    start: u64,
-    end: u64,
-    fragments: bool,
-) -> Result<(Vec<Placed>, Vec<String>)> {
+fn committed_state(ctx: &Context, uri: &Path, start: u64, end: u64, fragments: bool) -> Result<Committed> {
     if !fragments {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Committed::default());
     }
-    let (placed, listing) =
+    let (visible, listing) =
         join_requests(ctx.storage().as_ref(), uri, || visible(ctx, uri, start, end), || fragment_meta::list(ctx, uri));
-    Ok((placed?, listing?))
+    let (placed, embedded) = visible?;
+    Ok(Committed { placed, listing: listing?, embedded })
 }
 
 /// The fragments visible as of `end` that were written since `start` (`start <= t0`,
-/// `t1 <= end`), oldest first in fragment order, as the commit log says.
-fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Vec<Placed>> {
+/// `t1 <= end`), oldest first in fragment order, as the commit log says; and the copies of
+/// fragment metadata the records read carry.
+type Visible = (Vec<Placed>, HashMap<FragmentName, (PathBuf, Bytes)>);
+
+fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Visible> {
     let storage = ctx.storage().as_ref();
     let interval = ctx.config().checkpoint_interval();
     let log = ctx.install_for(uri, || read_log(storage, uri, Scope::Latest { interval }))?;
     let mut placed = resolve(&log, &uri.join(COMMITS_DIR), end)?.live;
     placed.retain(|p| p.name.t0 >= start);
-    Ok(placed)
+    Ok((placed, log.embedded))
+}
+
+/// The metadata of committed fragment `name` from the copy its commit record `record` carries,
+/// cross-checked against the schema.
+fn load_embedded(record: &Path, name: FragmentName, copy: &[u8], schema: &ArraySchema) -> Result<FragmentMetadata> {
+    let path = record.join(name.to_string()); // names the record and the fragment in errors
+    let meta = FragmentMetadata::decode(copy, name, &path)?;
+    check_against_schema(&meta, schema).map_err(|d| Error::corrupt(&path, d))?;
+    Ok(meta)
 }
 
 /// The newest schema file of the array at `uri`.

@@ -570,8 +570,8 @@ impl FragmentWriter {
         let storage = self.storage.as_ref();
         let interval = self.ctx.config().checkpoint_interval();
         let committed = match &self.replaces {
-            None => commit_write(storage, &self.array, &self.name),
-            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval),
+            None => commit_write(storage, &self.array, &self.name, Some(&encoded)),
+            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval, Some(&encoded)),
         };
         let seq = match committed {
             Ok(seq) => seq,
