@@ -218,20 +218,20 @@ fn commit_records_carry_small_fragment_metadata() {
     remove_own_metadata(&path); // the consolidated fragment's
     assert_eq!(read_all(&ctx, uri), later, "the consolidation's record carries its fragment's");
 
-    // 2,000 tiles: metadata over the 64 KiB a record carries.
+    // 100,000 tiles: metadata over the 1 MiB a record carries.
     let big = dir.path().join("big");
     let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(dim("x", 0, 9_999, 5))
+        .dim(dim("x", 0, 499_999, 5))
         .attr(Attribute::new("a", Datatype::Int32))
         .build()
         .unwrap();
     Array::create(&ctx, &big, &schema).unwrap();
-    let vals: Vec<i32> = (0..10_000).collect();
+    let vals: Vec<i32> = (0..500_000).collect();
     let w = Array::open(&ctx, &big, Mode::Write).unwrap();
     let name = w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
     let own = std::fs::metadata(big.join(FRAGMENTS_DIR).join(name.to_string()).join(METADATA_FILE)).unwrap().len();
     let record = std::fs::metadata(big.join(COMMITS_DIR).join("00000000000000000001.commit")).unwrap().len();
-    assert!(own > 65_536 && record < 1_000, "metadata {own} bytes, record {record}");
+    assert!(own > 1 << 20 && record < 1_000, "metadata {own} bytes, record {record}");
     let r = Array::open(&ctx, &big, Mode::Read).unwrap();
     assert_eq!(as_i32(&r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data), vals);
     remove_own_metadata(&big);

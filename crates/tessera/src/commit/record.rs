@@ -36,10 +36,13 @@ pub(crate) const RECORD_SUFFIX: &str = ".commit";
 /// The largest commit record read (a checkpoint of a million fragments is about 100 MB).
 pub(crate) const MAX_RECORD_BYTES: u64 = 256 << 20;
 
-/// The largest fragment metadata file a writer copies into its commit record (64 KiB: a dense
-/// fragment of a few thousand tiles, a sparse one of a few hundred). Larger ones are read from
-/// their own file, as every fragment's was before format 8.
-pub(crate) const MAX_EMBEDDED_METADATA: usize = 64 << 10;
+/// The largest fragment metadata file a writer copies into its commit record (1 MiB). Every
+/// open reads the metadata of each visible fragment anyway, so a copy costs nothing extra for
+/// them; the bound keeps records that are read although their fragment is no longer visible
+/// (consolidated, until vacuum) small. 64 uncompressed tiles of 2 MiB, with a checksum per
+/// 4 KiB block, take 270 KB of metadata. Larger metadata is read from the fragment's own file,
+/// as every fragment's was before format 8.
+pub(crate) const MAX_EMBEDDED_METADATA: usize = 1 << 20;
 
 /// Where a fragment stands in fragment order (later wins). Fragments of format 1 and 2 arrays
 /// (committed by an `.ok` file) come first, ordered by their names' `(t1, t0, uuid)`; then the
