@@ -205,16 +205,16 @@ fn the_graph_has_no_cycle() {
     assert!(graph["array"].contains("snapshot") && graph["read"].contains("snapshot"), "{}", show(&graph));
 }
 
-/// The read path's functions (`src/read/`, `src/snapshot/`) stay at most 80 lines long (issue
-/// 19), counted from the `fn` line to the closing brace at its indentation, unit tests left out.
+/// The engine's functions stay at most 80 lines long (issue 19 asked it of the read path; the
+/// whole crate meets it since the split of fragment metadata's encode and decode and of the
+/// fragment writer's finish), counted from the `fn` line to the closing brace at its
+/// indentation, unit tests left out.
 #[test]
-fn read_path_functions_are_short() {
+fn functions_are_short() {
     const MOST: usize = 80;
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    for dir in ["read", "snapshot"] {
-        rust_files(&src.join(dir), &mut files);
-    }
+    rust_files(&src, &mut files);
     let mut long = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).expect("read source");
@@ -232,6 +232,6 @@ fn read_path_functions_are_short() {
             }
         }
     }
-    assert!(long.is_empty(), "read-path functions over {MOST} lines:\n{}", long.join("\n"));
-    assert!(files.len() > 10, "the scan found the read path's files");
+    assert!(long.is_empty(), "functions over {MOST} lines:\n{}", long.join("\n"));
+    assert!(files.len() > 50, "the scan found the engine's files");
 }

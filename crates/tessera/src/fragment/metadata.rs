@@ -251,25 +251,7 @@ impl FragmentMetadata {
             }
         }
         if let Some(sp) = &self.sparse {
-            let mut put = |v: u64| b.extend_from_slice(&v.to_le_bytes());
-            sp.tile_cells.iter().for_each(|&c| put(c));
-            for r in &sp.mbrs {
-                r.iter().for_each(|&[lo, hi]| {
-                    put(lo);
-                    put(hi);
-                });
-            }
-            sp.first.iter().chain(&sp.last).flatten().for_each(|&v| put(v));
-            put(u64::from(sp.rtree.fanout) | ((sp.rtree.levels.len() as u64) << 32));
-            for level in &sp.rtree.levels {
-                put(level.len() as u64);
-                for r in level {
-                    r.iter().for_each(|&[lo, hi]| {
-                        put(lo);
-                        put(hi);
-                    });
-                }
-            }
+            encode_sparse(&mut b, sp);
         }
         if let Some(rects) = &self.deletes {
             b.extend_from_slice(&(rects.len() as u64).to_le_bytes());
@@ -280,6 +262,13 @@ impl FragmentMetadata {
                 }
             }
         }
+        self.encode_blocks_and_chunks(&mut b);
+        self.stats.encode(&mut b);
+        seal(b, FOOTER_MAGIC)
+    }
+
+    /// The optional block-checksum and chunk sections (after the tile index).
+    fn encode_blocks_and_chunks(&self, b: &mut Vec<u8>) {
         if self.blocks.entries().next().is_some() {
             b.extend_from_slice(BLOCKS_TAG);
             b.extend_from_slice(&self.blocks.log2.to_le_bytes());
@@ -308,8 +297,6 @@ impl FragmentMetadata {
                 }
             }
         }
-        self.stats.encode(&mut b);
-        seal(b, FOOTER_MAGIC)
     }
 
     /// Parses the binary form; `path` names the file in errors.
@@ -355,45 +342,9 @@ impl FragmentMetadata {
         if entry.saturating_mul(nfiles as u64) > payload.len() as u64 {
             return Err(Error::corrupt(path, "file or tile count larger than the file can hold"));
         }
-        let mut files = Vec::with_capacity(nfiles);
-        for _ in 0..nfiles {
-            let len = r.u16()? as usize;
-            let fname = std::str::from_utf8(r.take(len)?)
-                .map_err(|_| Error::corrupt(path, "file name is not UTF-8"))?
-                .to_string();
-            let mut tiles = Vec::with_capacity(tile_count as usize);
-            for _ in 0..tile_count {
-                tiles.push(TileEntry {
-                    offset: r.u64()?,
-                    stored_size: r.u64()?,
-                    unfiltered_size: r.u64()?,
-                    checksum: r.u64()?,
-                });
-            }
-            files.push((fname, tiles));
-        }
+        let files = (0..nfiles).map(|_| decode_file(&mut r, tile_count, path)).collect::<Result<Vec<_>>>()?;
         let sparse = if kind >= 1 { Some(decode_sparse(&mut r, tile_count as usize, ndim, path)?) } else { None };
-        let deletes = if kind == 2 {
-            let count = r.u64()? as usize;
-            if (count as u64).saturating_mul(16 * ndim as u64) > (r.b.len() - r.at) as u64 {
-                return Err(Error::corrupt(path, "deleted rectangle count larger than the file"));
-            }
-            let mut rects = Vec::with_capacity(count);
-            for _ in 0..count {
-                let mut rect = Vec::with_capacity(ndim);
-                for _ in 0..ndim {
-                    let (lo, hi) = (r.u64()?, r.u64()?);
-                    if lo > hi {
-                        return Err(Error::corrupt(path, "a deleted rectangle is reversed"));
-                    }
-                    rect.push([lo, hi]);
-                }
-                rects.push(rect);
-            }
-            Some(rects)
-        } else {
-            None
-        };
+        let deletes = if kind == 2 { Some(decode_deletes(&mut r, ndim, path)?) } else { None };
         // Optional sections, each at most once and in this order: BLKS, CHKS, STAT.
         let (mut blocks, mut chunks, mut stats) = (BlockIndex::default(), ChunkIndex::default(), TileStats::default());
         let mut seen = 0;
@@ -419,6 +370,68 @@ impl FragmentMetadata {
             }
         }
         Ok(Self { name, domain, cell_count, files, sparse, deletes, blocks, chunks, stats, packed })
+    }
+}
+
+/// One file entry of the tile index: its name and `tile_count` tile entries (the caller has
+/// bounded the count by the file's size).
+fn decode_file(r: &mut Reader<'_>, tile_count: u64, path: &Path) -> Result<(String, Vec<TileEntry>)> {
+    let len = r.u16()? as usize;
+    let fname =
+        std::str::from_utf8(r.take(len)?).map_err(|_| Error::corrupt(path, "file name is not UTF-8"))?.to_string();
+    let mut tiles = Vec::with_capacity(tile_count as usize);
+    for _ in 0..tile_count {
+        tiles.push(TileEntry {
+            offset: r.u64()?,
+            stored_size: r.u64()?,
+            unfiltered_size: r.u64()?,
+            checksum: r.u64()?,
+        });
+    }
+    Ok((fname, tiles))
+}
+
+/// The deleted rectangles of a delete fragment (`ndim` dimensions each, none reversed).
+fn decode_deletes(r: &mut Reader<'_>, ndim: usize, path: &Path) -> Result<Vec<Rect>> {
+    let count = r.u64()? as usize;
+    if (count as u64).saturating_mul(16 * ndim as u64) > (r.b.len() - r.at) as u64 {
+        return Err(Error::corrupt(path, "deleted rectangle count larger than the file"));
+    }
+    let mut rects = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut rect = Vec::with_capacity(ndim);
+        for _ in 0..ndim {
+            let (lo, hi) = (r.u64()?, r.u64()?);
+            if lo > hi {
+                return Err(Error::corrupt(path, "a deleted rectangle is reversed"));
+            }
+            rect.push([lo, hi]);
+        }
+        rects.push(rect);
+    }
+    Ok(rects)
+}
+
+/// The sparse index: tile cell counts, MBRs, first and last coordinates, and the R-tree.
+fn encode_sparse(b: &mut Vec<u8>, sp: &SparseIndex) {
+    let mut put = |v: u64| b.extend_from_slice(&v.to_le_bytes());
+    sp.tile_cells.iter().for_each(|&c| put(c));
+    for r in &sp.mbrs {
+        r.iter().for_each(|&[lo, hi]| {
+            put(lo);
+            put(hi);
+        });
+    }
+    sp.first.iter().chain(&sp.last).flatten().for_each(|&v| put(v));
+    put(u64::from(sp.rtree.fanout) | ((sp.rtree.levels.len() as u64) << 32));
+    for level in &sp.rtree.levels {
+        put(level.len() as u64);
+        for r in level {
+            r.iter().for_each(|&[lo, hi]| {
+                put(lo);
+                put(hi);
+            });
+        }
     }
 }
 

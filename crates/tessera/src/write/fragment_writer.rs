@@ -508,6 +508,29 @@ impl FragmentWriter {
     ) -> Result<FragmentMetadata> {
         let _t = stats::timer(Timer::WriterCommit);
         self.start()?;
+        let meta = self.metadata(cell_count, sparse, deletes)?;
+        let encoded = meta.encode();
+        stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
+        self.write_durably(&encoded)?;
+        for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
+            if let Some(state) = chosen.state() {
+                self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
+            }
+        }
+        self.check_commit_deadline()?;
+        self.committed = true;
+        self.commit(&encoded)?;
+        Ok(meta)
+    }
+
+    /// The fragment's metadata: every tile written (else an error naming the first missing),
+    /// its block checksums, chunks and statistics.
+    fn metadata(
+        &mut self,
+        cell_count: u64,
+        sparse: Option<SparseIndex>,
+        deletes: Option<Vec<Rect>>,
+    ) -> Result<FragmentMetadata> {
         let mut files = Vec::with_capacity(self.specs.len());
         for (spec, entries) in self.specs.iter().zip(&self.entries) {
             let tiles = entries
@@ -530,7 +553,7 @@ impl FragmentWriter {
             s.resize(tiles.len(), Vec::new());
             c.resize(tiles.len(), TileChunks::default());
         }
-        let meta = FragmentMetadata {
+        Ok(FragmentMetadata {
             name: self.name.clone(),
             domain: self.domain.clone(),
             cell_count,
@@ -541,11 +564,13 @@ impl FragmentWriter {
             chunks: ChunkIndex { chunks },
             stats: TileStats::collect(std::mem::take(&mut self.summaries)),
             packed: self.packed,
-        };
-        let encoded = meta.encode();
-        stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
+        })
+    }
+
+    /// Writes the metadata file `encoded` and makes the fragment durable.
+    fn write_durably(&mut self, encoded: &[u8]) -> Result<()> {
         let mut meta_file = self.storage.create(&self.dir.join(METADATA_FILE))?;
-        meta_file.write_all(&encoded)?;
+        meta_file.write_all(encoded)?;
         // The files (data and metadata), the fragment's folder (their entries) and the folder
         // of fragments (the fragment's entry) must be durable before the commit record names
         // them (docs/format.md, "Committing"): all are synced at the same time, every entry
@@ -560,18 +585,18 @@ impl FragmentWriter {
         jobs.push(Box::new(|| storage.sync_dir(dir)));
         jobs.push(Box::new(|| storage.sync_dir(&parent)));
         in_parallel(jobs)?;
-        for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
-            if let Some(state) = chosen.state() {
-                self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
-            }
-        }
-        self.check_commit_deadline()?;
-        self.committed = true;
+        Ok(())
+    }
+
+    /// Commits the fragment, its record carrying `encoded` (the metadata), then leaves a
+    /// checkpoint of the log and a file of metadata copies when this write's number calls for
+    /// them.
+    fn commit(&mut self, encoded: &[u8]) -> Result<()> {
         let storage = self.storage.as_ref();
         let interval = self.ctx.config().checkpoint_interval();
         let committed = match &self.replaces {
-            None => commit_write(storage, &self.array, &self.name, Some(&encoded)),
-            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval, Some(&encoded)),
+            None => commit_write(storage, &self.array, &self.name, Some(encoded)),
+            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval, Some(encoded)),
         };
         let seq = match committed {
             Ok(seq) => seq,
@@ -592,7 +617,7 @@ impl FragmentWriter {
                 let _ = fragment_meta::write_copies_of(&self.ctx, &self.array, names);
             }
         }
-        Ok(meta)
+        Ok(())
     }
 }
 
