@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -29,6 +30,10 @@ pub use crate::paths::COMMITS_DIR;
 /// How many times a committer retries after losing the race for a sequence number before giving
 /// up (each loss means another commit succeeded, so the array is making progress).
 const MAX_CLAIMS: usize = 100_000;
+
+/// The most bytes of fragment metadata copies (format 8) that one read of the log keeps; the
+/// copies of records read past it are dropped (their fragments' own files are read instead).
+const MAX_HELD_COPIES: u64 = 256 << 20;
 
 /// How many times a reader lists the log again when records it listed vanished (each time means
 /// a vacuum deleted records behind a newer checkpoint between its listing and its reads).
@@ -150,11 +155,23 @@ fn next_seq(seq: u64, dir: &Path) -> Result<u64> {
 }
 
 /// Reads records `seqs` in parallel (in the caller's thread pool); `None` for one that vanished
-/// after the listing (a vacuum deleted it: it was older than a checkpoint).
-fn read_records(storage: &dyn Storage, dir: &Path, seqs: &[u64]) -> Result<Vec<Option<(u64, ReadRecord)>>> {
+/// after the listing (a vacuum deleted it: it was older than a checkpoint). The metadata copies
+/// they carry are kept while `copies` (bytes) lasts, and dropped after: a reader then reads
+/// those fragments' own metadata files, and a log of many records with large copies does not
+/// hold them all in memory at once.
+fn read_records(
+    storage: &dyn Storage,
+    dir: &Path,
+    seqs: &[u64],
+    copies: &AtomicU64,
+) -> Result<Vec<Option<(u64, ReadRecord)>>> {
+    let keep = |bytes: &Bytes| {
+        let n = bytes.len() as u64;
+        copies.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(n)).is_ok()
+    };
     seqs.par_iter()
         .map(|&seq| match read_record(storage, &dir.join(record_file(seq))) {
-            Ok(r) => Ok(Some((seq, r))),
+            Ok((record, copy)) => Ok(Some((seq, (record, copy.filter(keep))))),
             Err(Error::Storage(StorageError::NotFound { .. })) => Ok(None),
             Err(e) => Err(e),
         })
@@ -183,6 +200,8 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
         listing = list(storage, &dir)?;
     }
     let mut attempts = 0;
+    // Vacuum needs no metadata copies; an open keeps at most MAX_HELD_COPIES bytes of them.
+    let copies = AtomicU64::new(if scope == Scope::Whole { 0 } else { MAX_HELD_COPIES });
     let mut records: Vec<(u64, ReadRecord)> = 'listing: loop {
         // Newest first, in batches: a latest read stops at the batch holding a checkpoint.
         let seqs = &listing.seqs;
@@ -192,7 +211,7 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
         };
         let (mut hi, mut batches): (usize, Vec<Vec<(u64, ReadRecord)>>) = (seqs.len(), Vec::new());
         loop {
-            let read = read_records(storage, &dir, &seqs[lo..hi])?;
+            let read = read_records(storage, &dir, &seqs[lo..hi], &copies)?;
             let last_vanished = seqs[lo..hi].iter().zip(&read).filter(|(_, r)| r.is_none()).map(|(s, _)| *s).max();
             let batch: Vec<(u64, ReadRecord)> = read.into_iter().flatten().collect();
             // The newer batches read before held none (a latest read stops at the first that
@@ -398,6 +417,27 @@ mod tests {
         let uri = Path::new("/a");
         s.create_dir_all(&uri.join(COMMITS_DIR)).unwrap();
         (s, uri)
+    }
+
+    /// Opens keep the metadata copies of the records they read, within a byte budget; vacuum
+    /// (a whole read) keeps none, so a long log of large copies is never all in memory.
+    #[test]
+    fn metadata_copies_are_kept_for_opens_within_a_budget() {
+        let (s, uri) = setup();
+        let names: Vec<_> = (1..=4).map(FragmentName::new).collect();
+        for (i, n) in names.iter().enumerate() {
+            commit_write(&s, uri, n, Some(&[i as u8 + 1; 100])).unwrap();
+        }
+        let latest = read_log(&s, uri, Scope::Latest { interval: 32 }).unwrap();
+        assert_eq!(latest.embedded.len(), 4);
+        assert_eq!(latest.embedded[&names[2]].1.as_ref(), &[3u8; 100][..]);
+        assert!(read_log(&s, uri, Scope::Whole).unwrap().embedded.is_empty());
+        let dir = uri.join(COMMITS_DIR);
+        let budget = AtomicU64::new(250);
+        let read = read_records(&s, &dir, &[1, 2, 3, 4], &budget).unwrap();
+        let kept = read.iter().flatten().filter(|(_, (_, copy))| copy.is_some()).count();
+        assert_eq!(kept, 2, "two copies of 100 bytes fit 250");
+        assert!(read.iter().flatten().all(|(_, (r, _))| matches!(r, Record::Write(_))), "records all read");
     }
 
     #[test]
