@@ -14,7 +14,6 @@ use tessera::*;
 #[path = "tamper.rs"]
 mod tamper;
 use tamper::replace_tile;
-use xxhash_rust::xxh3::xxh3_64;
 
 /// The system allocator, counting the bytes currently allocated and their peak.
 struct Counting;
@@ -407,12 +406,8 @@ fn a_column_of_chunked_tiles_holds_only_its_stored_chunks() {
 }
 
 /// `payload` sealed as a schema file (docs/format.md §2).
-fn seal_schema(mut payload: Vec<u8>) -> Vec<u8> {
-    payload.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    let sum = xxh3_64(&payload);
-    payload.extend_from_slice(&sum.to_le_bytes());
-    payload.extend_from_slice(b"TSRASCHM");
-    payload
+fn seal_schema(payload: Vec<u8>) -> Vec<u8> {
+    tamper::seal(payload, FORMAT_VERSION, b"TSRASCHM")
 }
 
 /// A schema of `n` attributes.

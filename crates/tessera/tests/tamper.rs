@@ -23,16 +23,21 @@ pub(crate) fn drop_record_copies(uri: &Path) {
             continue;
         }
         let bytes = std::fs::read(&path).unwrap();
-        // The footer: u32 version, u64 xxh3-64 of everything before it, 8-byte magic.
         let (payload, footer) = bytes.split_at(bytes.len() - 20);
         let json = payload.iter().position(|&b| b == 0).map_or(payload, |i| &payload[..i]);
-        let mut out = json.to_vec();
-        out.extend_from_slice(&footer[..4]);
-        let sum = xxh3_64(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
-        out.extend_from_slice(&footer[12..]);
-        std::fs::write(&path, out).unwrap();
+        let version = u32::from_le_bytes(footer[..4].try_into().unwrap());
+        std::fs::write(&path, seal(json.to_vec(), version, footer[12..].try_into().unwrap())).unwrap();
     }
+}
+
+/// `payload` sealed with the footer of docs/format.md §2: u32 `version`, u64 xxh3-64 of
+/// everything before it, the 8-byte `magic`.
+pub(crate) fn seal(mut payload: Vec<u8>, version: u32, magic: &[u8; 8]) -> Vec<u8> {
+    payload.extend_from_slice(&version.to_le_bytes());
+    let sum = xxh3_64(&payload);
+    payload.extend_from_slice(&sum.to_le_bytes());
+    payload.extend_from_slice(magic);
+    payload
 }
 
 /// Replaces the stored bytes of tile `tile` of file `file` of fragment `name`: `stored` is

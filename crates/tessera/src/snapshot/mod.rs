@@ -89,7 +89,8 @@ impl Snapshot {
             sources
                 .into_par_iter()
                 .map(|(name, copy)| match copy {
-                    Some((record, bytes)) => load_embedded(&record, name, &bytes, &schema),
+                    // The error names the record and the fragment.
+                    Some((record, bytes)) => decode_checked(&bytes, &record.join(name.to_string()), name, &schema),
                     None => load_fragment(ctx, &uri, name, &schema, copies.as_ref()),
                 })
                 .collect::<Result<Vec<_>>>()
@@ -209,15 +210,6 @@ fn visible(ctx: &Context, uri: &Path, start: u64, end: u64) -> Result<Visible> {
     Ok((placed, log.embedded))
 }
 
-/// The metadata of committed fragment `name` from the copy its commit record `record` carries,
-/// cross-checked against the schema.
-fn load_embedded(record: &Path, name: FragmentName, copy: &[u8], schema: &ArraySchema) -> Result<FragmentMetadata> {
-    let path = record.join(name.to_string()); // names the record and the fragment in errors
-    let meta = FragmentMetadata::decode(copy, name, &path)?;
-    check_against_schema(&meta, schema).map_err(|d| Error::corrupt(&path, d))?;
-    Ok(meta)
-}
-
 /// The newest schema file of the array at `uri`.
 fn load_schema(ctx: &Context, uri: &Path) -> Result<ArraySchema> {
     let storage = ctx.storage();
@@ -267,10 +259,8 @@ fn load_fragment(
 ) -> Result<FragmentMetadata> {
     let text = name.to_string();
     if let Some((file, copy)) = copies.and_then(|c| c.get(&text)) {
-        let path = file.join(&text); // names the consolidated file and the fragment in errors
-        let meta = FragmentMetadata::decode(copy, name, &path)?;
-        check_against_schema(&meta, schema).map_err(|d| Error::corrupt(&path, d))?;
-        return Ok(meta);
+        // The error names the consolidated file and the fragment.
+        return decode_checked(copy, &file.join(&text), name, schema);
     }
     let path = uri.join(FRAGMENTS_DIR).join(text).join(METADATA_FILE);
     let bytes = match ctx.storage().read_all(&path) {
@@ -281,8 +271,14 @@ fn load_fragment(
         Err(e) => return Err(e.into()),
     };
     stats::add(Counter::ReaderNumMetadataBytesRead, bytes.len() as u64);
-    let meta = FragmentMetadata::decode(&bytes, name, &path)?;
-    check_against_schema(&meta, schema).map_err(|d| Error::corrupt(&path, d))?;
+    decode_checked(&bytes, &path, name, schema)
+}
+
+/// Fragment `name`'s metadata decoded from `bytes` (its file, or a copy of it at `path`) and
+/// cross-checked against the schema; errors name `path`.
+fn decode_checked(bytes: &[u8], path: &Path, name: FragmentName, schema: &ArraySchema) -> Result<FragmentMetadata> {
+    let meta = FragmentMetadata::decode(bytes, name, path)?;
+    check_against_schema(&meta, schema).map_err(|d| Error::corrupt(path, d))?;
     Ok(meta)
 }
 
