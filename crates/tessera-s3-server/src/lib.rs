@@ -17,8 +17,9 @@
 //! whose `Content-MD5` or `x-amz-checksum-*` header does not match its body is refused before it
 //! touches the object; a key that is a prefix of other keys (a folder on disk) is a missing
 //! object for HEAD, GET and DELETE instead of a 500; writes to a missing bucket answer
-//! `NoSuchBucket`; a multipart completion joins the parts by a rename and in-kernel copies
-//! (s3s-fs copied and hashed all of them again) and checks the part ETags the client names.
+//! `NoSuchBucket`; parts of a multipart upload are stored at their final offsets in one file, so
+//! completion renames that file instead of copying the parts (s3s-fs copied and hashed all of
+//! them again), and checks the part ETags the client names.
 //!
 //! # Faults
 //! Configured by [`Faults`] (at start, with [`S3Server::set_faults`], or via the binary's
@@ -54,6 +55,7 @@ mod body;
 mod classify;
 mod faults;
 mod multipart;
+mod parts;
 mod server;
 mod service;
 mod store;

@@ -1,27 +1,27 @@
-//! [`Uploads`]: completing a multipart upload by moving its parts instead of copying them through
-//! the server.
+//! [`Uploads`]: the multipart uploads of s3s-fs's root, their owners and their completion.
 //!
 //! s3s-fs completes an upload by reading every part back in 64 KiB pieces, hashing it again
 //! and writing it into a new file: about 0.4 s for a 128 MiB object on the benchmark machine,
-//! a cost S3 does not have (it never copies parts on completion). Here:
-//! - each part's MD5 (its ETag) and size are kept when the part is stored, in a side file
-//!   `<part file>.md5` beside s3s-fs's part file (same prefix, so an abort removes it too);
-//! - completion checks every part (present, consecutive numbers, at least 5 MiB but the last,
-//!   the ETag the client names equal to the stored one, as S3 checks), then renames the first
-//!   part to a temporary file, appends the others with `std::io::copy` (in-kernel
-//!   `copy_file_range` on Linux: no pass through user space, a shared extent on file systems
-//!   with reflinks) and renames the result over the object, so readers see the old object or
-//!   the whole new one;
-//! - the new object's internal info holds only its ETag: checksums of an earlier object of the
-//!   same key no longer stick to it.
+//! a cost S3 does not have (it never copies parts on completion). Here parts are stored where
+//! the object needs them (`parts.rs`: one data file per upload, each part at its final offset
+//! when the parts have one size), with each part's MD5 (its ETag) and size in a record, and
+//! completion:
+//! - checks every part (present, consecutive numbers, at least 5 MiB but the last, the ETag the
+//!   client names equal to the stored one, as S3 checks);
+//! - when the parts lie back to back from the start of the data file, truncates it to their end
+//!   and renames it over the object: no byte is copied;
+//! - otherwise copies the parts into a temporary file (`copy_file_range` on Linux: no pass
+//!   through user space) and renames that over the object;
 //!
-//! A part whose side file is missing or disagrees with the part's size (two uploads of one
-//! part number racing) is hashed at completion instead.
+//! so readers see the old object or the whole new one. The new object's internal info holds
+//! only its ETag: checksums of an earlier object of the same key no longer stick to it. A part
+//! whose record is missing or disagrees with its file's size is hashed at completion instead.
 //!
 //! This relies on s3s-fs 0.14's files under the root (its version is pinned in Cargo.lock):
-//! `.upload-<id>.json` (the upload, with its owner's access key), `.upload_id-<id>.part-<n>`
-//! (the parts), `.bucket-<b64>.object-<b64>[.upload-<id>].metadata.json` (attributes given at
-//! create) and `.bucket-<b64>.object-<b64>.internal.json` (the ETag). The tests of
+//! `.upload-<id>.json` (the upload, with its owner's access key),
+//! `.bucket-<b64>.object-<b64>[.upload-<id>].metadata.json` (attributes given at create) and
+//! `.bucket-<b64>.object-<b64>.internal.json` (the ETag); every file of an upload in progress
+//! is named `.upload_id-<id>.*`, which s3s-fs's abort removes. The tests of
 //! `tests/s3/objects.rs` read completed objects back through s3s-fs, so a change of layout
 //! fails them.
 
@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 
 use s3s::crypto::{Checksum as _, Md5};
 use s3s::{S3Result, s3_error};
+
+use crate::parts::{States, md5_of_file};
 
 /// Parts but the last must hold at least this many bytes (S3's rule).
 const MIN_PART_SIZE: u64 = 5 << 20;
@@ -44,24 +46,30 @@ pub(crate) struct RequestedPart {
     pub(crate) e_tag: Option<String>,
 }
 
-/// A part checked for completion: its file, size and MD5.
+/// A part checked for completion: where its bytes are, its size and MD5.
 struct CheckedPart {
+    /// A file, and the offset of the part in it (0 for a part in a file of its own).
     path: PathBuf,
+    offset: u64,
+    /// Whether the file is the upload's data file.
+    in_data: bool,
     size: u64,
     md5: [u8; 16],
 }
 
-/// The multipart-upload files of s3s-fs under one root; see the module doc.
+/// The multipart-upload files of s3s-fs under one root and this process's state of each upload
+/// in progress; see the module doc.
 #[derive(Debug, Clone)]
 pub(crate) struct Uploads {
     root: PathBuf,
+    states: States,
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex_md5(text: &str) -> Option<[u8; 16]> {
+pub(crate) fn unhex_md5(text: &str) -> Option<[u8; 16]> {
     let text = text.as_bytes();
     if text.len() != 32 {
         return None;
@@ -74,25 +82,12 @@ fn unhex_md5(text: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-fn md5_of_file(path: &Path) -> std::io::Result<[u8; 16]> {
-    let mut file = File::open(path)?;
-    let mut md5 = Md5::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok(md5.finalize());
-        }
-        md5.update(&buf[..n]);
-    }
-}
-
 pub(crate) fn internal(e: impl std::fmt::Display) -> s3s::S3Error {
     s3_error!(InternalError, "{e}")
 }
 
 /// Writes `data` to `dest` through a temporary file in the same folder and a rename.
-fn write_replacing(dest: &Path, data: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_replacing(dest: &Path, data: &[u8]) -> std::io::Result<()> {
     let mut tmp = dest.as_os_str().to_owned();
     tmp.push(".tessera-tmp");
     fs::write(&tmp, data)?;
@@ -102,12 +97,20 @@ fn write_replacing(dest: &Path, data: &[u8]) -> std::io::Result<()> {
 impl Uploads {
     /// The uploads of s3s-fs serving `root` (canonical, as s3s-fs makes it).
     pub(crate) fn new(root: PathBuf) -> Self {
-        Self { root }
+        Self { root, states: States::default() }
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub(crate) fn states(&self) -> &States {
+        &self.states
     }
 
     /// The upload id in the form s3s-fs names files with (a lowercase hyphenated UUID), or
     /// `NoSuchUpload`; nothing else may reach a file name.
-    fn checked_id(id: &str) -> S3Result<String> {
+    pub(crate) fn checked_id(id: &str) -> S3Result<String> {
         let id = id.to_ascii_lowercase();
         let dashes = [8, 13, 18, 23];
         let ok = id.len() == 36
@@ -115,14 +118,13 @@ impl Uploads {
         if ok { Ok(id) } else { Err(s3_error!(NoSuchUpload)) }
     }
 
-    fn part_path(&self, id: &str, number: i32) -> PathBuf {
+    pub(crate) fn part_path(&self, id: &str, number: i32) -> PathBuf {
         self.root.join(format!(".upload_id-{id}.part-{number}"))
     }
 
-    fn md5_path(&self, id: &str, number: i32) -> PathBuf {
+    pub(crate) fn record_path(&self, id: &str, number: i32) -> PathBuf {
         self.root.join(format!(".upload_id-{id}.part-{number}.md5"))
     }
-
     fn object_file(&self, bucket: &str, key: &str, upload: Option<&str>) -> String {
         let enc = |s: &str| base64_simd::URL_SAFE_NO_PAD.encode_to_string(s);
         let upload = upload.map(|u| format!(".upload-{u}")).unwrap_or_default();
@@ -135,14 +137,6 @@ impl Uploads {
 
     fn metadata_path(&self, bucket: &str, key: &str, upload: Option<&str>) -> PathBuf {
         self.root.join(format!("{}.metadata.json", self.object_file(bucket, key, upload)))
-    }
-
-    /// Records the MD5 (hex, as in the part's ETag) and size of part `number` of upload `id`,
-    /// just stored by s3s-fs. Best effort: completion hashes a part whose record is missing.
-    pub(crate) fn record_part(&self, id: &str, number: i32, md5_hex: &str) {
-        let Ok(id) = Self::checked_id(id) else { return };
-        let Ok(meta) = fs::metadata(self.part_path(&id, number)) else { return };
-        let _ = write_replacing(&self.md5_path(&id, number), format!("{md5_hex} {}", meta.len()).as_bytes());
     }
 
     /// The stored ETag of the object at `object`: its internal info's, else the MD5 of its bytes
@@ -161,7 +155,7 @@ impl Uploads {
     }
 
     /// Checks that upload `id` exists and belongs to `access_key`.
-    fn check_owner(&self, id: &str, access_key: Option<&str>) -> S3Result<()> {
+    pub(crate) fn check_owner(&self, id: &str, access_key: Option<&str>) -> S3Result<()> {
         let info = match fs::read(self.root.join(format!(".upload-{id}.json"))) {
             Ok(info) => info,
             Err(e) if e.kind() == ErrorKind::NotFound => return Err(s3_error!(NoSuchUpload)),
@@ -181,64 +175,86 @@ impl Uploads {
             if usize::try_from(part.number).ok() != Some(i + 1) {
                 return Err(s3_error!(InvalidPartOrder, "parts must be listed as 1, 2, 3, ..."));
             }
-            let path = self.part_path(id, part.number);
-            let size = match fs::metadata(&path) {
-                Ok(m) => m.len(),
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(s3_error!(InvalidPart, "part {} was not uploaded", part.number));
-                }
-                Err(e) => return Err(internal(e)),
-            };
-            if i + 1 < parts.len() && size < MIN_PART_SIZE {
-                return Err(s3_error!(EntityTooSmall, "part {} holds {size} bytes, under 5 MiB", part.number));
+            let p = self.stored_part(id, part.number)?;
+            if i + 1 < parts.len() && p.size < MIN_PART_SIZE {
+                return Err(s3_error!(EntityTooSmall, "part {} holds {} bytes, under 5 MiB", part.number, p.size));
             }
-            let recorded = fs::read_to_string(self.md5_path(id, part.number)).ok().and_then(|text| {
-                let (md5, len) = text.split_once(' ')?;
-                (len.parse::<u64>().ok()? == size).then(|| unhex_md5(md5)).flatten()
-            });
-            let md5 = match recorded {
-                Some(md5) => md5,
-                None => md5_of_file(&path).map_err(internal)?,
-            };
             if let Some(named) = &part.e_tag
-                && !named.trim_matches('"').eq_ignore_ascii_case(&hex(&md5))
+                && !named.trim_matches('"').eq_ignore_ascii_case(&hex(&p.md5))
             {
                 return Err(s3_error!(InvalidPart, "part {}'s ETag is not the one named", part.number));
             }
-            checked.push(CheckedPart { path, size, md5 });
+            checked.push(p);
         }
         Ok(checked)
     }
 
-    /// Joins checked parts into `tmp`: the first renamed, the others appended. On failure the
-    /// first part is put back as it was.
-    fn join_parts(tmp: &Path, parts: &[CheckedPart]) -> std::io::Result<()> {
-        let first = &parts[0];
-        fs::rename(&first.path, tmp)?;
-        let appended = (|| {
+    /// Where part `number` of upload `id` is, from its record, or its own file hashed when it
+    /// has no record matching the file.
+    fn stored_part(&self, id: &str, number: i32) -> S3Result<CheckedPart> {
+        let record = self.read_record(id, number);
+        if let Some(r) = record
+            && let Some(offset) = r.offset
+        {
+            let path = self.data_path(id);
+            return Ok(CheckedPart { path, offset, in_data: true, size: r.size, md5: r.md5 });
+        }
+        let path = self.part_path(id, number);
+        let size = match fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(s3_error!(InvalidPart, "part {number} was not uploaded"));
+            }
+            Err(e) => return Err(internal(e)),
+        };
+        let md5 = match record.filter(|r| r.size == size) {
+            Some(r) => r.md5,
+            None => md5_of_file(&path).map_err(internal)?,
+        };
+        Ok(CheckedPart { path, offset: 0, in_data: false, size, md5 })
+    }
+
+    /// Puts checked parts together in the file `tmp`: the data file itself, truncated to their
+    /// end, when they lie back to back from its start (returns true), else a new file they are
+    /// copied into (returns false).
+    fn join_parts(data: &Path, tmp: &Path, parts: &[CheckedPart]) -> std::io::Result<bool> {
+        let mut end = 0u64;
+        let in_place = parts.iter().all(|p| {
+            let next = p.in_data && p.offset == end;
+            end = end.saturating_add(p.size);
+            next
+        });
+        if in_place {
+            OpenOptions::new().write(true).open(data)?.set_len(end)?;
+            return fs::rename(data, tmp).map(|()| true);
+        }
+        let copied = (|| {
             // Not opened to append: `copy_file_range` refuses a file opened so, and
             // `std::io::copy` would fall back to copying through a small buffer.
-            let mut out = OpenOptions::new().write(true).open(tmp)?;
-            out.seek(SeekFrom::End(0))?;
-            for p in &parts[1..] {
-                let copied = std::io::copy(&mut File::open(&p.path)?, &mut out)?;
+            let mut out = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+            for p in parts {
+                let mut source = File::open(&p.path)?;
+                source.seek(SeekFrom::Start(p.offset))?;
+                let copied = std::io::copy(&mut source.take(p.size), &mut out)?;
                 if copied != p.size {
-                    return Err(std::io::Error::other(format!("part {} changed while joined", p.path.display())));
+                    return Err(std::io::Error::other(format!(
+                        "part in {} is shorter than recorded",
+                        p.path.display()
+                    )));
                 }
             }
             Ok(())
         })();
-        if let Err(e) = appended {
-            let _ = OpenOptions::new().write(true).open(tmp).and_then(|f| f.set_len(first.size));
-            let _ = fs::rename(tmp, &first.path);
-            return Err(e);
+        if copied.is_err() {
+            let _ = fs::remove_file(tmp);
         }
-        Ok(())
+        copied.map(|()| false)
     }
 
     /// Completes upload `id` of `bucket`/`key` into the file `object` from `parts` and returns
     /// the object's ETag (MD5 of the parts' MD5s, `-<count>`). Blocking file work: run it off
-    /// the async workers. The caller holds the key's write lock and checked its conditions.
+    /// the async workers. The caller holds the key's write lock and the upload's gate
+    /// exclusively, and checked its conditions.
     pub(crate) fn complete(
         &self,
         bucket: &str,
@@ -252,10 +268,13 @@ impl Uploads {
         self.check_owner(&id, access_key)?;
         let checked = self.check_parts(&id, parts)?;
         let tmp = self.root.join(format!(".tmp.tessera-complete-{id}"));
-        Self::join_parts(&tmp, &checked).map_err(internal)?;
+        let data = self.data_path(&id);
+        let in_place = Self::join_parts(&data, &tmp, &checked).map_err(internal)?;
         let placed = object.parent().map_or(Ok(()), fs::create_dir_all).and_then(|()| fs::rename(&tmp, object));
         if let Err(e) = placed {
-            let _ = fs::remove_file(&tmp);
+            // The data file goes back (parts the completion did not name are gone with its
+            // tail, as they would be after a completion that worked).
+            let _ = if in_place { fs::rename(&tmp, &data) } else { fs::remove_file(&tmp) };
             return Err(internal(e));
         }
         let mut all = Md5::new();

@@ -20,8 +20,10 @@
 //!   key that would need a path to be both a file and a folder is refused with 400
 //!   `InvalidRequest` naming the conflict (S3 would store both).
 //! - **Multipart completion without a copy.** s3s-fs copies every part into a new file and
-//!   hashes it again; here parts are joined by renames and in-kernel copies (`multipart.rs`),
-//!   with the parts' ETags checked against those the client names, as S3 does.
+//!   hashes it again; here parts are stored at their final offsets in one file per upload
+//!   (`parts.rs`), which completion renames over the object (`multipart.rs`), with the parts'
+//!   ETags checked against those the client names, as S3 does. ListParts lists them in order
+//!   (s3s-fs's did not sort, and panicked on files it did not write).
 //! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
 //!   a bucket that does not exist answer `NoSuchBucket` like S3.
 //!
@@ -263,8 +265,6 @@ impl_s3! {
     list_objects(ListObjectsInput) -> ListObjectsOutput;
     list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
     upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
-    list_parts(ListPartsInput) -> ListPartsOutput;
-    abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
     ;
 
     async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
@@ -294,14 +294,54 @@ impl_s3! {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        let (id, number) = (req.input.upload_id.clone(), req.input.part_number);
-        let resp = self.inner.upload_part(req).await?;
-        // s3s-fs's part ETag is the part's MD5: kept so completion need not read the part.
-        if let Some(md5) = resp.output.e_tag.as_ref().and_then(ETag::as_strong) {
-            let (uploads, md5) = (self.uploads.clone(), md5.to_owned());
-            let _ = tokio::task::spawn_blocking(move || uploads.record_part(&id, number, &md5)).await;
+        let input = req.input;
+        self.require_bucket(&input.bucket)?;
+        let body = input.body.ok_or_else(|| s3_error!(IncompleteBody))?;
+        let access_key = req.credentials.map(|c| c.access_key);
+        let md5 = self.uploads.store_part(&input.upload_id, input.part_number, access_key.as_deref(), body).await?;
+        Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(md5)), ..Default::default() }))
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        let input = req.input;
+        self.require_bucket(&input.bucket)?;
+        let id = Uploads::checked_id(&input.upload_id)?;
+        let state = self.uploads.state(&id);
+        let _gate = state.gate.read().await;
+        self.uploads.check_owner(&id, req.credentials.as_ref().map(|c| c.access_key.as_str()))?;
+        let marker = input.part_number_marker.unwrap_or(0);
+        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000);
+        let uploads = self.uploads.clone();
+        let listed = {
+            let id = id.clone();
+            tokio::task::spawn_blocking(move || uploads.list_stored(&id, marker, usize::try_from(max).unwrap_or(0)))
+        };
+        let (parts, truncated) = listed.await.map_err(internal)??;
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(id),
+            part_number_marker: Some(marker),
+            next_part_number_marker: parts.last().and_then(|p| p.part_number),
+            max_parts: Some(max),
+            is_truncated: Some(truncated),
+            parts: Some(parts),
+            ..Default::default()
+        }))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        let id = Uploads::checked_id(&req.input.upload_id)?;
+        let state = self.uploads.state(&id);
+        let _gate = state.gate.write().await;
+        let resp = self.inner.abort_multipart_upload(req).await;
+        if resp.is_ok() {
+            self.uploads.forget(&id);
         }
-        Ok(resp)
+        resp
     }
 
     async fn complete_multipart_upload(
@@ -337,12 +377,17 @@ impl_s3! {
             .into_iter()
             .map(|p| RequestedPart { number: p.part_number.unwrap_or(0), e_tag: p.e_tag.map(ETag::into_value) })
             .collect();
-        let (id, access_key) = (input.upload_id, req.credentials.map(|c| c.access_key));
-        let e_tag = tokio::task::spawn_blocking(move || {
-            uploads.complete(&bucket, &key, &id, access_key.as_deref(), &parts, &object)
-        })
-        .await
-        .map_err(|e| s3_error!(InternalError, "{e}"))??;
+        let (id, access_key) = (Uploads::checked_id(&input.upload_id)?, req.credentials.map(|c| c.access_key));
+        // No part is written while the upload completes (see `parts.rs`).
+        let state = self.uploads.state(&id);
+        let _gate = state.gate.write().await;
+        let e_tag = {
+            let (uploads, id) = (uploads.clone(), id.clone());
+            tokio::task::spawn_blocking(move || uploads.complete(&bucket, &key, &id, access_key.as_deref(), &parts, &object))
+                .await
+                .map_err(|e| s3_error!(InternalError, "{e}"))??
+        };
+        uploads.forget(&id);
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),

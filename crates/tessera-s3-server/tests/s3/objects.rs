@@ -475,3 +475,96 @@ async fn completion_refuses_a_wrong_part_etag_or_a_small_middle_part() {
     assert_eq!(got.len(), big.len() + 4);
     assert!(got[..big.len()] == big[..] && &got[big.len()..] == b"tail");
 }
+
+/// The data file of the one upload in progress on `server`, if it has one.
+fn data_file(server: &tessera_s3_server::S3Server) -> Option<std::path::PathBuf> {
+    upload_files(server).into_iter().find(|n| n.ends_with(".data")).map(|n| server.root().join(n))
+}
+
+fn inode(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().ino()
+}
+
+/// Parts of one size (the last smaller), uploaded at once and out of order as clients do, are
+/// stored at their final offsets: the completed object is the upload's data file itself (same
+/// inode), not a copy, and holds the parts in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_of_one_size_become_the_object_without_a_copy() {
+    use object_store::multipart::MultipartStore;
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("big/in-place.bin");
+    let mut parts: Vec<Vec<u8>> = (0..3u8).map(|p| (0..5u32 << 20).map(|i| (i % 251) as u8 ^ p).collect()).collect();
+    parts.push(b"the tail".to_vec());
+    let id = s3.create_multipart(&path).await.unwrap();
+    // Part 3 first: it fixes the slot size; then the others at once.
+    let third = s3.put_part(&path, &id, 2, PutPayload::from(parts[2].clone())).await.unwrap();
+    let others =
+        futures::future::join_all([0, 1, 3].map(|i| s3.put_part(&path, &id, i, PutPayload::from(parts[i].clone()))));
+    let mut ids: Vec<_> = others.await.into_iter().map(Result::unwrap).collect();
+    ids.insert(2, third);
+    let data = data_file(&server).expect("parts of one size go to the upload's data file");
+    let before = inode(&data);
+    s3.complete_multipart(&path, &id, ids).await.unwrap();
+    let object = server.root().join(BUCKET).join("big/in-place.bin");
+    assert_eq!(inode(&object), before, "the object is the data file, renamed");
+    assert!(s3.get(&path).await.unwrap().bytes().await.unwrap() == parts.concat(), "object differs from the parts");
+    assert_eq!(upload_files(&server), Vec::<String>::new(), "leftovers of the upload");
+}
+
+/// When the first part stored is the small last one, larger parts cannot go to their slots:
+/// they are stored on their own and completion copies them, with the same result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_larger_than_the_first_are_stored_apart_and_copied() {
+    use object_store::multipart::MultipartStore;
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let path = Path::from("big/copied.bin");
+    let parts: Vec<Vec<u8>> = vec![vec![1; 5 << 20], vec![2; 5 << 20], b"tail first".to_vec()];
+    let id = s3.create_multipart(&path).await.unwrap();
+    let tail = s3.put_part(&path, &id, 2, PutPayload::from(parts[2].clone())).await.unwrap();
+    let first = s3.put_part(&path, &id, 0, PutPayload::from(parts[0].clone())).await.unwrap();
+    let second = s3.put_part(&path, &id, 1, PutPayload::from(parts[1].clone())).await.unwrap();
+    let done = s3.complete_multipart(&path, &id, vec![first, second, tail]).await.unwrap();
+    assert!(s3.get(&path).await.unwrap().bytes().await.unwrap() == parts.concat(), "object differs from the parts");
+    let head = s3.head(&path).await.unwrap();
+    assert_eq!(head.e_tag, done.e_tag);
+    assert_eq!(upload_files(&server), Vec::<String>::new(), "leftovers of the upload");
+}
+
+/// Two uploads of one part number at once (a client's retry racing the original): the part
+/// holds one of them whole, never a mix, and completion accepts exactly the ETag of that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_uploads_of_one_part_leave_one_of_them_whole() {
+    use object_store::multipart::MultipartStore;
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    for round in 0..4u8 {
+        let path = Path::from(format!("big/race-{round}.bin"));
+        let a: Vec<u8> = vec![b'a' ^ round; 6 << 20];
+        let b: Vec<u8> = (0..6u32 << 20).map(|i| (i % 241) as u8).collect();
+        let id = s3.create_multipart(&path).await.unwrap();
+        let tail = s3.put_part(&path, &id, 1, PutPayload::from_static(b"end")).await;
+        let tail = tail.unwrap();
+        let (pa, pb) = tokio::join!(
+            s3.put_part(&path, &id, 0, PutPayload::from(a.clone())),
+            s3.put_part(&path, &id, 0, PutPayload::from(b.clone()))
+        );
+        let (pa, pb) = (pa.unwrap(), pb.unwrap());
+        let with_a = s3.complete_multipart(&path, &id, vec![pa, tail.clone()]).await;
+        let want = if with_a.is_ok() {
+            a
+        } else {
+            s3.complete_multipart(&path, &id, vec![pb, tail]).await.unwrap();
+            b
+        };
+        let got = s3.get(&path).await.unwrap().bytes().await.unwrap();
+        assert_eq!(got.len(), want.len() + 3);
+        assert!(
+            got[..want.len()] == want[..] && &got[want.len()..] == b"end",
+            "round {round}: a mix or the wrong part"
+        );
+    }
+    assert_eq!(upload_files(&server), Vec::<String>::new(), "leftovers of the uploads");
+}
