@@ -623,6 +623,12 @@ impl OrderKeys {
 /// bit widths the words actually use add up to at most 128 (as for two or three integer
 /// dimensions of moderate domains); `None` otherwise.
 pub(crate) fn pack_keys(keys: &[u64], w: usize) -> Option<Vec<u128>> {
+    pack_keys_with_width(keys, w).map(|(packed, _)| packed)
+}
+
+/// [`pack_keys`], and the number of low bits the packed keys use (every key is below
+/// `1 << width`).
+pub(crate) fn pack_keys_with_width(keys: &[u64], w: usize) -> Option<(Vec<u128>, u32)> {
     if w == 0 {
         return None;
     }
@@ -632,16 +638,15 @@ pub(crate) fn pack_keys(keys: &[u64], w: usize) -> Option<Vec<u128>> {
             *b = (*b).max(64 - x.leading_zeros());
         }
     }
-    if bits.iter().sum::<u32>() > 128 {
+    let width = bits.iter().sum::<u32>();
+    if width > 128 {
         return None;
     }
-    Some(
-        keys.par_chunks_exact(w)
-            .map(|k| {
-                k.iter().zip(&bits).fold(0u128, |acc, (&x, &b)| if b == 0 { acc } else { (acc << b) | u128::from(x) })
-            })
-            .collect(),
-    )
+    let packed = keys
+        .par_chunks_exact(w)
+        .map(|k| k.iter().zip(&bits).fold(0u128, |acc, (&x, &b)| if b == 0 { acc } else { (acc << b) | u128::from(x) }))
+        .collect();
+    Some((packed, width))
 }
 
 /// A `u128` key as two words, high first.

@@ -25,29 +25,55 @@ fn fragment_groups(refs: &[CellRef]) -> Vec<(usize, usize)> {
 }
 
 /// The cells `refs` (grouped by fragment, each group in global order) in global order, newest
-/// fragment first among equal keys (`packed`: one order-preserving key per cell). The largest
-/// fragment's cells are already sorted: only the others are sorted, then the two sequences are
-/// merged in one linear pass (a consolidation of one large and many small fragments costs a sort
-/// of the small ones, not of everything).
-pub(super) fn merge_with_largest(refs: &[CellRef], packed: &[u128]) -> Vec<u32> {
+/// fragment first among equal keys (`packed`: one order-preserving key per cell, each below
+/// `1 << width`). The largest fragment's cells are already sorted: only the others are sorted,
+/// then the two sequences are merged in one linear pass (a consolidation of one large and many
+/// small fragments costs a sort of the small ones, not of everything).
+pub(super) fn merge_with_largest(refs: &[CellRef], packed: &[u128], width: u32) -> Vec<u32> {
     let groups = fragment_groups(refs);
-    let (la, lb) = groups.iter().copied().max_by_key(|g| g.1 - g.0).unwrap_or((0, 0));
+    let largest = groups.iter().copied().max_by_key(|g| g.1 - g.0).unwrap_or((0, 0));
+    let newest = refs.iter().map(|r| r.0).max().unwrap_or(0);
+    let (fragment_bits, index_bits) = (bits_for(u64::from(newest)), bits_for(refs.len() as u64));
+    if width + fragment_bits + index_bits <= 128 {
+        // Key, then fragment (newest first), then position packed in one u128: half the memory
+        // of a tuple and one comparison per step.
+        let shift = fragment_bits + index_bits;
+        let item = |i: usize| (packed[i] << shift) | (u128::from(newest - refs[i].0) << index_bits) | i as u128;
+        let mask = (1u128 << index_bits) - 1;
+        return merge_runs(refs.len(), largest, item, |x| (x & mask) as u32);
+    }
     let item = |i: usize| (packed[i], u32::MAX - refs[i].0, i as u32);
-    let mut rest: Vec<(u128, u32, u32)> = (0..la).chain(lb..refs.len()).map(item).collect();
+    merge_runs(refs.len(), largest, item, |t| t.2)
+}
+
+/// Bits needed to write every number up to `max`.
+fn bits_for(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+/// Positions `0..n` ordered by `item` (distinct for distinct positions), where the positions
+/// `largest` are already in order: the others are sorted and merged with them.
+fn merge_runs<T: Ord + Copy + Send>(
+    n: usize,
+    (la, lb): (usize, usize),
+    item: impl Fn(usize) -> T + Sync,
+    position: impl Fn(T) -> u32,
+) -> Vec<u32> {
+    let mut rest: Vec<T> = (0..la).chain(lb..n).map(&item).collect();
     rest.par_sort_unstable();
-    let mut out = Vec::with_capacity(refs.len());
+    let mut out = Vec::with_capacity(n);
     let (mut i, mut j) = (la, 0);
     while i < lb && j < rest.len() {
         if item(i) < rest[j] {
             out.push(i as u32);
             i += 1;
         } else {
-            out.push(rest[j].2);
+            out.push(position(rest[j]));
             j += 1;
         }
     }
     out.extend((i..lb).map(|k| k as u32));
-    out.extend(rest[j..].iter().map(|t| t.2));
+    out.extend(rest[j..].iter().map(|&t| position(t)));
     out
 }
 
@@ -352,7 +378,8 @@ mod tests {
     }
 
     proptest! {
-        /// The merge with the largest fragment orders cells exactly as one sort of all of them.
+        /// The merge with the largest fragment orders cells exactly as one sort of all of them,
+        /// whether key, fragment and position fit one u128 or not.
         #[test]
         fn merge_with_largest_equals_a_full_sort(groups in proptest::collection::vec(
             proptest::collection::vec(0u128..50, 0..40), 0..6)) {
@@ -370,7 +397,10 @@ mod tests {
                 (0..refs.len()).map(|i| (packed[i], u32::MAX - refs[i].0, i as u32)).collect();
             all.sort_unstable();
             let want: Vec<u32> = all.into_iter().map(|t| t.2).collect();
-            prop_assert_eq!(merge_with_largest(&refs, &packed), want);
+            // Width 6 (keys under 64): key, fragment and position packed in one u128; width 128:
+            // the tuples.
+            prop_assert_eq!(merge_with_largest(&refs, &packed, 6), want.clone());
+            prop_assert_eq!(merge_with_largest(&refs, &packed, 128), want);
         }
 
         /// Dropping older duplicates without sorting keeps exactly each coordinate's newest cell

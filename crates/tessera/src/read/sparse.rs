@@ -27,7 +27,8 @@ use crate::filter::{write_bytes, OutBytes};
 use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::Layout;
 use crate::geometry::{
-    cells_in_box, check_in_range, ordinal_ranges, ordinal_values, ordinals, ordinals_at, pack_keys, DimRange, OrderKeys,
+    cells_in_box, check_in_range, ordinal_ranges, ordinal_values, ordinals, ordinals_at, pack_keys_with_width,
+    DimRange, OrderKeys,
 };
 use crate::schema::Attribute;
 use crate::snapshot::{fetch_tiles, fetch_tiles_into, tile_cells, Snapshot, TileKey, UpdateIndex};
@@ -948,8 +949,8 @@ fn order_results(array: &Snapshot, per_tile: &[TileMatches], layout: Layout) -> 
     });
     let kat = |i: u32| &kbuf[i as usize * w..i as usize * w + w];
     // Global order; among equal coordinates the newest fragment first.
-    let mut perm: Vec<u32> = array.ctx.install(|| match pack_keys(&kbuf, w) {
-        Some(packed) => merge_with_largest(&refs, &packed),
+    let mut perm: Vec<u32> = array.ctx.install(|| match pack_keys_with_width(&kbuf, w) {
+        Some((packed, width)) => merge_with_largest(&refs, &packed, width),
         None => {
             let mut p: Vec<u32> = (0..refs.len() as u32).collect();
             p.par_sort_by(|&a, &b| kat(a).cmp(kat(b)).then(refs[b as usize].0.cmp(&refs[a as usize].0)));
