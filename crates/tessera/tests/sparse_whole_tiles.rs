@@ -237,6 +237,31 @@ fn whole_tiles_skip_the_tile_cache() {
     }
 }
 
+/// Consolidation reads every tile of its inputs once: it takes none of the tile cache's room
+/// (the tiles other reads cached stay, no tile of the fragments it replaces is kept), whether
+/// its reads take tiles whole or not, and its output is what the inputs held.
+#[test]
+fn consolidation_leaves_the_tile_cache_alone() {
+    for whole in [true, false] {
+        let (fast, general) = contexts(false);
+        let ctx = if whole { fast } else { general };
+        Array::create(&ctx, "/s", &schema(false, 50, true)).unwrap();
+        let pts: Vec<(i64, i64)> = (0..100).flat_map(|x| (0..30).map(move |y| (x, y * 3 + x % 3))).collect();
+        write(&ctx, "/s", &pts[..1500], 0);
+        write(&ctx, "/s", &pts[1000..], 5000);
+        // One attribute: the cache holds some of the tiles consolidation reads, not all.
+        let mut c = everything(false, pts.clone(), 1);
+        c.layout = Layout::Global;
+        let before = read(&ctx, &c);
+        let cached = ctx.tile_cache().stats();
+        consolidate(&ctx, "/s", &Selection::All).unwrap().unwrap();
+        let after = ctx.tile_cache().stats();
+        assert_eq!(after.inserts, cached.inserts, "consolidation put tiles in the cache");
+        assert_eq!(after.evictions, cached.evictions, "consolidation pushed tiles out of the cache");
+        assert!(read(&ctx, &c) == before, "the consolidated fragment holds other cells than its inputs");
+    }
+}
+
 /// A flipped byte in a tile read whole, straight into a result column that was not zeroed
 /// first, is corruption naming the file, and no partly written column comes back.
 #[test]

@@ -52,7 +52,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         let sub = Subarray::from_ranges(
             &bbox.iter().zip(&schema.dims).map(|(r, d)| (d.denormalize(r[0]), d.denormalize(r[1]))).collect::<Vec<_>>(),
         );
-        let before = snap.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index();
+        let before = snap.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index().without_tile_caching();
         let mut q = ReadQuery::new(&before, &sub, &[], Layout::Global)?;
         let mut w = DenseWriter::named(&snap, &sub, Layout::Global, name.clone())?;
         w.set_replaces(replaces);
@@ -65,7 +65,7 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
         )?;
         w.finish()?
     } else {
-        let view = snap.with_fragments(&p.inputs).without_update_index();
+        let view = snap.with_fragments(&p.inputs).without_update_index().without_tile_caching();
         let nd = schema.ndim();
         let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
         let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global, None)?;

@@ -48,6 +48,8 @@ pub(crate) struct Snapshot {
     fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
     /// The index of the small fragments' cells, built by the first read that needs it.
     update_index: Arc<OnceLock<Option<Arc<UpdateIndex>>>>,
+    /// Whether tiles read through this snapshot go into the context's tile cache.
+    pub(crate) fills_tile_cache: bool,
     /// Shared lock on `__lock`, held while the snapshot (or a clone, or a query reading it)
     /// lives, so vacuum never deletes a file it reads.
     _lock: Option<Arc<LockGuard>>,
@@ -105,6 +107,7 @@ impl Snapshot {
             positions: Arc::new(positions),
             fragment_dirs,
             update_index: Arc::default(),
+            fills_tile_cache: true,
             _lock: lock,
         })
     }
@@ -130,6 +133,15 @@ impl Snapshot {
     /// would spend more on building the index than it saves them.
     pub(crate) fn without_update_index(mut self) -> Snapshot {
         self.update_index = Arc::new(OnceLock::from(None));
+        self
+    }
+
+    /// This snapshot with reads that leave the tile cache as it is (they still use the tiles it
+    /// holds): for reads of every tile once (consolidation), which would push the tiles other
+    /// reads use out of the cache for tiles about to be replaced, and keep those alive (in
+    /// mmap mode, their deleted files' space) until evicted.
+    pub(crate) fn without_tile_caching(mut self) -> Snapshot {
+        self.fills_tile_cache = false;
         self
     }
 

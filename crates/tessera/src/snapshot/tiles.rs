@@ -79,7 +79,7 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
     .collect();
     let cache = array.ctx.tile_cache();
     for ((key, f), b) in tiles {
-        if cache.admits(b.len() as u64) {
+        if array.fills_tile_cache && cache.admits(b.len() as u64) {
             cache.insert(cache_key(array, key, f), b.clone());
         }
         found.insert((key, f), b);
