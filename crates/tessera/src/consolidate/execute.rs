@@ -11,7 +11,8 @@
 //!
 //! Reading and writing overlap: a second thread reads the next batch while the current one is
 //! filtered and written, each batch half the buffer size, so at most the buffer size of cells is
-//! held at once.
+//! held at once. The reads take tiles the tile cache holds but put none in it: every input tile
+//! is read once, and the inputs are about to be replaced.
 
 use std::path::Path;
 
