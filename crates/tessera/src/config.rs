@@ -109,7 +109,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("vfs.s3.request_timeout_ms", "60000", "timeout of one S3 request attempt, headers and body"),
     (
         "vfs.s3.multipart_part_size",
-        "16777216",
+        "5242880",
         "S3 files larger than this are uploaded in parts, the first ones of this size (5 MiB to 5 GiB)",
     ),
     (

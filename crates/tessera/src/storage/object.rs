@@ -52,10 +52,10 @@ pub(crate) const MAX_PART_SIZE: usize = 5 << 30;
 /// The size of part `index` (0-based) of a multipart upload whose first part is `first` bytes:
 /// `first` doubled once per `per_size` parts before it, at most [`MAX_PART_SIZE`].
 ///
-/// With 16 MiB first parts and 1,000 parts per size, 1,000 parts hold 16 GiB, and the 10,000
-/// parts S3 allows hold about 13 TiB (more than S3's largest object, 5 TiB), while a file of
-/// 1 TiB still uses parts of at most 512 MiB (memory held: `vfs.s3.upload_concurrency` + 1
-/// parts).
+/// With the default 5 MiB first parts (S3's smallest, and TileDB's default) and 1,000 parts
+/// per size, 1,000 parts hold 5 GiB, and the 10,000 parts S3 allows hold 4.9 TiB (S3's largest
+/// object is 5 TiB), while a file of 1 TiB still uses parts of at most 640 MiB (memory held:
+/// `vfs.s3.upload_concurrency` + 1 parts).
 pub(crate) fn part_size_at(first: usize, per_size: usize, index: usize) -> usize {
     let doublings = u32::try_from(index / per_size.max(1)).unwrap_or(u32::MAX);
     first.saturating_mul(1usize.checked_shl(doublings).unwrap_or(usize::MAX)).min(MAX_PART_SIZE)
@@ -681,8 +681,8 @@ mod tests {
         assert_eq!(part_size_at(16 * mib, 0, 5), (16 * mib) << 5, "0 parts per size counts as 1");
         assert_eq!(part_size_at(16 * mib, 1, usize::MAX), MAX_PART_SIZE, "no overflow");
         assert_eq!(part_size_at(usize::MAX, 1, 3), MAX_PART_SIZE, "no overflow");
-        // The 10,000 parts S3 allows hold its largest object (5 TiB) from the default first part,
-        // and nearly as much (4.9 TiB) from the smallest.
+        // The 10,000 parts S3 allows hold its largest object (5 TiB) from 16 MiB first parts,
+        // and nearly as much (4.9 TiB) from the smallest, the default.
         let total = |first| (0..10_000).map(|i| part_size_at(first, 1000, i) as u128).sum::<u128>();
         assert!(total(16 * mib) >= 5u128 << 40);
         assert_eq!(total(5 * mib), 5 * (1u128 << 20) * 1000 * 1023);
