@@ -793,3 +793,30 @@ fn sparse_aggregates_take_tiles_inside_the_box_from_their_summaries() {
     }
     assert_eq!(run(), (expect(&vs2, &valid2), 6, 200));
 }
+
+/// A dense consolidation reads every tile of its inputs once: it uses the tiles the cache holds
+/// but puts none in it (the cache's inserts and evictions do not move), and the consolidated
+/// array reads as the fragments did.
+#[test]
+fn dense_consolidation_leaves_the_tile_cache_alone() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, ctx, schema) = setup(100, vec![Filter::Zstd { level: 1 }], 100 << 20);
+    let uri = dir.path().join("a");
+    let update = Subarray::from_ranges(&[(1, 300), (1, N)]);
+    let sevens = vec![7i32; (300 * N) as usize];
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write(&update, Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&sevens))]).unwrap();
+    // Some of the tiles consolidation reads are cached, not all.
+    read_rows(&ctx, &dir, 601, 900);
+    let before = ctx.tile_cache().stats();
+    consolidate(&ctx, &uri, &Selection::All).unwrap().unwrap();
+    let after = ctx.tile_cache().stats();
+    assert_eq!(after.inserts, before.inserts, "consolidation put tiles in the cache");
+    assert_eq!(after.evictions, before.evictions, "consolidation pushed tiles out of the cache");
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(r.fragments().len(), 1);
+    let res = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+    let v: &[i32] = bytemuck::cast_slice(&res.attrs[0].data);
+    let want = |k: i128| if k < 300 * N { 7 } else { (k / N + k % N) as i32 };
+    assert!((0..N * N).all(|k| v[k as usize] == want(k)), "the consolidated array differs");
+}
