@@ -568,3 +568,40 @@ async fn racing_uploads_of_one_part_leave_one_of_them_whole() {
     }
     assert_eq!(upload_files(&server), Vec::<String>::new(), "leftovers of the uploads");
 }
+
+/// Parts written at their final offsets stay right when UploadPart requests fail, are dropped
+/// before they run, or run and lose their answer (the client then uploads the same part again
+/// over its own bytes): every object completes whole, and nothing of the uploads stays behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_in_place_survive_failed_dropped_and_repeated_parts() {
+    let (_dir, server) = start();
+    let s3 = client(&server);
+    let only_parts = || vec!["UploadPart".to_string()];
+    for (i, faults) in [
+        // The first two UploadParts of each upload meet the fault (their order is the client's).
+        Faults { error_rate: 1.0, limit: Some(2), methods: only_parts(), ..Faults::default() },
+        Faults { drop_rate: 1.0, limit: Some(2), methods: only_parts(), ..Faults::default() },
+        Faults { drop_after_rate: 1.0, limit: Some(2), methods: only_parts(), ..Faults::default() },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        server.reset_counts();
+        server.set_faults(faults).unwrap();
+        let path = Path::from(format!("big/faulty-{i}.bin"));
+        let data: Vec<u8> =
+            (0..(23u32 << 20) + 12_345).map(|k| (k.wrapping_mul(2_654_435_761) >> 24) as u8 ^ i as u8).collect();
+        let mut writer = WriteMultipart::new_with_chunk_size(s3.put_multipart(&path).await.unwrap(), 5 << 20);
+        for chunk in data.chunks(3 << 20) {
+            writer.write(chunk);
+        }
+        writer.finish().await.unwrap();
+        server.set_faults(Faults::default()).unwrap();
+        let got = s3.get(&path).await.unwrap().bytes().await.unwrap();
+        assert!(got == data, "case {i}: the object differs from what was written");
+        let c = server.counts();
+        let injected = c.faults.error + c.faults.drop + c.faults.drop_after;
+        assert!(injected == 2 && c.requests_of("UploadPart") == 5 + injected, "case {i}: {c:?}");
+    }
+    assert_eq!(upload_files(&server), Vec::<String>::new(), "leftovers of the uploads");
+}
