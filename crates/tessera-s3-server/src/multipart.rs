@@ -154,8 +154,19 @@ impl Uploads {
         md5_of_file(object).map(|m| Some(hex(&m))).map_err(internal)
     }
 
+    /// [`Uploads::check_owner`], dropping this process's state of `id` when there is no such
+    /// upload: requests naming made-up ids leave nothing behind (no writer of a missing upload
+    /// can hold its gate).
+    pub(crate) fn check_live(&self, id: &str, access_key: Option<&str>) -> S3Result<()> {
+        let checked = self.check_owner(id, access_key);
+        if checked.as_ref().is_err_and(|e| *e.code() == s3s::S3ErrorCode::NoSuchUpload) {
+            self.forget(id);
+        }
+        checked
+    }
+
     /// Checks that upload `id` exists and belongs to `access_key`.
-    pub(crate) fn check_owner(&self, id: &str, access_key: Option<&str>) -> S3Result<()> {
+    fn check_owner(&self, id: &str, access_key: Option<&str>) -> S3Result<()> {
         let info = match fs::read(self.root.join(format!(".upload-{id}.json"))) {
             Ok(info) => info,
             Err(e) if e.kind() == ErrorKind::NotFound => return Err(s3_error!(NoSuchUpload)),
@@ -265,7 +276,7 @@ impl Uploads {
         object: &Path,
     ) -> S3Result<String> {
         let id = Self::checked_id(id)?;
-        self.check_owner(&id, access_key)?;
+        self.check_live(&id, access_key)?;
         let checked = self.check_parts(&id, parts)?;
         let tmp = self.root.join(format!(".tmp.tessera-complete-{id}"));
         let data = self.data_path(&id);

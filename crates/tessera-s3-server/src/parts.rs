@@ -197,7 +197,7 @@ impl Uploads {
         let state = self.state(&id);
         let _gate = state.gate.read().await;
         // Checked under the gate: a completion or abort that ended meanwhile removed it.
-        self.check_owner(&id, access_key)?;
+        self.check_live(&id, access_key)?;
         let declared = body.remaining_length().exact().and_then(|l| u64::try_from(l).ok());
         let record = match self.place(&id, &state, number, declared)? {
             Placement::Data { offset, len, claim } => {
@@ -338,24 +338,18 @@ fn remove_if_present(path: &Path) -> std::io::Result<()> {
 
 /// The MD5 of a file's bytes.
 pub(crate) fn md5_of_file(path: &Path) -> std::io::Result<[u8; 16]> {
-    md5_of_range(&File::open(path)?, 0, u64::MAX)
-}
-
-/// The MD5 of up to `len` bytes of `file` from `offset`.
-pub(crate) fn md5_of_range(file: &File, offset: u64, len: u64) -> std::io::Result<[u8; 16]> {
+    let file = File::open(path)?;
     let mut md5 = Md5::new();
     let mut buf = vec![0u8; 1 << 20];
-    let (mut at, end) = (offset, offset.saturating_add(len));
-    while at < end {
-        let want = usize::try_from((end - at).min(buf.len() as u64)).unwrap_or(buf.len());
-        let n = file.read_at(&mut buf[..want], at)?;
+    let mut at = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, at)?;
         if n == 0 {
-            break;
+            return Ok(md5.finalize());
         }
         md5.update(&buf[..n]);
         at += n as u64;
     }
-    Ok(md5.finalize())
 }
 
 #[cfg(test)]
@@ -417,5 +411,12 @@ mod tests {
         }
         let err = uploads.store_part(id, 4, Some("someone else"), blob(b"x")).await.unwrap_err();
         assert_eq!(*err.code(), s3s::S3ErrorCode::AccessDenied);
+        // Made-up upload ids are refused and leave no state behind.
+        for n in 0..50u32 {
+            let made_up = format!("{n:08x}-0000-4000-8000-0123456789ab");
+            let err = uploads.store_part(&made_up, 1, None, blob(b"x")).await.unwrap_err();
+            assert_eq!(*err.code(), s3s::S3ErrorCode::NoSuchUpload);
+        }
+        assert_eq!(uploads.states().lock().unwrap().len(), 1, "only the real upload has a state");
     }
 }

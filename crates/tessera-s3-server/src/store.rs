@@ -308,7 +308,7 @@ impl_s3! {
         let id = Uploads::checked_id(&input.upload_id)?;
         let state = self.uploads.state(&id);
         let _gate = state.gate.read().await;
-        self.uploads.check_owner(&id, req.credentials.as_ref().map(|c| c.access_key.as_str()))?;
+        self.uploads.check_live(&id, req.credentials.as_ref().map(|c| c.access_key.as_str()))?;
         let marker = input.part_number_marker.unwrap_or(0);
         let max = input.max_parts.unwrap_or(1000).clamp(0, 1000);
         let uploads = self.uploads.clone();
@@ -337,6 +337,7 @@ impl_s3! {
         let id = Uploads::checked_id(&req.input.upload_id)?;
         let state = self.uploads.state(&id);
         let _gate = state.gate.write().await;
+        self.uploads.check_live(&id, req.credentials.as_ref().map(|c| c.access_key.as_str()))?;
         let resp = self.inner.abort_multipart_upload(req).await;
         if resp.is_ok() {
             self.uploads.forget(&id);
