@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shutil
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -472,6 +473,9 @@ def main() -> None:
                    help='only these workload groups, e.g. "dense parallel writes,dense load none" '
                         '(matching: see the docstring of bench/run.py)')
     p.add_argument("--workdir", default=None, help="where stores are written (default bench/out/data)")
+    p.add_argument("--min-free-gb", type=float, default=None,
+                   help="refuse to start with less free space than this where stores are written "
+                        "(default 30 for a full run, 4 with --quick; 0: no check)")
     p.add_argument("--out", default=os.path.join(common.HERE, "out"))
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md and docs/bench/")
     p.add_argument("--report-only", metavar="RESULTS_JSON", default=None,
@@ -496,6 +500,13 @@ def main() -> None:
     only = [g.strip() for g in args.only.split(",") if g.strip()] if args.only else None
     workdir = args.workdir or common.default_workdir()
     os.makedirs(workdir, exist_ok=True)
+    need_gb = args.min_free_gb if args.min_free_gb is not None else (4.0 if args.quick else 30.0)
+    free_gb = shutil.disk_usage(workdir).free / 1e9
+    if free_gb < need_gb:
+        # A full run that ran the disk full left every later engine's rows failed (ENOSPC).
+        raise SystemExit(f"bench: {free_gb:.1f} GB free under {workdir}, {need_gb:g} GB wanted: free some space "
+                         f"(old clones and temporary folders of side runs under /tmp are the usual culprits) "
+                         f"or pass --min-free-gb")
     t0 = time.perf_counter()
     res: Dict[str, Any] = {"started": dt.datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
                            "machine": common.machine_facts(), "versions": common.versions(),
