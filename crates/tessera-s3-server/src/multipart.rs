@@ -241,8 +241,10 @@ impl Uploads {
         }
         let copied = (|| {
             // Not opened to append: `copy_file_range` refuses a file opened so, and
-            // `std::io::copy` would fall back to copying through a small buffer.
-            let mut out = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+            // `std::io::copy` would fall back to copying through a small buffer. Truncated: a
+            // completion of this upload interrupted by a crash may have left it (no other
+            // completion of it runs now, the caller holds the upload's gate).
+            let mut out = OpenOptions::new().write(true).create(true).truncate(true).open(tmp)?;
             for p in parts {
                 let mut source = File::open(&p.path)?;
                 source.seek(SeekFrom::Start(p.offset))?;
