@@ -480,3 +480,49 @@ fn aggregates_stream_within_the_memory_budget() {
     assert_eq!(got, vec![AggregateValue::Int(999 * 1000 / 2), AggregateValue::Count(1000)]);
     assert!(peak < 16 * MIB, "aggregating a 32 MiB array with a condition allocated {peak} bytes");
 }
+
+/// A sparse consolidation of 1M cells (24 MB of coordinates and values in 4 interleaved
+/// fragments) with a 2 MiB buffer holds a bounded amount, not the array: the global order is
+/// planned one band at a time (`consolidate/bands.rs`). Planned whole, it held about a hundred
+/// bytes per cell of the array (keys, merge order, cell references) whatever the buffer.
+#[test]
+fn a_sparse_consolidation_holds_its_buffer_not_the_array() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("sparse");
+    let ctx = ctx_with(&[
+        ("sm.tile_cache_size", "0"),
+        ("sm.consolidation.buffer_size", "2097152"),
+        ("vfs.coalesce_gap", "0"),
+    ]);
+    const N: i64 = 1_000_000;
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(Dimension::new("x", Datatype::Int64, (0, (N - 1).into()), 10_000))
+        .dim(Dimension::new("y", Datatype::Int64, (0, 999), 1000))
+        .attr(Attribute::new("a", Datatype::Int64))
+        .capacity(10_000)
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    for f in 0..4 {
+        let x: Vec<i64> = (0..N / 4).map(|k| 4 * k + f).collect();
+        let y: Vec<i64> = x.iter().map(|v| v * 7919 % 1000).collect();
+        let coords = [
+            CoordInput { name: "x", data: bytemuck::cast_slice(&x) },
+            CoordInput { name: "y", data: bytemuck::cast_slice(&y) },
+        ];
+        w.write_sparse(&coords, &[AttrInput::fixed("a", bytemuck::cast_slice(&x))]).unwrap();
+    }
+    drop(w);
+    let (merged, peak) = peak_of(|| consolidate(&ctx, &uri, &Selection::All).unwrap());
+    assert_eq!(merged.map(|m| m.cell_count), Some(N as u64));
+    // About 12 MB whatever the buffer from 512 KiB to 32 MiB (the writer's buffers, 1 MiB per
+    // file, among them); 104 MB when the whole array was planned at once.
+    assert!(peak < 20 * MIB, "consolidating 24 MB with a 2 MiB buffer allocated {peak} bytes");
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert_eq!(r.fragments().len(), 1);
+    let got = r.sparse_query(&[vec![], vec![]], &["a"], Layout::Global).unwrap().read_all().unwrap();
+    let a: &[i64] = bytemuck::cast_slice(&got.attrs[2].data);
+    assert_eq!(a, (0..N).collect::<Vec<_>>(), "every cell once, in global order");
+}

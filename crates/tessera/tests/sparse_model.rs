@@ -8,8 +8,14 @@ use tessera::*;
 
 use crate::common::*;
 
-/// Consolidates a consecutive run of fragments chosen by `pick` (or all of them).
+/// Consolidates a consecutive run of fragments chosen by `pick` (or all of them), with a
+/// buffer of a few cells (so the global order is cut into many bands, `consolidate/bands.rs`)
+/// or the default one.
 fn consolidate_some(ctx: &Context, uri: &str, pick: u64) {
+    let mut config = ctx.config().clone();
+    let buffer = [1u64, 100, 300, 1000, 256 << 20][(pick / 7) as usize % 5];
+    config.set("sm.consolidation.buffer_size", &buffer.to_string()).unwrap();
+    let ctx = &Context::with_storage(config, ctx.storage().clone()).unwrap();
     let names: Vec<String> =
         Array::open(ctx, uri, Mode::Read).unwrap().fragments().iter().map(|f| f.name.to_string()).collect();
     if names.len() < 2 {

@@ -15,16 +15,18 @@
 //! is read once, and the inputs are about to be replaced.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use super::plan::{plan, Selection};
+use super::bands::{parts, Part};
+use super::plan::{plan, ConsolidationPlan, Selection};
+use crate::commit::Placed;
 use crate::context::Context;
 use crate::error::Result;
 use crate::fragment::{FragmentMetadata, FragmentName};
-use crate::geometry::Layout;
-use crate::geometry::{bounding_box, Subarray};
+use crate::geometry::{bounding_box, DimRange, Layout, OrderKeys, Subarray};
 use crate::input::{AttrInput, CoordInput};
 use crate::read::{AttrData, ReadQuery, SparseReadQuery};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CarriedTiles, Snapshot, TileKey};
 use crate::stats::{self, Counter, Timer};
 use crate::write::{DenseWriter, SparseWriter};
 
@@ -45,47 +47,121 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
     };
     let name = FragmentName::covering(p.timestamps.0, p.timestamps.1);
     let budget = ctx.config().consolidation_buffer_size();
-    let last = *p.inputs.last().unwrap_or(&0);
     let replaces: Vec<_> = p.inputs.iter().map(|&i| snap.placed(i)).collect();
     let meta = if p.dense_output {
-        // Bounding box of the inputs (normalized coordinates and dense ordinals coincide).
-        let bbox = bounding_box(p.inputs.iter().map(|&i| &snap.fragments[i].domain)).unwrap_or_default();
-        let sub = Subarray::from_ranges(
-            &bbox.iter().zip(&schema.dims).map(|(r, d)| (d.denormalize(r[0]), d.denormalize(r[1]))).collect::<Vec<_>>(),
-        );
-        let before = snap.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index().without_tile_caching();
-        let mut q = ReadQuery::new(&before, &sub, &[], Layout::Global)?;
-        let mut w = DenseWriter::named(&snap, &sub, Layout::Global, name.clone())?;
-        w.set_replaces(replaces);
-        pipelined(
-            || q.next_batch(budget / 2),
-            |b| {
-                let inputs: Vec<AttrInput<'_>> = b.attrs.iter().map(AttrData::as_input).collect();
-                w.submit(&inputs)
-            },
-        )?;
-        w.finish()?
+        consolidate_dense(&snap, &p, name, replaces, budget)?
     } else {
-        let view = snap.with_fragments(&p.inputs).without_update_index().without_tile_caching();
-        let nd = schema.ndim();
-        let all: Vec<Vec<crate::geometry::DimRange>> = vec![Vec::new(); nd];
-        let mut q = SparseReadQuery::new(&view, &all, &[], Layout::Global, None)?;
-        let mut w = SparseWriter::named(&snap, Layout::Global, name.clone())?;
-        w.set_replaces(replaces);
-        w.allow_empty(bounding_box(view.fragments.iter().map(|f| &f.domain)).unwrap_or_default());
-        pipelined(
-            || q.next_batch(budget / 2),
-            |b| {
-                let coords: Vec<CoordInput<'_>> =
-                    b.attrs[..nd].iter().map(|a| CoordInput { name: &a.name, data: &a.data }).collect();
-                let attrs: Vec<AttrInput<'_>> = b.attrs[nd..].iter().map(AttrData::as_input).collect();
-                w.submit(&coords, &attrs)
-            },
-        )?;
-        w.finish()?
+        consolidate_sparse(&snap, &p, name, replaces, budget)?
     };
     stats::add(Counter::ConsolidatorNumFragmentsConsolidated, p.inputs.len() as u64);
     Ok(Some(meta))
+}
+
+/// A dense output: the array's state over the inputs' bounding box as of the last input, read
+/// in global order batch by batch.
+fn consolidate_dense(
+    snap: &Snapshot,
+    p: &ConsolidationPlan,
+    name: FragmentName,
+    replaces: Vec<Placed>,
+    budget: u64,
+) -> Result<FragmentMetadata> {
+    let schema = &snap.schema;
+    let last = *p.inputs.last().unwrap_or(&0);
+    // Bounding box of the inputs (normalized coordinates and dense ordinals coincide).
+    let bbox = bounding_box(p.inputs.iter().map(|&i| &snap.fragments[i].domain)).unwrap_or_default();
+    let sub = Subarray::from_ranges(
+        &bbox.iter().zip(&schema.dims).map(|(r, d)| (d.denormalize(r[0]), d.denormalize(r[1]))).collect::<Vec<_>>(),
+    );
+    let before = snap.with_fragments(&(0..=last).collect::<Vec<_>>()).without_update_index().without_tile_caching();
+    let mut q = ReadQuery::new(&before, &sub, &[], Layout::Global)?;
+    let mut w = DenseWriter::named(snap, &sub, Layout::Global, name)?;
+    w.set_replaces(replaces);
+    pipelined(
+        || q.next_batch(budget / 2),
+        |b| {
+            let inputs: Vec<AttrInput<'_>> = b.attrs.iter().map(AttrData::as_input).collect();
+            w.submit(&inputs)
+        },
+    )?;
+    w.finish()
+}
+
+/// A sparse output: the inputs' merged cells, read band by band of the global order.
+fn consolidate_sparse(
+    snap: &Snapshot,
+    p: &ConsolidationPlan,
+    name: FragmentName,
+    replaces: Vec<Placed>,
+    budget: u64,
+) -> Result<FragmentMetadata> {
+    let schema = &snap.schema;
+    // Small fragments' cells come from the update index, read once for every band.
+    let carried = Arc::new(CarriedTiles::new(budget / 4));
+    let view = snap.with_fragments(&p.inputs).without_tile_caching().with_carried_tiles(carried.clone());
+    let nd = schema.ndim();
+    let bbox = bounding_box(view.fragments.iter().map(|f| &f.domain)).unwrap_or_default();
+    // The global order cut into bands of a fraction of the buffer each (`bands.rs`), each
+    // band's boxes read by a query of their own; the whole array in one query when it cannot
+    // be cut.
+    let target = (budget / BANDS_PER_BUFFER) / (cell_bytes(schema) + plan_bytes(schema)).max(1);
+    let index = view.update_index()?;
+    let indexed = |f: usize| index.as_ref().is_some_and(|ix| ix.covers(f));
+    let parts = match parts(&OrderKeys::new(schema), &view.fragments, &bbox, target, indexed) {
+        Some(parts) => parts,
+        None => vec![Part { rect: Vec::new(), shared_with_next: Vec::new() }],
+    };
+    stats::add(Counter::ConsolidatorBands, parts.len() as u64);
+    let mut parts = parts.into_iter();
+    let mut shared_with_this: Vec<TileKey> = Vec::new();
+    let mut q: Option<SparseReadQuery> = None;
+    let mut w = SparseWriter::named(snap, Layout::Global, name)?;
+    w.set_replaces(replaces);
+    w.allow_empty(bbox);
+    pipelined(
+        || loop {
+            if let Some(b) = q.as_mut().map(|q| q.next_batch(budget / 2)).transpose()?.flatten() {
+                return Ok(Some(b));
+            }
+            let Some(part) = parts.next() else { return Ok(None) };
+            // Tiles this part shares with the last stay, as do those it shares with the next.
+            carried.keep_only(shared_with_this.iter().chain(&part.shared_with_next).copied());
+            shared_with_this = part.shared_with_next;
+            let ranges: Vec<Vec<DimRange>> = match part.rect.as_slice() {
+                [] => vec![Vec::new(); nd],
+                rect => {
+                    rect.iter().zip(&schema.dims).map(|(r, d)| vec![DimRange::from_ordinals(d, r[0], r[1])]).collect()
+                }
+            };
+            q = Some(SparseReadQuery::new(&view, &ranges, &[], Layout::Global, None)?);
+        },
+        |b| {
+            let coords: Vec<CoordInput<'_>> =
+                b.attrs[..nd].iter().map(|a| CoordInput { name: &a.name, data: &a.data }).collect();
+            let attrs: Vec<AttrInput<'_>> = b.attrs[nd..].iter().map(AttrData::as_input).collect();
+            w.submit(&coords, &attrs)
+        },
+    )?;
+    w.finish()
+}
+
+/// Bands of the global order per buffer: a band's plan and its batch in flight, with the next
+/// band's being read, fit the buffer with room to spare.
+const BANDS_PER_BUFFER: u64 = 8;
+
+/// Bytes per cell a read's plan holds (cell references, ordinals, order keys, merge order):
+/// an estimate for sizing bands.
+fn plan_bytes(schema: &crate::schema::ArraySchema) -> u64 {
+    56 + 24 * schema.ndim() as u64
+}
+
+/// Bytes per cell of a consolidation's batches: coordinates and attribute values (16 for a
+/// variable-length value: its offset and a guess at the value), validity.
+fn cell_bytes(schema: &crate::schema::ArraySchema) -> u64 {
+    let dims: u64 = schema.dims.iter().map(|d| d.datatype.size() as u64).sum();
+    let attrs: u64 =
+        schema.attrs.iter().map(|a| u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }).sum();
+    dims + attrs
 }
 
 /// Calls `produce` on a second thread until it returns `None`, handing each batch to `consume`

@@ -1,8 +1,10 @@
 //! Consolidation: merging consecutive fragments into one (`plan.rs` chooses, pure;
-//! `execute.rs` does it in bounded memory) and vacuuming the fragments a consolidation
+//! `execute.rs` does it in bounded memory, a sparse one band of the global order at a time,
+//! `bands.rs`) and vacuuming the fragments a consolidation
 //! superseded (`vacuum.rs`, under the array's lock held exclusively); one file of every
 //! fragment's metadata for fast opens (`fragment_meta.rs`).
 
+mod bands;
 mod execute;
 mod fragment_meta;
 mod plan;

@@ -572,6 +572,17 @@ impl OrderKeys {
         tid
     }
 
+    /// The dimensions in the order of their weight in tile ids, the slowest first, when a row-
+    /// or col-major tile order orders the space tiles (the first key word is the tile id);
+    /// `None` under a curve tile order or version 1's Hilbert order.
+    pub(crate) fn tile_significance(&self) -> Option<Vec<usize>> {
+        if self.legacy || self.tile_curve.is_some() {
+            return None;
+        }
+        let n = self.ndim;
+        Some(if self.tile_order == CellOrder::ColMajor { (0..n).rev().collect() } else { (0..n).collect() })
+    }
+
     /// The dimension that varies slowest inside a space tile (the second key word), or `None`
     /// when a curve orders tiles or cells (then keys are not the tile id and the ordinals).
     pub(crate) fn lead_dim(&self) -> Option<usize> {

@@ -5,8 +5,10 @@
 //! log and every fragment's metadata once; nothing in it changes afterwards.
 //!
 //! Also here, because every reader of a snapshot needs them: fetching its fragments' tiles
-//! (`tiles`) and the update index of its small fragments (`update_index`).
+//! (`tiles`), the tiles a sequence of reads hands on (`carried`) and the update index of its
+//! small fragments (`update_index`).
 
+mod carried;
 pub(crate) mod fragment_meta;
 mod tiles;
 mod update_index;
@@ -17,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 
+pub(crate) use carried::CarriedTiles;
 pub(crate) use tiles::{
     cache_key, count_fetched, fetch_tiles, fetch_tiles_into, file_path, storage_err, tile_cells, TileKey, Tiles,
 };
@@ -50,6 +53,8 @@ pub(crate) struct Snapshot {
     update_index: Arc<OnceLock<Option<Arc<UpdateIndex>>>>,
     /// Whether tiles read through this snapshot go into the context's tile cache.
     pub(crate) fills_tile_cache: bool,
+    /// Tiles handed from one read of this snapshot to the next (a consolidation's bands).
+    pub(crate) carried: Option<Arc<CarriedTiles>>,
     /// Shared lock on `__lock`, held while the snapshot (or a clone, or a query reading it)
     /// lives, so vacuum never deletes a file it reads.
     _lock: Option<Arc<LockGuard>>,
@@ -108,6 +113,7 @@ impl Snapshot {
             fragment_dirs,
             update_index: Arc::default(),
             fills_tile_cache: true,
+            carried: None,
             _lock: lock,
         })
     }
@@ -129,8 +135,8 @@ impl Snapshot {
         s
     }
 
-    /// This snapshot without an update index: for a few large reads (consolidation), which
-    /// would spend more on building the index than it saves them.
+    /// This snapshot without an update index: for a few large reads (a dense consolidation),
+    /// which would spend more on building the index than it saves them.
     pub(crate) fn without_update_index(mut self) -> Snapshot {
         self.update_index = Arc::new(OnceLock::from(None));
         self
@@ -142,6 +148,13 @@ impl Snapshot {
     /// mmap mode, their deleted files' space) until evicted.
     pub(crate) fn without_tile_caching(mut self) -> Snapshot {
         self.fills_tile_cache = false;
+        self
+    }
+
+    /// This snapshot with reads that take tiles from `carried` and offer it the tiles they
+    /// fetch (see [`CarriedTiles`]).
+    pub(crate) fn with_carried_tiles(mut self, carried: Arc<CarriedTiles>) -> Snapshot {
+        self.carried = Some(carried);
         self
     }
 

@@ -82,6 +82,9 @@ pub(crate) fn fetch_tiles(array: &Snapshot, specs: &[FileSpec], requests: &[(Til
         if array.fills_tile_cache && cache.admits(b.len() as u64) {
             cache.insert(cache_key(array, key, f), b.clone());
         }
+        if let Some(carried) = &array.carried {
+            carried.offer(key, f, &b);
+        }
         found.insert((key, f), b);
     }
     Ok(found)
@@ -245,7 +248,8 @@ fn unfilter_into(
     Ok(())
 }
 
-/// The requested tiles the tile cache holds, and the requests it does not.
+/// The requested tiles the tile cache (or the snapshot's carried tiles) holds, and the requests
+/// it does not.
 fn from_cache(array: &Snapshot, specs: &[FileSpec], requests: &[(TileKey, usize)]) -> (Tiles, Vec<(TileKey, usize)>) {
     let cache = array.ctx.tile_cache();
     let mut found: FastMap<(TileKey, usize), Bytes> = FastMap::default();
@@ -261,7 +265,7 @@ fn from_cache(array: &Snapshot, specs: &[FileSpec], requests: &[(TileKey, usize)
     for (i, &(key, f)) in requests.iter().enumerate() {
         let data = specs[f].kind == FileKind::Data;
         touched += u64::from(data);
-        match cached.get(i).cloned().flatten() {
+        match cached.get(i).cloned().flatten().or_else(|| array.carried.as_ref()?.get(key, f)) {
             Some(b) => {
                 hits += u64::from(data);
                 found.insert((key, f), b);

@@ -179,6 +179,9 @@ stat_names! {
         // ---- consolidator ----
         /// Fragments merged by consolidation (the inputs, not the fragment produced).
         ConsolidatorNumFragmentsConsolidated => "consolidator_num_fragments_consolidated",
+        /// Queries a sparse consolidation read its inputs with: one per box of the bands of the
+        /// global order it was cut into (1: not cut).
+        ConsolidatorBands => "consolidator_bands",
 
         /// Test-only: recorded by no engine code, so tests can assert exact values while other
         /// tests run.
