@@ -48,24 +48,26 @@ pub fn consolidate(ctx: &Context, uri: impl AsRef<Path>, sel: &Selection) -> Res
     let name = FragmentName::covering(p.timestamps.0, p.timestamps.1);
     let budget = ctx.config().consolidation_buffer_size();
     let replaces: Vec<_> = p.inputs.iter().map(|&i| snap.placed(i)).collect();
-    let meta = if p.dense_output {
-        consolidate_dense(&snap, &p, name, replaces, budget)?
-    } else {
-        consolidate_sparse(&snap, &p, name, replaces, budget)?
-    };
+    let out = Output { snap: &snap, plan: &p, name, replaces, budget };
+    let meta = if p.dense_output { consolidate_dense(out)? } else { consolidate_sparse(out)? };
     stats::add(Counter::ConsolidatorNumFragmentsConsolidated, p.inputs.len() as u64);
     Ok(Some(meta))
 }
 
-/// A dense output: the array's state over the inputs' bounding box as of the last input, read
-/// in global order batch by batch.
-fn consolidate_dense(
-    snap: &Snapshot,
-    p: &ConsolidationPlan,
+/// What a consolidation writes: the output fragment `name` of `snap`, replacing `replaces`,
+/// as `plan` says, holding about `budget` bytes of cells at once.
+struct Output<'a> {
+    snap: &'a Snapshot,
+    plan: &'a ConsolidationPlan,
     name: FragmentName,
     replaces: Vec<Placed>,
     budget: u64,
-) -> Result<FragmentMetadata> {
+}
+
+/// A dense output: the array's state over the inputs' bounding box as of the last input, read
+/// in global order batch by batch.
+fn consolidate_dense(out: Output<'_>) -> Result<FragmentMetadata> {
+    let Output { snap, plan: p, name, replaces, budget } = out;
     let schema = &snap.schema;
     let last = *p.inputs.last().unwrap_or(&0);
     // Bounding box of the inputs (normalized coordinates and dense ordinals coincide).
@@ -88,13 +90,8 @@ fn consolidate_dense(
 }
 
 /// A sparse output: the inputs' merged cells, read band by band of the global order.
-fn consolidate_sparse(
-    snap: &Snapshot,
-    p: &ConsolidationPlan,
-    name: FragmentName,
-    replaces: Vec<Placed>,
-    budget: u64,
-) -> Result<FragmentMetadata> {
+fn consolidate_sparse(out: Output<'_>) -> Result<FragmentMetadata> {
+    let Output { snap, plan: p, name, replaces, budget } = out;
     let schema = &snap.schema;
     // Small fragments' cells come from the update index, read once for every band.
     let carried = Arc::new(CarriedTiles::new(budget / 4));
