@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::fragment::{FragmentMetadata, FragmentName};
 use crate::geometry::{bounding_box, DimRange, Layout, OrderKeys, Subarray};
 use crate::input::{AttrInput, CoordInput};
-use crate::read::{AttrData, ReadQuery, SparseReadQuery};
+use crate::read::{result_cell_bytes, AttrData, ReadQuery, SparseReadQuery};
 use crate::snapshot::{CarriedTiles, Snapshot, TileKey};
 use crate::stats::{self, Counter, Timer};
 use crate::write::{DenseWriter, SparseWriter};
@@ -93,7 +93,6 @@ fn consolidate_dense(out: Output<'_>) -> Result<FragmentMetadata> {
 fn consolidate_sparse(out: Output<'_>) -> Result<FragmentMetadata> {
     let Output { snap, plan: p, name, replaces, budget } = out;
     let schema = &snap.schema;
-    // Small fragments' cells come from the update index, read once for every band.
     let carried = Arc::new(CarriedTiles::new(budget / 4));
     let view = snap.with_fragments(&p.inputs).without_tile_caching().with_carried_tiles(carried.clone());
     let nd = schema.ndim();
@@ -101,7 +100,9 @@ fn consolidate_sparse(out: Output<'_>) -> Result<FragmentMetadata> {
     // The global order cut into bands of a fraction of the buffer each (`bands.rs`), each
     // band's boxes read by a query of their own; the whole array in one query when it cannot
     // be cut.
-    let target = (budget / BANDS_PER_BUFFER) / (cell_bytes(schema) + plan_bytes(schema)).max(1);
+    let cell_bytes = result_cell_bytes(schema, &(0..schema.attrs.len()).collect::<Vec<_>>());
+    let target = (budget / BANDS_PER_BUFFER) / (cell_bytes + plan_bytes(schema)).max(1);
+    // Small fragments' cells come from the update index, built once for every band.
     let index = view.update_index()?;
     let indexed = |f: usize| index.as_ref().is_some_and(|ix| ix.covers(f));
     let parts = match parts(&OrderKeys::new(schema), &view.fragments, &bbox, target, indexed) {
@@ -150,15 +151,6 @@ const BANDS_PER_BUFFER: u64 = 8;
 /// an estimate for sizing bands.
 fn plan_bytes(schema: &crate::schema::ArraySchema) -> u64 {
     56 + 24 * schema.ndim() as u64
-}
-
-/// Bytes per cell of a consolidation's batches: coordinates and attribute values (16 for a
-/// variable-length value: its offset and a guess at the value), validity.
-fn cell_bytes(schema: &crate::schema::ArraySchema) -> u64 {
-    let dims: u64 = schema.dims.iter().map(|d| d.datatype.size() as u64).sum();
-    let attrs: u64 =
-        schema.attrs.iter().map(|a| u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }).sum();
-    dims + attrs
 }
 
 /// Calls `produce` on a second thread until it returns `None`, handing each batch to `consume`

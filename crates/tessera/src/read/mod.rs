@@ -12,4 +12,5 @@ mod query;
 mod sparse;
 
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
+pub(crate) use sparse::result_cell_bytes;
 pub use sparse::SparseReadQuery;

@@ -95,6 +95,21 @@ pub struct SparseReadQuery {
     index: Option<Arc<UpdateIndex>>,
 }
 
+/// Bytes per result cell of a sparse read of attributes `attrs` (indices) of `schema`:
+/// coordinates and fixed-size values exactly, validity, 16 for variable-length values (their
+/// offset and a guess at the values).
+pub(crate) fn result_cell_bytes(schema: &crate::schema::ArraySchema, attrs: &[usize]) -> u64 {
+    let dims: u64 = schema.dims.iter().map(|d| d.datatype.size() as u64).sum();
+    let values: u64 = attrs
+        .iter()
+        .map(|&i| {
+            let a = &schema.attrs[i];
+            u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }
+        })
+        .sum();
+    dims + values
+}
+
 /// The tiles of fragments the update index does not cover whose MBRs meet the query ranges
 /// (per dimension, ordinal ranges), with whether the tile lies inside them.
 fn candidate_tiles(
@@ -371,19 +386,9 @@ impl SparseReadQuery {
         Ok(status)
     }
 
-    /// Bytes per result cell: coordinates and fixed-size values exactly, 16 for variable-length
-    /// values (their offset and a guess at the values).
+    /// Bytes per result cell (see [`result_cell_bytes`]).
     fn cell_bytes(&self) -> u64 {
-        let schema = self.array.schema();
-        schema.dims.iter().map(|d| d.datatype.size() as u64).sum::<u64>()
-            + self
-                .attrs
-                .iter()
-                .map(|&i| {
-                    let a = &schema.attrs[i];
-                    u64::from(a.nullable) + if a.is_var() { 16 } else { a.cell_size() as u64 }
-                })
-                .sum::<u64>()
+        result_cell_bytes(self.array.schema(), &self.attrs)
     }
 
     fn materialize(&self, c0: u64, c1: u64) -> Result<ReadResult> {
