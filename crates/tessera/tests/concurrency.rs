@@ -337,3 +337,73 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
         assert_eq!(got, band_values(w, passes, 16, 0, cols - 1), "band {w}");
     }
 }
+
+/// A sparse consolidation read band by band (a 512-byte buffer cuts the global order into many
+/// bands, `consolidate/bands.rs`) beside writers, vacuums and readers, on local files: writers
+/// append fragments of distinct points; consolidations and vacuums run between them; readers
+/// must never see a point twice (the schema allows duplicates, so a cell read in two bands
+/// would show) or a value that was not written. At the end every point is there once.
+#[test]
+fn banded_sparse_consolidation_stays_right_under_writers_vacuums_and_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("banded");
+    let uri = uri.to_str().unwrap();
+    let ctx_of = || {
+        let mut c = Config::new();
+        c.set("sm.consolidation.buffer_size", "512").unwrap();
+        c.set("sm.tile_cache_size", "0").unwrap();
+        Context::new(c).unwrap()
+    };
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(dim("x", 0, 9_999, 50))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .capacity(8)
+        .allows_duplicates(true)
+        .build()
+        .unwrap();
+    let ctx = ctx_of();
+    Array::create(&ctx, uri, &schema).unwrap();
+    // Writer `w` owns the x with x % 3 == w; its pass `p` writes `per` of them spread over the
+    // domain (distinct across passes), each with value x.
+    let (writers, passes, per) = (3i64, 6i64, 25i64);
+    let points = |w: i64, p: i64| -> Vec<i64> { (0..per).map(|k| ((p * per + k) * 131 % 3_333) * 3 + w).collect() };
+    let mut want: Vec<i32> =
+        (0..writers).flat_map(|w| (0..passes).flat_map(move |p| points(w, p))).map(|x| x as i32).collect();
+    want.sort_unstable();
+    assert!(want.windows(2).all(|w| w[0] < w[1]), "the test's points are distinct");
+    let want = &want;
+    std::thread::scope(|sc| {
+        for w in 0..writers {
+            sc.spawn(move || {
+                let ctx = ctx_of();
+                for p in 0..passes {
+                    let xs = points(w, p);
+                    let vals: Vec<i32> = xs.iter().map(|&x| x as i32).collect();
+                    write_points(&ctx, uri, &xs, &vals);
+                }
+            });
+        }
+        sc.spawn(move || {
+            let ctx = ctx_of();
+            for _ in 0..4 {
+                match consolidate(&ctx, uri, &Selection::All) {
+                    Ok(_) | Err(Error::Array(ArrayError::ConsolidationConflict { .. })) => {}
+                    Err(e) => panic!("{e}"),
+                }
+                vacuum(&ctx, uri).unwrap();
+            }
+        });
+        sc.spawn(move || {
+            let ctx = ctx_of();
+            for _ in 0..20 {
+                let got = sparse_values(&ctx, uri);
+                assert!(got.windows(2).all(|w| w[0] < w[1]), "a point seen twice");
+                assert!(got.iter().all(|v| want.binary_search(v).is_ok()), "a value never written");
+            }
+        });
+    });
+    consolidate(&ctx, uri, &Selection::All).unwrap();
+    vacuum(&ctx, uri).unwrap();
+    assert_eq!(&sparse_values(&ctx, uri), want);
+    assert_eq!(Array::open(&ctx, uri, Mode::Read).unwrap().fragments().len(), 1);
+}
