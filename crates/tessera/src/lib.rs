@@ -85,7 +85,7 @@ pub use schema::{
 };
 pub use storage::{
     Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ObjectStorage,
-    ObjectStoreOptions, PowerLossStorage, ReadMode, RequestKind, RequestTally, RoutedStorage, Storage, StorageError,
-    WriteHandle, S3_SCHEME,
+    ObjectStoreOptions, PowerLossStorage, ReadMode, RequestKind, RequestTally, RoutedStorage, StagedFile, Storage,
+    StorageError, WriteHandle, S3_SCHEME,
 };
 pub use write::{DenseWriter, SparseWriter};

@@ -23,7 +23,7 @@ use super::resolve::{inputs_are_consecutive, resolve, Resolved};
 use crate::error::{ArrayError, Error, Result};
 use crate::fragment::FragmentName;
 use crate::stats::{self, Counter};
-use crate::storage::{Bytes, Storage, StorageError};
+use crate::storage::{Bytes, Staged, Storage, StorageError};
 
 pub use crate::paths::COMMITS_DIR;
 
@@ -268,27 +268,23 @@ pub(crate) fn read_log(storage: &dyn Storage, uri: &Path, scope: Scope) -> Resul
     Ok(log)
 }
 
-/// Appends the record `make` returns, given the log as read and resolved just before, at the
-/// next sequence number; repeats (re-reading the log) when another commit took that number
-/// first. Writes need no log (`needs_log` false: only a listing is made); consolidations check
-/// the state they commit against.
+/// Appends the record `make` returns, given the log as read (`scope`) and resolved just before,
+/// at the next sequence number; repeats (re-reading the log) when another commit took that
+/// number first: consolidations check the state they commit against. (Writes need no log:
+/// [`publish_write`].)
 fn append(
     storage: &dyn Storage,
     uri: &Path,
-    needs_log: Option<Scope>,
+    scope: Scope,
     metadata: Option<&[u8]>,
-    mut make: impl FnMut(Option<&Resolved>) -> Result<Record>,
+    mut make: impl FnMut(&Resolved) -> Result<Record>,
 ) -> Result<u64> {
     let dir = uri.join(COMMITS_DIR);
     for _ in 0..MAX_CLAIMS {
-        let (seq, record) = if let Some(scope) = needs_log {
-            let log = read_log(storage, uri, scope)?;
-            let resolved = resolve(&log, &dir, u64::MAX)?;
-            (log.max_seq, make(Some(&resolved))?)
-        } else {
-            (max_seq(storage, &dir)?, make(None)?)
-        };
-        let next = next_seq(seq, &dir)?;
+        let log = read_log(storage, uri, scope)?;
+        let resolved = resolve(&log, &dir, u64::MAX)?;
+        let record = make(&resolved)?;
+        let next = next_seq(log.max_seq, &dir)?;
         let bytes = record.encode_with(metadata);
         if storage.write_new(&dir.join(record_file(next)), &bytes)? {
             stats::add(Counter::WriterNumMetadataBytesWritten, bytes.len() as u64);
@@ -300,17 +296,55 @@ fn append(
 
 /// Commits the fragment `name` written by a write: it becomes visible, ordered after every
 /// fragment committed before. `metadata` (the bytes of its metadata file) is copied into the
-/// record when small enough ([`Record::encode_with`]). Returns its sequence number.
+/// record when small enough ([`Record::encode_with`]). Returns its sequence number. A write
+/// stages its record ([`stage_write`]) while its files are synced, and publishes it
+/// ([`publish_write`]) after; this is the two in turn.
 ///
 /// # Errors
 /// A storage failure; the fragment is then not committed.
+#[cfg(test)]
 pub(crate) fn commit_write(
     storage: &dyn Storage,
     uri: &Path,
     name: &FragmentName,
     metadata: Option<&[u8]>,
 ) -> Result<u64> {
-    append(storage, uri, None, metadata, |_| Ok(Record::Write(name.clone())))
+    publish_write(uri, &stage_write(storage, uri, name, metadata)?)
+}
+
+/// The record committing the fragment `name` of a write, staged in the log's folder (durable
+/// where the storage can stage, not yet visible): a write's record does not depend on the log,
+/// so it is written and synced at the same time as the fragment's files. `metadata` as for
+/// [`commit_write`].
+///
+/// # Errors
+/// A storage failure (nothing is committed).
+pub(crate) fn stage_write<'a>(
+    storage: &'a dyn Storage,
+    uri: &Path,
+    name: &FragmentName,
+    metadata: Option<&[u8]>,
+) -> std::result::Result<Staged<'a>, StorageError> {
+    let bytes = Record::Write(name.clone()).encode_with(metadata);
+    Staged::new(storage, &uri.join(COMMITS_DIR), bytes)
+}
+
+/// Commits the write whose record `staged` holds: the record takes the next sequence number
+/// (another if a concurrent commit took it first). Only once every file the record names is
+/// durable. Returns its sequence number.
+///
+/// # Errors
+/// A storage failure; the fragment is then not committed.
+pub(crate) fn publish_write(uri: &Path, staged: &Staged<'_>) -> Result<u64> {
+    let dir = uri.join(COMMITS_DIR);
+    for _ in 0..MAX_CLAIMS {
+        let next = next_seq(max_seq(staged.storage(), &dir)?, &dir)?;
+        if staged.publish_new(&dir.join(record_file(next)))? {
+            stats::add(Counter::WriterNumMetadataBytesWritten, staged.len() as u64);
+            return Ok(next);
+        }
+    }
+    Err(ArrayError::Busy { path: uri.to_path_buf(), waited_ms: 0 }.into())
 }
 
 /// After the write committed as `seq`: when `interval` divides `seq`, a checkpoint of the latest
@@ -364,8 +398,8 @@ pub(crate) fn commit_consolidation(
     interval: u64,
     metadata: Option<&[u8]>,
 ) -> Result<u64> {
-    append(storage, uri, Some(Scope::Latest { interval }), metadata, |resolved| {
-        if resolved.is_some_and(|r| inputs_are_consecutive(&r.live, inputs)) {
+    append(storage, uri, Scope::Latest { interval }, metadata, |resolved| {
+        if inputs_are_consecutive(&resolved.live, inputs) {
             Ok(Record::Consolidation(name.clone(), inputs.to_vec()))
         } else {
             Err(ArrayError::ConsolidationConflict {

@@ -15,7 +15,7 @@ mod resolve;
 pub(crate) use lock::{lock_exclusive, lock_shared, GATE_FILE, LOCK_FILE};
 pub use log::COMMITS_DIR;
 pub(crate) use log::{
-    checkpoint_after_write, commit_consolidation, commit_write, read_log, write_checkpoint, Log, Scope,
+    checkpoint_after_write, commit_consolidation, publish_write, read_log, stage_write, write_checkpoint, Log, Scope,
 };
 pub(crate) use record::{record_file, Placed, Position, Record};
 #[cfg(any(test, feature = "fuzzing"))]

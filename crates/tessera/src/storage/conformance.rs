@@ -11,7 +11,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::{
-    Bytes, FailingStorage, LocalStorage, LockKind, MemoryStorage, PowerLossStorage, ReadMode, Storage, StorageError,
+    Bytes, FailingStorage, LocalStorage, LockKind, MemoryStorage, PowerLossStorage, ReadMode, Staged, Storage,
+    StorageError,
 };
 
 fn write_file(s: &dyn Storage, path: &Path, parts: &[&[u8]]) {
@@ -289,6 +290,48 @@ fn write_new_creates_once(s: &dyn Storage, root: &Path) {
     assert!(s.list_temps(root).unwrap().is_empty());
 }
 
+fn staged_files_publish_once(s: &dyn Storage, root: &Path) {
+    s.create_dir_all(root).unwrap();
+    assert!(s.write_new(&root.join("1"), b"taken").unwrap());
+    let staged = Staged::new(s, root, b"staged".to_vec()).unwrap();
+    // Staged content is not visible before it is published.
+    assert_eq!(s.list_dir(root).unwrap(), vec!["1".to_string()]);
+    // A taken name is refused and left alone; the next one is free.
+    assert!(!staged.publish_new(&root.join("1")).unwrap());
+    assert_eq!(&*s.read_all(&root.join("1")).unwrap(), b"taken");
+    assert!(staged.publish_new(&root.join("2")).unwrap());
+    assert_eq!(&*s.read_all(&root.join("2")).unwrap(), b"staged");
+    drop(staged);
+    // Dropping it leaves the published file and no temporary file.
+    assert_eq!(&*s.read_all(&root.join("2")).unwrap(), b"staged");
+    assert_eq!(s.list_dir(root).unwrap(), vec!["1".to_string(), "2".to_string()]);
+    assert!(s.list_temps(root).unwrap().is_empty());
+    // Of many staged files racing for one name, exactly one wins.
+    let winners: Vec<u8> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8u8)
+            .map(|i| {
+                scope.spawn(move || {
+                    let staged = Staged::new(s, root, vec![i; 4096]).unwrap();
+                    staged.publish_new(&root.join("race")).unwrap().then_some(i)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(winners.len(), 1);
+    assert_eq!(&*s.read_all(&root.join("race")).unwrap(), &[winners[0]; 4096][..]);
+    assert!(s.list_temps(root).unwrap().is_empty());
+    // One never published leaves nothing.
+    drop(Staged::new(s, root, b"dropped".to_vec()).unwrap());
+    assert_eq!(s.list_dir(root).unwrap().len(), 3);
+    assert!(s.list_temps(root).unwrap().is_empty());
+    if has_folders(s, root) {
+        // Refused when staged, or when published where the backend only holds the bytes.
+        let missing = root.join("missing");
+        assert!(Staged::new(s, &missing, b"x".to_vec()).and_then(|st| st.publish_new(&missing.join("x"))).is_err());
+    }
+}
+
 fn list_dir_sorted(s: &dyn Storage, root: &Path) {
     s.create_dir_all(root).unwrap();
     assert!(s.list_dir(root).unwrap().is_empty());
@@ -557,6 +600,7 @@ all_conformance!(
         missing_paths,
         write_atomic_replaces,
         write_new_creates_once,
+        staged_files_publish_once,
         list_dir_sorted,
         remove,
         read_while_writing,

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use super::{Bytes, LockGuard, LockKind, StagedFile, Storage, StorageError, WriteHandle};
 use crate::stats::{self, Counter, Timer};
 
 /// Records reads, writes and syncs of the wrapped backend.
@@ -29,6 +29,23 @@ fn read_done(bytes: u64) {
 fn write_done(bytes: u64) {
     stats::add(Counter::VfsWriteNumRequests, 1);
     stats::add(Counter::VfsWriteTotalBytes, bytes);
+}
+
+/// A staged file whose publishing counts as the write of its bytes (as `write_new` does).
+struct InstrumentedStaged {
+    inner: Box<dyn StagedFile>,
+    len: u64,
+}
+
+impl StagedFile for InstrumentedStaged {
+    fn publish_new(&self, path: &Path) -> Result<bool, StorageError> {
+        let _t = stats::timer(Timer::VfsWrite);
+        let created = self.inner.publish_new(path)?;
+        if created {
+            write_done(self.len);
+        }
+        Ok(created)
+    }
 }
 
 struct InstrumentedWriter {
@@ -123,6 +140,11 @@ impl Storage for InstrumentedStorage {
             write_done(data.len() as u64);
         }
         Ok(created)
+    }
+    fn stage_new(&self, dir: &Path, data: &[u8]) -> Result<Option<Box<dyn StagedFile>>, StorageError> {
+        let _t = stats::timer(Timer::VfsWrite);
+        let staged = self.inner.stage_new(dir, data)?;
+        Ok(staged.map(|inner| Box::new(InstrumentedStaged { inner, len: data.len() as u64 }) as Box<dyn StagedFile>))
     }
     fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
         self.inner.list_temps(dir)

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use memmap2::Mmap;
 
 use super::{
-    cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode, Storage,
-    StorageError, WriteHandle, COLD_READ_FIRST,
+    cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode, StagedFile,
+    Storage, StorageError, WriteHandle, COLD_READ_FIRST,
 };
 
 /// Size of the write buffer of a file being created; larger writes bypass it.
@@ -367,6 +367,35 @@ fn write_temp(path: &Path, data: &[u8]) -> Result<PathBuf, StorageError> {
     Ok(tmp)
 }
 
+/// The name that the temporary files of [`Storage::stage_new`] are named after.
+const STAGED_NAME: &str = "staged";
+
+/// A temporary file written and fsynced by `stage_new`: publishing it links it under its name
+/// (as `write_new` does, the fsync already done); dropping it removes it.
+struct LocalStaged {
+    tmp: PathBuf,
+}
+
+impl StagedFile for LocalStaged {
+    fn publish_new(&self, path: &Path) -> Result<bool, StorageError> {
+        match fs::hard_link(&self.tmp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(StorageError::io("link", path, e)),
+        }
+        fsync_dir(parent_of(path))?;
+        Ok(true)
+    }
+}
+
+impl Drop for LocalStaged {
+    fn drop(&mut self) {
+        // Best effort: a temporary file left behind is invisible to `list_dir`, and vacuum
+        // removes it after the grace period.
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
 fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -581,18 +610,13 @@ impl Storage for LocalStorage {
     }
 
     fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
-        let dir = parent_of(path);
-        let tmp = write_temp(path, data)?;
         // A hard link fails if the name exists: create-if-absent with the content in place.
-        let linked = fs::hard_link(&tmp, path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(StorageError::io("link", path, e)),
-        }
-        fsync_dir(dir)?;
-        Ok(true)
+        LocalStaged { tmp: write_temp(path, data)? }.publish_new(path)
+    }
+
+    fn stage_new(&self, dir: &Path, data: &[u8]) -> Result<Option<Box<dyn StagedFile>>, StorageError> {
+        let tmp = write_temp(&dir.join(STAGED_NAME), data)?;
+        Ok(Some(Box::new(LocalStaged { tmp })))
     }
 
     fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {

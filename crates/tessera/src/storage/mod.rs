@@ -24,6 +24,7 @@ mod object;
 mod object_http;
 mod power_loss;
 mod router;
+mod staged;
 
 #[cfg(test)]
 mod conformance;
@@ -39,6 +40,8 @@ pub use object::{ObjectStorage, ObjectStoreOptions, S3_SCHEME};
 pub use object_http::{RequestKind, RequestTally};
 pub use power_loss::PowerLossStorage;
 pub use router::RoutedStorage;
+pub(crate) use staged::Staged;
+pub use staged::StagedFile;
 
 /// Errors of the storage layer; each names the path and the operation.
 #[derive(Debug, thiserror::Error)]
@@ -465,6 +468,17 @@ pub trait Storage: Send + Sync + Debug {
     /// # Errors
     /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
     fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError>;
+    /// Makes `data` durable under a temporary name in the folder `dir`, hidden from `list_dir`,
+    /// for [`StagedFile::publish_new`] to give a name later; its effect is then `write_new`'s.
+    /// `None` where staging saves nothing (the default: the caller keeps the bytes and calls
+    /// `write_new`).
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] if the folder is missing, [`StorageError::Io`] otherwise.
+    fn stage_new(&self, dir: &Path, data: &[u8]) -> Result<Option<Box<dyn StagedFile>>, StorageError> {
+        let _ = (dir, data);
+        Ok(None)
+    }
     /// The temporary files that `write_atomic` or `write_new` calls left in the folder `dir`
     /// (hidden from `list_dir`) with their creation time in milliseconds since the epoch, where
     /// known: processes killed between creating one and renaming it leave them behind.

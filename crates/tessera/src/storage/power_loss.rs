@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, MemoryStorage, Storage, StorageError,
-    WriteHandle,
+    is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, MemoryStorage, StagedFile, Storage,
+    StorageError, WriteHandle,
 };
 
 /// Inode numbers; the root folder is 0.
@@ -333,6 +333,39 @@ impl PowerLossStorage {
     }
 }
 
+/// A file staged by [`PowerLossStorage::stage_new`]: its content is durable, its temporary
+/// entry is not (as after an fsync of the file alone).
+struct PowerLossStaged {
+    state: Arc<Mutex<State>>,
+    dir: Ino,
+    ino: Ino,
+    tmp: String,
+}
+
+impl StagedFile for PowerLossStaged {
+    fn publish_new(&self, path: &Path) -> Result<bool, StorageError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (dir, name) = state.parent("publish_new", path)?;
+        if dir != self.dir {
+            // A hard link stays in its file system; the commit protocol links within a folder.
+            return Err(StorageError::kind("link", path, ErrorKind::CrossesDevices));
+        }
+        if state.entries(dir).contains_key(&name) {
+            return Ok(false);
+        }
+        state.change(dir, EntryChange::Set { name, ino: self.ino, from: None });
+        state.sync(dir);
+        Ok(true)
+    }
+}
+
+impl Drop for PowerLossStaged {
+    fn drop(&mut self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.change(self.dir, EntryChange::Remove { name: std::mem::take(&mut self.tmp) });
+    }
+}
+
 /// A file being written by [`PowerLossStorage::create`]: bytes are visible at once, durable at
 /// `finish`.
 struct PowerLossWriter {
@@ -418,6 +451,13 @@ impl Storage for PowerLossStorage {
         state.change(dir, EntryChange::Remove { name: tmp });
         state.sync(dir);
         Ok(true)
+    }
+
+    fn stage_new(&self, dir: &Path, data: &[u8]) -> Result<Option<Box<dyn StagedFile>>, StorageError> {
+        let mut state = self.state();
+        let (dir_ino, name) = state.parent("stage_new", &dir.join("staged"))?;
+        let (ino, tmp) = Self::temp_file(&mut state, dir_ino, &name, data);
+        Ok(Some(Box::new(PowerLossStaged { state: Arc::clone(&self.state), dir: dir_ino, ino, tmp })))
     }
 
     fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
@@ -599,6 +639,27 @@ mod tests {
         let after = s.power_loss(None);
         assert_eq!(&*after.read_all(p("/d/f")).unwrap(), b"two");
         assert!(after.is_file(p("/d/n")), "the removal was never synced");
+    }
+
+    #[test]
+    fn a_staged_file_is_durable_once_published() {
+        let s = PowerLossStorage::new();
+        s.create_dir_all(p("/d")).unwrap();
+        s.sync_dir(p("/")).unwrap();
+        let staged = s.stage_new(p("/d"), b"record").unwrap().expect("this backend stages");
+        // Staged: its content is durable, no name is; a power loss leaves at most a temporary.
+        let after = s.power_loss(None);
+        assert!(after.list_dir(p("/d")).unwrap().is_empty());
+        assert!(staged.publish_new(p("/d/1")).unwrap());
+        assert!(!staged.publish_new(p("/d/1")).unwrap());
+        let after = s.power_loss(None);
+        assert_eq!(&*after.read_all(p("/d/1")).unwrap(), b"record");
+        // Another folder is refused: a link stays where the file was staged.
+        s.create_dir_all(p("/e")).unwrap();
+        assert!(staged.publish_new(p("/e/1")).is_err());
+        drop(staged);
+        assert!(s.list_temps(p("/d")).unwrap().is_empty());
+        assert_eq!(&*s.read_all(p("/d/1")).unwrap(), b"record");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::object::{ObjectStorage, ObjectStoreOptions, S3_SCHEME};
-use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use super::{Bytes, LockGuard, LockKind, StagedFile, Storage, StorageError, WriteHandle};
 
 /// Local files and object-store buckets behind one [`Storage`].
 #[derive(Debug)]
@@ -87,6 +87,9 @@ impl Storage for RoutedStorage {
     }
     fn write_new(&self, path: &Path, data: &[u8]) -> Result<bool, StorageError> {
         self.route(path)?.write_new(path, data)
+    }
+    fn stage_new(&self, dir: &Path, data: &[u8]) -> Result<Option<Box<dyn StagedFile>>, StorageError> {
+        self.route(dir)?.stage_new(dir, data)
     }
     fn list_temps(&self, dir: &Path) -> Result<Vec<(String, Option<u64>)>, StorageError> {
         self.route(dir)?.list_temps(dir)

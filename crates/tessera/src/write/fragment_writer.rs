@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::commit::{checkpoint_after_write, commit_consolidation, commit_write, Placed};
+use crate::commit::{checkpoint_after_write, commit_consolidation, publish_write, stage_write, Placed};
 use crate::config::check_limit;
 use crate::config::TileChunking;
 use crate::context::Context;
@@ -22,7 +22,7 @@ use crate::geometry::Rect;
 use crate::schema::{ArraySchema, Attribute};
 use crate::snapshot::fragment_meta;
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{in_parallel, Storage, StorageJob, WriteHandle};
+use crate::storage::{in_parallel, Staged, Storage, StorageJob, WriteHandle};
 
 /// One tile ready to be filtered: its position in the fragment's tile order and one unfiltered
 /// buffer per file of the fragment (in `FileSpec::for_schema` order).
@@ -511,7 +511,8 @@ impl FragmentWriter {
         let meta = self.metadata(cell_count, sparse, deletes)?;
         let encoded = meta.encode();
         stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
-        self.write_durably(&encoded)?;
+        let storage = Arc::clone(&self.storage);
+        let staged = self.write_durably(storage.as_ref(), &encoded)?;
         for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
             if let Some(state) = chosen.state() {
                 self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
@@ -519,7 +520,7 @@ impl FragmentWriter {
         }
         self.check_commit_deadline()?;
         self.committed = true;
-        self.commit(&encoded)?;
+        self.commit(&encoded, staged)?;
         Ok(meta)
     }
 
@@ -567,16 +568,20 @@ impl FragmentWriter {
         })
     }
 
-    /// Writes the metadata file `encoded` and makes the fragment durable.
-    fn write_durably(&mut self, encoded: &[u8]) -> Result<()> {
-        let mut meta_file = self.storage.create(&self.dir.join(METADATA_FILE))?;
+    /// Writes the metadata file `encoded` and makes the fragment durable; a write's commit
+    /// record is staged at the same time (returned; a consolidation's depends on the log as it
+    /// is when it commits).
+    fn write_durably<'s>(&mut self, storage: &'s dyn Storage, encoded: &[u8]) -> Result<Option<Staged<'s>>> {
+        let mut meta_file = storage.create(&self.dir.join(METADATA_FILE))?;
         meta_file.write_all(encoded)?;
         // The files (data and metadata), the fragment's folder (their entries) and the folder
         // of fragments (the fragment's entry) must be durable before the commit record names
         // them (docs/format.md, "Committing"): all are synced at the same time, every entry
-        // existing by now. From here on the folder must survive a failure: the commit file may
-        // exist even if a sync reports an error.
-        let (storage, dir, parent) = (&self.storage, &self.dir, self.array.join(FRAGMENTS_DIR));
+        // existing by now, and so is the record of a write under a temporary name (it names
+        // the fragment only once published, after this). From here on the folder must survive
+        // a failure: the commit file may exist even if a sync reports an error.
+        let (dir, parent) = (&self.dir, self.array.join(FRAGMENTS_DIR));
+        let mut staged = None;
         let mut jobs: Vec<StorageJob<'_>> = std::mem::take(&mut self.handles)
             .into_iter()
             .chain([meta_file])
@@ -584,19 +589,31 @@ impl FragmentWriter {
             .collect();
         jobs.push(Box::new(|| storage.sync_dir(dir)));
         jobs.push(Box::new(|| storage.sync_dir(&parent)));
+        if self.replaces.is_none() {
+            let (slot, array, name) = (&mut staged, &self.array, &self.name);
+            jobs.push(Box::new(move || {
+                *slot = Some(stage_write(storage, array, name, Some(encoded))?);
+                Ok(())
+            }));
+        }
         in_parallel(jobs)?;
-        Ok(())
+        Ok(staged)
     }
 
-    /// Commits the fragment, its record carrying `encoded` (the metadata), then leaves a
-    /// checkpoint of the log and a file of metadata copies when this write's number calls for
-    /// them.
-    fn commit(&mut self, encoded: &[u8]) -> Result<()> {
+    /// Commits the fragment: a write by publishing its `staged` record, a consolidation by
+    /// appending one carrying `encoded` (the metadata). Then leaves a checkpoint of the log and
+    /// a file of metadata copies when this write's number calls for them.
+    fn commit(&mut self, encoded: &[u8], staged: Option<Staged<'_>>) -> Result<()> {
         let storage = self.storage.as_ref();
         let interval = self.ctx.config().checkpoint_interval();
-        let committed = match &self.replaces {
-            None => commit_write(storage, &self.array, &self.name, Some(encoded)),
-            Some(inputs) => commit_consolidation(storage, &self.array, &self.name, inputs, interval, Some(encoded)),
+        let committed = match (&self.replaces, &staged) {
+            (Some(inputs), _) => {
+                commit_consolidation(storage, &self.array, &self.name, inputs, interval, Some(encoded))
+            }
+            (None, Some(staged)) => publish_write(&self.array, staged),
+            (None, None) => {
+                Err(QueryError::WriteState(format!("fragment {}: no commit record was staged", self.name)).into())
+            }
         };
         let seq = match committed {
             Ok(seq) => seq,
