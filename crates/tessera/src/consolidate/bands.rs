@@ -10,11 +10,13 @@
 //! cell order, and such a range is the union of at most `2n - 1` boxes of whole tiles, each
 //! consecutive in the order. Bands are ranges of tile ids cut where the fragments' data tiles
 //! (their first cells) have added up to the wanted number of cells; a space tile is never cut,
-//! so a band holds at least one. Curve tile orders (and version 1's Hilbert order) are not cut:
-//! their ranges are not boxes.
+//! so a band holds at least one. Under a curve tile order (Z, Hilbert) an aligned cube of tiles
+//! is a range of consecutive keys, and the cubes of one level split those of the level above
+//! (`Curve::level_widths`): the parts are cubes, split while more than a band of cells starts
+//! in them. Version 1's Hilbert order (over cells, not tiles) is not cut.
 
 use crate::fragment::FragmentMetadata;
-use crate::geometry::{OrderKeys, Rect};
+use crate::geometry::{Curve, OrderKeys, Rect};
 use crate::snapshot::TileKey;
 
 /// One part of a banded read: a box of ordinals (whole space tiles, clipped to the inputs'
@@ -37,7 +39,11 @@ pub(super) fn parts(
     target: u64,
     uncarried: impl Fn(usize) -> bool,
 ) -> Option<Vec<Part>> {
-    let grid = SubGrid::new(keys, bbox)?;
+    let n = bbox.len();
+    let order = match keys.tile_curve() {
+        Some(curve) => TileOrder::Curve(CurveGrid::new(keys, curve, bbox)?),
+        None => TileOrder::Grid(SubGrid::new(keys, bbox)?),
+    };
     // Every data tile: its key, the ids of its first and last cells' space tiles, its cells.
     let tiles: Vec<(TileKey, u128, u128, u64)> = fragments
         .iter()
@@ -45,22 +51,33 @@ pub(super) fn parts(
         .filter_map(|(f, frag)| Some((f, frag.sparse.as_ref()?)))
         .flat_map(|(f, sp)| {
             let spans = sp.first.iter().zip(&sp.last).zip(&sp.tile_cells).enumerate();
-            let grid = &grid;
+            let order = &order;
             spans
-                .filter(|(_, ((a, b), _))| a.len() == grid.n && b.len() == grid.n)
-                .map(move |(t, ((a, b), &cells))| ((f, t as u64), grid.id(a), grid.id(b), cells))
+                .filter(move |(_, ((a, b), _))| a.len() == n && b.len() == n)
+                .map(move |(t, ((a, b), &cells))| ((f, t as u64), order.id(a), order.id(b), cells))
         })
         .collect();
-    let cuts = cuts(tiles.iter().map(|t| (t.1, t.3)).collect(), target, grid.total)?;
-    let mut boxes = Vec::new();
-    for w in cuts.windows(2) {
-        id_range_boxes(&grid.sig_counts, w[0], w[1], &mut Vec::new(), &mut boxes);
-    }
-    // Where each part ends in tile ids (exclusive): after its upper corner.
-    let ends: Vec<u128> = boxes
-        .iter()
-        .map(|b| b.iter().zip(&grid.sig_counts).fold(0u128, |acc, (r, &c)| acc * c + u128::from(r[1])) + 1)
-        .collect();
+    let mut starts: Vec<(u128, u64)> = tiles.iter().map(|t| (t.1, t.3)).collect();
+    starts.sort_unstable();
+    // The boxes in the global order, each with the id after its last tile.
+    let boxes: Vec<(Rect, u128)> = match &order {
+        TileOrder::Grid(grid) => {
+            let cuts = cuts(&starts, target, grid.total)?;
+            let mut boxes = Vec::new();
+            for w in cuts.windows(2) {
+                id_range_boxes(&grid.sig_counts, w[0], w[1], &mut Vec::new(), &mut boxes);
+            }
+            boxes
+                .into_iter()
+                .map(|b| {
+                    let end = b.iter().zip(&grid.sig_counts).fold(0u128, |acc, (r, &c)| acc * c + u128::from(r[1])) + 1;
+                    (grid.rect(&b), end)
+                })
+                .collect()
+        }
+        TileOrder::Curve(grid) => grid.boxes(&starts, target)?,
+    };
+    let ends: Vec<u128> = boxes.iter().map(|b| b.1).collect();
     let mut shared: Vec<Vec<TileKey>> = vec![Vec::new(); boxes.len()];
     for &(key, a, b, _) in tiles.iter().filter(|t| !uncarried(t.0 .0)) {
         // The parts ending inside the tile's span: their next part reads it again.
@@ -70,22 +87,174 @@ pub(super) fn parts(
             s.push(key);
         }
     }
-    let parts = boxes
-        .into_iter()
-        .zip(shared)
-        .map(|(tiles, shared_with_next)| Part { rect: grid.rect(&tiles), shared_with_next })
-        .collect();
-    Some(parts)
+    let parts = boxes.into_iter().zip(shared).map(|((rect, _), shared_with_next)| Part { rect, shared_with_next });
+    Some(parts.collect())
+}
+
+/// How the space tiles a bounding box meets are ordered: row- or col-major ids, or the keys of
+/// a curve.
+enum TileOrder<'k> {
+    Grid(SubGrid<'k>),
+    Curve(CurveGrid<'k>),
+}
+
+impl TileOrder<'_> {
+    /// The id (or curve key) of the space tile holding the cell of ordinals `cell`.
+    fn id(&self, cell: &[u64]) -> u128 {
+        match self {
+            TileOrder::Grid(g) => g.id(cell),
+            TileOrder::Curve(g) => g.id(cell),
+        }
+    }
+}
+
+/// The most boxes one box of a curve tile order is split into at the next level (one per
+/// combination of halves of the dimensions split there); arrays of more dimensions are not cut.
+const MAX_CURVE_CHILDREN: usize = 4096;
+
+/// The space tiles a bounding box meets under a curve tile order: each aligned cube of tiles
+/// (side `2^min(k, e[d])` along dimension `d` at level `k`, `e` the curve's level widths) is a
+/// range of consecutive keys, and the cubes of a level split those of the level above. A
+/// consolidation reads cube by cube, in key order, splitting a cube while more than a band of
+/// cells starts in it.
+struct CurveGrid<'k> {
+    keys: &'k OrderKeys,
+    curve: &'k Curve,
+    bbox: &'k Rect,
+    /// Per dimension: bits of its coordinate in keys (0: one tile along it).
+    widths: Vec<u32>,
+    /// Per dimension: the first and last tiles the box meets.
+    tiles: Vec<[u64; 2]>,
+}
+
+impl<'k> CurveGrid<'k> {
+    fn new(keys: &'k OrderKeys, curve: &'k Curve, bbox: &'k Rect) -> Option<Self> {
+        let n = bbox.len();
+        let widths = curve.level_widths();
+        if n == 0 || widths.len() != n {
+            return None;
+        }
+        let tiles = (0..n).map(|d| [keys.tile_coord(d, bbox[d][0]), keys.tile_coord(d, bbox[d][1])]).collect();
+        Some(Self { keys, curve, bbox, widths, tiles })
+    }
+
+    /// The curve key of the space tile holding the cell of ordinals `cell` (clamped to the box).
+    fn id(&self, cell: &[u64]) -> u128 {
+        let tc: Vec<u64> =
+            (0..cell.len()).map(|d| self.keys.tile_coord(d, cell[d].clamp(self.bbox[d][0], self.bbox[d][1]))).collect();
+        self.curve.key(&tc)
+    }
+
+    /// The cubes covering the box in key order, each with the key after its last tile, split
+    /// until at most `target` cells of the data tiles `starts` (first cells' keys, sorted, and
+    /// cells) start in each (or it is one tile); `None` when the whole box is one band.
+    fn boxes(&self, starts: &[(u128, u64)], target: u64) -> Option<Vec<(Rect, u128)>> {
+        let mut before = Vec::with_capacity(starts.len() + 1);
+        before.push(0u64);
+        for s in starts {
+            before.push(before.last().copied().unwrap_or(0).saturating_add(s.1));
+        }
+        let count = |lo: u128, hi: u128| {
+            let (a, b) = (starts.partition_point(|s| s.0 < lo), starts.partition_point(|s| s.0 < hi));
+            before[b] - before[a]
+        };
+        let top = self.widths.iter().copied().max().unwrap_or(0);
+        if before.last().copied().unwrap_or(0) <= target.max(1) {
+            return None;
+        }
+        let mut out = Vec::new();
+        self.visit(top, &vec![0; self.widths.len()], &count, target.max(1), &mut out)?;
+        (out.len() > 1).then_some(out)
+    }
+
+    /// Appends the cubes of the cube of level `k` at tile `corner` that meet the box, in key
+    /// order; `None` when a cube would split into too many.
+    fn visit(
+        &self,
+        k: u32,
+        corner: &[u64],
+        count: &impl Fn(u128, u128) -> u64,
+        target: u64,
+        out: &mut Vec<(Rect, u128)>,
+    ) -> Option<()> {
+        let n = corner.len();
+        // The tiles of the cube inside the box; none: nothing to read.
+        let mut tiles = Vec::with_capacity(n);
+        for ((&lo, &w), &[b0, b1]) in corner.iter().zip(&self.widths).zip(&self.tiles) {
+            let side = 1u64.checked_shl(k.min(w)).unwrap_or(u64::MAX);
+            let hi = lo.saturating_add(side - 1);
+            if hi < b0 || lo > b1 {
+                return Some(());
+            }
+            tiles.push([lo.max(b0), hi.min(b1)]);
+        }
+        let shift: u32 = self.widths.iter().map(|&w| k.min(w)).sum();
+        let (lo, hi) = key_range(self.curve.key(corner), shift);
+        if k == 0 || count(lo, hi) <= target {
+            out.push((self.rect(&tiles), hi));
+            return Some(());
+        }
+        // Halves along the dimensions the next level splits, those meeting the box.
+        let split: Vec<usize> = (0..n).filter(|&d| self.widths[d] >= k).collect();
+        let half = 1u64 << (k - 1);
+        let mut children: Vec<Vec<u64>> = vec![corner.to_vec()];
+        for &d in &split {
+            let upper = corner[d] + half;
+            let mut next = Vec::with_capacity(children.len() * 2);
+            for c in children {
+                if upper <= self.tiles[d][1] {
+                    let mut u = c.clone();
+                    u[d] = upper;
+                    next.push(u);
+                }
+                if corner[d] + half > self.tiles[d][0] {
+                    next.push(c);
+                }
+            }
+            if next.len() > MAX_CURVE_CHILDREN {
+                return None;
+            }
+            children = next;
+        }
+        let mut ranked: Vec<(u128, Vec<u64>)> = children.into_iter().map(|c| (self.curve.key(&c), c)).collect();
+        ranked.sort_unstable();
+        for (_, c) in ranked {
+            self.visit(k - 1, &c, count, target, out)?;
+        }
+        Some(())
+    }
+
+    /// The ordinals of the tiles `tiles` (per dimension, inside the box), clipped to the box.
+    fn rect(&self, tiles: &[[u64; 2]]) -> Rect {
+        tiles
+            .iter()
+            .enumerate()
+            .map(|(d, &[t0, t1])| {
+                let range = self.bbox[d];
+                let lo = first_ordinal(self.keys, d, t0, range);
+                let hi = if t1 >= self.tiles[d][1] { range[1] } else { first_ordinal(self.keys, d, t1 + 1, range) - 1 };
+                [lo, hi]
+            })
+            .collect()
+    }
+}
+
+/// The keys `[lo, hi)` sharing all but the low `shift` bits with `key` (`hi` saturates).
+fn key_range(key: u128, shift: u32) -> (u128, u128) {
+    if shift >= 128 {
+        return (0, u128::MAX);
+    }
+    let lo = (key >> shift) << shift;
+    (lo, lo.saturating_add(1u128 << shift))
 }
 
 /// Where to cut tile ids `0..total` so that each range holds about `target` cells of the data
 /// tiles `starts` (the id of each one's first cell, its cells), never inside a space tile: the
 /// cuts, from 0 to `total`; `None` for one range.
-fn cuts(mut starts: Vec<(u128, u64)>, target: u64, total: u128) -> Option<Vec<u128>> {
-    starts.sort_unstable();
+fn cuts(starts: &[(u128, u64)], target: u64, total: u128) -> Option<Vec<u128>> {
     let mut cuts = vec![0u128];
     let mut held = 0u64;
-    for (at, cells) in starts {
+    for &(at, cells) in starts {
         if held >= target.max(1) && at > *cuts.last().unwrap_or(&0) {
             cuts.push(at);
             held = 0;

@@ -583,6 +583,11 @@ impl OrderKeys {
         Some(if self.tile_order == CellOrder::ColMajor { (0..n).rev().collect() } else { (0..n).collect() })
     }
 
+    /// The curve that orders space tiles (their coordinates), under a curve tile order.
+    pub(crate) fn tile_curve(&self) -> Option<&Curve> {
+        self.tile_curve.as_ref().filter(|_| !self.legacy)
+    }
+
     /// The dimension that varies slowest inside a space tile (the second key word), or `None`
     /// when a curve orders tiles or cells (then keys are not the tile id and the ordinals).
     pub(crate) fn lead_dim(&self) -> Option<usize> {

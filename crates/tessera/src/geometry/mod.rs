@@ -22,7 +22,7 @@ pub(crate) use grid::TileGrid;
 pub(crate) use layout::layout_counter;
 pub use layout::Layout;
 pub use order::curve_key;
-pub(crate) use order::TilePermutation;
+pub(crate) use order::{Curve, TilePermutation};
 pub(crate) use rect::{
     bounding_box, cells, checked_cells, intersect, meet, split_interval, strides, subtract, within, Rect,
 };

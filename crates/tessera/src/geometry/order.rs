@@ -49,6 +49,19 @@ impl Curve {
         }
     }
 
+    /// The bits each dimension's coordinate takes in keys: its width under Z, the largest
+    /// width under Hilbert (every active dimension padded to it); 0 for inactive dimensions.
+    /// The points of an aligned cube of side `2^min(k, e[d])` along each dimension `d` (`e`
+    /// these widths) have consecutive keys, sharing all but their low `sum(min(k, e[d]))`
+    /// bits: both curves visit such cubes one after the other, level by level.
+    pub(crate) fn level_widths(&self) -> Vec<u32> {
+        let mut e = vec![0u32; self.widths.len()];
+        for &d in &self.active {
+            e[d] = if self.order == CellOrder::Z || self.active.len() == 1 { self.widths[d] } else { self.top };
+        }
+        e
+    }
+
     /// Bit interleaving, most significant level first; at each level the dimensions that have
     /// a bit there, first dimension first.
     fn z_key(&self, x: &[u64]) -> u128 {
@@ -348,6 +361,34 @@ mod tests {
     }
 
     proptest! {
+        /// The points of an aligned cube of level `k` (side `2^min(k, e[d])`, `e` the level
+        /// widths) have keys that differ in their low `sum(min(k, e[d]))` bits only, and fill
+        /// that range when the cube lies inside the widths.
+        #[test]
+        fn aligned_cubes_are_key_ranges(widths in prop::collection::vec(0u32..4, 1..4), z in any::<bool>(),
+                                        k in 0u32..4, at in prop::collection::vec(any::<u64>(), 3)) {
+            let order = if z { CellOrder::Z } else { CellOrder::Hilbert };
+            let c = Curve::new(order, &widths).unwrap();
+            let e = c.level_widths();
+            let side: Vec<u64> = e.iter().map(|&w| 1u64 << k.min(w)).collect();
+            // A cube corner inside the padded range of each dimension.
+            let corner: Vec<u64> =
+                (0..widths.len()).map(|d| (at[d] % (1u64 << e[d].max(k.min(e[d])))) / side[d] * side[d]).collect();
+            let shift: u32 = e.iter().map(|&w| k.min(w)).sum();
+            let cube = points(&side);
+            let keys: Vec<u128> =
+                cube.iter().map(|p| c.key(&p.iter().zip(&corner).map(|(a, b)| a + b).collect::<Vec<_>>())).collect();
+            let first = keys[0] >> shift;
+            prop_assert!(keys.iter().all(|&key| key >> shift == first), "{:?} {:?} {:?}", e, corner, keys);
+            let inside = (0..widths.len()).all(|d| corner[d] + side[d] <= 1u64 << widths[d]);
+            if inside {
+                let mut sorted = keys.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                prop_assert_eq!(sorted.len() as u128, 1u128 << shift);
+            }
+        }
+
         /// Keys of distinct points differ, fit their bits, and the tile permutation and tile
         /// ranking are bijections consistent with the keys.
         #[test]
