@@ -345,6 +345,20 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
 /// would show) or a value that was not written. At the end every point is there once.
 #[test]
 fn banded_sparse_consolidation_stays_right_under_writers_vacuums_and_readers() {
+    banded_consolidation_under_load(None);
+}
+
+/// The same on a 2-D array under Hilbert and Z tile orders, whose bands are cubes of tiles
+/// (`bands.rs`, `CurveGrid`): `y` is a function of `x`, so values still name points.
+#[test]
+fn banded_consolidation_under_curve_tile_orders_stays_right_beside_writers_and_vacuums() {
+    banded_consolidation_under_load(Some(CellOrder::Hilbert));
+    banded_consolidation_under_load(Some(CellOrder::Z));
+}
+
+/// Writers, a consolidator with a 512-byte buffer (many bands) and vacuums, and readers, at once
+/// on one sparse array: 1-D, or 2-D under the tile order `curve`.
+fn banded_consolidation_under_load(curve: Option<CellOrder>) {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("banded");
     let uri = uri.to_str().unwrap();
@@ -354,17 +368,17 @@ fn banded_sparse_consolidation_stays_right_under_writers_vacuums_and_readers() {
         c.set("sm.tile_cache_size", "0").unwrap();
         Context::new(c).unwrap()
     };
-    let schema = ArraySchema::builder(ArrayType::Sparse)
-        .dim(dim("x", 0, 9_999, 50))
-        .attr(Attribute::new("a", Datatype::Int32))
-        .capacity(8)
-        .allows_duplicates(true)
-        .build()
-        .unwrap();
+    let mut builder = ArraySchema::builder(ArrayType::Sparse).dim(dim("x", 0, 9_999, 50));
+    if let Some(order) = curve {
+        builder = builder.dim(dim("y", 0, 96, 8)).tile_order(order);
+    }
+    let schema =
+        builder.attr(Attribute::new("a", Datatype::Int32)).capacity(8).allows_duplicates(true).build().unwrap();
+    let nd = schema.dims.len();
     let ctx = ctx_of();
     Array::create(&ctx, uri, &schema).unwrap();
     // Writer `w` owns the x with x % 3 == w; its pass `p` writes `per` of them spread over the
-    // domain (distinct across passes), each with value x.
+    // domain (distinct across passes), each with value x (and y = x % 97 in 2-D).
     let (writers, passes, per) = (3i64, 6i64, 25i64);
     let points = |w: i64, p: i64| -> Vec<i64> { (0..per).map(|k| ((p * per + k) * 131 % 3_333) * 3 + w).collect() };
     let mut want: Vec<i32> =
@@ -372,14 +386,33 @@ fn banded_sparse_consolidation_stays_right_under_writers_vacuums_and_readers() {
     want.sort_unstable();
     assert!(want.windows(2).all(|w| w[0] < w[1]), "the test's points are distinct");
     let want = &want;
+    let write = |ctx: &Context, xs: &[i64]| {
+        let vals: Vec<i32> = xs.iter().map(|&x| x as i32).collect();
+        if nd == 1 {
+            return write_points(ctx, uri, xs, &vals);
+        }
+        let ys: Vec<i64> = xs.iter().map(|x| x % 97).collect();
+        let w = Array::open(ctx, uri, Mode::Write).unwrap();
+        let coords = [
+            CoordInput { name: "x", data: bytemuck::cast_slice(xs) },
+            CoordInput { name: "y", data: bytemuck::cast_slice(&ys) },
+        ];
+        w.write_sparse(&coords, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap();
+    };
+    let values = |ctx: &Context| {
+        let r = Array::open(ctx, uri, Mode::Read).unwrap();
+        let res = r.sparse_query(&vec![Vec::new(); nd], &["a"], Layout::Unordered).unwrap().read_all().unwrap();
+        let mut v = as_i32(&res.attrs[nd].data);
+        v.sort_unstable();
+        v
+    };
+    let (write, values) = (&write, &values);
     std::thread::scope(|sc| {
         for w in 0..writers {
             sc.spawn(move || {
                 let ctx = ctx_of();
                 for p in 0..passes {
-                    let xs = points(w, p);
-                    let vals: Vec<i32> = xs.iter().map(|&x| x as i32).collect();
-                    write_points(&ctx, uri, &xs, &vals);
+                    write(&ctx, &points(w, p));
                 }
             });
         }
@@ -396,7 +429,7 @@ fn banded_sparse_consolidation_stays_right_under_writers_vacuums_and_readers() {
         sc.spawn(move || {
             let ctx = ctx_of();
             for _ in 0..20 {
-                let got = sparse_values(&ctx, uri);
+                let got = values(&ctx);
                 assert!(got.windows(2).all(|w| w[0] < w[1]), "a point seen twice");
                 assert!(got.iter().all(|v| want.binary_search(v).is_ok()), "a value never written");
             }
@@ -404,6 +437,6 @@ fn banded_sparse_consolidation_stays_right_under_writers_vacuums_and_readers() {
     });
     consolidate(&ctx, uri, &Selection::All).unwrap();
     vacuum(&ctx, uri).unwrap();
-    assert_eq!(&sparse_values(&ctx, uri), want);
+    assert_eq!(&values(&ctx), want);
     assert_eq!(Array::open(&ctx, uri, Mode::Read).unwrap().fragments().len(), 1);
 }
