@@ -314,8 +314,8 @@ pub(crate) fn commit_write(
 
 /// The record committing the fragment `name` of a write, staged in the log's folder (durable
 /// where the storage can stage, not yet visible): a write's record does not depend on the log,
-/// so it is written and synced at the same time as the fragment's files. `metadata` as for
-/// [`commit_write`].
+/// so it is written and synced at the same time as the fragment's files. `metadata` (the bytes
+/// of its metadata file) is copied into the record when small enough ([`Record::encode_with`]).
 ///
 /// # Errors
 /// A storage failure (nothing is committed).
