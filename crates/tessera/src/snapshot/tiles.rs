@@ -288,39 +288,45 @@ struct Read {
     requests: Vec<Request>,
 }
 
-/// The reads that fetch tiles `missing`: requests grouped per file in offset order, neighbours
-/// closer than `vfs.coalesce_gap` merged up to `vfs.coalesce_max` bytes. Every tile's recorded
-/// sizes are checked before a byte is read or allocated.
+/// The reads that fetch tiles `missing`: requests grouped per stored file in offset order,
+/// neighbours closer than `vfs.coalesce_gap` merged up to `vfs.coalesce_max` bytes. Every tile's
+/// recorded sizes are checked before a byte is read or allocated.
 fn coalesce(array: &Snapshot, specs: &[FileSpec], missing: &[(TileKey, usize)]) -> Result<Vec<Read>> {
     let config = array.ctx.config();
     let limits = config.limits();
+    // Requests grouped by the file that stores them: a packed fragment stores all its files in
+    // one, whose tiles coalesce across attributes (a small fragment is then one read, not one
+    // per attribute).
+    let stored = |frag: usize, f: usize| if array.fragments[frag].packed { 0 } else { f };
     let mut per_file: FastMap<(usize, usize), Vec<Request>> = FastMap::default();
     for &(key, f) in missing {
         check_entry(array, specs, key, f, &limits)?;
         let e = array.fragments[key.0].files[f].1[key.1 as usize];
-        per_file.entry((key.0, f)).or_default().push(Request { key, file: f, offset: e.offset, len: e.stored_size });
+        per_file.entry((key.0, stored(key.0, f))).or_default().push(Request {
+            key,
+            file: f,
+            offset: e.offset,
+            len: e.stored_size,
+        });
     }
     let (gap, max) = (config.coalesce_gap(), config.coalesce_max());
     let mut reads: Vec<Read> = Vec::new();
     let mut groups: Vec<_> = per_file.into_iter().collect();
     groups.sort_unstable_by_key(|g| g.0);
-    for ((frag, file), mut reqs) in groups {
+    for ((frag, _), mut reqs) in groups {
         reqs.sort_unstable_by_key(|r| r.offset);
+        let first = reads.len();
         for r in reqs {
             let end = r.offset + r.len;
-            if let Some(last) = reads.last_mut() {
-                if last.frag == frag
-                    && last.file == file
-                    && r.offset >= last.end
-                    && r.offset - last.end <= gap
-                    && end - last.start <= max
-                {
+            let in_group = reads.len() > first;
+            if let Some(last) = reads.last_mut().filter(|_| in_group) {
+                if r.offset >= last.end && r.offset - last.end <= gap && end - last.start <= max {
                     last.end = end;
                     last.requests.push(r);
                     continue;
                 }
             }
-            reads.push(Read { frag, file, start: r.offset, end, requests: vec![r] });
+            reads.push(Read { frag, file: r.file, start: r.offset, end, requests: vec![r] });
         }
     }
     Ok(reads)
