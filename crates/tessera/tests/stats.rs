@@ -820,3 +820,52 @@ fn dense_consolidation_leaves_the_tile_cache_alone() {
     let want = |k: i128| if k < 300 * N { 7 } else { (k / N + k % N) as i32 };
     assert!((0..N * N).all(|k| v[k as usize] == want(k)), "the consolidated array differs");
 }
+
+/// A packed fragment stores all its files in one: reading both coordinates and three attributes
+/// of its one tile is one read request, not one per file (5).
+#[test]
+fn a_packed_fragments_tiles_are_fetched_in_one_read() {
+    let _g = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::new();
+    c.set("sm.tile_cache_size", "0").unwrap();
+    let ctx = Context::new(c).unwrap();
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(Dimension::new("x", Datatype::Int64, (0, 999), 1000))
+        .dim(Dimension::new("y", Datatype::Int64, (0, 999), 1000))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .attr(Attribute::new("b", Datatype::Float64))
+        .attr(Attribute::new("c", Datatype::UInt8))
+        .capacity(10_000)
+        .build()
+        .unwrap();
+    let uri = dir.path().join("a");
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let n = 500usize;
+    let xs: Vec<i64> = (0..n as i64).map(|i| i * 7 % 1000).collect();
+    let ys: Vec<i64> = (0..n as i64).map(|i| i * 13 % 1000).collect();
+    let a: Vec<i32> = (0..n as i32).collect();
+    let b: Vec<f64> = (0..n).map(|i| i as f64 / 2.0).collect();
+    let cv: Vec<u8> = (0..n).map(|i| i as u8).collect();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    w.write_sparse(
+        &[
+            CoordInput { name: "x", data: bytemuck::cast_slice(&xs) },
+            CoordInput { name: "y", data: bytemuck::cast_slice(&ys) },
+        ],
+        &[
+            AttrInput::fixed("a", bytemuck::cast_slice(&a)),
+            AttrInput::fixed("b", bytemuck::cast_slice(&b)),
+            AttrInput::fixed("c", &cv),
+        ],
+    )
+    .unwrap();
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    assert!(r.fragments()[0].packed);
+    let s = measured(|| {
+        let res =
+            r.sparse_query(&[Vec::new(), Vec::new()], &["a", "b", "c"], Layout::Unordered).unwrap().read_all().unwrap();
+        assert_eq!(res.cells, n as u64);
+    });
+    assert_eq!(counter(&s, Counter::VfsReadNumRequests), 1);
+}
