@@ -16,7 +16,7 @@ use memmap2::Mmap;
 
 use super::{
     cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode, StagedFile,
-    Storage, StorageError, WriteHandle, COLD_READ_FIRST,
+    Storage, StorageError, WriteHandle, COLD_READ_FIRST, STAGED_NAME,
 };
 
 /// Size of the write buffer of a file being created; larger writes bypass it.
@@ -366,9 +366,6 @@ fn write_temp(path: &Path, data: &[u8]) -> Result<PathBuf, StorageError> {
     }
     Ok(tmp)
 }
-
-/// The name that the temporary files of [`Storage::stage_new`] are named after.
-const STAGED_NAME: &str = "staged";
 
 /// A temporary file written and fsynced by `stage_new`: publishing it links it under its name
 /// (as `write_new` does, the fsync already done); dropping it removes it.

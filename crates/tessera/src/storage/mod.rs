@@ -40,8 +40,8 @@ pub use object::{ObjectStorage, ObjectStoreOptions, S3_SCHEME};
 pub use object_http::{RequestKind, RequestTally};
 pub use power_loss::PowerLossStorage;
 pub use router::RoutedStorage;
-pub(crate) use staged::Staged;
 pub use staged::StagedFile;
+pub(crate) use staged::{Staged, STAGED_NAME};
 
 /// Errors of the storage layer; each names the path and the operation.
 #[derive(Debug, thiserror::Error)]

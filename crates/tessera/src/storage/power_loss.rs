@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
     is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, MemoryStorage, StagedFile, Storage,
-    StorageError, WriteHandle,
+    StorageError, WriteHandle, STAGED_NAME,
 };
 
 /// Inode numbers; the root folder is 0.
@@ -158,6 +158,16 @@ impl State {
             change.apply(entries);
             pending.push(change);
         }
+    }
+
+    /// Links `ino` as `name` in folder `dir` if the name is free (not synced): a hard link's
+    /// outcome. Returns whether it linked.
+    fn link_new(&mut self, dir: Ino, name: String, ino: Ino) -> bool {
+        if self.entries(dir).contains_key(&name) {
+            return false;
+        }
+        self.change(dir, EntryChange::Set { name, ino, from: None });
+        true
     }
 
     fn sync(&mut self, dir: Ino) {
@@ -350,12 +360,11 @@ impl StagedFile for PowerLossStaged {
             // A hard link stays in its file system; the commit protocol links within a folder.
             return Err(StorageError::kind("link", path, ErrorKind::CrossesDevices));
         }
-        if state.entries(dir).contains_key(&name) {
-            return Ok(false);
+        let linked = state.link_new(dir, name, self.ino);
+        if linked {
+            state.sync(dir);
         }
-        state.change(dir, EntryChange::Set { name, ino: self.ino, from: None });
-        state.sync(dir);
-        Ok(true)
+        Ok(linked)
     }
 }
 
@@ -442,20 +451,18 @@ impl Storage for PowerLossStorage {
         let mut state = self.state();
         let (dir, name) = state.parent("write_new", path)?;
         let (ino, tmp) = Self::temp_file(&mut state, dir, &name, data);
-        if state.entries(dir).contains_key(&name) {
-            // The link fails; the temporary file is removed, and nothing is synced.
-            state.change(dir, EntryChange::Remove { name: tmp });
-            return Ok(false);
-        }
-        state.change(dir, EntryChange::Set { name, ino, from: None });
+        // The temporary file is removed before the sync; when the link fails nothing is synced.
+        let linked = state.link_new(dir, name, ino);
         state.change(dir, EntryChange::Remove { name: tmp });
-        state.sync(dir);
-        Ok(true)
+        if linked {
+            state.sync(dir);
+        }
+        Ok(linked)
     }
 
     fn stage_new(&self, dir: &Path, data: &[u8]) -> Result<Option<Box<dyn StagedFile>>, StorageError> {
         let mut state = self.state();
-        let (dir_ino, name) = state.parent("stage_new", &dir.join("staged"))?;
+        let (dir_ino, name) = state.parent("stage_new", &dir.join(STAGED_NAME))?;
         let (ino, tmp) = Self::temp_file(&mut state, dir_ino, &name, data);
         Ok(Some(Box::new(PowerLossStaged { state: Arc::clone(&self.state), dir: dir_ino, ino, tmp })))
     }

@@ -10,6 +10,9 @@ use std::path::Path;
 
 use super::{Storage, StorageError};
 
+/// The name that the temporary files of [`Storage::stage_new`] are named after.
+pub(crate) const STAGED_NAME: &str = "staged";
+
 /// Content made durable under a temporary name (hidden from `list_dir`), not yet visible. Dropping
 /// it removes the temporary file (best effort: vacuum removes what a killed process leaves).
 pub trait StagedFile: Send + Sync {
