@@ -53,6 +53,7 @@ mod schema;
 mod snapshot;
 pub mod stats;
 mod storage;
+mod uninit;
 mod write;
 
 pub use aggregate::{AggregateOp, AggregateRequest, AggregateValue};

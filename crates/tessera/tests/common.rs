@@ -162,7 +162,7 @@ impl Storage for Hooked {
         &self,
         path: &Path,
         offset: u64,
-        buf: &mut [u8],
+        buf: &mut [std::mem::MaybeUninit<u8>],
     ) -> std::result::Result<Option<usize>, StorageError> {
         let Some(cached) = self.cached else { return self.inner.read_immutable_cached(path, offset, buf) };
         let n = cached.min(buf.len());

@@ -327,7 +327,9 @@ fn run_case_with(c: &Case, ctx: &Context, uri: &str) -> Result<(), TestCaseError
             } else {
                 let mut q = query();
                 let n = *buf_cells as usize;
-                let (mut a, mut d, mut o, mut val) = (vec![0u8; n * 4], vec![0u8; n * 4], vec![0u64; n], vec![0u8; n]);
+                // The fixed-size buffer starts full of garbage: every cell must be written.
+                let (mut a, mut d, mut o, mut val) =
+                    (vec![0xEEu8; n * 4], vec![0u8; n * 4], vec![0u64; n], vec![0u8; n]);
                 let mut rounds = 0;
                 loop {
                     let st = {

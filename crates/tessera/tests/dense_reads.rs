@@ -198,3 +198,59 @@ fn a_write_over_too_many_tiles_is_refused_before_allocating() {
     w.write(&Subarray::from_ranges(&[(1 << 63, 1 << 63)]), Layout::Global, &[AttrInput::fixed("a", i32_bytes(&[7]))])
         .unwrap();
 }
+
+/// Result columns are not zeroed before a read writes them (the plan writes every cell, from a
+/// fragment or as the fill value): reads one after another, each result's memory freed and
+/// likely handed to the next, over a full array, a partly written one and an empty one, with
+/// plain and compressed tiles, return exactly their cells, never a byte of an earlier result.
+#[test]
+fn no_byte_of_an_earlier_result_shows_through() {
+    for filters in [vec![], vec![Filter::Zstd { level: 1 }]] {
+        let ctx = mem_ctx();
+        let make = |uri: &str| {
+            let mut a = Attribute::new("a", Datatype::Int32);
+            a.filters = FilterPipeline::new(filters.clone());
+            let schema = ArraySchema::builder(ArrayType::Dense)
+                .dim(dim("r", 0, 127, 32))
+                .dim(dim("c", 0, 127, 32))
+                .attr(a)
+                .build()
+                .unwrap();
+            Array::create(&ctx, uri, &schema).unwrap();
+            schema
+        };
+        let full = make("/full");
+        let full_vals = vec![0x5A5A_5A5Ai32; 128 * 128];
+        Array::open(&ctx, "/full", Mode::Write)
+            .unwrap()
+            .write(&Subarray::full(&full), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&full_vals))])
+            .unwrap();
+        make("/part");
+        let part_vals = vec![7i32; 10 * 20];
+        Array::open(&ctx, "/part", Mode::Write)
+            .unwrap()
+            .write(
+                &Subarray::from_ranges(&[(40, 49), (50, 69)]),
+                Layout::RowMajor,
+                &[AttrInput::fixed("a", i32_bytes(&part_vals))],
+            )
+            .unwrap();
+        make("/empty");
+        let whole = Subarray::from_ranges(&[(0, 127), (0, 127)]);
+        let read = |uri: &str| {
+            let r = Array::open(&ctx, uri, Mode::Read).unwrap();
+            as_i32(&r.read(&whole, &["a"], Layout::RowMajor).unwrap().attrs[0].data)
+        };
+        for _ in 0..3 {
+            assert!(read("/full").iter().all(|&v| v == 0x5A5A_5A5A));
+            assert!(read("/empty").iter().all(|&v| v == i32::MIN), "{filters:?}");
+            assert!(read("/full").iter().all(|&v| v == 0x5A5A_5A5A));
+            let got = read("/part");
+            for (k, &v) in got.iter().enumerate() {
+                let (r, c) = (k / 128, k % 128);
+                let want = if (40..50).contains(&r) && (50..70).contains(&c) { 7 } else { i32::MIN };
+                assert_eq!(v, want, "cell ({r}, {c}) {filters:?}");
+            }
+        }
+    }
+}

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("fast_hash", 0),
     ("retaining_alloc", 0),
     ("paths", 0),
+    ("uninit", 0),
     ("storage", 1),
     ("filter", 1),
     ("error", 2),

@@ -18,8 +18,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::blocks::checksum_of_sums;
 use super::tile_stats::{summarize, TileSummary};
-use crate::filter::{as_uninit, write_bytes, FilterError, FilterPipeline};
+use crate::filter::{FilterError, FilterPipeline};
 use crate::schema::Attribute;
+use crate::uninit::{as_uninit, write_bytes};
 
 use crate::config::TileChunking;
 pub(crate) use crate::config::CHUNK_LOG2_RANGE;

@@ -1,6 +1,9 @@
 //! Copying a box of cells between two buffers that lay it out with different strides. Runs that
 //! are contiguous on both sides (after merging dimensions that line up) move with one
-//! `copy_from_slice` each; only a true transpose falls back to element-by-element moves.
+//! `memcpy` each; only a true transpose falls back to element-by-element moves. Destinations may
+//! be uninitialized (result columns are not zeroed first): copies and fills only write.
+
+use crate::uninit::{write_bytes, OutBytes};
 
 /// One number per dimension (a box's shape, a buffer's strides), inline for up to four
 /// dimensions: a plan of many small copies (point reads) allocates nothing per copy.
@@ -65,7 +68,7 @@ fn for_each_outer(outer: &[Axis], s0: u64, d0: u64, mut f: impl FnMut(u64, u64))
 
 /// Copies the cells of a box of `shape` from `src` to `dst`; `elem` is the cell size in bytes.
 /// The caller guarantees both layouts stay inside their buffers.
-pub(crate) fn copy_strided(elem: usize, shape: &[u64], src: &[u8], s: &Strided, dst: &mut [u8], d: &Strided) {
+pub(crate) fn copy_strided(elem: usize, shape: &[u64], src: &[u8], s: &Strided, dst: OutBytes<'_>, d: &Strided) {
     if shape.contains(&0) {
         return;
     }
@@ -74,13 +77,13 @@ pub(crate) fn copy_strided(elem: usize, shape: &[u64], src: &[u8], s: &Strided, 
     match ax.first() {
         None => {
             let (so, dof) = ((s.offset * e) as usize, (d.offset * e) as usize);
-            dst[dof..dof + elem].copy_from_slice(&src[so..so + elem]);
+            write_bytes(&mut dst[dof..dof + elem], &src[so..so + elem]);
         }
         Some(a) if a.s == 1 && a.d == 1 => {
             let run = (a.n * e) as usize;
             for_each_outer(&ax[1..], s.offset, d.offset, |so, dof| {
                 let (so, dof) = ((so * e) as usize, (dof * e) as usize);
-                dst[dof..dof + run].copy_from_slice(&src[so..so + run]);
+                write_bytes(&mut dst[dof..dof + run], &src[so..so + run]);
             });
         }
         Some(&a) => match elem {
@@ -93,20 +96,20 @@ pub(crate) fn copy_strided(elem: usize, shape: &[u64], src: &[u8], s: &Strided, 
                 for i in 0..a.n {
                     let si = ((so + i * a.s) * e) as usize;
                     let di = ((dof + i * a.d) * e) as usize;
-                    dst[di..di + elem].copy_from_slice(&src[si..si + elem]);
+                    write_bytes(&mut dst[di..di + elem], &src[si..si + elem]);
                 }
             }),
         },
     }
 }
 
-fn transpose<const N: usize>(a: Axis, outer: &[Axis], src: &[u8], s0: u64, dst: &mut [u8], d0: u64) {
+fn transpose<const N: usize>(a: Axis, outer: &[Axis], src: &[u8], s0: u64, dst: OutBytes<'_>, d0: u64) {
     for_each_outer(outer, s0, d0, |so, dof| {
         let (sstep, dstep) = (a.s as usize * N, a.d as usize * N);
         let (mut si, mut di) = (so as usize * N, dof as usize * N);
         for _ in 0..a.n {
             let v: [u8; N] = src[si..si + N].try_into().unwrap_or([0; N]);
-            dst[di..di + N].copy_from_slice(&v);
+            write_bytes(&mut dst[di..di + N], &v);
             si += sstep;
             di += dstep;
         }
@@ -156,7 +159,7 @@ pub(crate) fn for_each_cell_pair(shape: &[u64], s: &Strided, d: &Strided, mut f:
 }
 
 /// Writes `value` (one cell's bytes) into every cell of a box of `shape` laid out as `d`.
-pub(crate) fn fill_strided(value: &[u8], shape: &[u64], dst: &mut [u8], d: &Strided) {
+pub(crate) fn fill_strided(value: &[u8], shape: &[u64], dst: OutBytes<'_>, d: &Strided) {
     if shape.contains(&0) {
         return;
     }
@@ -169,7 +172,7 @@ pub(crate) fn fill_strided(value: &[u8], shape: &[u64], dst: &mut [u8], d: &Stri
     let pattern: Vec<u8> = value.repeat(run_cells as usize);
     for_each_outer(outer, 0, d.offset, |_, dof| {
         let at = (dof * e) as usize;
-        dst[at..at + pattern.len()].copy_from_slice(&pattern);
+        write_bytes(&mut dst[at..at + pattern.len()], &pattern);
     });
 }
 
@@ -178,6 +181,7 @@ mod tests {
     use super::*;
     use crate::geometry::strides;
     use crate::schema::CellOrder;
+    use crate::uninit::as_uninit;
     use proptest::prelude::*;
 
     /// Reference: moves cell by cell using explicit coordinates.
@@ -220,7 +224,7 @@ mod tests {
             let out_len = shape.iter().product::<u64>() as usize * elem;
             let mut a = vec![0u8; out_len];
             let mut b = vec![0u8; out_len];
-            copy_strided(elem, &shape, &src, &s, &mut a, &d);
+            copy_strided(elem, &shape, &src, &s, as_uninit(&mut a), &d);
             naive(elem, &shape, &src, &s, &mut b, &d);
             prop_assert_eq!(a, b);
         }
@@ -233,7 +237,7 @@ mod tests {
             let d = Strided { offset: 0, strides: st.clone() };
             let total = frame.iter().product::<u64>() as usize;
             let mut buf = vec![0u8; total * 2];
-            fill_strided(&[0xAB, 0xCD], &shape, &mut buf, &d);
+            fill_strided(&[0xAB, 0xCD], &shape, as_uninit(&mut buf), &d);
             let filled = buf.chunks(2).filter(|c| c == &[0xAB, 0xCD]).count();
             prop_assert_eq!(filled as u64, shape.iter().product::<u64>());
         }

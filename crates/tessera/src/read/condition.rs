@@ -13,7 +13,7 @@
 //!   (their tiles are not fetched for the other attributes), and every cell that fails reads as
 //!   the fill value (null for nullable attributes), as TileDB does.
 
-use super::execute::{execute, sink_buffers, sinks, DataSink, Sink, FILL_BLOB};
+use super::execute::{execute, finish_fixed, plan_covers, sink_buffers, sinks, zero_fixed, DataSink, Sink, FILL_BLOB};
 use super::overlay::overlay;
 use super::plan::{CopyOp, FillOp, ResultSpace};
 use super::query::assemble_var;
@@ -24,6 +24,7 @@ use crate::geometry::{for_each_cell_pair, Strided};
 use crate::schema::Attribute;
 use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter};
+use crate::uninit::write_bytes;
 
 /// Bytes a result cell of attribute `a` takes while a condition is evaluated (values, offset,
 /// validity; 16 for variable-length values).
@@ -82,6 +83,9 @@ pub(super) fn dense_selection(
     let attrs = bound.attr_indices();
     let (mut fixed, mut valid) = sink_buffers(schema, attrs, n);
     let mut sinks = sinks(schema, attrs, n, &mut fixed, &mut valid);
+    if !plan_covers(copies, fills, n as u64) {
+        zero_fixed(&mut sinks);
+    }
     execute(array, copies.to_vec(), fills, &mut sinks)?;
     overlay(array, space, c0, c1, &mut sinks)?;
     let vars: Vec<Option<(Vec<u64>, Vec<u8>)>> = sinks
@@ -91,6 +95,11 @@ pub(super) fn dense_selection(
             DataSink::Fixed(_) => None,
         })
         .collect();
+    // SAFETY: the plan covers every cell (or the sinks were zeroed) and executed without error.
+    #[allow(unsafe_code)]
+    unsafe {
+        finish_fixed(schema, attrs, n, &mut fixed);
+    }
     let columns: Vec<(usize, Column<'_>)> = attrs
         .iter()
         .enumerate()
@@ -135,7 +144,7 @@ pub(super) fn mask_failing(schema_attrs: &[Attribute], keep: &[bool], sinks: &mu
                 let cs = a.cell_size();
                 for (cell, k) in buf.chunks_exact_mut(cs).zip(keep) {
                     if !k {
-                        cell.copy_from_slice(&fill);
+                        write_bytes(cell, &fill);
                     }
                 }
             }

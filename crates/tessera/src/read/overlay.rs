@@ -13,6 +13,7 @@ use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::{cells_in_box, meet, ordinals_at, Rect, Strided};
 use crate::snapshot::{fetch_tiles, Snapshot, TileKey, Tiles, UpdateIndex};
 use crate::storage::Bytes;
+use crate::uninit::{write_bytes, OutBytes};
 
 /// One sparse cell that lands in the result: result position, fragment, tile, cell, and its
 /// place in the update index ([`NOT_INDEXED`] when it was found in its tile).
@@ -40,7 +41,7 @@ fn fill_deleted(array: &Snapshot, deleted: &[Hit], sinks: &mut [Sink<'_>]) {
             DataSink::Fixed(buf) => {
                 for h in deleted {
                     let at = h.dst as usize * fill.len();
-                    buf[at..at + fill.len()].copy_from_slice(&fill);
+                    write_bytes(&mut buf[at..at + fill.len()], &fill);
                 }
             }
             DataSink::Var { refs, .. } => {
@@ -329,7 +330,7 @@ fn copy_fixed(
     src: &WinnerTiles<'_>,
     attr: usize,
     winners: &[Hit],
-    buf: &mut [u8],
+    buf: OutBytes<'_>,
     corrupt: impl Fn(TileKey) -> Error,
 ) -> Result<()> {
     let cs = array.schema().attrs[attr].cell_size();
@@ -343,7 +344,7 @@ fn copy_fixed(
         if from + cs > data.len() {
             return Err(corrupt(k));
         }
-        buf[to..to + cs].copy_from_slice(&data[from..from + cs]);
+        write_bytes(&mut buf[to..to + cs], &data[from..from + cs]);
     }
     count_copied(false, (winners.len() * cs) as u64);
     Ok(())

@@ -3,7 +3,7 @@
 //! caller's own buffers filled as far as they go (the read then resumes on the next submit).
 
 use super::condition::{dense_selection, mask_failing, selected_copies};
-use super::execute::{execute, sink_buffers, sinks, DataSink, Sink, FILL_BLOB};
+use super::execute::{execute, finish_fixed, plan_covers, sink_buffers, sinks, zero_fixed, DataSink, Sink, FILL_BLOB};
 use super::overlay::overlay;
 use super::plan::{plan, ResultSpace};
 use crate::condition::{Bound, Condition};
@@ -17,6 +17,7 @@ use crate::schema::{ArraySchema, Attribute};
 use crate::snapshot::Snapshot;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::Bytes;
+use crate::uninit::as_uninit;
 
 /// One attribute's cells of a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,7 +227,7 @@ impl ReadQuery {
                     let cs = schema.attrs[i].cell_size();
                     Sink {
                         attr: i,
-                        data: DataSink::Fixed(&mut b.data[..fit as usize * cs]),
+                        data: DataSink::Fixed(as_uninit(&mut b.data[..fit as usize * cs])),
                         validity: b.validity.as_deref_mut().map(|v| &mut v[..fit as usize]),
                     }
                 })
@@ -289,6 +290,10 @@ impl ReadQuery {
             let _p = stats::timer(Timer::ReaderPlan);
             plan(&self.space, &self.array.grid, &self.array.fragments, c0, c1)
         };
+        // The sinks may be uninitialized: the plan must write every cell (it does; checked).
+        if !plan_covers(&copies, &fills, c1 - c0) {
+            zero_fixed(sinks);
+        }
         let Some(bound) = &self.condition else {
             execute(&self.array, copies, &fills, sinks)?;
             return overlay(&self.array, &self.space, c0, c1, sinks);
@@ -323,6 +328,12 @@ impl ReadQuery {
                 DataSink::Fixed(_) => None,
             })
             .collect();
+        // SAFETY: `fill` returned without error, so every cell of the sinks was written (it
+        // zeroes them first unless the plan covers every cell).
+        #[allow(unsafe_code)]
+        unsafe {
+            finish_fixed(schema, &self.attrs, n, &mut fixed);
+        }
         let attrs = self
             .attrs
             .iter()

@@ -23,7 +23,6 @@ use super::query::{
 };
 use crate::condition::Condition;
 use crate::error::{Error, QueryError, Result};
-use crate::filter::{write_bytes, OutBytes};
 use crate::fragment::{FileKind, FileSpec};
 use crate::geometry::Layout;
 use crate::geometry::{
@@ -33,6 +32,7 @@ use crate::geometry::{
 use crate::schema::Attribute;
 use crate::snapshot::{fetch_tiles, fetch_tiles_into, tile_cells, Snapshot, TileKey, UpdateIndex};
 use crate::stats::{self, Timer};
+use crate::uninit::{write_bytes, OutBytes};
 
 /// One result cell: fragment, tile, cell within the tile; or [`FROM_INDEX`], 0, the cell's place
 /// in the update index (whose values the read copies).

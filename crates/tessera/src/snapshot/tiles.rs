@@ -16,13 +16,13 @@ use crate::cache::TileKey as CacheKey;
 use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::filter::{assume_written, write_bytes, OutBytes};
 use crate::fragment::{
     check_var_offsets, max_chunked_len, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec,
 };
 use crate::schema::Datatype;
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, StorageError};
+use crate::uninit::{assume_written, write_bytes, OutBytes};
 
 /// (fragment index, tile index).
 pub(crate) type TileKey = (usize, u64);

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::uninit::as_uninit;
+
 use proptest::prelude::*;
 
 use super::{
@@ -390,16 +392,16 @@ fn immutable_reads(s: &dyn Storage, root: &Path) {
     for _ in 0..2 {
         assert_eq!(&*s.read_immutable(&p, 2, 5).unwrap(), b"23456");
         let mut buf = [0u8; 4];
-        s.read_immutable_into(&p, 6, &mut buf).unwrap();
+        s.read_immutable_into(&p, 6, as_uninit(&mut buf)).unwrap();
         assert_eq!(&buf, b"6789");
         assert_eq!(&*s.read_immutable(&p, 10, 0).unwrap(), b"");
         assert_out_of_bounds(s.read_immutable(&p, 8, 3));
-        assert_out_of_bounds(s.read_immutable_into(&p, 9, &mut buf));
+        assert_out_of_bounds(s.read_immutable_into(&p, 9, as_uninit(&mut buf)));
         assert_out_of_bounds(s.read_immutable(&p, u64::MAX, 2));
         // What the backend holds in memory fills a prefix, exactly; a backend that cannot tell
         // says so (and may not check the range).
         let mut buf = [b'.'; 5];
-        match s.read_immutable_cached(&p, 3, &mut buf).unwrap() {
+        match s.read_immutable_cached(&p, 3, as_uninit(&mut buf)).unwrap() {
             Some(n) => {
                 assert!(n <= 5);
                 assert_eq!(&buf[..n], &b"34567"[..n]);
@@ -407,7 +409,10 @@ fn immutable_reads(s: &dyn Storage, root: &Path) {
             }
             None => assert_eq!(&buf, b"....."),
         }
-        assert!(matches!(s.read_immutable_cached(&p, 8, &mut buf), Err(StorageError::OutOfBounds { .. }) | Ok(None)));
+        assert!(matches!(
+            s.read_immutable_cached(&p, 8, as_uninit(&mut buf)),
+            Err(StorageError::OutOfBounds { .. }) | Ok(None)
+        ));
     }
     assert_not_found(s.read_immutable(&root.join("nope"), 0, 1));
     s.remove_file(&p).unwrap();

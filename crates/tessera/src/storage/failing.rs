@@ -3,6 +3,7 @@
 //! simulate a crash at every point of a write path. Owns the counters and the wrapping write
 //! handle.
 
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -109,11 +110,16 @@ impl Storage for FailingStorage {
         self.inner.read_immutable(path, offset, len)
     }
 
-    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
         self.inner.read_immutable_into(path, offset, buf)
     }
 
-    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+    fn read_immutable_cached(
+        &self,
+        path: &Path,
+        offset: u64,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Result<Option<usize>, StorageError> {
         self.inner.read_immutable_cached(path, offset, buf)
     }
 

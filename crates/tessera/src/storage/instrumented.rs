@@ -2,6 +2,7 @@
 //! and timers). Every `Context` wraps its backend in one; when statistics are off each operation
 //! costs one relaxed atomic load more.
 
+use std::mem::MaybeUninit;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -93,13 +94,18 @@ impl Storage for InstrumentedStorage {
         read_done(b.len() as u64);
         Ok(b)
     }
-    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
         let _t = stats::timer(Timer::VfsRead);
         self.inner.read_immutable_into(path, offset, buf)?;
         read_done(buf.len() as u64);
         Ok(())
     }
-    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+    fn read_immutable_cached(
+        &self,
+        path: &Path,
+        offset: u64,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Result<Option<usize>, StorageError> {
         let _t = stats::timer(Timer::VfsRead);
         let got = self.inner.read_immutable_cached(path, offset, buf)?;
         if let Some(n) = got.filter(|&n| n > 0) {

@@ -7,12 +7,15 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::mem::MaybeUninit;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
+
+use crate::uninit::write_bytes;
 
 use super::{
     cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode, StagedFile,
@@ -536,32 +539,37 @@ impl Storage for LocalStorage {
         Ok(Bytes::from_vec(buf))
     }
 
-    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
         if self.mode == ReadMode::Mmap {
             let map = self.map_immutable(path)?;
             let size = map.as_ref().map_or(0, |m| m.len() as u64);
             let (start, n) = StorageError::check_range(path, offset, buf.len() as u64, size)?;
             if let Some(map) = map {
-                buf.copy_from_slice(&map[start..start + n]);
+                write_bytes(buf, &map[start..start + n]);
             }
             return Ok(());
         }
         let (file, size) = self.open_immutable(path)?;
         StorageError::check_range(path, offset, buf.len() as u64, size)?;
-        file.read_exact_at(buf, offset).map_err(|e| StorageError::io("read", path, e))
+        pread_uninit(&file, buf, offset, 0).map_err(|e| StorageError::io("read", path, e))
     }
 
-    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+    fn read_immutable_cached(
+        &self,
+        path: &Path,
+        offset: u64,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Result<Option<usize>, StorageError> {
         if self.mode == ReadMode::Mmap {
             return Ok(None);
         }
         let (file, size) = self.open_immutable(path)?;
         StorageError::check_range(path, offset, buf.len() as u64, size)?;
         let len = buf.len();
-        // SAFETY: `buf` is initialized memory we hold exclusively; `pread_cached` writes at
+        // SAFETY: `buf` is memory we hold exclusively, `len` bytes long; `pread_cached` writes at
         // most `len` bytes into it.
         #[allow(unsafe_code)]
-        let got = unsafe { pread_cached(&file, buf.as_mut_ptr(), len, offset) }
+        let got = unsafe { pread_cached(&file, buf.as_mut_ptr().cast(), len, offset) }
             .map_err(|e| StorageError::io("read", path, e))?;
         Ok(Some(got))
     }

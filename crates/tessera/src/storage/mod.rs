@@ -12,9 +12,12 @@
 //! [`StorageError::OutOfBounds`]; missing paths fail with [`StorageError::NotFound`].
 
 use std::fmt::Debug;
+use std::mem::MaybeUninit;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use crate::uninit::write_bytes;
 
 mod failing;
 mod instrumented;
@@ -402,16 +405,24 @@ pub trait Storage: Send + Sync + Debug {
     fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
         self.read_range(path, offset, len)
     }
-    /// [`Storage::read_range_into`] of an immutable file (see [`Storage::read_immutable`]).
+    /// Reads `buf.len()` bytes at `offset` of an immutable file (see [`Storage::read_immutable`])
+    /// straight into `buf`, which need not be initialized: on success every byte of it has been
+    /// written (a result column is not zeroed before its tiles are read into it).
     ///
     /// # Errors
-    /// As [`Storage::read_range`].
-    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
-        self.read_range_into(path, offset, buf)
+    /// As [`Storage::read_range`]; `buf` is then not necessarily written.
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
+        let b = self.read_immutable(path, offset, buf.len() as u64)?;
+        if b.len() != buf.len() {
+            let short = format!("{} bytes read where {} were asked for", b.len(), buf.len());
+            return Err(StorageError::io("read", path, std::io::Error::new(std::io::ErrorKind::UnexpectedEof, short)));
+        }
+        write_bytes(buf, &b);
+        Ok(())
     }
-    /// Fills the start of `buf` with the bytes at `offset` of immutable file `path` that the
-    /// backend holds in memory (the page cache), without waiting for a device, and says how many
-    /// it filled (`Some(buf.len())`: all were there). A caller reading a large range learns from
+    /// Fills the start of `buf` (which need not be initialized) with the bytes at `offset` of
+    /// immutable file `path` that the backend holds in memory (the page cache), without waiting
+    /// for a device, and says how many it filled (`Some(buf.len())`: all were there). A caller reading a large range learns from
     /// it whether to read pieces in parallel (in memory: copies on every core) or in one
     /// sequential stream that the kernel reads ahead of (on disk: parallel pieces break the
     /// readahead). `None`: the backend does not know, and parallel pieces are right for it (the
@@ -419,7 +430,12 @@ pub trait Storage: Send + Sync + Debug {
     ///
     /// # Errors
     /// As [`Storage::read_range`], for a range that passes the file's end or a missing file.
-    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+    fn read_immutable_cached(
+        &self,
+        path: &Path,
+        offset: u64,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Result<Option<usize>, StorageError> {
         let _ = (path, offset, buf);
         Ok(None)
     }

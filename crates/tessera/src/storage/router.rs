@@ -3,6 +3,7 @@
 //! bucket, from the context's configuration), everything else to local files.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,10 +65,15 @@ impl Storage for RoutedStorage {
     fn read_immutable(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
         self.route(path)?.read_immutable(path, offset, len)
     }
-    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+    fn read_immutable_into(&self, path: &Path, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
         self.route(path)?.read_immutable_into(path, offset, buf)
     }
-    fn read_immutable_cached(&self, path: &Path, offset: u64, buf: &mut [u8]) -> Result<Option<usize>, StorageError> {
+    fn read_immutable_cached(
+        &self,
+        path: &Path,
+        offset: u64,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Result<Option<usize>, StorageError> {
         self.route(path)?.read_immutable_cached(path, offset, buf)
     }
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {

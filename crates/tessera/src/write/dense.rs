@@ -28,6 +28,7 @@ use crate::input::{validate, AttrInput};
 use crate::schema::{ArraySchema, CellOrder};
 use crate::snapshot::{shared_lock, Snapshot};
 use crate::stats::{self, Counter, Timer};
+use crate::uninit::as_uninit;
 
 /// One box of cells moving from a submit's buffers into one tile.
 #[derive(Debug)]
@@ -510,11 +511,11 @@ fn place_cells(
             match spec.kind {
                 FileKind::Data if !schema.attrs[spec.attr].is_var() => {
                     let cs = schema.attrs[spec.attr].cell_size();
-                    copy_strided(cs, &p.shape, inp.data, &p.src, &mut tile.buffers[f], &p.dst);
+                    copy_strided(cs, &p.shape, inp.data, &p.src, as_uninit(&mut tile.buffers[f]), &p.dst);
                 }
                 FileKind::Validity => {
                     let v = inp.validity.unwrap_or(&[]);
-                    copy_strided(1, &p.shape, v, &p.src, &mut tile.buffers[f], &p.dst);
+                    copy_strided(1, &p.shape, v, &p.src, as_uninit(&mut tile.buffers[f]), &p.dst);
                 }
                 _ => {}
             }
