@@ -1,7 +1,7 @@
 //! Memory that may not be initialized yet, written once before it is read: result columns and
-//! tile buffers filled by decoders, copies and reads with no zeroing pass before them. The one
-//! place that turns such bytes into initialized ones ([`assume_written`]) states why every byte
-//! was written.
+//! tile buffers filled by decoders, copies and reads with no zeroing pass before them. The
+//! places that turn such bytes into initialized ones ([`assume_written`] here, `finish_fixed` for
+//! a dense read's result columns) state why every byte was written.
 
 use std::mem::MaybeUninit;
 
