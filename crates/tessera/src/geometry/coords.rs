@@ -671,24 +671,47 @@ fn split_key(k: u128, out: &mut [u64]) {
     out[1] = k as u64;
 }
 
+/// Cells in ascending key order.
+pub(crate) struct KeyOrder {
+    /// The cells in key order, stable: of equal keys, the one given first comes first.
+    pub perm: Vec<u32>,
+    /// When the keys pack into 128 bits ([`pack_keys`]): the packed keys in `perm`'s order, so
+    /// that equal and ascending keys can be checked without going back to the key words.
+    pub packed: Option<Vec<u128>>,
+}
+
 /// The permutation that sorts cells by their keys (`w` words each), stable for equal keys. The
 /// caller keeps the cell count within `u32::MAX` (the sparse writer refuses larger unordered
 /// writes).
-pub(crate) fn sort_permutation(keys: &[u64], w: usize) -> Vec<u32> {
+pub(crate) fn sort_permutation(keys: &[u64], w: usize) -> KeyOrder {
     let n = keys.len() / w.max(1);
-    if let Some(packed) = pack_keys(keys, w) {
-        // Plain (key, index) pairs sort several times faster than indices compared through the
-        // key slices; the index makes the order stable.
-        let mut items: Vec<(u128, u32)> = packed.into_iter().zip(0..n as u32).collect();
+    let Some((packed, width)) = pack_keys_with_width(keys, w) else {
+        let mut perm: Vec<u32> = (0..n as u32).collect();
+        perm.par_sort_by(|&a, &b| {
+            let (a, b) = (a as usize * w, b as usize * w);
+            keys[a..a + w].cmp(&keys[b..b + w])
+        });
+        return KeyOrder { perm, packed: None };
+    };
+    let index_bits = u64::BITS - (n.saturating_sub(1) as u64).leading_zeros();
+    if width + index_bits <= u64::BITS {
+        // Key and index in one word (as for a 2-D update of up to millions of cells): plain
+        // integers sort several times faster than pairs, and the index in the low bits makes
+        // the order stable.
+        let mask = (1u64 << index_bits) - 1;
+        let mut items: Vec<u64> =
+            packed.par_iter().enumerate().map(|(i, &k)| ((k as u64) << index_bits) | i as u64).collect();
         items.par_sort_unstable();
-        return items.into_iter().map(|(_, i)| i).collect();
+        let perm = items.par_iter().map(|&v| (v & mask) as u32).collect();
+        let packed = items.par_iter().map(|&v| u128::from(v >> index_bits)).collect();
+        return KeyOrder { perm, packed: Some(packed) };
     }
-    let mut perm: Vec<u32> = (0..n as u32).collect();
-    perm.par_sort_by(|&a, &b| {
-        let (a, b) = (a as usize * w, b as usize * w);
-        keys[a..a + w].cmp(&keys[b..b + w])
-    });
-    perm
+    // (key, index) pairs sort several times faster than indices compared through the key
+    // slices; the index makes the order stable.
+    let mut items: Vec<(u128, u32)> = packed.into_par_iter().zip(0..n as u32).collect();
+    items.par_sort_unstable();
+    let (packed, perm) = items.into_par_iter().unzip();
+    KeyOrder { perm, packed: Some(packed) }
 }
 
 #[cfg(test)]
@@ -913,6 +936,32 @@ mod tests {
             let (oa, ob) = (float_ordinal(a), float_ordinal(b));
             prop_assert_eq!(a.partial_cmp(&b).unwrap(), if a == b { std::cmp::Ordering::Equal } else { oa.cmp(&ob) });
             prop_assert_eq!(ordinal_float(oa), if a == 0.0 { 0.0 } else { a });
+        }
+    }
+
+    proptest! {
+        /// The permutation is the stable sort of the keys, whichever way they are sorted (one
+        /// word with the index, (u128, index) pairs, the key words), and the packed keys come in
+        /// its order, comparing as the key words do.
+        #[test]
+        fn sort_permutation_is_the_stable_sort(w in 1usize..4, shift in prop_oneof![Just(0u32), Just(20), Just(45), Just(63)],
+                                               raw in proptest::collection::vec(0u64..6, 0..300)) {
+            let n = raw.len() / w;
+            let keys: Vec<u64> = raw[..n * w].iter().map(|&x| x << shift | x).collect();
+            let mut want: Vec<u32> = (0..n as u32).collect();
+            want.sort_by(|&a, &b| keys[a as usize * w..][..w].cmp(&keys[b as usize * w..][..w]));
+            let got = sort_permutation(&keys, w);
+            prop_assert_eq!(&got.perm, &want);
+            if let Some(p) = got.packed {
+                prop_assert_eq!(p.len(), n);
+                for k in 1..n {
+                    let (a, b) = (&keys[want[k - 1] as usize * w..][..w], &keys[want[k] as usize * w..][..w]);
+                    prop_assert_eq!(p[k - 1].cmp(&p[k]), a.cmp(b));
+                }
+            } else {
+                let bits: u32 = (0..w).map(|j| keys.iter().skip(j).step_by(w).map(|x| 64 - x.leading_zeros()).max().unwrap_or(0)).sum();
+                prop_assert!(bits > 128, "keys of {} bits did not pack", bits);
+            }
         }
     }
 }

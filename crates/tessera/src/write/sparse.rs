@@ -217,23 +217,26 @@ impl SparseWriter {
         let prepare = stats::timer(Timer::WriterPrepareTiles);
         let keys = self.snap.ctx.install(|| self.keys.keys(&ords));
         let w = self.keys.width();
-        let mut perm = match self.layout {
-            Layout::Unordered => Some(self.snap.ctx.install(|| sort_permutation(&keys, w))),
-            _ => None,
+        let (mut perm, mut packed) = match self.layout {
+            Layout::Unordered => {
+                let order = self.snap.ctx.install(|| sort_permutation(&keys, w));
+                (Some(order.perm), order.packed)
+            }
+            _ => (None, None),
         };
         // Updates of a dense array assign like numpy: a coordinate given twice takes its last
         // value, so each fragment holds a coordinate once (reads and the update index rely on
         // it). Deleting a cell twice is deleting it once.
         let last_wins = !schema.is_sparse() || self.deletes.is_some();
         if last_wins {
-            perm = keep_last(&keys, w, n, perm)?;
+            perm = keep_last(&keys, w, n, perm, packed.as_mut())?;
         }
         let n = perm.as_ref().map_or(n, Vec::len);
         // Duplicates and order, before anything is written. Sparse arrays refuse duplicates
         // unless the schema allows them; dense updates have none left within a submit, and
         // refuse a cell that repeats the previous submit's last.
         let strict = !schema.allows_duplicates || last_wins;
-        let sorted = SortedKeys { keys: &keys, w, perm: perm.as_deref(), n };
+        let sorted = SortedKeys { keys: &keys, w, perm: perm.as_deref(), packed: packed.as_deref(), n };
         sorted
             .check_order(self.last_key.as_deref(), strict)
             .map_err(|(j, i, dup)| order_error(&schema, &ords, j, i, dup))?;
@@ -428,11 +431,33 @@ fn ordinals_of(schema: &ArraySchema, cols: &[&[u8]]) -> Result<Vec<Vec<u64>>> {
 }
 
 /// The permutation that keeps, of cells with equal keys (`w` words per cell), the one given
-/// last: `perm` (the stable sort of an unordered write) deduplicated, or for a global-order
-/// submit (`perm` `None`, equal keys adjacent) the cells to keep, `None` when none repeats.
-fn keep_last(keys: &[u64], w: usize, n: usize, perm: Option<Vec<u32>>) -> Result<Option<Vec<u32>>> {
+/// last: `perm` (the stable sort of an unordered write, with its `packed` keys when they fit
+/// 128 bits, deduplicated alike) deduplicated, or for a global-order submit (`perm` `None`,
+/// equal keys adjacent) the cells to keep, `None` when none repeats.
+fn keep_last(
+    keys: &[u64],
+    w: usize,
+    n: usize,
+    perm: Option<Vec<u32>>,
+    packed: Option<&mut Vec<u128>>,
+) -> Result<Option<Vec<u32>>> {
     let same = |a: u32, b: u32| keys[a as usize * w..a as usize * w + w] == keys[b as usize * w..b as usize * w + w];
     let mut perm = perm;
+    if let (Some(p), Some(packed)) = (perm.as_mut(), packed) {
+        // The sort is stable, so of equal coordinates the last given comes last: keep it.
+        let mut kept = 0;
+        for k in 0..p.len() {
+            if k + 1 < p.len() && packed[k] == packed[k + 1] {
+                continue;
+            }
+            p[kept] = p[k];
+            packed[kept] = packed[k];
+            kept += 1;
+        }
+        p.truncate(kept);
+        packed.truncate(kept);
+        return Ok(perm);
+    }
     if perm.is_none() && (1..n).any(|k| same(k as u32 - 1, k as u32)) {
         let Ok(m) = u32::try_from(n) else {
             return Err(QueryError::WriteState(format!(
@@ -445,7 +470,7 @@ fn keep_last(keys: &[u64], w: usize, n: usize, perm: Option<Vec<u32>>) -> Result
         perm = Some((0..m).collect());
     }
     if let Some(p) = perm.as_mut() {
-        // The sort is stable, so of equal coordinates the last given comes last: keep it.
+        // As above, through the key words.
         p.dedup_by(|b, a| {
             let dup = same(*a, *b);
             if dup {
@@ -462,6 +487,8 @@ struct SortedKeys<'a> {
     keys: &'a [u64],
     w: usize,
     perm: Option<&'a [u32]>,
+    /// The keys packed in one integer each, in the written order (when the sort packed them).
+    packed: Option<&'a [u128]>,
     n: usize,
 }
 
@@ -486,13 +513,18 @@ impl SortedKeys<'_> {
                 return Err((self.pos(0), None, first == prev));
             }
         }
-        for k in 1..self.n {
-            let (a, b) = (self.key(k - 1), self.key(k));
-            if b < a || (strict && a == b) {
-                return Err((self.pos(k), Some(self.pos(k - 1)), a == b));
-            }
+        let bad = match self.packed {
+            // Packed keys order as the key words do: one sequential pass.
+            Some(p) => (1..self.n).find(|&k| p[k] < p[k - 1] || (strict && p[k] == p[k - 1])),
+            None => (1..self.n).find(|&k| {
+                let (a, b) = (self.key(k - 1), self.key(k));
+                b < a || (strict && a == b)
+            }),
+        };
+        match bad {
+            Some(k) => Err((self.pos(k), Some(self.pos(k - 1)), self.key(k) == self.key(k - 1))),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
