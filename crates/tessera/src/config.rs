@@ -8,7 +8,7 @@ use crate::storage::{ObjectStoreOptions, ReadMode};
 /// Every key `Config` understands, with its default and meaning.
 pub const KEYS: &[(&str, &str, &str)] = &[
     ("sm.compute_concurrency", "0", "threads that filter and unfilter tiles (0: all cores)"),
-    ("sm.io_concurrency", "0", "threads that read tiles in parallel (0: all cores)"),
+    ("sm.io_concurrency", "0", "threads that read tiles in parallel; the calling thread reads beside them (0: all cores)"),
     (
         "sm.memory_budget",
         "1073741824",

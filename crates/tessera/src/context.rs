@@ -160,6 +160,70 @@ impl Context {
         }
     }
 
+    /// Threads that read `path` at once: those of its pool ([`Context::install_io_for`]).
+    pub(crate) fn io_threads_for(&self, path: &Path) -> usize {
+        self.remote_pool(path).unwrap_or(&self.inner.io_pool).current_num_threads()
+    }
+
+    /// Runs `work` on every item, on the calling thread and on the [`Context::io_threads_for`]
+    /// `path` threads of its pool, each taking the next item not taken, and returns the results
+    /// in the items' order. Returns the first error instead; items not started by then are
+    /// skipped.
+    ///
+    /// The caller works too, where [`Context::install_io_for`] hands everything to the pool and
+    /// sleeps: a thread that sleeps as it wakes the pool lets the scheduler put the woken
+    /// threads on the core it leaves, where they take turns while the other core idles. A warm
+    /// 10 MB tile read after 20 ms of idling took 3.4 ms through the pool and 2.1 ms this way
+    /// (a memcpy of the same bytes: 1.3 ms; with one pool thread fewer, 3.4 ms again).
+    pub(crate) fn io_map<T: Send, R: Send>(
+        &self,
+        path: &Path,
+        items: Vec<T>,
+        work: impl Fn(usize, T) -> Result<R> + Sync,
+    ) -> Result<Vec<R>> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        fn lock<X>(m: &Mutex<X>) -> std::sync::MutexGuard<'_, X> {
+            m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+        let n = items.len();
+        let slots: Vec<Mutex<(Option<T>, Option<R>)>> =
+            items.into_iter().map(|t| Mutex::new((Some(t), None))).collect();
+        let next = AtomicUsize::new(0);
+        let first_error: Mutex<Option<Error>> = Mutex::new(None);
+        let run = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = slots.get(i).and_then(|m| lock(m).0.take()) else { break };
+            match work(i, item) {
+                Ok(r) => lock(&slots[i]).1 = Some(r),
+                Err(e) => {
+                    next.store(n, Ordering::Relaxed);
+                    lock(&first_error).get_or_insert(e);
+                    break;
+                }
+            }
+        };
+        let pool = self.remote_pool(path).unwrap_or(&self.inner.io_pool);
+        let helpers = pool.current_num_threads().min(n.saturating_sub(1));
+        if helpers == 0 {
+            run();
+        } else {
+            pool.in_place_scope(|scope| {
+                for _ in 0..helpers {
+                    scope.spawn(|_| run());
+                }
+                run();
+            });
+        }
+        if let Some(e) = first_error.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            return Err(e);
+        }
+        // No error: every item was taken, and the scope waited for each to finish.
+        Ok(slots
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).1.expect("every item ran"))
+            .collect())
+    }
+
     /// Runs `f` on the compute pool, or for an object store on the remote pool (see
     /// [`Context::install_io_for`]): for work that is mostly small reads, such as metadata.
     pub(crate) fn install_for<R: Send>(&self, path: &Path, f: impl FnOnce() -> R + Send) -> R {
@@ -274,6 +338,40 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `io_map` returns every item's result in order, from the caller and the pool's threads,
+    /// called from outside any pool or from inside another; the first error stops it.
+    #[test]
+    fn io_map_runs_every_item_once_in_order_and_stops_at_an_error() {
+        let mut config = Config::default();
+        config.set("sm.io_concurrency", "3").unwrap();
+        let ctx = Context::new(config).unwrap();
+        let here = Path::new("local");
+        for n in [0usize, 1, 2, 7, 500] {
+            let ran = std::sync::atomic::AtomicUsize::new(0);
+            let work = |i: usize, x: usize| {
+                ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(i, x);
+                Ok(x * 2)
+            };
+            let out = ctx.io_map(here, (0..n).collect(), work).unwrap();
+            assert_eq!(out, (0..n).map(|x| x * 2).collect::<Vec<_>>());
+            let nested = ctx.install(|| ctx.io_map(here, (0..n).collect(), work)).unwrap();
+            assert_eq!(nested, out);
+            assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 2 * n);
+        }
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        let failing = ctx.io_map(here, (0..10_000usize).collect(), |_, x| {
+            ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if x == 3 {
+                return Err(Error::corrupt(Path::new("f"), "item 3"));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            Ok(())
+        });
+        assert!(failing.unwrap_err().to_string().contains("item 3"));
+        assert!(ran.load(std::sync::atomic::Ordering::Relaxed) < 10_000, "items after the error were skipped");
+    }
 
     #[test]
     fn local_paths_file_and_s3_uris_resolve_other_schemes_are_refused() {

@@ -12,6 +12,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
@@ -729,23 +730,19 @@ fn fetch_blocks(
         return Ok(FastMap::default());
     }
     let _t = stats::timer(Timer::ReaderFetchTiles);
-    let tiles: Vec<((TileKey, usize), BlockRuns)> = array.ctx.install_io_for(&array.uri, || {
-        partial
-            .par_iter()
-            .map(|((key, f), log2, runs)| {
-                let (key, f) = (*key, *f);
-                let spec = &specs[f];
-                let (runs, read) = if spec.filters.is_empty() {
-                    read_blocks(array, spec, key, f, *log2, runs)?
-                } else {
-                    read_chunks(array, spec, key, f, *log2, runs)?
-                };
-                let unfiltered: u64 = runs.iter().map(|r| r.1.len() as u64).sum();
-                stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-                count_fetched(array.schema(), spec, read, unfiltered);
-                Ok(((key, f), runs))
-            })
-            .collect::<Result<Vec<_>>>()
+    // The caller reads too (`Context::io_map`).
+    let tiles = array.ctx.io_map(&array.uri, partial.iter().collect(), |_, ((key, f), log2, runs)| {
+        let (key, f) = (*key, *f);
+        let spec = &specs[f];
+        let (runs, read) = if spec.filters.is_empty() {
+            read_blocks(array, spec, key, f, *log2, runs)?
+        } else {
+            read_chunks(array, spec, key, f, *log2, runs)?
+        };
+        let unfiltered: u64 = runs.iter().map(|r| r.1.len() as u64).sum();
+        stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+        count_fetched(array.schema(), spec, read, unfiltered);
+        Ok(((key, f), runs))
     })?;
     Ok(tiles.into_iter().collect())
 }
@@ -979,7 +976,6 @@ fn read_direct(
     if direct.is_empty() {
         return Ok(());
     }
-    let storage = array.ctx.storage();
     // (the tile's part of the destination, tile, file, whether it is read in pieces of blocks).
     let mut jobs: Vec<(OutBytes<'_>, TileKey, usize, bool)> = Vec::new();
     for (si, s) in sinks.iter_mut().enumerate() {
@@ -1024,30 +1020,41 @@ fn read_direct(
             }
         }
     }
-    array.ctx.install_io_for(&array.uri, || {
-        jobs.into_par_iter().try_for_each(|(slot, key, f, in_blocks)| {
-            let path = file_path(array, key.0, &specs[f].name);
-            let frag = &array.fragments[key.0];
-            let entry = frag.files[f].1[key.1 as usize];
-            let (sums, log2) = (frag.blocks.of(f, key.1), frag.blocks.log2);
-            let bad = |(stored, sum): (u64, u64)| {
-                let what = format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})");
-                Error::corrupt_tile(&path, key.1, what)
-            };
-            match sums {
-                Some(sums) if in_blocks => {
-                    read_blocked(storage.as_ref(), &path, entry.offset, slot, (sums, log2), &bad)
-                }
-                sums => {
-                    storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;
-                    // SAFETY: the read succeeded, so it wrote every byte of `slot`.
-                    #[allow(unsafe_code)]
-                    let slot = unsafe { assume_written(slot) };
-                    verify_tile(slot, entry.checksum, sums, log2).map_err(bad)
-                }
-            }
-        })
-    })
+    // Fewer tiles than threads: each large tile is read in parallel pieces.
+    let split = jobs.len() < array.ctx.io_threads_for(&array.uri);
+    array.ctx.io_map(&array.uri, jobs, |_, job| read_direct_tile(array, specs, job, split)).map(drop)
+}
+
+/// Reads one direct tile into its part of the destination (`slot`) and verifies it: whole, or
+/// (`in_blocks`) in pieces of blocks, in parallel when `split`.
+fn read_direct_tile(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    (slot, key, f, in_blocks): (OutBytes<'_>, TileKey, usize, bool),
+    split: bool,
+) -> Result<()> {
+    let storage = array.ctx.storage();
+    let path = file_path(array, key.0, &specs[f].name);
+    let frag = &array.fragments[key.0];
+    let entry = frag.files[f].1[key.1 as usize];
+    let (sums, log2) = (frag.blocks.of(f, key.1), frag.blocks.log2);
+    let bad = |(stored, sum): (u64, u64)| {
+        let what = format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})");
+        Error::corrupt_tile(&path, key.1, what)
+    };
+    match sums {
+        Some(sums) if in_blocks => {
+            let pieces = split.then_some(&array.ctx);
+            read_blocked(storage.as_ref(), pieces, &path, entry.offset, slot, (sums, log2), &bad)
+        }
+        sums => {
+            storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;
+            // SAFETY: the read succeeded, so it wrote every byte of `slot`.
+            #[allow(unsafe_code)]
+            let slot = unsafe { assume_written(slot) };
+            verify_tile(slot, entry.checksum, sums, log2).map_err(bad)
+        }
+    }
 }
 
 /// Reads a tile with block checksums `sums` (of `2^log2` bytes each, already checked against
@@ -1055,10 +1062,12 @@ fn read_direct(
 /// arrives (`bad` makes the error of the first block that does not match, from its stored and
 /// computed checksums). When the storage holds the tile in memory (its first
 /// [`COLD_READ_FIRST`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`] are
-/// read in parallel; when the tile is on disk it is read as one sequential stream of growing
-/// pieces ([`cold_read_pieces`]), each verified while the kernel reads ahead.
+/// read, in parallel when `parallel` gives the context ([`Context::io_each`]); when the tile is
+/// on disk it is read as one sequential stream of growing pieces ([`cold_read_pieces`]), each
+/// verified while the kernel reads ahead.
 fn read_blocked(
     storage: &dyn Storage,
+    parallel: Option<&Context>,
     path: &std::path::Path,
     offset: u64,
     slot: OutBytes<'_>,
@@ -1090,7 +1099,7 @@ fn read_blocked(
         // not read again.
         cached => {
             let have = cached.unwrap_or(0);
-            slot.par_chunks_mut(piece).enumerate().try_for_each(|(i, p)| {
+            let one = |i: usize, p: OutBytes<'_>| {
                 let skip = if i == 0 { have } else { 0 };
                 let from = i * piece + skip;
                 storage.read_immutable_into(path, at(from)?, &mut p[skip..]).map_err(|e| storage_err(path, e))?;
@@ -1099,7 +1108,11 @@ fn read_blocked(
                 #[allow(unsafe_code)]
                 let p = unsafe { assume_written(p) };
                 verify_blocks(p, (i * piece) >> log2, sums, log2).map_err(bad)
-            })
+            };
+            match parallel {
+                Some(ctx) => ctx.io_map(path, slot.chunks_mut(piece).collect(), one).map(drop),
+                None => slot.chunks_mut(piece).enumerate().try_for_each(|(i, p)| one(i, p)),
+            }
         }
     }
 }
