@@ -135,6 +135,9 @@ pub enum Hook {
     BeforeWrite,
     /// After `list_dir` of the path (before the listing is returned).
     AfterList,
+    /// Before `read_range` or `read_all` of the path, which every other read of the trait's
+    /// defaults goes through (a test counts one context's reads with it).
+    Read,
 }
 
 /// A storage that delegates to `inner` and calls `hook` at the points of [`Hook`]: the tests
@@ -156,6 +159,7 @@ impl std::fmt::Debug for Hooked {
 
 impl Storage for Hooked {
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
+        (self.hook)(Hook::Read, path);
         self.inner.read_range(path, offset, len)
     }
     fn read_immutable_cached(
@@ -170,6 +174,7 @@ impl Storage for Hooked {
         Ok(Some(n))
     }
     fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
+        (self.hook)(Hook::Read, path);
         self.inner.read_all(path)
     }
     fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {
@@ -199,74 +204,6 @@ impl Storage for Hooked {
         let listing = self.inner.list_dir(path)?;
         (self.hook)(Hook::AfterList, path);
         Ok(listing)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn is_file(&self, path: &Path) -> bool {
-        self.inner.is_file(path)
-    }
-    fn remove_file(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.remove_dir_all(path)
-    }
-    fn lock(&self, path: &Path, kind: LockKind, wait: bool) -> std::result::Result<LockGuard, StorageError> {
-        self.inner.lock(path, kind, wait)
-    }
-}
-
-/// A storage that delegates to `inner` and counts the reads made through it (`read_range` and
-/// `read_all`, which every other read of the trait's defaults goes through): a count of one
-/// context's reads, where the process-wide statistics also count other tests' reads.
-#[derive(Debug)]
-pub struct Counted {
-    pub inner: Arc<dyn Storage>,
-    pub reads: std::sync::atomic::AtomicU64,
-}
-
-impl Counted {
-    pub fn reads(&self) -> u64 {
-        self.reads.load(std::sync::atomic::Ordering::SeqCst)
-    }
-    fn count(&self) {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Storage for Counted {
-    fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
-        self.count();
-        self.inner.read_range(path, offset, len)
-    }
-    fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
-        self.count();
-        self.inner.read_all(path)
-    }
-    fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {
-        self.inner.file_size(path)
-    }
-    fn create(&self, path: &Path) -> std::result::Result<Box<dyn WriteHandle>, StorageError> {
-        self.inner.create(path)
-    }
-    fn write_atomic(&self, path: &Path, data: &[u8]) -> std::result::Result<(), StorageError> {
-        self.inner.write_atomic(path, data)
-    }
-    fn write_new(&self, path: &Path, data: &[u8]) -> std::result::Result<bool, StorageError> {
-        self.inner.write_new(path, data)
-    }
-    fn list_temps(&self, dir: &Path) -> std::result::Result<Vec<(String, Option<u64>)>, StorageError> {
-        self.inner.list_temps(dir)
-    }
-    fn create_dir_all(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.create_dir_all(path)
-    }
-    fn sync_dir(&self, path: &Path) -> std::result::Result<(), StorageError> {
-        self.inner.sync_dir(path)
-    }
-    fn list_dir(&self, path: &Path) -> std::result::Result<Vec<String>, StorageError> {
-        self.inner.list_dir(path)
     }
     fn is_dir(&self, path: &Path) -> bool {
         self.inner.is_dir(path)

@@ -84,21 +84,30 @@ proptest! {
 fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
     // Reads counted by this context's own storage: the process-wide statistics also count the
     // reads of the other tests of this binary, running at the same time.
-    let counted =
-        std::sync::Arc::new(Counted { inner: std::sync::Arc::new(MemoryStorage::new()), reads: Default::default() });
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = reads.clone();
+    let counted = Hooked {
+        inner: std::sync::Arc::new(MemoryStorage::new()),
+        hook: Box::new(move |at, _| {
+            if at == Hook::Read {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }),
+        cached: None,
+    };
     let mut c = Config::new();
     c.set("sm.compute_concurrency", "2").unwrap();
     c.set("sm.commit.checkpoint_interval", "0").unwrap();
-    let ctx = Context::with_storage(c, counted.clone()).unwrap();
+    let ctx = Context::with_storage(c, std::sync::Arc::new(counted)).unwrap();
     make(&ctx, "/f");
     let mut model = vec![i32::MIN; 100];
     for i in 0..40 {
         write(&ctx, "/f", (i, i + 5), i as i32, &mut model);
     }
     let open_reads = |ctx: &Context| {
-        let start = counted.reads();
+        let start = reads.load(std::sync::atomic::Ordering::SeqCst);
         let a = Array::open(ctx, "/f", Mode::Read).unwrap();
-        (a.fragments().len(), counted.reads() - start)
+        (a.fragments().len(), reads.load(std::sync::atomic::Ordering::SeqCst) - start)
     };
     vacuum(&ctx, "/f").unwrap(); // checkpoints the commit log: an open reads one log file
     let (n, before) = open_reads(&ctx);

@@ -1062,7 +1062,7 @@ fn read_direct_tile(
 /// arrives (`bad` makes the error of the first block that does not match, from its stored and
 /// computed checksums). When the storage holds the tile in memory (its first
 /// [`COLD_READ_FIRST`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`] are
-/// read, in parallel when `parallel` gives the context ([`Context::io_each`]); when the tile is
+/// read, in parallel when `parallel` gives the context ([`Context::io_map`]); when the tile is
 /// on disk it is read as one sequential stream of growing pieces ([`cold_read_pieces`]), each
 /// verified while the kernel reads ahead.
 fn read_blocked(
