@@ -48,6 +48,10 @@ struct VarRef {
 
 const FILL_CHUNK: u32 = u32::MAX;
 
+/// A tile a submit fills: its position among the fragment's tiles, its buffers, and the boxes of
+/// the submit's cells that go into it.
+type TileJob = (u64, PartialTile, Vec<Placement>);
+
 /// A tile that has received some but not all of its cells.
 #[derive(Debug)]
 struct PartialTile {
@@ -362,7 +366,7 @@ impl DenseWriter {
         fills: &[Vec<u8>],
         inputs: &[AttrInput<'_>],
         chunk: Vec<(u64, Vec<Placement>)>,
-    ) -> Vec<(u64, PartialTile, Vec<Placement>)> {
+    ) -> Vec<TileJob> {
         let grid = self.snap.grid.clone();
         let chunking = self.frag.as_ref().map_or(TileChunking::Whole, FragmentWriter::chunking);
         let tile_cells = grid.cells_per_tile();
@@ -388,14 +392,39 @@ impl DenseWriter {
         jobs
     }
 
-    /// Writes the tiles of `jobs` that are complete (filtered in parallel; direct files straight
-    /// from the caller's buffers) and keeps the others for later submits.
+    /// Writes the tiles of `jobs` (in tile order) that are complete and keeps the others for
+    /// later submits. Each file's tiles are appended in tile order: runs of complete tiles that
+    /// go out the same way (which files come straight from the caller's buffers) are written in
+    /// turn, each run as [`DenseWriter::write_run`] does.
     fn write_complete(
         &mut self,
         schema: &ArraySchema,
         fills: &[Vec<u8>],
         inputs: &[AttrInput<'_>],
-        jobs: Vec<(u64, PartialTile, Vec<Placement>)>,
+        jobs: Vec<TileJob>,
+    ) -> Result<()> {
+        let mut run: Vec<TileJob> = Vec::new();
+        for (idx, tile, ps) in jobs {
+            if tile.remaining != 0 {
+                self.partial.insert(idx, tile);
+                continue;
+            }
+            if run.last().is_some_and(|last| last.1.direct != tile.direct) {
+                self.write_run(schema, fills, inputs, std::mem::take(&mut run))?;
+            }
+            run.push((idx, tile, ps));
+        }
+        self.write_run(schema, fills, inputs, run)
+    }
+
+    /// Writes the complete tiles `run` (in tile order, every one with the same direct files):
+    /// direct files straight from the caller's buffers, the other files filtered in parallel.
+    fn write_run(
+        &mut self,
+        schema: &ArraySchema,
+        fills: &[Vec<u8>],
+        inputs: &[AttrInput<'_>],
+        run: Vec<TileJob>,
     ) -> Result<()> {
         let specs = &self.specs;
         let tile_cells = self.snap.grid.cells_per_tile();
@@ -405,24 +434,20 @@ impl DenseWriter {
         let summarize = self.frag.as_ref().is_some_and(FragmentWriter::summarizes);
         // Attributes the fragment writer does not summarize from their data files by itself.
         let own = summarize && schema.attrs.iter().any(|a| !summarized_from_data(a));
-        for (idx, mut tile, ps) in jobs {
-            if tile.remaining == 0 {
-                let direct = tile.direct.iter().any(|&d| d);
-                let whole = summarize && self.holds_whole_tile(idx);
-                tile.summarize = whole;
-                if direct {
-                    let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
-                    write_direct(frag, schema, specs, inputs, idx, &tile, &ps[0])?;
-                    let runs = filtered_runs(schema, specs, inputs, &tile.direct, &ps[0]);
-                    gathered.extend(runs.into_iter().map(|(f, r)| (idx, f, r, whole)));
-                }
-                if whole && own {
-                    summarized.push((idx, done.len(), direct.then(|| ps.into_iter().next()).flatten()));
-                }
-                done.push((idx, tile));
-            } else {
-                self.partial.insert(idx, tile);
+        for (idx, mut tile, ps) in run {
+            let direct = tile.direct.iter().any(|&d| d);
+            let whole = summarize && self.holds_whole_tile(idx);
+            tile.summarize = whole;
+            if direct {
+                let frag = self.frag.as_mut().ok_or_else(|| QueryError::WriteState("writer finished".into()))?;
+                write_direct(frag, schema, specs, inputs, idx, &tile, &ps[0])?;
+                let runs = filtered_runs(schema, specs, inputs, &tile.direct, &ps[0]);
+                gathered.extend(runs.into_iter().map(|(f, r)| (idx, f, r, whole)));
             }
+            if whole && own {
+                summarized.push((idx, done.len(), direct.then(|| ps.into_iter().next()).flatten()));
+            }
+            done.push((idx, tile));
         }
         if !summarized.is_empty() {
             let rows: Vec<_> = self.snap.ctx.install(|| {
