@@ -443,21 +443,6 @@ fn keep_last(
 ) -> Result<Option<Vec<u32>>> {
     let same = |a: u32, b: u32| keys[a as usize * w..a as usize * w + w] == keys[b as usize * w..b as usize * w + w];
     let mut perm = perm;
-    if let (Some(p), Some(packed)) = (perm.as_mut(), packed) {
-        // The sort is stable, so of equal coordinates the last given comes last: keep it.
-        let mut kept = 0;
-        for k in 0..p.len() {
-            if k + 1 < p.len() && packed[k] == packed[k + 1] {
-                continue;
-            }
-            p[kept] = p[k];
-            packed[kept] = packed[k];
-            kept += 1;
-        }
-        p.truncate(kept);
-        packed.truncate(kept);
-        return Ok(perm);
-    }
     if perm.is_none() && (1..n).any(|k| same(k as u32 - 1, k as u32)) {
         let Ok(m) = u32::try_from(n) else {
             return Err(QueryError::WriteState(format!(
@@ -470,16 +455,38 @@ fn keep_last(
         perm = Some((0..m).collect());
     }
     if let Some(p) = perm.as_mut() {
-        // As above, through the key words.
-        p.dedup_by(|b, a| {
-            let dup = same(*a, *b);
-            if dup {
-                *a = *b;
-            }
-            dup
+        // The sort is stable, so of equal coordinates the last given comes last: keep it.
+        keep_last_of_runs(p, packed, |p, pk, k| match pk {
+            Some(pk) => pk[k] == pk[k + 1],
+            None => same(p[k], p[k + 1]),
         });
     }
     Ok(perm)
+}
+
+/// Compacts `perm` (and `packed`, its keys in the same order, when given) to the last entry of
+/// each run of equal keys; `equal(perm, packed, k)`: entries `k` and `k + 1` have equal keys
+/// (entries from `k` on are still as given when it is asked).
+fn keep_last_of_runs(
+    perm: &mut Vec<u32>,
+    mut packed: Option<&mut Vec<u128>>,
+    equal: impl Fn(&[u32], Option<&[u128]>, usize) -> bool,
+) {
+    let mut kept = 0;
+    for k in 0..perm.len() {
+        if k + 1 < perm.len() && equal(perm, packed.as_deref().map(Vec::as_slice), k) {
+            continue;
+        }
+        perm[kept] = perm[k];
+        if let Some(pk) = packed.as_deref_mut() {
+            pk[kept] = pk[k];
+        }
+        kept += 1;
+    }
+    perm.truncate(kept);
+    if let Some(pk) = packed {
+        pk.truncate(kept);
+    }
 }
 
 /// A submit's keys in the order its cells are written (`perm`, or as given).
