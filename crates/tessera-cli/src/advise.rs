@@ -33,6 +33,14 @@ pub struct AdviseArgs {
     /// Read bandwidth, bytes per second (default: 1e9, or 1e8 for s3:// arrays).
     #[arg(long)]
     pub bandwidth: Option<f64>,
+    /// Every query opens the array cold: price the read of its fragment metadata per query
+    /// (its size grows with the layout's tile count).
+    #[arg(long)]
+    pub cold_open: bool,
+    /// With `--cold-open`: bytes of fragment metadata per second an open reads and decodes
+    /// (default: 3e8).
+    #[arg(long)]
+    pub metadata_bandwidth: Option<f64>,
     /// Smallest tile considered (unfiltered bytes of all attributes).
     #[arg(long, default_value_t = 16 << 10)]
     pub min_tile_bytes: u64,
@@ -55,6 +63,8 @@ pub(crate) fn advise(args: &AdviseArgs, config: &Config, out: &mut impl Write) -
     dev.query_s = args.query_overhead.unwrap_or(dev.query_s);
     dev.latency_s = args.latency.unwrap_or(dev.latency_s);
     dev.read_bps = args.bandwidth.unwrap_or(dev.read_bps);
+    dev.cold_open = args.cold_open;
+    dev.metadata_bps = args.metadata_bandwidth.unwrap_or(dev.metadata_bps);
     let opts = SearchOptions { min_tile_bytes: args.min_tile_bytes, max_tile_bytes: args.max_tile_bytes };
     let advice =
         advise::advise(&ctx, &args.uri, &log, dev, opts).with_context(|| format!("advising {}", args.uri.display()))?;

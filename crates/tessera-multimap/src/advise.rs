@@ -4,13 +4,19 @@
 //!
 //! The cost model is MULTIMAP.md §6's for storage without rotation: a read of a layout costs its
 //! requests times a per-request latency, plus its bytes over the device's bandwidth, plus the
-//! unfiltering of the tiles it fetches, plus the copy into the result. Which tiles a query
-//! touches and where a layout stores them come from the engine itself
-//! ([`tessera::dense_tile_positions`]), and the requests from the reader's own rule: byte ranges
-//! of a file closer than `vfs.coalesce_gap` are read as one, up to `vfs.coalesce_max`. A tile
-//! is read whole, so the cell order only changes the copy: runs along the result's fastest
-//! dimension when the cell order keeps that dimension contiguous, one cell at a time otherwise,
-//! and a permutation of every fetched tile for curve cell orders.
+//! unfiltering of the tiles it fetches, plus the copy into the result. The requests and bytes
+//! are the reader's own, from its plan ([`tessera::dense_tile_parts`]: which tiles a query
+//! copies from, where a layout stores them, the span of cells it copies from each) and its
+//! rules: an unfiltered tile that the tile cache does not take, copied whole as one run of the
+//! result, is read straight into it (a request); an unfiltered tile with checksum blocks of which
+//! the copies need at most half the blocks is read in part (a request per run of blocks); every
+//! other tile is read whole, byte ranges of a file closer than `vfs.coalesce_gap` read as one up
+//! to `vfs.coalesce_max`. The cell order changes which blocks a box needs (curve orders: whole
+//! tiles) and the copy: runs along the result's fastest dimension when the cell order keeps that
+//! dimension contiguous, one cell at a time otherwise, and a permutation of every fetched tile
+//! for curve cell orders. Not modelled: chunked reads of filtered tiles of more than 128 KiB
+//! (priced as whole tiles), tiles the cache already holds, and a large direct tile read in
+//! 256 KiB pieces when the query has fewer such tiles than I/O threads (priced as one request).
 //!
 //! Query log: JSON lines `{"ranges": [[lo, hi], ...], "weight": w, "layout": "C"}`, ranges
 //! inclusive in domain coordinates, one per dimension (`null` for the whole dimension), or an
@@ -23,8 +29,8 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde::Serialize;
 use tessera::{
-    dense_tile_positions, Array, ArraySchema, ArrayType, AttrInput, CellOrder, CellValNum, Context, Layout, Mode,
-    Subarray,
+    dense_tile_parts, units_read_in_part, Array, ArraySchema, ArrayType, AttrInput, CellOrder, CellValNum, Context,
+    Layout, Mode, Subarray, TilePart, BLOCK_LOG2,
 };
 
 /// Most tiles one query may touch in the model (the positions are listed in memory).
@@ -115,11 +121,17 @@ fn parse_query(line: &str, schema: &ArraySchema) -> Result<LoggedQuery> {
 /// The device and reader the model prices.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Device {
-    /// Seconds every query costs whatever the layout (opening, planning): it does not change
-    /// the ranking, only the predicted gain.
+    /// Seconds every query costs whatever the layout (opening, planning; with `cold_open` the
+    /// read of the fragment metadata is priced apart): it does not change the ranking, only the
+    /// predicted gain.
     pub query_s: f64,
     /// Seconds per read request.
     pub latency_s: f64,
+    /// Whether every query opens the array (cold): its fragment metadata, whose size grows with
+    /// the layout's tile count, is then read and decoded per query at `metadata_bps`.
+    pub cold_open: bool,
+    /// Bytes of fragment metadata per second a cold open reads and decodes.
+    pub metadata_bps: f64,
     /// Bytes per second read.
     pub read_bps: f64,
     /// Unfiltered bytes per second the filters produce (decompression).
@@ -134,6 +146,10 @@ pub struct Device {
     pub coalesce_gap: u64,
     /// The reader's largest coalesced range (`vfs.coalesce_max`).
     pub coalesce_max: u64,
+    /// The largest tile the reader's tile cache takes (a sixteenth of `sm.tile_cache_size`; 0:
+    /// no cache). Larger unfiltered tiles that a read copies whole as one run of its result are
+    /// read straight into it, one request each.
+    pub cache_tile_max: u64,
 }
 
 impl Device {
@@ -143,6 +159,8 @@ impl Device {
         Self {
             query_s: 300e-6,
             latency_s: 100e-6,
+            cold_open: false,
+            metadata_bps: 300e6,
             read_bps: 1e9,
             unfilter_bps: 2e9,
             copy_bps: 5e9,
@@ -150,6 +168,7 @@ impl Device {
             permute_cell_s: 2e-9,
             coalesce_gap: config.coalesce_gap(),
             coalesce_max: config.coalesce_max(),
+            cache_tile_max: config.tile_cache_size() / 16,
         }
     }
 
@@ -245,16 +264,76 @@ pub fn schema_with(schema: &ArraySchema, layout: &Candidate) -> Result<ArraySche
     Ok(s)
 }
 
-/// Bytes per cell of the fixed-size attributes (the files a read of all attributes fetches).
-fn attr_cell_bytes(schema: &ArraySchema) -> Result<Vec<u64>> {
+/// Bytes per cell of the fixed-size attributes `files` (data and validity together).
+fn total_cell_bytes(files: &[AttrFiles]) -> u64 {
+    files.iter().map(|a| a.data + u64::from(a.validity)).sum()
+}
+
+/// The files of one fixed-size attribute that a read of it fetches.
+struct AttrFiles {
+    /// Bytes per cell of its data file.
+    data: u64,
+    /// Whether it has a validity file (a byte per cell, read whole).
+    validity: bool,
+    /// Whether the data file is stored unfiltered (tiles with block checksums).
+    unfiltered: bool,
+}
+
+fn attr_files(schema: &ArraySchema) -> Result<Vec<AttrFiles>> {
     schema
         .attrs
         .iter()
         .map(|a| match a.cell_val_num {
-            CellValNum::Fixed(n) => Ok(u64::from(n) * a.datatype.size() as u64 + u64::from(a.nullable)),
+            CellValNum::Fixed(n) => Ok(AttrFiles {
+                data: u64::from(n) * a.datatype.size() as u64,
+                validity: a.nullable,
+                unfiltered: a.filters.is_empty(),
+            }),
             CellValNum::Var => bail!("attribute {}: variable-length attributes are not modelled", a.name),
         })
         .collect()
+}
+
+/// The checksum blocks `[a, b)` of an unfiltered tile of `tile_bytes` (cells of `cell_bytes`)
+/// that the reader reads instead of the whole tile for the copies `spans`: the tile has blocks
+/// (it is longer than two), a block holds whole cells, and the reader's own rule
+/// ([`tessera::units_read_in_part`]) takes the blocks. Each run is one request.
+fn block_runs(spans: &[[u64; 2]], cell_bytes: u64, tile_bytes: u64) -> Option<Vec<(u64, u64)>> {
+    let block = 1u64 << BLOCK_LOG2;
+    if tile_bytes <= 2 * block || cell_bytes == 0 || !block.is_multiple_of(cell_bytes) {
+        return None;
+    }
+    let byte_spans = spans.iter().map(|&[first, last]| (first * cell_bytes, (last + 1) * cell_bytes));
+    units_read_in_part(byte_spans, BLOCK_LOG2, tile_bytes.div_ceil(block))
+}
+
+/// The requests and bytes of reading one file's tiles `parts` of a query (`stored` bytes each;
+/// `unfiltered`: stored as they are), as the reader does: unfiltered tiles that go
+/// straight into the result (one request each), unfiltered tiles read in part (a request per
+/// run of blocks, `partial`), the rest whole and coalesced.
+fn file_reads(
+    parts: &[TilePart],
+    cell_bytes: u64,
+    stored: u64,
+    unfiltered: bool,
+    partial: bool,
+    dev: &Device,
+) -> (u64, u64) {
+    let (mut requests, mut bytes) = (0u64, 0u64);
+    let mut whole = Vec::with_capacity(parts.len());
+    for p in parts {
+        if unfiltered && p.one_run && stored > dev.cache_tile_max {
+            requests += 1;
+            bytes += stored;
+        } else if let Some(runs) = block_runs(&p.spans, cell_bytes, stored).filter(|_| unfiltered && partial) {
+            requests += runs.len() as u64;
+            bytes += runs.iter().map(|&(a, b)| (b << BLOCK_LOG2).min(stored) - (a << BLOCK_LOG2)).sum::<u64>();
+        } else {
+            whole.push(p.position);
+        }
+    }
+    let (r, b) = coalesced(&whole, stored, dev);
+    (requests + r, bytes + b)
 }
 
 /// The requests and bytes of reading the tiles at `positions` (sorted) of a file of tiles of
@@ -281,6 +360,34 @@ fn coalesced(positions: &[u64], tile_bytes: u64, dev: &Device) -> (u64, u64) {
     (requests, bytes)
 }
 
+/// Bytes of the metadata of a dense fragment over the whole domain of `s` (format §8: what an
+/// open reads): per tile and file its index entry (32 bytes); per unfiltered tile of more than two
+/// checksum blocks its block checksums (24 + 8 per block); per filtered tile of more than two
+/// 64 KiB chunks its chunk list (24 + 16 per chunk, at the smallest chunk size a writer picks);
+/// per tile inside the domain and attribute its summary (56 bytes).
+pub fn metadata_bytes(s: &ArraySchema) -> Result<f64> {
+    let files = attr_files(s)?;
+    let tile_cells: u64 = s.dims.iter().map(tessera::Dimension::tile_extent).product();
+    let tiles: f64 = s.dims.iter().map(|d| d.domain_size().div_ceil(d.tile_extent()) as f64).product();
+    let whole: f64 = s.dims.iter().map(|d| (d.domain_size() / d.tile_extent()) as f64).product();
+    let listed = |bytes: u64, unit_log2: u32, per_unit: u64| -> u64 {
+        if bytes > 2 << unit_log2 {
+            24 + per_unit * bytes.div_ceil(1 << unit_log2)
+        } else {
+            0
+        }
+    };
+    let mut per_tile = 0u64;
+    for f in &files {
+        let data = tile_cells * f.data;
+        per_tile += 32 + if f.unfiltered { listed(data, BLOCK_LOG2, 8) } else { listed(data, 16, 16) };
+        if f.validity {
+            per_tile += 32 + listed(tile_cells, BLOCK_LOG2, 8);
+        }
+    }
+    Ok(tiles * per_tile as f64 + whole * 56.0 * files.len() as f64)
+}
+
 /// Predicted cost of `log` under `layout`.
 ///
 /// # Errors
@@ -294,22 +401,33 @@ pub fn score(
 ) -> Result<Scored> {
     let s = schema_with(schema, layout)?;
     let tile_cells: u64 = layout.extents.iter().product();
-    let cell_bytes = attr_cell_bytes(&s)?;
+    let files = attr_files(&s)?;
+    let cell_total = total_cell_bytes(&files);
+    // Curve cell orders: the reader fetches whole tiles (their blocks hold no box's runs).
+    let partial = matches!(s.cell_order, CellOrder::RowMajor | CellOrder::ColMajor);
+    let open_s = if dev.cold_open { metadata_bytes(&s)? / dev.metadata_bps } else { 0.0 };
     let fastest_c = s.dims.len() - 1;
     let (mut seconds, mut requests, mut bytes) = (0.0, 0.0, 0.0);
     let mut per_query = Vec::with_capacity(log.len());
     for q in log {
-        let positions = dense_tile_positions(&s, &Subarray::from_ranges(&q.ranges), MAX_QUERY_TILES)?;
-        let tiles = positions.len() as f64;
+        let layout_q = if q.col_major { Layout::ColMajor } else { Layout::RowMajor };
+        let parts = dense_tile_parts(&s, &Subarray::from_ranges(&q.ranges), layout_q, MAX_QUERY_TILES)?;
+        let tiles = parts.len() as f64;
         let (mut r, mut b) = (0u64, 0u64);
-        for &cb in &cell_bytes {
+        for f in &files {
             // Stored tiles of one attribute, at the array's compression ratio.
-            let stored = ((tile_cells * cb) as f64 * ratio).ceil().max(1.0) as u64;
-            let (qr, qb) = coalesced(&positions, stored, dev);
+            let (data_cells, unfiltered) = (tile_cells * f.data, f.unfiltered);
+            let stored = if unfiltered { data_cells } else { ((data_cells as f64) * ratio).ceil().max(1.0) as u64 };
+            let (qr, qb) = file_reads(&parts, f.data, stored, unfiltered, partial, dev);
             r += qr;
             b += qb;
+            if f.validity {
+                let (qr, qb) = coalesced(&parts.iter().map(|p| p.position).collect::<Vec<_>>(), tile_cells, dev);
+                r += qr;
+                b += qb;
+            }
         }
-        let unfiltered = tiles * (tile_cells * cell_bytes.iter().sum::<u64>()) as f64;
+        let unfiltered = tiles * (tile_cells * cell_total) as f64;
         // The copy: the result's cells in runs along its fastest dimension when the cell order
         // keeps that dimension contiguous in a tile (row-major for C results, col-major for F).
         let fastest = if q.col_major { 0 } else { fastest_c };
@@ -332,8 +450,9 @@ pub fn score(
         } else {
             0.0
         };
-        let result_bytes = cells * cell_bytes.iter().sum::<u64>() as f64;
+        let result_bytes = cells * cell_total as f64;
         let t = dev.query_s
+            + open_s
             + r as f64 * dev.latency_s
             + b as f64 / dev.read_bps
             + unfiltered / dev.unfilter_bps
@@ -386,7 +505,7 @@ pub fn current_layout(schema: &ArraySchema) -> Result<Candidate> {
 /// As [`current_layout`].
 pub fn candidates(schema: &ArraySchema, opts: SearchOptions) -> Result<Vec<Candidate>> {
     let current = current_layout(schema)?;
-    let cell: u64 = attr_cell_bytes(schema)?.iter().sum::<u64>().max(1);
+    let cell: u64 = total_cell_bytes(&attr_files(schema)?).max(1);
     let per_dim: Vec<Vec<u64>> = schema
         .dims
         .iter()
@@ -522,7 +641,7 @@ pub fn by_shape(advice: &Advice, log: &[LoggedQuery], schema: &ArraySchema) -> V
 pub fn apply(ctx: &Context, src: &Path, dst: &Path, layout: &Candidate, budget: u64) -> Result<u64> {
     let array = Array::open(ctx, src, Mode::Read)?;
     let schema = schema_with(array.schema(), layout)?;
-    let cell: u64 = attr_cell_bytes(&schema)?.iter().sum::<u64>().max(1);
+    let cell: u64 = total_cell_bytes(&attr_files(&schema)?).max(1);
     Array::create(ctx, dst, &schema).with_context(|| format!("creating {}", dst.display()))?;
     let writer = Array::open(ctx, dst, Mode::Write)?;
     let names: Vec<&str> = schema.attrs.iter().map(|a| a.name.as_str()).collect();

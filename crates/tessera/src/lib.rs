@@ -71,13 +71,14 @@ pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
     AttrStats, BlockIndex, Chunk, ChunkIndex, Extremes, FragmentKind, FragmentMetadata, FragmentName, RTree,
-    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, FRAGMENTS_DIR, METADATA_FILE, PACKED_FILE,
+    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
+    PACKED_FILE,
 };
-pub use geometry::{curve_key, dense_tile_positions, DimRange, Layout, Subarray};
+pub use geometry::{curve_key, dense_tile_parts, DimRange, Layout, Subarray, TilePart};
 pub use group::{object_kind, Group, ObjectKind};
 pub use input::{AttrInput, CoordInput};
 pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};
-pub use read::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
+pub use read::{units_read_in_part, AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
 pub use retaining_alloc::RetainingAllocator;
 pub use schema::{
     default_coord_filters, display_datetime, format_datetime, parse_datetime, ArraySchema, ArraySchemaBuilder,

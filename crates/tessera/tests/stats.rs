@@ -399,12 +399,12 @@ fn tile_order_decides_the_runs_a_box_read_fetches() {
     }
 }
 
-/// `dense_tile_positions` predicts what the reader fetches: for random boxes of a 3-D array over
+/// `dense_tile_parts`' positions predict what the reader fetches: for random boxes of a 3-D array over
 /// a grid of 5 x 3 x 4 tiles (not powers of two) under every tile order, the runs of consecutive
 /// positions are the read requests (ranges not coalesced across gaps) and the positions times
 /// the tile size the bytes.
 #[test]
-fn dense_tile_positions_predict_the_reads_of_a_box() {
+fn dense_tile_parts_predict_the_reads_of_a_box() {
     let _g = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = |n: u64| {
@@ -439,7 +439,11 @@ fn dense_tile_positions_predict_the_reads_of_a_box() {
         w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))])
             .unwrap();
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
-        let full = dense_tile_positions(&schema, &Subarray::full(&schema), 1000).unwrap();
+        let positions = |sub: &Subarray, max: u64| {
+            dense_tile_parts(&schema, sub, Layout::RowMajor, max)
+                .map(|t| t.iter().map(|p| p.position).collect::<Vec<u64>>())
+        };
+        let full = positions(&Subarray::full(&schema), 1000).unwrap();
         assert_eq!(full, (0..60).collect::<Vec<u64>>(), "{order:?}");
         for _ in 0..40 {
             let ranges: Vec<(i128, i128)> = sizes
@@ -451,7 +455,7 @@ fn dense_tile_positions_predict_the_reads_of_a_box() {
                 })
                 .collect();
             let sub = Subarray::from_ranges(&ranges);
-            let pos = dense_tile_positions(&schema, &sub, 1000).unwrap();
+            let pos = positions(&sub, 1000).unwrap();
             let runs = 1 + pos.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64;
             let s = measured(|| {
                 r.read(&sub, &["a"], Layout::RowMajor).unwrap();
@@ -466,9 +470,29 @@ fn dense_tile_positions_predict_the_reads_of_a_box() {
         }
         // Several ranges on a dimension share tiles once; too many tiles is an error.
         let two = Subarray { ranges: vec![vec![(0, 1), (1, 2)], vec![(0, 0)], vec![(0, 0)]] };
-        assert_eq!(dense_tile_positions(&schema, &two, 1000).unwrap().len(), 2);
-        assert!(dense_tile_positions(&schema, &Subarray::full(&schema), 59).is_err());
+        assert_eq!(positions(&two, 1000).unwrap().len(), 2);
+        assert!(positions(&Subarray::full(&schema), 59).is_err());
     }
+}
+
+/// A hostile subarray of many ranges per dimension inside one tile: each tile's spans are the
+/// cross product of its ranges there, so the bound on the list holds for the spans too, not only
+/// for the tiles (here 1 tile, 20^3 spans).
+#[test]
+fn dense_tile_parts_bound_the_spans_not_only_the_tiles() {
+    let schema = ArraySchema::builder(ArrayType::Dense)
+        .dim(Dimension::new("x", Datatype::Int64, (0, 63), 64))
+        .dim(Dimension::new("y", Datatype::Int64, (0, 63), 64))
+        .dim(Dimension::new("z", Datatype::Int64, (0, 63), 64))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    let ranges: Vec<(i128, i128)> = (0..20).map(|k| (3 * k, 3 * k)).collect();
+    let sub = Subarray { ranges: vec![ranges.clone(), ranges.clone(), ranges] };
+    let e = dense_tile_parts(&schema, &sub, Layout::RowMajor, 1000).unwrap_err();
+    assert!(e.to_string().contains("more than 1000 times"), "{e}");
+    let parts = dense_tile_parts(&schema, &sub, Layout::RowMajor, 8000).unwrap();
+    assert_eq!((parts.len(), parts[0].spans.len()), (1, 8000));
 }
 
 /// A dense grid of `rows x cols` cells (int64 dimensions `r` and `c` from 1, tiles `tile`) with

@@ -10,7 +10,7 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 /// Blocks are `2^BLOCK_LOG2` bytes: 4 KiB, the page size, so that a point read reads and hashes
 /// one page (16 KiB until 2026-11-29: a random 1K-point read of a 1 GB array took 2x as long).
 /// Readers take any block size the metadata gives (`b` of format §8.1).
-pub(crate) const BLOCK_LOG2: u32 = 12;
+pub const BLOCK_LOG2: u32 = 12;
 
 /// Whether a tile of `len` stored bytes of an unfiltered file gets block checksums.
 pub(crate) fn wants_blocks(len: u64, log2: u32) -> bool {

@@ -11,9 +11,8 @@ mod name;
 mod rtree;
 mod tile_stats;
 
-pub(crate) use blocks::{
-    block_sums, checksum_of_sums, verify_blocks, verify_sums, verify_tile, wants_blocks, BLOCK_LOG2,
-};
+pub use blocks::BLOCK_LOG2;
+pub(crate) use blocks::{block_sums, checksum_of_sums, verify_blocks, verify_sums, verify_tile, wants_blocks};
 pub(crate) use chunks::{
     choose_chunk_log2, chunks_tile, encode_chunked_runs, encode_chunked_summarized, max_chunked_len,
     scattered_decode_bytes, stored_offsets, wants_chunks, AutoChunkSize, ChunkedRuns, ChunkedTile, TileRuns,

@@ -163,77 +163,174 @@ impl TileGrid {
     }
 }
 
-/// The positions, in the order a dense fragment over the whole domain stores its tiles (tile
-/// order), of the tiles that the rectangles of `subarray` (the cross product of its ranges)
-/// touch: sorted, each once. What a layout advisor needs to predict the requests and bytes of a
-/// read under a candidate schema without writing it.
+/// One tile a dense read of a whole-domain fragment copies from ([`dense_tile_parts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TilePart {
+    /// The tile's position in tile order.
+    pub position: u64,
+    /// Per rectangle of the subarray that meets the tile, the offsets (in the tile's stored cell
+    /// order) of the first and the last cell of their intersection: the span of the tile a copy
+    /// of that intersection reads. A curve cell order stores no box contiguously: the whole tile.
+    pub spans: Vec<[u64; 2]>,
+    /// The copy is the whole tile as one contiguous run of the result (a subarray of one range
+    /// per dimension, the result laid out in `layout`): the reader then reads an unfiltered tile
+    /// that its tile cache does not take straight into the result.
+    pub one_run: bool,
+}
+
+/// The tiles of `schema` (a dense fragment over its whole domain) that a read of `subarray` into
+/// a result laid out in `layout` copies from, with the spans of cells it copies from each: the
+/// reader's own plan, for a layout advisor pricing reads of part of a tile (checksum blocks of
+/// unfiltered tiles, chunks of filtered ones) without writing the array. Sorted by position (the
+/// order in which a dense fragment over the whole domain stores its tiles), each tile once.
 ///
 /// # Errors
-/// The subarray's errors ([`super::Subarray::normalize`]); `BadSubarray` also when the touched tiles would be
-/// more than `max_tiles` (the list is built in memory) or the domain has more than 2^32 tiles.
-pub fn dense_tile_positions(
+/// The subarray's errors ([`super::Subarray::normalize`]); `BadSubarray` also when the touched
+/// tiles, or the intersections of the subarray's rectangles with them (the spans), would be more
+/// than `max_tiles` (the list is built in memory) or the domain has more than 2^32 tiles.
+pub fn dense_tile_parts(
     schema: &ArraySchema,
     subarray: &super::Subarray,
+    layout: super::Layout,
     max_tiles: u64,
-) -> Result<Vec<u64>, crate::error::QueryError> {
-    use crate::error::QueryError;
-    let too_large = QueryError::BadSubarray;
-    let grid = TileGrid::new(schema);
-    let domain_tiles = grid.counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c)).filter(|&t| t <= 1 << 32);
-    if domain_tiles.is_none() {
-        return Err(too_large("the domain has more than 2^32 tiles".into()));
-    }
-    let full: Rect = grid.counts.iter().map(|&c| [0, c - 1]).collect();
-    let ranges = subarray.normalize(schema)?;
-    // Tile ranges per dimension, merged where they overlap or touch (several cell ranges may
-    // share tiles).
-    let per_dim: Vec<Vec<[u64; 2]>> = ranges
+) -> Result<Vec<TilePart>, crate::error::QueryError> {
+    let touched = TouchedTiles::of(schema, subarray, max_tiles)?;
+    let grid = &touched.grid;
+    let cells = grid.cells_per_tile();
+    let single = touched.ranges.iter().all(|r| r.len() == 1);
+    // The result's strides (one box: the subarray's single rectangle).
+    let result_shape: Vec<u64> = touched.ranges.iter().map(|r| r[0][1] - r[0][0] + 1).collect();
+    let result_order = if layout == super::Layout::ColMajor { CellOrder::ColMajor } else { CellOrder::RowMajor };
+    let result_strides = strides(&result_shape, result_order);
+    let mut out: Vec<TilePart> = touched
+        .tiles
         .iter()
-        .zip(&grid.extents)
-        .map(|(rs, &e)| {
-            let mut t: Vec<[u64; 2]> = rs.iter().map(|&[lo, hi]| [lo / e, hi / e]).collect();
-            t.sort_unstable();
-            let mut merged: Vec<[u64; 2]> = Vec::with_capacity(t.len());
-            for r in t {
-                match merged.last_mut() {
-                    Some(last) if r[0] <= last[1].saturating_add(1) => last[1] = last[1].max(r[1]),
-                    _ => merged.push(r),
-                }
-            }
-            merged
+        .map(|(position, tc)| {
+            let tile = grid.tile_rect(tc);
+            let tile_lo: Vec<u64> = tile.iter().map(|r| r[0]).collect();
+            let parts = touched.parts_in(&tile);
+            let spans = parts
+                .iter()
+                .map(|p| match grid.cell_curve {
+                    Some(_) => [0, cells - 1],
+                    None => {
+                        let lo: Vec<u64> = p.iter().map(|r| r[0]).collect();
+                        let first = grid.cell_offset(&tile_lo, &lo);
+                        let hi: Vec<u64> = p.iter().map(|r| r[1]).collect();
+                        [first, grid.cell_offset(&tile_lo, &hi)]
+                    }
+                })
+                .collect();
+            let whole = parts.len() == 1 && parts[0] == tile && grid.extents.iter().zip(&tile).all(|(e, r)| r[1] - r[0] + 1 == *e);
+            let one_run = single && whole && grid.cell_curve.is_none() && {
+                let src = super::Strided { offset: 0, strides: grid.cell_strides.clone() };
+                let dst = super::Strided { offset: 0, strides: result_strides.clone() };
+                let shape: Vec<u64> = tile.iter().map(|r| r[1] - r[0] + 1).collect();
+                matches!(super::contiguous_runs(1, &shape, &src, &dst).as_deref(), Some([(0, 0, n)]) if *n as u64 == cells)
+            };
+            TilePart { position: *position, spans, one_run }
         })
         .collect();
-    let touched = per_dim
-        .iter()
-        .map(|rs| rs.iter().map(|[lo, hi]| hi - lo + 1).sum::<u64>())
-        .try_fold(1u64, u64::checked_mul)
-        .filter(|&t| t <= max_tiles)
-        .ok_or_else(|| too_large(format!("the subarray touches more than {max_tiles} tiles")))?;
-    let mut out = Vec::with_capacity(usize::try_from(touched).unwrap_or(0));
-    let n = per_dim.len();
-    let mut pick = vec![0usize; n];
-    loop {
-        let trange: Rect = (0..n).map(|d| per_dim[d][pick[d]]).collect();
-        let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
-        let count: u64 = shape.iter().product();
-        for lin in 0..count {
-            out.push(grid.tile_index(&full, &TileGrid::row_major_tile(&trange, lin)));
+    out.sort_unstable_by_key(|t| t.position);
+    Ok(out)
+}
+
+/// The tiles the rectangles of a subarray touch, with their tile coordinates.
+struct TouchedTiles {
+    grid: TileGrid,
+    /// The subarray's normalized ranges per dimension.
+    ranges: Vec<Vec<[u64; 2]>>,
+    /// (position in tile order, tile coordinates), each tile once.
+    tiles: Vec<(u64, Vec<u64>)>,
+}
+
+impl TouchedTiles {
+    fn of(schema: &ArraySchema, subarray: &super::Subarray, max_tiles: u64) -> Result<Self, crate::error::QueryError> {
+        use crate::error::QueryError;
+        let too_large = QueryError::BadSubarray;
+        let grid = TileGrid::new(schema);
+        let domain_tiles = grid.counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c)).filter(|&t| t <= 1 << 32);
+        if domain_tiles.is_none() {
+            return Err(too_large("the domain has more than 2^32 tiles".into()));
         }
-        // Next combination of one tile range per dimension (odometer).
-        let mut d = n;
+        let full: Rect = grid.counts.iter().map(|&c| [0, c - 1]).collect();
+        let ranges = subarray.normalize(schema)?;
+        // Tile ranges per dimension, merged where they overlap or touch (several cell ranges may
+        // share tiles).
+        let per_dim: Vec<Vec<[u64; 2]>> = ranges
+            .iter()
+            .zip(&grid.extents)
+            .map(|(rs, &e)| {
+                let mut t: Vec<[u64; 2]> = rs.iter().map(|&[lo, hi]| [lo / e, hi / e]).collect();
+                t.sort_unstable();
+                let mut merged: Vec<[u64; 2]> = Vec::with_capacity(t.len());
+                for r in t {
+                    match merged.last_mut() {
+                        Some(last) if r[0] <= last[1].saturating_add(1) => last[1] = last[1].max(r[1]),
+                        _ => merged.push(r),
+                    }
+                }
+                merged
+            })
+            .collect();
+        let touched = per_dim
+            .iter()
+            .map(|rs| rs.iter().map(|[lo, hi]| hi - lo + 1).sum::<u64>())
+            .try_fold(1u64, u64::checked_mul)
+            .filter(|&t| t <= max_tiles)
+            .ok_or_else(|| too_large(format!("the subarray touches more than {max_tiles} tiles")))?;
+        // The parts (a rectangle's intersection with a tile) over all tiles: per dimension, the
+        // tiles each range spans, summed; their product. At least `touched`.
+        ranges
+            .iter()
+            .zip(&grid.extents)
+            .map(|(rs, &e)| rs.iter().try_fold(0u64, |a, &[lo, hi]| a.checked_add(hi / e - lo / e + 1)))
+            .try_fold(1u64, |a, n| a.checked_mul(n?))
+            .filter(|&p| p <= max_tiles)
+            .ok_or_else(|| too_large(format!("the subarray's rectangles meet tiles more than {max_tiles} times")))?;
+        let mut tiles = Vec::with_capacity(usize::try_from(touched).unwrap_or(0));
+        let n = per_dim.len();
+        let mut pick = vec![0usize; n];
         loop {
-            if d == 0 {
-                out.sort_unstable();
-                out.dedup();
-                return Ok(out);
+            let trange: Rect = (0..n).map(|d| per_dim[d][pick[d]]).collect();
+            let shape: Vec<u64> = trange.iter().map(|[lo, hi]| hi - lo + 1).collect();
+            let count: u64 = shape.iter().product();
+            for lin in 0..count {
+                let tc = TileGrid::row_major_tile(&trange, lin);
+                tiles.push((grid.tile_index(&full, &tc), tc));
             }
-            d -= 1;
-            pick[d] += 1;
-            if pick[d] < per_dim[d].len() {
-                break;
+            // Next combination of one tile range per dimension (odometer).
+            let mut d = n;
+            loop {
+                if d == 0 {
+                    return Ok(Self { grid, ranges, tiles });
+                }
+                d -= 1;
+                pick[d] += 1;
+                if pick[d] < per_dim[d].len() {
+                    break;
+                }
+                pick[d] = 0;
             }
-            pick[d] = 0;
         }
+    }
+
+    /// The intersections with `tile` of the subarray's rectangles that meet it.
+    fn parts_in(&self, tile: &[[u64; 2]]) -> Vec<Rect> {
+        // Per dimension, the parts of its ranges inside the tile; their cross product.
+        let per_dim: Vec<Vec<[u64; 2]>> = self
+            .ranges
+            .iter()
+            .zip(tile)
+            .map(|(rs, t)| {
+                rs.iter().filter(|r| r[0] <= t[1] && t[0] <= r[1]).map(|r| [r[0].max(t[0]), r[1].min(t[1])]).collect()
+            })
+            .collect();
+        let mut out: Vec<Rect> = vec![Rect::new()];
+        for parts in &per_dim {
+            out = out.iter().flat_map(|o| parts.iter().map(move |p| o.iter().copied().chain([*p]).collect())).collect();
+        }
+        out
     }
 }
 

@@ -17,8 +17,8 @@ pub(crate) use coords::{
     sort_permutation, value_text, OrderKeys,
 };
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Dims, Strided};
-pub use grid::dense_tile_positions;
 pub(crate) use grid::TileGrid;
+pub use grid::{dense_tile_parts, TilePart};
 pub(crate) use layout::layout_counter;
 pub use layout::Layout;
 pub use order::curve_key;

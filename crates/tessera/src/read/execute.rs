@@ -710,12 +710,24 @@ fn partial_blocks(
     }
     let spans = ops.iter().map(|op| {
         let last: u64 = op.shape.iter().zip(&op.src.strides).map(|(n, s)| n.saturating_sub(1) * s).sum();
-        let (first, end) = (op.src.offset * cs, (op.src.offset + last + 1) * cs);
-        (first >> log2, ((end - 1) >> log2) + 1)
+        (op.src.offset * cs, (op.src.offset + last + 1) * cs)
     });
-    let out = merge_ranges(spans.collect());
+    units_read_in_part(spans, log2, units).map(|out| (log2, out))
+}
+
+/// The ranges `[a, b)` of units (checksum blocks or chunks of `2^log2` bytes, `units` of them in
+/// the tile) that copies reading the byte spans `[first, end)` of a tile need, merged, when the
+/// reader reads only them: when they are at most half the tile's units. The reader's rule, which
+/// a layout advisor pricing reads applies too.
+pub fn units_read_in_part(
+    byte_spans: impl IntoIterator<Item = (u64, u64)>,
+    log2: u32,
+    units: u64,
+) -> Option<Vec<(u64, u64)>> {
+    let out =
+        merge_ranges(byte_spans.into_iter().map(|(first, end)| (first >> log2, ((end - 1) >> log2) + 1)).collect());
     let needed: u64 = out.iter().map(|(a, b)| b - a).sum();
-    (needed * 2 <= units).then_some((log2, out))
+    (needed * 2 <= units).then_some(out)
 }
 
 /// Reads the units `runs` of each tile of `partial`, verifies each block's or chunk's checksum

@@ -11,6 +11,7 @@ mod plan;
 mod query;
 mod sparse;
 
+pub use execute::units_read_in_part;
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
 pub(crate) use sparse::result_cell_bytes;
 pub use sparse::SparseReadQuery;
