@@ -103,49 +103,53 @@ def run_query(A: Any, ranges: Ranges) -> Tuple[np.ndarray, Dict[str, int]]:
 
 def measure_layout(path: str, qs: List[Tuple[str, List[Ranges]]]) -> Dict[str, Dict[str, Any]]:
     """Cold and warm medians and per-run counters of every query on one stored layout."""
-    import tessera as ts
-
     res: Dict[str, Dict[str, Any]] = {}
-    ts.stats.enable()
-    try:
-        for name, runs in qs:
-            cold, warm, counts, digest = [], [], [], hashlib.sha256()
-            for ranges in runs:
-                common.drop_cache(path)
-                ts.drop_caches()
-                t = time.perf_counter()
-                with ts.open(path) as A:
-                    out, c = run_query(A, ranges)
-                cold.append(time.perf_counter() - t)
-                digest.update(np.ascontiguousarray(out).tobytes())
-                counts.append(c)
-            with ts.open(path) as A:
-                run_query(A, runs[0])  # pages of the query's tiles and the metadata in the page cache
-                for ranges in runs:
-                    ts.drop_caches()
-                    run_query(A, ranges)  # the same tiles twice: every one from the page cache
-                    ts.drop_caches()
-                    t = time.perf_counter()
-                    run_query(A, ranges)
-                    warm.append(time.perf_counter() - t)
-            res[name] = {
-                "cold_s": statistics.median(cold), "warm_s": statistics.median(warm),
-                "cold_runs": cold, "warm_runs": warm,
-                "cells": int(np.prod([hi - lo + 1 for lo, hi in runs[0]])),
-                **{k: statistics.median([c[k] for c in counts]) for k in COUNTERS},
-                "sha256": digest.hexdigest(),
-            }
-    finally:
-        ts.stats.disable()
+    for name, runs in qs:
+        digest = hashlib.sha256()
+        cold, warm, counts = workload_pass(path, runs, digest)
+        res[name] = {
+            "cold_s": statistics.median(cold), "warm_s": statistics.median(warm),
+            "cold_runs": cold, "warm_runs": warm,
+            "cells": int(np.prod([hi - lo + 1 for lo, hi in runs[0]])),
+            **{k: statistics.median([c[k] for c in counts]) for k in COUNTERS},
+            "sha256": digest.hexdigest(),
+        }
     return res
 
 
 TESSERA = os.path.join(REPO, "target", "release", "tessera")
 
 
-def calibrate(results: Dict[str, Dict[str, Dict[str, Any]]]) -> Dict[str, float]:
-    """Least-squares fit of cold query time = fixed + latency x requests + bytes / bandwidth
-    over every (layout, query) of the run: the device the advisor prices on this machine."""
+def open_cost(path: str, reps: int) -> Tuple[int, float]:
+    """Bytes an open of the array reads (its schema and fragment metadata) and the median time of
+    a cold open (pages evicted, caches dropped)."""
+    import tessera as ts
+
+    ts.stats.enable()
+    ts.stats.reset()
+    try:
+        with ts.open(path):
+            nbytes = int(ts.stats.json()["counters"].get("vfs_read_total_bytes", 0))
+    finally:
+        ts.stats.disable()
+    times = []
+    for _ in range(reps):
+        common.drop_cache(path)
+        ts.drop_caches()
+        t = time.perf_counter()
+        with ts.open(path):
+            pass
+        times.append(time.perf_counter() - t)
+    return nbytes, statistics.median(times)
+
+
+def calibrate(results: Dict[str, Dict[str, Dict[str, Any]]], opens: List[Tuple[int, float]]) -> Dict[str, float]:
+    """The device the advisor prices on this machine. Least-squares fit of cold query time =
+    fixed + latency x requests + bytes / bandwidth over every (layout, query) of the run; every
+    cold query also opens the array, whose cost grows with its metadata (its tile count): the
+    cold opens `opens` (metadata bytes, seconds) of arrays with two tile sizes give the cost per
+    metadata byte, and the open of these layouts' metadata is taken out of the fixed term (the
+    advisor prices it per layout, `--cold-open --metadata-bandwidth`)."""
     rows = [(r["vfs_read_num_requests"], r["vfs_read_total_bytes"], r["cold_s"])
             for lay in results.values() for r in lay.values()]
     a = np.array([[1.0, q, b] for q, b, _ in rows])
@@ -153,7 +157,10 @@ def calibrate(results: Dict[str, Dict[str, Dict[str, Any]]]) -> Dict[str, float]
     (fixed, latency, per_byte), *_ = np.linalg.lstsq(a, y, rcond=None)
     latency = max(float(latency), 1e-6)
     per_byte = max(float(per_byte), 1e-12)
-    return {"fixed_s": float(fixed), "latency_s": latency, "read_bps": 1.0 / per_byte}
+    (b_many, t_many), (b_few, t_few) = opens
+    per_meta_byte = max((t_many - t_few) / max(b_many - b_few, 1), 1e-12)
+    return {"fixed_s": float(fixed) - b_many * per_meta_byte, "latency_s": latency, "read_bps": 1.0 / per_byte,
+            "open_bytes": b_many, "metadata_bps": 1.0 / per_meta_byte}
 
 
 def workloads(qs: List[Tuple[str, List[Ranges]]]) -> Dict[str, List[Ranges]]:
@@ -167,16 +174,59 @@ def workloads(qs: List[Tuple[str, List[Ranges]]]) -> Dict[str, List[Ranges]]:
     }
 
 
+WORKLOAD_REPS = 5
+
+
+def workload_pass(path: str, runs: List[Ranges],
+                  digest: Optional[Any] = None) -> Tuple[List[float], List[float], List[Dict[str, int]]]:
+    """One pass of queries `runs` on one stored layout: every query's cold time (pages evicted,
+    caches dropped, the array opened in the timed region), warm time (pages cached, tile cache
+    dropped) and counters; the cold results' bytes go into `digest` when given."""
+    import tessera as ts
+
+    cold, warm, counts = [], [], []
+    ts.stats.enable()
+    try:
+        for ranges in runs:
+            common.drop_cache(path)
+            ts.drop_caches()
+            t = time.perf_counter()
+            with ts.open(path) as A:
+                out, c = run_query(A, ranges)
+            cold.append(time.perf_counter() - t)
+            counts.append(c)
+            if digest is not None:
+                digest.update(np.ascontiguousarray(out).tobytes())
+        with ts.open(path) as A:
+            for ranges in runs:
+                ts.drop_caches()
+                run_query(A, ranges)  # the query's pages in the page cache
+                ts.drop_caches()
+                t = time.perf_counter()
+                run_query(A, ranges)
+                warm.append(time.perf_counter() - t)
+    finally:
+        ts.stats.disable()
+    return cold, warm, counts
+
+
 def validate_advisor(root: str, data: np.ndarray, tile: int, qs: List[Tuple[str, List[Ranges]]],
                      device: Dict[str, float]) -> List[Dict[str, Any]]:
     """For each workload: `tessera advise --apply` on the row-major array, then the workload's
-    cold time on every layout tried (the four orders with cubic tiles, and the advised one)
-    beside the model's prediction for each."""
+    cold and warm time on every layout tried (the four orders with cubic tiles, and the advised
+    one) beside the model's prediction for each. A workload's time is the sum over its queries of
+    each query's median over WORKLOAD_REPS passes; the passes visit the layouts in turn (a
+    rotating order), so that the machine's drift is spread over every layout alike."""
     import subprocess
 
     out = []
     base = os.path.join(root, "row-major")
     make_array(base, data, tile, "row-major", "row-major")
+    tried_orders: Dict[str, Tuple[str, Tuple[Tuple[int, ...], str, str]]] = {}
+    for name, t_order, c_order in LAYOUTS:
+        path = os.path.join(root, "w-" + name)
+        make_array(path, data, tile, t_order, c_order)
+        tried_orders[name] = (path, ((tile,) * 3, t_order, c_order))
     for wname, runs in workloads(qs).items():
         log_path = os.path.join(root, "queries.jsonl")
         with open(log_path, "w") as f:
@@ -184,32 +234,43 @@ def validate_advisor(root: str, data: np.ndarray, tile: int, qs: List[Tuple[str,
                 f.write(json.dumps({"ranges": [list(x) for x in r]}) + "\n")
         advised = os.path.join(root, "advised")
         common.remove(advised)
-        cmd = [TESSERA, "advise", base, "--log", log_path, "--json", "--apply", advised,
+        cmd = [TESSERA, "advise", base, "--log", log_path, "--json", "--apply", advised, "--cold-open",
+               "--metadata-bandwidth", repr(device["metadata_bps"]),
                "--query-overhead", repr(max(device["fixed_s"], 0.0)), "--latency", repr(device["latency_s"]), "--bandwidth", repr(device["read_bps"])]
         advice = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         predicted = {(tuple(s["layout"]["extents"]), s["layout"]["tile_order"], s["layout"]["cell_order"]): s["seconds"]
                      for s in advice["ranked"] + [advice["current"]]}
         best = advice["ranked"][0]["layout"]
-        tried: Dict[str, Tuple[str, Tuple[Tuple[int, ...], str, str]]] = {}
-        for name, t_order, c_order in LAYOUTS:
-            path = os.path.join(root, "w-" + name)
-            make_array(path, data, tile, t_order, c_order)
-            tried[name] = (path, ((tile,) * 3, t_order, c_order))
         label = "advised " + "x".join(map(str, best["extents"])) + f" {best['tile_order']}/{best['cell_order']}"
+        common.fsync_tree(advised)
+        tried = dict(tried_orders)
         tried[label] = (advised, (tuple(best["extents"]), best["tile_order"], best["cell_order"]))
+        names = list(tried)
+        cold: Dict[str, List[List[float]]] = {n: [] for n in names}
+        warm: Dict[str, List[List[float]]] = {n: [] for n in names}
+        counts: Dict[str, List[Dict[str, int]]] = {}
+        for rep in range(WORKLOAD_REPS):
+            for name in names[rep % len(names):] + names[:rep % len(names)]:
+                c, w, k = workload_pass(tried[name][0], runs)
+                cold[name].append(c)
+                warm[name].append(w)
+                counts.setdefault(name, k)
+
+        def total(passes: List[List[float]]) -> float:
+            return sum(statistics.median(q) for q in zip(*passes))
+
         rows = []
-        for name, (path, key) in tried.items():
-            m = measure_layout(path, [(wname, runs)])[wname]
-            rows.append({"layout": name, "measured_s": m["cold_s"] * len(runs), "warm_s": m["warm_s"] * len(runs),
-                         "predicted_s": predicted.get(key), "requests": m["vfs_read_num_requests"],
-                         "bytes": m["vfs_read_total_bytes"]})
-        for name in list(tried):
-            if name != label:
-                common.remove(tried[name][0])
+        for name in names:
+            rows.append({"layout": name, "measured_s": total(cold[name]), "warm_s": total(warm[name]),
+                         "predicted_s": predicted.get(tried[name][1]),
+                         "requests": statistics.mean(c["vfs_read_num_requests"] for c in counts[name]),
+                         "bytes": statistics.mean(c["vfs_read_total_bytes"] for c in counts[name])})
         common.remove(advised)
         fastest = min(rows, key=lambda r: r["measured_s"])["layout"]
         out.append({"workload": wname, "queries": len(runs), "rows": rows, "advised": label,
                     "advised_fastest": fastest == label, "gain_predicted": advice["current"]["seconds"] / advice["ranked"][0]["seconds"]})
+    for path, _ in tried_orders.values():
+        common.remove(path)
     common.remove(base)
     return out
 
@@ -247,9 +308,14 @@ def advisor_markdown(meta: Dict[str, Any], validation: List[Dict[str, Any]]) -> 
     dev = meta["device"]
     lines = ["### The advisor on three workloads", "",
              f"Device fitted to this run's cold queries (least squares of time = fixed + latency x requests + "
-             f"bytes / bandwidth): fixed {dev['fixed_s'] * 1e3:.2f} ms, latency {dev['latency_s'] * 1e6:.0f} µs per "
-             f"request, {dev['read_bps'] / 1e6:.0f} MB/s; `tessera advise --latency --bandwidth` priced with it. "
-             "Times: the workload's queries summed (median per query x queries), cold.", ""]
+             f"bytes / bandwidth): latency {dev['latency_s'] * 1e6:.0f} µs per request, {dev['read_bps'] / 1e6:.0f} MB/s, "
+             f"fixed {dev['fixed_s'] * 1e3:.2f} ms besides the open's read and decoding of the array's metadata "
+             f"({common.fmt_bytes(dev.get('open_bytes', 0))} for these 16^3 tiles) at "
+             f"{dev.get('metadata_bps', 0) / 1e6:.0f} MB/s (cold opens of 16^3 and 32^3 tiles); `tessera advise "
+             "--cold-open --metadata-bandwidth --query-overhead --latency --bandwidth` priced with it (the metadata "
+             "per layout). "
+             f"Times: the sum over the workload's queries of each query's median over {WORKLOAD_REPS} passes (the passes "
+             "visit the layouts in a rotating order); requests and bytes: the mean per query.", ""]
     for v in validation:
         lines += [f"**{v['workload']}** ({v['queries']} queries): advised `{v['advised']}`, predicted gain over the "
                   f"current row-major 16^3 layout {v['gain_predicted']:.2f}x; fastest measured: "
@@ -309,9 +375,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             t = time.perf_counter()
             make_array(path, data, args.tile, tile_order, cell_order)
             log(f"{name}: written in {time.perf_counter() - t:.2f} s")
+            if name == "row-major":
+                opens = [open_cost(path, args.reps)]
             results[name] = measure_layout(path, qs)
             common.remove(path)
-        device = calibrate(results)
+        # An array of 8x fewer tiles: the open's cost per metadata byte.
+        few = os.path.join(root, "few-tiles")
+        make_array(few, data, 2 * args.tile, "row-major", "row-major")
+        opens.append(open_cost(few, args.reps))
+        common.remove(few)
+        device = calibrate(results, opens)
         validation = [] if args.no_advisor else validate_advisor(root, data, args.tile, qs, device)
     for q, _ in qs:
         digests = {lay: results[lay][q]["sha256"] for lay in results}
