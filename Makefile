@@ -54,11 +54,12 @@ STRESS_SECONDS ?= 300
 stress: build
 	TESSERA_STRESS_SECONDS=$(STRESS_SECONDS) $(PY) -m pytest -q -s python/tests/test_stress.py
 
-# Rust: formatting and clippy (warnings are errors); Python: ruff on python/ and mypy (strict)
+# Rust: formatting, clippy and rustdoc's link checks (warnings are errors); Python: ruff on python/ and mypy (strict)
 # on the package, both configured in pyproject.toml and installed into .venv.
 lint: venv
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --document-private-items -q
 	$(VENV)/bin/ruff check python/
 	$(VENV)/bin/mypy python/tessera
 

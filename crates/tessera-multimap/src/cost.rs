@@ -7,7 +7,7 @@
 //! and `Njmp` computed exactly as the expectation the text defines it to be ([`njmp`]).
 //!
 //! Jump distances are computed in tracks as the formulas give them and converted to cylinders
-//! (`ceil(d / R)`) for the seek curve, which is defined on cylinders **[choice]**: this is what
+//! (`ceil(d / R)`) for the seek curve, which is defined on cylinders **\[choice\]**: this is what
 //! reproduces the calculated MultiMap cubes quoted in MULTIMAP.md note (a).
 
 use crate::disk::DiskModel;

@@ -5,7 +5,7 @@
 //!   runs along a track and Dim_i (i ≥ 1) steps to the `(K_1···K_{i-1})`-th adjacent block
 //!   (`GETADJACENT`), so every pair of neighbouring cells is sequential or adjacent. Cubes are
 //!   linearised row-major (Dim_0 fastest); when `K_0 < T`, `floor(T/K_0)` cubes share one group
-//!   of tracks side by side **[choice]**.
+//!   of tracks side by side **\[choice\]**.
 
 use crate::disk::DiskModel;
 use anyhow::{bail, ensure, Result};
@@ -200,7 +200,7 @@ impl Mapping for MultiMapMapping {
     /// Basic cube by basic cube in storage order, Dim_0 first inside each: the query's
     /// requests for one cube are issued together (MULTIMAP.md §3: "the drive can reorder a
     /// batch of requests"), so a query pays each cube crossing once instead of at every
-    /// Dim_1 run that straddles a boundary **[choice]**.
+    /// Dim_1 run that straddles a boundary **\[choice\]**.
     fn fetch_order(&self, lo: &[u64], q: &[u64]) -> Vec<Vec<u64>> {
         let mut cells = box_cells(lo, q);
         cells.sort_by_key(|c| self.cube_index(c)); // stable: Dim_0-first order inside a cube

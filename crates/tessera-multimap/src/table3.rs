@@ -66,7 +66,7 @@ pub fn experiment_3d() -> Experiment {
 }
 
 /// The 4-D experiment: chunks of 530 x 32³ (time as Dim_0). `32 · 32 > D`, so the basic cube is
-/// `530 x 8 x 16 x 32` **[choice]**: the middle extents divide 32 and their product is `D`; of
+/// `530 x 8 x 16 x 32` **\[choice\]**: the middle extents divide 32 and their product is `D`; of
 /// the shapes with that property (16 x 8, 8 x 16, 32 x 4, 4 x 32) it is the one whose analytic
 /// costs come closest to the paper's calculated column (see docs/multimap.md).
 pub fn experiment_4d() -> Experiment {

@@ -150,7 +150,7 @@ const RUN_BUFFER: usize = 64 << 10;
 /// [`sorted_keys_sha256`] over more keys than fit in memory: keys are collected until
 /// [`KeySorter::spill`] (once a cycle), which writes them sorted to a run file in its folder
 /// (records `u32` little-endian length, then the key's bytes); [`KeySorter::finish`] merges the
-/// runs (k-way, [`FAN_IN`] at a time) into the hash and removes them. Without a folder nothing
+/// runs (k-way, `FAN_IN` at a time) into the hash and removes them. Without a folder nothing
 /// is spilled. The run files are removed when the sorter is dropped, also on errors.
 pub struct KeySorter {
     dir: Option<PathBuf>,

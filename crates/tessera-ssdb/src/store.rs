@@ -591,7 +591,7 @@ const FLUSH_ITEMS: usize = 1 << 16;
 
 /// Stores a grouping as the [`Grouper`](crate::Grouper) closes it, in bounded memory: [`Closed`]
 /// batches are collected and written to the arrays (one fragment each) whenever they reach
-/// [`FLUSH_ITEMS`] members (created groups have their final ids), their group keys going to a
+/// `FLUSH_ITEMS` members (created groups have their final ids), their group keys going to a
 /// [`KeySorter`]; singletons, whose ids are only known at the end, are spilled to a file in `tmp`
 /// and written by [`GroupWriter::finish`] in batches. Returns the F2 summary.
 pub struct GroupWriter<'a> {

@@ -5,7 +5,7 @@
 //! use. The system allocator returns such blocks to the kernel at once (`munmap`), so the next
 //! read's columns are fresh pages again: one page fault and one page zeroing per 4 KiB, a third
 //! of the CPU of a warm read of many cells (perf of 8 sparse reads of 1.2M cells each). Here a
-//! freed block of at least [`LARGE`] bytes is kept (up to a byte budget, the oldest given back
+//! freed block of at least `LARGE` bytes is kept (up to a byte budget, the oldest given back
 //! first) and handed to the next large allocation it fits, so its pages stay mapped.
 //!
 //! The cache's lock is never waited for: an allocation that finds it taken goes to the system
@@ -63,7 +63,7 @@ impl Default for RetainingAllocator {
 }
 
 impl RetainingAllocator {
-    /// An allocator that keeps up to [`DEFAULT_BUDGET`] bytes of freed large blocks.
+    /// An allocator that keeps up to `DEFAULT_BUDGET` bytes of freed large blocks.
     pub const fn new() -> Self {
         Self {
             kept: Mutex::new(Kept { blocks: [(0, 0); SLOTS], len: 0, bytes: 0 }),
@@ -79,11 +79,11 @@ impl RetainingAllocator {
         self.trim(bytes);
     }
 
-    /// Tunes the C allocator for the blocks under [`LARGE`] that a read makes and frees (a
+    /// Tunes the C allocator for the blocks under `LARGE` that a read makes and frees (a
     /// tile's matches, hash partitions): glibc maps each block from 128 KiB on afresh and gives
     /// back the free top of its heaps past 128 KiB, so such blocks came back as fresh pages on
     /// every read (5,500 page faults, a fifth of the time of a warm sparse read of 1M cells).
-    /// Blocks under [`LARGE`] now come from the heap, and up to [`TRIM_THRESHOLD`] of free heap
+    /// Blocks under `LARGE` now come from the heap, and up to `TRIM_THRESHOLD` of free heap
     /// top stays mapped. Process-wide; with glibc only, a no-op elsewhere.
     pub fn tune_system_allocator(&self) {
         os::tune(LARGE, TRIM_THRESHOLD);

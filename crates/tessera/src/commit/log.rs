@@ -384,8 +384,8 @@ pub(crate) fn checkpoint_after_write(
 }
 
 /// Commits the consolidated fragment `name`, replacing `inputs` (consecutive visible fragments,
-/// oldest first, at the positions the consolidation saw), with a copy of `metadata` as
-/// [`commit_write`] makes. Returns its sequence number.
+/// oldest first, at the positions the consolidation saw), with a copy of `metadata` as a
+/// write's commit makes ([`stage_write`] then [`publish_write`]). Returns its sequence number.
 ///
 /// # Errors
 /// [`ArrayError::ConsolidationConflict`] when the inputs are no longer consecutive visible

@@ -6,7 +6,7 @@
 //! a sparse output holds the merged cells of the inputs. The output's commit record lists the
 //! inputs with their positions: it is committed only if they are still consecutive visible
 //! fragments then (another consolidation may have replaced them first), readers that see it
-//! ignore them, and [`vacuum`](super::vacuum) deletes them. The output takes the last input's
+//! ignore them, and [`vacuum`](super::vacuum()) deletes them. The output takes the last input's
 //! place in fragment order, so a fragment committed while the consolidation ran stays newer.
 //!
 //! Reading and writing overlap: a second thread reads the next batch while the current one is

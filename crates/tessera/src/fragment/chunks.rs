@@ -224,7 +224,7 @@ pub(crate) fn encode_chunked(
     Ok(encode_chunked_summarized(filters, data, elem_size, log2, None)?.0)
 }
 
-/// [`encode_chunked`], also summarizing the tile's values as attribute `attr` (a non-nullable
+/// `encode_chunked` (tests), also summarizing the tile's values as attribute `attr` (a non-nullable
 /// attribute of fixed-size cells; `None`: no summary) chunk by chunk, while each chunk is in
 /// cache; the chunks' summaries merge in chunk order.
 pub(crate) fn encode_chunked_summarized(
@@ -307,7 +307,7 @@ impl<'a> TileRuns<'a> {
     }
 }
 
-/// [`encode_chunked`] of tiles given as runs, each with its chunk size (log2), every chunk of
+/// `encode_chunked` (tests) of tiles given as runs, each with its chunk size (log2), every chunk of
 /// every tile in parallel: per tile, the stored bytes, the chunks and the tile checksum, exactly
 /// as `encode_chunked` of the assembled tile gives them.
 ///

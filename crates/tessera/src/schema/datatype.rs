@@ -166,7 +166,7 @@ impl Datatype {
         }
     }
 
-    /// The name used in schemas ("int32", "float64", "utf8", "bool", "datetime64[ns]").
+    /// The name used in schemas ("int32", "float64", "utf8", "bool", "datetime64\[ns\]").
     pub fn name(self) -> &'static str {
         match self {
             Datatype::Int8 => "int8",

@@ -552,7 +552,7 @@ pub trait Storage: Send + Sync + Debug {
     }
     /// Whether calls on `path` are requests over a network (object stores): independent calls
     /// are then worth running at the same time, so that their round trips overlap
-    /// ([`join_requests`], [`requests`]).
+    /// (`join_requests`, `requests`).
     fn remote(&self, path: &Path) -> bool {
         let _ = path;
         false

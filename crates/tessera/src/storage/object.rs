@@ -82,7 +82,7 @@ pub struct ObjectStoreOptions {
     /// `vfs.s3.allow_http` / `AWS_ALLOW_HTTP`: plain HTTP (a local endpoint).
     pub allow_http: Option<bool>,
     /// `vfs.s3.unsigned_payload` / `AWS_UNSIGNED_PAYLOAD`: send bodies without a SHA-256 in
-    /// their signature; `None`: only over TLS ([`over_tls`]).
+    /// their signature; `None`: only over TLS (`over_tls`).
     pub unsigned_payload: Option<bool>,
     /// `vfs.s3.virtual_hosted_style`: bucket in the host name instead of the path.
     pub virtual_hosted_style: bool,
@@ -95,7 +95,7 @@ pub struct ObjectStoreOptions {
     /// `vfs.s3.request_timeout_ms`: one attempt, headers and body.
     pub request_timeout: Duration,
     /// `vfs.s3.multipart_part_size`: files larger than this are uploaded in parts, the first
-    /// ones of this size (later ones larger, see [`part_size_at`]).
+    /// ones of this size (later ones larger, see `part_size_at`).
     pub part_size: usize,
     /// `vfs.s3.multipart_parts_per_size`: parts of one size before the part size doubles.
     pub parts_per_size: usize,

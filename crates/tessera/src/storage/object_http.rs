@@ -77,7 +77,7 @@ pub(crate) struct RequestCounts {
     failed: AtomicU64,
 }
 
-/// A copy of [`RequestCounts`] at one moment.
+/// A copy of `RequestCounts` at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestTally {
     /// GETs of objects or byte ranges.
