@@ -30,7 +30,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde::Serialize;
 use tessera::{
     dense_tile_parts, units_read_in_part, Array, ArraySchema, ArrayType, AttrInput, CellOrder, CellValNum, Context,
-    Layout, Mode, Subarray, TilePart, BLOCK_LOG2,
+    Layout, Mode, Subarray, TilePart, BLOCK_LOG2, INLINE_BLOCK_SUMS,
 };
 
 /// Most tiles one query may touch in the model (the positions are listed in memory).
@@ -310,13 +310,15 @@ fn block_runs(spans: &[[u64; 2]], cell_bytes: u64, tile_bytes: u64) -> Option<Ve
 /// The requests and bytes of reading one file's tiles `parts` of a query (`stored` bytes each;
 /// `unfiltered`: stored as they are), as the reader does: unfiltered tiles that go
 /// straight into the result (one request each), unfiltered tiles read in part (a request per
-/// run of blocks, `partial`), the rest whole and coalesced.
+/// run of blocks when the cell order is `partial`, and one for the tile's checksums when they
+/// are `sums_apart` and every query opens the array), unfiltered tiles streamed into the result
+/// (one request each, [`streamed`]), the rest whole and coalesced.
 fn file_reads(
     parts: &[TilePart],
     cell_bytes: u64,
     stored: u64,
     unfiltered: bool,
-    partial: bool,
+    (partial, sums_apart): (bool, bool),
     dev: &Device,
 ) -> (u64, u64) {
     let (mut requests, mut bytes) = (0u64, 0u64);
@@ -328,12 +330,32 @@ fn file_reads(
         } else if let Some(runs) = block_runs(&p.spans, cell_bytes, stored).filter(|_| unfiltered && partial) {
             requests += runs.len() as u64;
             bytes += runs.iter().map(|&(a, b)| (b << BLOCK_LOG2).min(stored) - (a << BLOCK_LOG2)).sum::<u64>();
+            if sums_apart && dev.cold_open {
+                // The tile's block checksums, read once per open.
+                requests += 1;
+                bytes += 8 * stored.div_ceil(1 << BLOCK_LOG2);
+            }
+        } else if unfiltered && partial && streamed(p, cell_bytes, stored, dev) {
+            // From memory: the first 64 KiB (whole blocks of them), then pieces of 1 MiB (the
+            // reader's stream buffer).
+            let first = if stored <= 64 << 10 { stored } else { 64 << 10 };
+            requests += 1 + (stored - first).div_ceil(1 << 20);
+            bytes += stored;
         } else {
             whole.push(p.position);
         }
     }
     let (r, b) = coalesced(&whole, stored, dev);
     (requests + r, bytes + b)
+}
+
+/// Whether the reader streams unfiltered tile part `p` (tiles of `stored` bytes, cells of
+/// `cell_bytes`), which it does not read in part, into the result: the tile has checksum blocks,
+/// the tile cache does not take it, and its copies move at most a 64th of its cells one by one
+/// (the reader's `MAX_CELL_RUNS_PER_TILE_CELLS`).
+fn streamed(p: &TilePart, cell_bytes: u64, stored: u64, dev: &Device) -> bool {
+    let cells = stored / cell_bytes.max(1);
+    stored > 2 << BLOCK_LOG2 && stored > dev.cache_tile_max && p.cell_runs <= cells / 64
 }
 
 /// The requests and bytes of reading the tiles at `positions` (sorted) of a file of tiles of
@@ -362,14 +384,17 @@ fn coalesced(positions: &[u64], tile_bytes: u64, dev: &Device) -> (u64, u64) {
 
 /// Bytes of the metadata of a dense fragment over the whole domain of `s` (format §8: what an
 /// open reads): per tile and file its index entry (32 bytes); per unfiltered tile of more than two
-/// checksum blocks its block checksums (24 + 8 per block); per filtered tile of more than two
-/// 64 KiB chunks its chunk list (24 + 16 per chunk, at the smallest chunk size a writer picks);
-/// per tile inside the domain and attribute its summary (56 bytes).
+/// checksum blocks its block checksums (24 + 8 per block), unless the fragment has more than
+/// [`INLINE_BLOCK_SUMS`] of them ([`block_sums_apart`]: then 4 bytes per file that has them);
+/// per filtered tile of more than two 64 KiB chunks its chunk list (24 + 16 per chunk, at the
+/// smallest chunk size a writer picks); per tile inside the domain and attribute its summary
+/// (56 bytes).
 pub fn metadata_bytes(s: &ArraySchema) -> Result<f64> {
     let files = attr_files(s)?;
     let tile_cells: u64 = s.dims.iter().map(tessera::Dimension::tile_extent).product();
     let tiles: f64 = s.dims.iter().map(|d| d.domain_size().div_ceil(d.tile_extent()) as f64).product();
     let whole: f64 = s.dims.iter().map(|d| (d.domain_size() / d.tile_extent()) as f64).product();
+    let apart = block_sums_apart(s)?;
     let listed = |bytes: u64, unit_log2: u32, per_unit: u64| -> u64 {
         if bytes > 2 << unit_log2 {
             24 + per_unit * bytes.div_ceil(1 << unit_log2)
@@ -377,15 +402,33 @@ pub fn metadata_bytes(s: &ArraySchema) -> Result<f64> {
             0
         }
     };
-    let mut per_tile = 0u64;
+    let blocks = |bytes: u64| if apart { 0 } else { listed(bytes, BLOCK_LOG2, 8) };
+    let (mut per_tile, mut apart_files) = (0u64, 0u64);
     for f in &files {
         let data = tile_cells * f.data;
-        per_tile += 32 + if f.unfiltered { listed(data, BLOCK_LOG2, 8) } else { listed(data, 16, 16) };
+        per_tile += 32 + if f.unfiltered { blocks(data) } else { listed(data, 16, 16) };
+        apart_files += u64::from(f.unfiltered && data > 2 << BLOCK_LOG2);
         if f.validity {
-            per_tile += 32 + listed(tile_cells, BLOCK_LOG2, 8);
+            per_tile += 32 + blocks(tile_cells);
+            apart_files += u64::from(tile_cells > 2 << BLOCK_LOG2);
         }
     }
-    Ok(tiles * per_tile as f64 + whole * 56.0 * files.len() as f64)
+    let apart_section = if apart { 12 + 4 * apart_files } else { 0 };
+    Ok(tiles * per_tile as f64 + whole * 56.0 * files.len() as f64 + apart_section as f64)
+}
+
+/// Whether a dense fragment over the whole domain of `s` keeps its block checksums apart from
+/// its metadata (format §8.1: more than [`INLINE_BLOCK_SUMS`] of them, the writers' default):
+/// a read of part of a tile then first reads the tile's checksums, one more request.
+pub fn block_sums_apart(s: &ArraySchema) -> Result<bool> {
+    let tile_cells: u64 = s.dims.iter().map(tessera::Dimension::tile_extent).product();
+    let tiles: u64 = s.dims.iter().map(|d| d.domain_size().div_ceil(d.tile_extent())).product();
+    let blocks = |bytes: u64| if bytes > 2 << BLOCK_LOG2 { bytes.div_ceil(1 << BLOCK_LOG2) } else { 0 };
+    let per_tile: u64 = attr_files(s)?
+        .iter()
+        .map(|f| if f.unfiltered { blocks(tile_cells * f.data) } else { 0 } + if f.validity { blocks(tile_cells) } else { 0 })
+        .sum();
+    Ok(tiles.saturating_mul(per_tile) > INLINE_BLOCK_SUMS)
 }
 
 /// Predicted cost of `log` under `layout`.
@@ -406,6 +449,7 @@ pub fn score(
     // Curve cell orders: the reader fetches whole tiles (their blocks hold no box's runs).
     let partial = matches!(s.cell_order, CellOrder::RowMajor | CellOrder::ColMajor);
     let open_s = if dev.cold_open { metadata_bytes(&s)? / dev.metadata_bps } else { 0.0 };
+    let sums_apart = block_sums_apart(&s)?;
     let fastest_c = s.dims.len() - 1;
     let (mut seconds, mut requests, mut bytes) = (0.0, 0.0, 0.0);
     let mut per_query = Vec::with_capacity(log.len());
@@ -418,7 +462,7 @@ pub fn score(
             // Stored tiles of one attribute, at the array's compression ratio.
             let (data_cells, unfiltered) = (tile_cells * f.data, f.unfiltered);
             let stored = if unfiltered { data_cells } else { ((data_cells as f64) * ratio).ceil().max(1.0) as u64 };
-            let (qr, qb) = file_reads(&parts, f.data, stored, unfiltered, partial, dev);
+            let (qr, qb) = file_reads(&parts, f.data, stored, unfiltered, (partial, sums_apart), dev);
             r += qr;
             b += qb;
             if f.validity {

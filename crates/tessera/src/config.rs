@@ -62,6 +62,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "a fragment whose tiles hold at most this many unfiltered bytes (as the writer knows in advance: an unordered sparse write, a dense subarray of fixed-size attributes) is stored in one file instead of one per attribute and dimension (0: never)",
     ),
     (
+        "sm.write.inline_block_checksums",
+        "8192",
+        "a fragment with at most this many block checksums (one per 4 KiB block of its large unfiltered tiles: 8192 for 32 MiB) keeps them in its metadata, which opening the array reads; more are kept in the fragment's file __block_checksums, read per tile by reads of part of a tile",
+    ),
+    (
         "sm.write.tile_stats",
         "true",
         "true: writers store each tile's null count, value count, sum, min and max per attribute in the fragment metadata, which aggregates use for tiles they cover whole",
@@ -296,6 +301,12 @@ impl Config {
     /// writer estimates them) stored packed in one file.
     pub fn write_pack_bytes(&self) -> u64 {
         self.num("sm.write.pack_bytes")
+    }
+
+    /// `sm.write.inline_block_checksums`: the most block checksums a fragment keeps in its
+    /// metadata (more are kept apart, docs/format.md §8.1).
+    pub fn write_inline_block_checksums(&self) -> u64 {
+        self.num("sm.write.inline_block_checksums")
     }
 
     /// `sm.write.tile_stats`: whether writers store per-tile summaries.

@@ -9,7 +9,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::error::{Error, Result};
 
 /// The on-disk format version written by this build.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 const FOOTER_LEN: usize = 20;
 

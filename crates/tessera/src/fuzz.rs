@@ -354,7 +354,7 @@ mod tests {
             files: vec![("a0.data".into(), vec![e(0), e(1)]), ("a0.valid".into(), vec![e(2), e(3)])],
             sparse: None,
             deletes: None,
-            blocks: BlockIndex { log2: 10, sums: vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]] },
+            blocks: BlockIndex::inline(10, vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]]),
             chunks: ChunkIndex::default(),
             stats: crate::fragment::TileStats::default(),
             packed: false,
@@ -395,10 +395,16 @@ mod tests {
         delete.deletes = Some(vec![vec![[1, 2], [3, 3]]]);
         // A packed fragment (version 7): the flags byte set.
         let packed = FragmentMetadata { packed: true, ..sparse.clone() };
+        // Block checksums kept apart (version 9): the section naming file 0.
+        let mut apart = dense.clone();
+        apart.blocks =
+            BlockIndex::inline(10, vec![vec![vec![1, 2, 3, 4, 5], vec![6, 7, 8, 9, 10]], vec![vec![], vec![]]]);
+        let apart = apart.encode_with_block_file(0).0;
         // Payloads (the targets seal them): the encoding without its 20-byte footer.
         [dense, sparse, delete, chunked, packed]
             .iter()
             .map(|m| m.encode())
+            .chain([apart])
             .map(|b| b[..b.len() - 20].to_vec())
             .collect()
     }

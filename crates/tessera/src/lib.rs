@@ -71,8 +71,8 @@ pub use filter::{Filter, FilterError, FilterPipeline};
 pub use footer::FORMAT_VERSION;
 pub use fragment::{
     AttrStats, BlockIndex, Chunk, ChunkIndex, Extremes, FragmentKind, FragmentMetadata, FragmentName, RTree,
-    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE,
-    PACKED_FILE,
+    SparseIndex, SummaryKind, TileChunks, TileEntry, TileStats, TileSummary, BLOCK_LOG2, BLOCK_SUMS_FILE,
+    FRAGMENTS_DIR, INLINE_BLOCK_SUMS, METADATA_FILE, PACKED_FILE,
 };
 pub use geometry::{curve_key, dense_tile_parts, DimRange, Layout, Subarray, TilePart};
 pub use group::{object_kind, Group, ObjectKind};

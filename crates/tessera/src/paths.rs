@@ -13,6 +13,8 @@ pub const META_DIR: &str = "__meta";
 pub(crate) const GROUP_FILE: &str = "__group";
 /// Name of the metadata file inside a fragment folder.
 pub const METADATA_FILE: &str = "__fragment_metadata";
+/// A fragment's block checksums kept apart from its metadata (docs/format.md §8.1, version 9).
+pub const BLOCK_SUMS_FILE: &str = "__block_checksums";
 /// A packed fragment's one data file, holding the tiles of all its files (docs/format.md §8).
 pub const PACKED_FILE: &str = "packed.data";
 /// Name of the lock file in an array folder.

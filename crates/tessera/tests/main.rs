@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::type_complexity, missing_docs, unreachable_pub)]
 
 mod aggregate_model;
+mod block_sums;
 mod common;
 mod concurrency;
 mod crash_model;

@@ -73,20 +73,13 @@ pub(crate) fn checksum_of_sums(sums: &[u64]) -> u64 {
     xxh3_64(&bytes)
 }
 
-/// Checks a whole tile against its checksum (and its block checksums when it has them);
-/// `Err((stored, computed))` when they differ.
-pub(crate) fn verify_tile(bytes: &[u8], checksum: u64, sums: Option<&[u64]>, log2: u32) -> Result<(), (u64, u64)> {
-    let computed = match sums {
-        Some(want) => {
-            let got = block_sums_parallel(bytes, log2);
-            let c = checksum_of_sums(&got);
-            if got != want {
-                // Report the first block that differs, as the tile-level values would hide it.
-                let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
-                return Err((want.get(i).copied().unwrap_or(0), got.get(i).copied().unwrap_or(0)));
-            }
-            c
-        }
+/// Checks a whole tile against its checksum: of its bytes, or, for a tile with block checksums
+/// (`blocks`, their size's log2), of the block checksums computed from its bytes (the stored
+/// ones are not needed: the tile checksum covers them); `Err((stored, computed))` when they
+/// differ.
+pub(crate) fn verify_tile(bytes: &[u8], checksum: u64, blocks: Option<u32>) -> Result<(), (u64, u64)> {
+    let computed = match blocks {
+        Some(log2) => checksum_of_sums(&block_sums_parallel(bytes, log2)),
         None => xxh3_64(bytes),
     };
     if computed == checksum {
@@ -96,18 +89,11 @@ pub(crate) fn verify_tile(bytes: &[u8], checksum: u64, sums: Option<&[u64]>, log
     }
 }
 
-/// Checks part of a tile, `bytes` starting at block `first`, against the tile's block checksums
-/// `sums` (themselves checked against the tile checksum with [`verify_sums`]); `Err((stored,
-/// computed))` for the first block that differs. Parts checked this way in parallel verify a
-/// tile as [`verify_tile`] does.
-pub(crate) fn verify_blocks(bytes: &[u8], first: usize, sums: &[u64], log2: u32) -> Result<(), (u64, u64)> {
-    let got = block_sums(&[bytes], log2);
-    let want = sums.get(first..first + got.len()).unwrap_or(&[]);
-    if got == want {
-        return Ok(());
-    }
-    let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
-    Err((want.get(i).copied().unwrap_or(0), got.get(i).copied().unwrap_or(0)))
+/// Hashes the blocks of `bytes` (a tile's part starting on a block boundary) into `out`, one
+/// checksum per block; parts hashed this way, in any order, give the tile's block checksums.
+pub(crate) fn hash_blocks(bytes: &[u8], out: &mut [u64], log2: u32) {
+    debug_assert_eq!(bytes.len().div_ceil(1 << log2), out.len());
+    out.iter_mut().zip(bytes.chunks(1 << log2)).for_each(|(o, b)| *o = xxh3_64(b));
 }
 
 /// Checks a tile's block checksums `sums` against its tile checksum.
@@ -155,33 +141,34 @@ mod tests {
             assert_eq!(verify_sums(&sums, tile), Ok(()));
             assert!(verify_sums(&sums[1..], tile).is_err());
             let piece = 2 << 20;
-            for (i, p) in data.chunks(piece).enumerate() {
-                assert_eq!(verify_blocks(p, (i * piece) >> 14, &sums, 14), Ok(()));
+            let mut hashed = vec![0; sums.len()];
+            for (p, out) in data.chunks(piece).zip(hashed.chunks_mut(piece >> 14)).rev() {
+                hash_blocks(p, out, 14);
             }
+            assert_eq!(hashed, sums);
+            assert_eq!(verify_tile(&data, tile, Some(14)), Ok(()));
             let mut bad = data.clone();
             bad[len - 1] ^= 1;
-            let last = (len - 1) / piece;
-            let (stored, computed) = verify_blocks(&bad[last * piece..], (last * piece) >> 14, &sums, 14).unwrap_err();
-            assert_eq!(stored, *sums.last().unwrap());
+            let (stored, computed) = verify_tile(&bad, tile, Some(14)).unwrap_err();
+            assert_eq!(stored, tile);
             assert_ne!(stored, computed);
-            assert!(verify_tile(&bad, tile, Some(&sums), 14).is_err());
-            // A piece placed at the wrong block is refused.
-            assert!(verify_blocks(&data[..piece], 1, &sums, 14).is_err());
         }
     }
 
     #[test]
-    fn verify_finds_a_flipped_byte_and_its_block() {
+    fn verify_finds_a_flipped_byte() {
         let mut data: Vec<u8> = (0..10_000u32).map(|i| (i % 256) as u8).collect();
         let sums = block_sums(&[&data], 10);
         let sum = checksum_of_sums(&sums);
-        assert_eq!(verify_tile(&data, sum, Some(&sums), 10), Ok(()));
+        assert_eq!(verify_tile(&data, sum, Some(10)), Ok(()));
+        // The block size is part of the checksum.
+        assert!(verify_tile(&data, sum, Some(11)).is_err());
         data[5000] ^= 1;
-        let (stored, computed) = verify_tile(&data, sum, Some(&sums), 10).unwrap_err();
-        assert_eq!(stored, sums[4]);
+        let (stored, computed) = verify_tile(&data, sum, Some(10)).unwrap_err();
+        assert_eq!(stored, sum);
         assert_ne!(computed, stored);
         // Without block checksums the tile checksum is the hash of the bytes.
-        assert!(verify_tile(&data, xxh3_64(&data), None, 10).is_ok());
+        assert!(verify_tile(&data, xxh3_64(&data), None).is_ok());
         assert!(wants_blocks(2049, 10) && !wants_blocks(2048, 10));
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::footer::{seal, unseal, FORMAT_VERSION};
+use crate::fragment::block_index::{BlockIndex, APART_TAG, INLINE_BLOCK_SUMS, INLINE_TAG};
 use crate::fragment::blocks::checksum_of_sums;
 use crate::fragment::chunks::{
     chunk_count, stored_offsets, wants_chunks, Chunk, ChunkIndex, TileChunks, CHUNK_LOG2_RANGE,
@@ -72,32 +73,6 @@ pub struct SparseIndex {
     pub rtree: RTree,
 }
 
-/// Block checksums of a fragment's unfiltered tiles (format version 2; empty for fragments of
-/// version 1 and for tiles of at most two blocks). See `fragment/blocks.rs`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BlockIndex {
-    /// Blocks are `2^log2` bytes.
-    pub log2: u32,
-    /// Per file, per tile: the checksums of the tile's blocks (empty: the tile has none).
-    pub sums: Vec<Vec<Vec<u64>>>,
-}
-
-impl BlockIndex {
-    /// The block checksums of tile `tile` of file `file`, if it has them.
-    pub fn of(&self, file: usize, tile: u64) -> Option<&[u64]> {
-        self.sums.get(file)?.get(usize::try_from(tile).ok()?).filter(|s| !s.is_empty()).map(Vec::as_slice)
-    }
-
-    fn entries(&self) -> impl Iterator<Item = (usize, usize, &Vec<u64>)> {
-        self.sums
-            .iter()
-            .enumerate()
-            .flat_map(|(f, tiles)| tiles.iter().enumerate().filter(|(_, s)| !s.is_empty()).map(move |(t, s)| (f, t, s)))
-    }
-}
-
-/// Tag of the block-checksum section of the metadata ("BLKS").
-const BLOCKS_TAG: &[u8; 4] = b"BLKS";
 /// Bit of the flags byte (the byte after the fragment kind; version 7): the fragment is packed.
 const FLAG_PACKED: u8 = 1;
 /// Tag of the chunk section of the metadata ("CHKS", format version 4).
@@ -226,8 +201,20 @@ impl FragmentMetadata {
         self.files.iter().flat_map(|f| f.1.iter()).map(|t| t.unfiltered_size).fold(0, u64::saturating_add)
     }
 
-    /// The binary form, footer included.
+    /// The binary form, footer included, keeping at most [`INLINE_BLOCK_SUMS`] block checksums
+    /// inline (more are kept apart: [`encode_with_block_file`](Self::encode_with_block_file)).
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_with_block_file(INLINE_BLOCK_SUMS).0
+    }
+
+    /// The binary form, footer included, with at most `inline_max` block checksums inline,
+    /// and the fragment's file `BLOCK_SUMS_FILE` when it keeps them apart (format §8.1,
+    /// version 9), to be written beside the metadata.
+    pub fn encode_with_block_file(&self, inline_max: u64) -> (Vec<u8>, Option<Vec<u8>>) {
+        (self.encode_inline_max(inline_max), self.blocks.encode_apart(&self.files, inline_max))
+    }
+
+    fn encode_inline_max(&self, inline_max: u64) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -262,25 +249,14 @@ impl FragmentMetadata {
                 }
             }
         }
-        self.encode_blocks_and_chunks(&mut b);
+        self.encode_blocks_and_chunks(inline_max, &mut b);
         self.stats.encode(&mut b);
         seal(b, FOOTER_MAGIC)
     }
 
     /// The optional block-checksum and chunk sections (after the tile index).
-    fn encode_blocks_and_chunks(&self, b: &mut Vec<u8>) {
-        if self.blocks.entries().next().is_some() {
-            b.extend_from_slice(BLOCKS_TAG);
-            b.extend_from_slice(&self.blocks.log2.to_le_bytes());
-            b.extend_from_slice(&(self.blocks.entries().count() as u64).to_le_bytes());
-            for (f, t, sums) in self.blocks.entries() {
-                b.extend_from_slice(&(f as u32).to_le_bytes());
-                b.extend_from_slice(&0u32.to_le_bytes());
-                b.extend_from_slice(&(t as u64).to_le_bytes());
-                b.extend_from_slice(&(sums.len() as u64).to_le_bytes());
-                sums.iter().for_each(|v| b.extend_from_slice(&v.to_le_bytes()));
-            }
-        }
+    fn encode_blocks_and_chunks(&self, inline_max: u64, b: &mut Vec<u8>) {
+        self.blocks.encode(&self.files, inline_max, b);
         // The section's chunk size is the smallest of its tiles'; every entry gives its own.
         if let Some(log2) = self.chunks.entries().map(|(_, _, c)| c.log2).min() {
             b.extend_from_slice(CHUNKS_TAG);
@@ -345,13 +321,17 @@ impl FragmentMetadata {
         let files = (0..nfiles).map(|_| decode_file(&mut r, tile_count, path)).collect::<Result<Vec<_>>>()?;
         let sparse = if kind >= 1 { Some(decode_sparse(&mut r, tile_count as usize, ndim, path)?) } else { None };
         let deletes = if kind == 2 { Some(decode_deletes(&mut r, ndim, path)?) } else { None };
-        // Optional sections, each at most once and in this order: BLKS, CHKS, STAT.
+        // Optional sections, each at most once and in this order: BLKS or BLKF, CHKS, STAT.
         let (mut blocks, mut chunks, mut stats) = (BlockIndex::default(), ChunkIndex::default(), TileStats::default());
         let mut seen = 0;
         while r.at < payload.len() {
             match r.take(4)? {
-                t if t == BLOCKS_TAG && seen < 1 => {
-                    blocks = decode_blocks(&mut r, &files, path)?;
+                t if t == INLINE_TAG && seen < 1 => {
+                    blocks = BlockIndex::decode_inline(&mut r, &files, path)?;
+                    seen = 1;
+                }
+                t if t == APART_TAG && seen < 1 && version >= 9 => {
+                    blocks = BlockIndex::decode_apart(&mut r, &files, path)?;
                     seen = 1;
                 }
                 t if t == CHUNKS_TAG && seen < 2 => {
@@ -435,42 +415,6 @@ fn encode_sparse(b: &mut Vec<u8>, sp: &SparseIndex) {
     }
 }
 
-/// The block-checksum section: every entry names an existing tile and holds exactly as many
-/// checksums as the tile has blocks.
-fn decode_blocks(r: &mut Reader<'_>, files: &[(String, Vec<TileEntry>)], path: &Path) -> Result<BlockIndex> {
-    let log2 = r.u32()?;
-    if !(10..=30).contains(&log2) {
-        return Err(Error::corrupt(path, format!("block size 2^{log2} out of range")));
-    }
-    let count = r.u64()?;
-    if count.saturating_mul(24) > (r.b.len() - r.at) as u64 {
-        return Err(Error::corrupt(path, "block checksum count larger than the file"));
-    }
-    let mut sums: Vec<Vec<Vec<u64>>> = files.iter().map(|(_, t)| vec![Vec::new(); t.len()]).collect();
-    for _ in 0..count {
-        let (f, _reserved, t, n) = (r.u32()? as usize, r.u32()?, r.u64()?, r.u64()?);
-        let entry = files.get(f).and_then(|(_, tiles)| tiles.get(usize::try_from(t).ok()?));
-        let Some(entry) = entry else {
-            return Err(Error::corrupt(
-                path,
-                format!("block checksums of a tile that does not exist (file {f}, tile {t})"),
-            ));
-        };
-        if n != entry.stored_size.div_ceil(1 << log2) || !super::blocks::wants_blocks(entry.stored_size, log2) {
-            return Err(Error::corrupt(
-                path,
-                format!("file {f}, tile {t}: {n} block checksums for {} bytes", entry.stored_size),
-            ));
-        }
-        let slot = &mut sums[f][t as usize];
-        if !slot.is_empty() {
-            return Err(Error::corrupt(path, format!("file {f}, tile {t}: block checksums given twice")));
-        }
-        *slot = r.u64s(n)?;
-    }
-    Ok(BlockIndex { log2, sums })
-}
-
 /// The chunk section: every entry names an existing tile without block checksums, holds as
 /// many chunks as its unfiltered size implies, and its chunks' stored sizes and checksums add up
 /// to the tile's stored size and checksum.
@@ -505,7 +449,7 @@ fn decode_chunks(
         if n.saturating_mul(16) > (r.b.len() - r.at) as u64 {
             return Err(bad("chunk list larger than the file".into()));
         }
-        if blocks.of(f, t).is_some() || !chunks[f][t as usize].list.is_empty() {
+        if blocks.count(f, t).is_some() || !chunks[f][t as usize].list.is_empty() {
             return Err(bad("chunks given twice, or beside block checksums".into()));
         }
         let list = (0..n).map(|_| Ok(Chunk { stored: r.u64()?, checksum: r.u64()? })).collect::<Result<Vec<_>>>()?;
@@ -560,13 +504,18 @@ fn decode_sparse(r: &mut Reader<'_>, k: usize, n: usize, path: &Path) -> Result<
     Ok(SparseIndex { tile_cells, mbrs, first, last, rtree: RTree { fanout, levels } })
 }
 
-struct Reader<'a> {
+/// Reads the fields of a metadata payload, each read bounded by what is left.
+pub(super) struct Reader<'a> {
     b: &'a [u8],
     at: usize,
     path: &'a Path,
 }
 
 impl<'a> Reader<'a> {
+    /// Bytes not read yet.
+    pub(super) fn left(&self) -> usize {
+        self.b.len() - self.at
+    }
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if self.b.len() - self.at < n {
             return Err(Error::corrupt(self.path, format!("fragment metadata ends early at byte {}", self.at)));
@@ -579,18 +528,18 @@ impl<'a> Reader<'a> {
         let s = self.take(2)?;
         Ok(u16::from_le_bytes([s[0], s[1]]))
     }
-    fn u32(&mut self) -> Result<u32> {
+    pub(super) fn u32(&mut self) -> Result<u32> {
         let s = self.take(4)?;
         Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
     }
-    fn u64(&mut self) -> Result<u64> {
+    pub(super) fn u64(&mut self) -> Result<u64> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
     }
     /// `n` u64 values in a row (one bounds check for all of them: a fragment with large
     /// uncompressed tiles holds hundreds of thousands of block checksums).
-    fn u64s(&mut self, n: u64) -> Result<Vec<u64>> {
+    pub(super) fn u64s(&mut self, n: u64) -> Result<Vec<u64>> {
         let bytes = usize::try_from(n).ok().and_then(|n| n.checked_mul(8)).unwrap_or(usize::MAX);
         let s = self.take(bytes)?;
         Ok(s.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect())
@@ -650,7 +599,7 @@ mod tests {
         for t in &mut m.files[0].1 {
             t.stored_size = 5000;
         }
-        m.blocks = BlockIndex { log2: 10, sums: vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]] };
+        m.blocks = BlockIndex::inline(10, vec![vec![vec![1, 2, 3, 4, 5], vec![]], vec![vec![], vec![]]]);
         let bytes = m.encode();
         let back = FragmentMetadata::decode(&bytes, m.name.clone(), Path::new("m")).unwrap();
         assert_eq!(back, m);

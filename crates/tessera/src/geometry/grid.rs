@@ -176,6 +176,10 @@ pub struct TilePart {
     /// per dimension, the result laid out in `layout`): the reader then reads an unfiltered tile
     /// that its tile cache does not take straight into the result.
     pub one_run: bool,
+    /// Cells the copies move one by one because their runs are no longer than a cell (a column
+    /// of a row-major tile; not points): the reader streams a tile it reads whole into the
+    /// result only while these are at most a 64th of the tile's cells.
+    pub cell_runs: u64,
 }
 
 /// The tiles of `schema` (a dense fragment over its whole domain) that a read of `subarray` into
@@ -198,8 +202,8 @@ pub fn dense_tile_parts(
     let grid = &touched.grid;
     let cells = grid.cells_per_tile();
     let single = touched.ranges.iter().all(|r| r.len() == 1);
-    // The result's strides (one box: the subarray's single rectangle).
-    let result_shape: Vec<u64> = touched.ranges.iter().map(|r| r[0][1] - r[0][0] + 1).collect();
+    // The result's strides (a box as long as the subarray's ranges per dimension together).
+    let result_shape: Vec<u64> = touched.ranges.iter().map(|r| r.iter().map(|[lo, hi]| hi - lo + 1).sum()).collect();
     let result_order = if layout == super::Layout::ColMajor { CellOrder::ColMajor } else { CellOrder::RowMajor };
     let result_strides = strides(&result_shape, result_order);
     let mut out: Vec<TilePart> = touched
@@ -228,11 +232,31 @@ pub fn dense_tile_parts(
                 let shape: Vec<u64> = tile.iter().map(|r| r[1] - r[0] + 1).collect();
                 matches!(super::contiguous_runs(1, &shape, &src, &dst).as_deref(), Some([(0, 0, n)]) if *n as u64 == cells)
             };
-            TilePart { position: *position, spans, one_run }
+            let cell_runs = match grid.cell_curve {
+                Some(_) => 0,
+                None => parts.iter().map(|p| single_cell_runs(p, &grid.cell_strides, &result_strides)).sum(),
+            };
+            TilePart { position: *position, spans, one_run, cell_runs }
         })
         .collect();
     out.sort_unstable_by_key(|t| t.position);
     Ok(out)
+}
+
+/// The cells of the copy of rectangle `part` (from a tile of cell strides `src` into a result
+/// of strides `dst`) that move one by one: all of them when the copy has no run longer than a
+/// cell (and is not one cell), else none.
+fn single_cell_runs(part: &[[u64; 2]], src: &[u64], dst: &[u64]) -> u64 {
+    let shape: Vec<u64> = part.iter().map(|r| r[1] - r[0] + 1).collect();
+    if shape.iter().all(|&n| n == 1) {
+        return 0;
+    }
+    let src = super::Strided { offset: 0, strides: src.into() };
+    let dst = super::Strided { offset: 0, strides: dst.into() };
+    match super::contiguous_runs(1, &shape, &src, &dst) {
+        Some(_) => 0,
+        None => shape.iter().product(),
+    }
 }
 
 /// The tiles the rectangles of a subarray touch, with their tile coordinates.

@@ -16,17 +16,19 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
-    scattered_decode_bytes, stored_offsets, verify_blocks, verify_sums, verify_tile, ChunkedTile, FileKind, FileSpec,
+    hash_blocks, scattered_decode_bytes, stored_offsets, verify_sums, verify_tile, ChunkedTile, FileKind, FileSpec,
     TileChunks,
 };
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
 use crate::snapshot::{
-    cache_key, count_fetched, fetch_tiles, file_path, storage_err, tile_cells, Snapshot, TileKey, Tiles,
+    block_sums, cache_key, count_fetched, fetch_tiles, file_path, storage_err, tile_cells, Snapshot, TileKey, Tiles,
 };
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{cold_read_pieces, Bytes, Storage, COLD_READ_FIRST};
 use crate::uninit::{as_uninit, assume_written, OutBytes};
+
+use super::streamed::read_streamed;
 
 /// Marks a variable-length result cell that takes the fill value.
 pub(crate) const FILL_BLOB: u32 = u32::MAX;
@@ -295,8 +297,9 @@ const PARALLEL_RUNS_FROM: usize = 4096;
 type Direct = (usize, TileKey, usize, usize);
 
 /// A chunked tile whose copies are runs of bytes, decoded chunk by chunk straight into a result
-/// buffer: (sink, tile, data file, runs `(offset in the tile, offset in the sink's buffer,
-/// bytes)`, the ranges `[a, b)` of chunks that hold them).
+/// buffer, or an unfiltered tile streamed into them (`streamed_job`): (sink, tile, data file,
+/// runs `(offset in the tile, offset in the sink's buffer, bytes)`, the ranges `[a, b)` of
+/// chunks, or checksum blocks, that hold them).
 type DirectChunked = (usize, TileKey, usize, Vec<(usize, usize, usize)>, Vec<(u64, u64)>);
 
 /// The tiles of a read that go straight into the results.
@@ -420,14 +423,20 @@ fn direct_reads(
         let first_chunked = chunked.len();
         if specs[fd].filters.is_empty() {
             for &key in keys {
-                let [op] = by_tile.of(key) else { continue };
                 if cache.admits(tile_bytes) {
                     continue;
                 }
-                if let Some([(0, dst, len)]) = contiguous_runs(cs, &op.shape, &op.src, &op.dst).as_deref() {
-                    if *len as u64 == tile_bytes {
-                        direct.push((si, key, fd, *dst));
-                    }
+                let ops = by_tile.of(key);
+                let whole = match ops {
+                    [op] => contiguous_runs(cs, &op.shape, &op.src, &op.dst).and_then(|r| match r.as_slice() {
+                        [(0, dst, len)] if *len as u64 == tile_bytes => Some(*dst),
+                        _ => None,
+                    }),
+                    _ => None,
+                };
+                match whole {
+                    Some(dst) => direct.push((si, key, fd, dst)),
+                    None => chunked.extend(streamed_job(array, specs, (si, key, fd), cs, ops)),
                 }
             }
         } else {
@@ -464,6 +473,34 @@ fn direct_reads(
     DirectReads { whole: direct, chunked, in_order, held }
 }
 
+/// A direct job for unfiltered tile `key` of data file `fd` (of sink `si`, cells of `cs`
+/// bytes) when it has block checksums, is not read in part (`partial_blocks`: the copies `ops`
+/// need more than half its blocks, or a block does not hold whole cells) and its copies are
+/// byte runs: read as a stream of pieces, each copied into the runs as it arrives
+/// ([`read_streamed`]), with no tile buffer. The job's block ranges are the whole tile.
+fn streamed_job(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    (si, key, fd): (usize, TileKey, usize),
+    cs: usize,
+    ops: &[CopyOp],
+) -> Option<DirectChunked> {
+    let frag = &array.fragments[key.0];
+    let (blocks, log2) = (frag.blocks.count(fd, key.1)?, frag.blocks.log2);
+    let entry = frag.files[fd].1[key.1 as usize];
+    let cells = array.grid.cells_per_tile();
+    let tile_bytes = cells * cs as u64;
+    // A tile whose sizes are not what its cells imply is read whole, which reports it.
+    if entry.stored_size != tile_bytes || entry.unfiltered_size != tile_bytes || (1usize << log2) > COLD_READ_FIRST {
+        return None;
+    }
+    if partial_blocks(array, specs, key, fd, ops).is_some() {
+        return None;
+    }
+    let runs = byte_runs(cs, ops, cells / MAX_CELL_RUNS_PER_TILE_CELLS)?;
+    Some((si, key, fd, runs, vec![(0, blocks)]))
+}
+
 /// `chunked` tile by tile (batches are runs of tiles), the job numbers of `in_order` following
 /// their jobs.
 fn in_tile_order(chunked: Vec<DirectChunked>, in_order: &mut [Vec<(usize, usize)>]) -> Vec<DirectChunked> {
@@ -487,8 +524,11 @@ fn held_bytes(array: &Snapshot, direct: &[Direct], chunked: &[DirectChunked]) ->
     let threads = array.ctx.compute_threads();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
     for (_, key, f, _, needed) in chunked {
-        // Every tile of `chunked` has chunks (`frag.chunks.of` above); it is marked direct either way.
-        let bytes = array.fragments[key.0].chunks.of(*f, key.1).map_or(0, |chunks| {
+        // Tiles of `chunked` have chunks, or are unfiltered and streamed (`streamed_job`; from
+        // memory, read whole).
+        let frag = &array.fragments[key.0];
+        let whole = frag.files[*f].1[key.1 as usize].stored_size;
+        let bytes = frag.chunks.of(*f, key.1).map_or(whole, |chunks| {
             let stored = stored_offsets(&chunks.list).unwrap_or_default();
             let at = |j: u64| stored.get(j as usize).copied().unwrap_or(0);
             let read = needed.iter().map(|&(a, b)| at(b).saturating_sub(at(a))).fold(0u64, u64::saturating_add);
@@ -689,7 +729,7 @@ fn partial_blocks(
     }
     let frag = &array.fragments[key.0];
     let (units, log2) = if spec.filters.is_empty() {
-        (frag.blocks.of(f, key.1)?.len() as u64, frag.blocks.log2)
+        (frag.blocks.count(f, key.1)?, frag.blocks.log2)
     } else {
         let c = frag.chunks.of(f, key.1)?;
         (c.list.len() as u64, c.log2)
@@ -772,7 +812,7 @@ fn read_blocks(
     let frag = &array.fragments[key.0];
     let entry = frag.files[f].1[key.1 as usize];
     let path = file_path(array, key.0, &spec.name);
-    let sums = frag.blocks.of(f, key.1).unwrap_or(&[]);
+    let sums = block_sums(array, key, f)?.unwrap_or(&[]);
     let mut out = Vec::with_capacity(runs.len());
     let mut read = 0u64;
     for &(a, b) in runs {
@@ -890,7 +930,7 @@ fn merge_ranges(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 /// Reads the chunked tiles `jobs` and decodes them into their runs of their sinks' buffers: the
 /// stored chunks the runs need are read in parallel, then every one of them is verified and
 /// decoded in parallel, straight into a run that holds it whole, else through a per-thread
-/// buffer. `(first, in_order)`: the number of `jobs[0]` among all the read's chunked jobs, and
+/// buffer. Unfiltered tiles among the jobs are streamed into their runs ([`read_streamed`]). `(first, in_order)`: the number of `jobs[0]` among all the read's chunked jobs, and
 /// per sink the runs of all of them in the order of their bytes in its buffer
 /// ([`DirectReads::in_order`]).
 fn read_direct_chunked(
@@ -904,10 +944,14 @@ fn read_direct_chunked(
         return Ok(());
     }
     let storage = array.ctx.storage();
+    let streamed = |f: usize| specs[f].filters.is_empty();
     let fetch = stats::timer(Timer::ReaderFetchTiles);
     let raws: Vec<Vec<(usize, Bytes)>> = array.ctx.install_io_for(&array.uri, || {
         jobs.par_iter()
             .map(|(_, key, f, _, needed)| {
+                if streamed(*f) {
+                    return Ok(Vec::new()); // read as it is copied
+                }
                 let path = file_path(array, key.0, &specs[*f].name);
                 let frag = &array.fragments[key.0];
                 let entry = frag.files[*f].1[key.1 as usize];
@@ -947,26 +991,41 @@ fn read_direct_chunked(
             (rest, consumed) = (tail, dst + len);
         }
     }
+    let (stream, decode): (Vec<_>, Vec<_>) = jobs.iter().zip(raws).zip(pieces).partition(|((j, _), _)| streamed(j.2));
+    array.ctx.install_io_for(&array.uri, || {
+        stream
+            .into_par_iter()
+            .try_for_each(|((job, _), pieces)| read_streamed(array, &specs[job.2], (job.1, job.2), pieces))
+    })?;
     array.ctx.install(|| {
-        jobs.par_iter().zip(raws).zip(pieces).try_for_each(|(((_, key, f, runs, needed), raw), pieces)| {
-            let (frag, spec) = (&array.fragments[key.0], &specs[*f]);
-            let entry = frag.files[*f].1[key.1 as usize];
-            let path = file_path(array, key.0, &spec.name);
-            let chunks =
-                frag.chunks.of(*f, key.1).ok_or_else(|| Error::corrupt_tile(&path, key.1, "chunks missing"))?;
-            let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
-            let stored: Vec<(usize, &[u8])> = raw.iter().map(|(a, b)| (*a, &b[..])).collect();
-            let _u = stats::timer(Timer::ReaderUnfilterTiles);
-            tile.decode_scattered(&stored, pieces)
-                .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
-            let at = |j: u64| (j << chunks.log2).min(entry.unfiltered_size);
-            let decoded: u64 = needed.iter().map(|&(a, b)| at(b) - at(a)).sum();
-            stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-            count_fetched(array.schema(), spec, stored.iter().map(|s| s.1.len() as u64).sum(), decoded);
-            count_copied(false, runs.iter().map(|r| r.2 as u64).sum());
-            Ok(())
-        })
+        decode.into_par_iter().try_for_each(|((job, raw), pieces)| decode_direct(array, specs, job, &raw, pieces))
     })
+}
+
+/// Decodes the chunks `raw` (first chunk, stored bytes) of the chunked job `job` into the runs'
+/// places `pieces` (offset in the tile, bytes in the result).
+fn decode_direct(
+    array: &Snapshot,
+    specs: &[FileSpec],
+    (_, key, f, runs, needed): &DirectChunked,
+    raw: &[(usize, Bytes)],
+    pieces: Vec<(u64, OutBytes<'_>)>,
+) -> Result<()> {
+    let (frag, spec) = (&array.fragments[key.0], &specs[*f]);
+    let entry = frag.files[*f].1[key.1 as usize];
+    let path = file_path(array, key.0, &spec.name);
+    let chunks = frag.chunks.of(*f, key.1).ok_or_else(|| Error::corrupt_tile(&path, key.1, "chunks missing"))?;
+    let tile = ChunkedTile::of(spec, entry.unfiltered_size, chunks);
+    let stored: Vec<(usize, &[u8])> = raw.iter().map(|(a, b)| (*a, &b[..])).collect();
+    let _u = stats::timer(Timer::ReaderUnfilterTiles);
+    tile.decode_scattered(&stored, pieces)
+        .map_err(|(j, d)| Error::corrupt_tile(&path, key.1, format!("chunk {j}: {d}")))?;
+    let at = |j: u64| (j << chunks.log2).min(entry.unfiltered_size);
+    let decoded: u64 = needed.iter().map(|&(a, b)| at(b) - at(a)).sum();
+    stats::add(Counter::ReaderNumAttrTilesTouched, 1);
+    count_fetched(array.schema(), spec, stored.iter().map(|s| s.1.len() as u64).sum(), decoded);
+    count_copied(false, runs.iter().map(|r| r.2 as u64).sum());
+    Ok(())
 }
 
 /// Bytes per piece of a direct tile read from memory: a large tile is read and verified in
@@ -1020,16 +1079,11 @@ fn read_direct(
             stats::add(Counter::ReaderNumAttrTilesTouched, 1);
             count_fetched(array.schema(), &specs[f], entry.stored_size, entry.unfiltered_size);
             count_copied(false, entry.stored_size);
-            match frag.blocks.of(f, key.1) {
-                Some(sums) if len > DIRECT_PIECE => {
-                    verify_sums(sums, entry.checksum).map_err(|(stored, sum)| {
-                        let what = format!("block checksums do not match the tile checksum (stored {stored:016x}, computed {sum:016x})");
-                        Error::corrupt_tile(path(), key.1, what)
-                    })?;
-                    jobs.push((slot, key, f, true));
-                }
-                _ => jobs.push((slot, key, f, false)),
-            }
+            // Blocks no larger than the first piece of a cold read keep pieces on block bounds.
+            let in_blocks = frag.blocks.count(f, key.1).is_some()
+                && len > DIRECT_PIECE
+                && (1usize << frag.blocks.log2) <= COLD_READ_FIRST;
+            jobs.push((slot, key, f, in_blocks));
         }
     }
     // Fewer tiles than threads: each large tile is read in parallel pieces.
@@ -1049,46 +1103,43 @@ fn read_direct_tile(
     let path = file_path(array, key.0, &specs[f].name);
     let frag = &array.fragments[key.0];
     let entry = frag.files[f].1[key.1 as usize];
-    let (sums, log2) = (frag.blocks.of(f, key.1), frag.blocks.log2);
+    let log2 = frag.blocks.log2;
     let bad = |(stored, sum): (u64, u64)| {
         let what = format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})");
         Error::corrupt_tile(&path, key.1, what)
     };
-    match sums {
-        Some(sums) if in_blocks => {
-            let pieces = split.then_some(&array.ctx);
-            read_blocked(storage.as_ref(), pieces, &path, entry.offset, slot, (sums, log2), &bad)
-        }
-        sums => {
-            storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;
-            // SAFETY: the read succeeded, so it wrote every byte of `slot`.
-            #[allow(unsafe_code)]
-            let slot = unsafe { assume_written(slot) };
-            verify_tile(slot, entry.checksum, sums, log2).map_err(bad)
-        }
+    if in_blocks {
+        let pieces = split.then_some(&array.ctx);
+        return read_blocked(storage.as_ref(), pieces, &path, entry.offset, slot, (entry.checksum, log2), &bad);
     }
+    storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;
+    // SAFETY: the read succeeded, so it wrote every byte of `slot`.
+    #[allow(unsafe_code)]
+    let slot = unsafe { assume_written(slot) };
+    verify_tile(slot, entry.checksum, frag.blocks.count(f, key.1).map(|_| log2)).map_err(bad)
 }
 
-/// Reads a tile with block checksums `sums` (of `2^log2` bytes each, already checked against
-/// the tile checksum) at `offset` of `path` into `slot`, verifying each piece of blocks as it
-/// arrives (`bad` makes the error of the first block that does not match, from its stored and
-/// computed checksums). When the storage holds the tile in memory (its first
+/// Reads a tile with block checksums (blocks of `2^log2` bytes, at most [`COLD_READ_FIRST`]; its
+/// tile checksum `checksum` is the xxh3-64 of them) at `offset` of `path` into `slot`, hashing
+/// each piece's blocks as it arrives, and then checks the tile checksum (`bad` makes the error
+/// from the stored and computed values). When the storage holds the tile in memory (its first
 /// [`COLD_READ_FIRST`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`] are
 /// read, in parallel when `parallel` gives the context ([`Context::io_map`]); when the tile is
 /// on disk it is read as one sequential stream of growing pieces ([`cold_read_pieces`]), each
-/// verified while the kernel reads ahead.
+/// hashed while the kernel reads ahead.
 fn read_blocked(
     storage: &dyn Storage,
     parallel: Option<&Context>,
     path: &std::path::Path,
     offset: u64,
     slot: OutBytes<'_>,
-    (sums, log2): (&[u64], u32),
+    (checksum, log2): (u64, u32),
     bad: &(dyn Fn((u64, u64)) -> Error + Sync),
 ) -> Result<()> {
     let block = 1usize << log2;
     let piece = (DIRECT_PIECE / block).max(1) * block;
     let probe = COLD_READ_FIRST.min(slot.len());
+    let mut sums = vec![0u64; slot.len().div_ceil(block)];
     let at = |i: usize| offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"));
     let cached = storage.read_immutable_cached(path, offset, &mut slot[..probe]).map_err(|e| storage_err(path, e))?;
     match cached {
@@ -1097,21 +1148,24 @@ fn read_blocked(
             // SAFETY: the probe wrote the first `n >= verified` bytes.
             #[allow(unsafe_code)]
             let head = unsafe { assume_written(&slot[..verified]) };
-            verify_blocks(head, 0, sums, log2).map_err(bad)?;
-            cold_read_pieces(verified, slot.len()).try_for_each(|r| {
+            hash_blocks(head, &mut sums[..verified >> log2], log2);
+            // Pieces start on block bounds: `verified` does, and pieces are multiples of
+            // COLD_READ_FIRST, itself a multiple of the block.
+            for r in cold_read_pieces(verified, slot.len()) {
                 let piece = &mut slot[r.clone()];
                 storage.read_immutable_into(path, at(r.start)?, piece).map_err(|e| storage_err(path, e))?;
                 // SAFETY: the read succeeded, so it wrote every byte of `piece`.
                 #[allow(unsafe_code)]
                 let piece = unsafe { assume_written(piece) };
-                verify_blocks(piece, r.start >> log2, sums, log2).map_err(bad)
-            })
+                let first = r.start >> log2;
+                hash_blocks(piece, &mut sums[first..first + piece.len().div_ceil(block)], log2);
+            }
         }
         // In memory: the probe's bytes (all of them, or none when the storage cannot tell) are
         // not read again.
         cached => {
             let have = cached.unwrap_or(0);
-            let one = |i: usize, p: OutBytes<'_>| {
+            let one = |i: usize, (p, out): (OutBytes<'_>, &mut [u64])| {
                 let skip = if i == 0 { have } else { 0 };
                 let from = i * piece + skip;
                 storage.read_immutable_into(path, at(from)?, &mut p[skip..]).map_err(|e| storage_err(path, e))?;
@@ -1119,14 +1173,17 @@ fn read_blocked(
                 // piece's `have` bytes, all it was asked for).
                 #[allow(unsafe_code)]
                 let p = unsafe { assume_written(p) };
-                verify_blocks(p, (i * piece) >> log2, sums, log2).map_err(bad)
+                hash_blocks(p, out, log2);
+                Ok(())
             };
+            let jobs: Vec<_> = slot.chunks_mut(piece).zip(sums.chunks_mut(piece >> log2)).collect();
             match parallel {
-                Some(ctx) => ctx.io_map(path, slot.chunks_mut(piece).collect(), one).map(drop),
-                None => slot.chunks_mut(piece).enumerate().try_for_each(|(i, p)| one(i, p)),
+                Some(ctx) => ctx.io_map(path, jobs, one).map(drop)?,
+                None => jobs.into_iter().enumerate().try_for_each(|(i, j)| one(i, j))?,
             }
         }
     }
+    verify_sums(&sums, checksum).map_err(bad)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod overlay;
 mod plan;
 mod query;
 mod sparse;
+mod streamed;
 
 pub use execute::units_read_in_part;
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};

@@ -21,7 +21,8 @@ use rayon::prelude::*;
 
 pub(crate) use carried::CarriedTiles;
 pub(crate) use tiles::{
-    cache_key, count_fetched, fetch_tiles, fetch_tiles_into, file_path, storage_err, tile_cells, TileKey, Tiles,
+    block_sums, cache_key, count_fetched, fetch_tiles, fetch_tiles_into, file_path, storage_err, tile_cells, TileKey,
+    Tiles,
 };
 pub(crate) use update_index::UpdateIndex;
 

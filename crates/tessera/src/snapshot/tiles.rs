@@ -17,7 +17,7 @@ use crate::config::{check_limit, Limits};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
-    check_var_offsets, max_chunked_len, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec,
+    check_var_offsets, max_chunked_len, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, BLOCK_SUMS_FILE,
 };
 use crate::schema::Datatype;
 use crate::stats::{self, Counter, Timer};
@@ -192,6 +192,22 @@ pub(crate) fn storage_err(path: &Path, e: StorageError) -> Error {
     }
 }
 
+/// The stored block checksums of tile `key.1` of file `f` (docs/format.md §8.1), for a read of
+/// part of the tile: inline in the fragment's metadata, or read from its `BLOCK_SUMS_FILE` the
+/// first time a read of this snapshot needs them, then verified against the tile checksum.
+pub(crate) fn block_sums(array: &Snapshot, key: TileKey, f: usize) -> Result<Option<&[u64]>> {
+    let frag = &array.fragments[key.0];
+    let Some(entry) = frag.files.get(f).and_then(|(_, tiles)| tiles.get(usize::try_from(key.1).ok()?)) else {
+        return Ok(None);
+    };
+    let path = array.fragment_dir(key.0).join(BLOCK_SUMS_FILE);
+    let storage = array.ctx.storage();
+    frag.blocks.sums((f, key.1), entry, &path, |offset, len| {
+        stats::add(Counter::ReaderNumMetadataBytesRead, len);
+        storage.read_immutable(&path, offset, len).map_err(|e| storage_err(&path, e))
+    })
+}
+
 /// Tile `r` of a sparse fragment from its stored bytes `raw` into `dst`: as [`unfilter`] does
 /// (checksums, sizes, bool values), with no buffer of its own.
 fn unfilter_into(
@@ -221,7 +237,8 @@ fn unfilter_into(
         tile.decode_scattered(&[(0, raw)], vec![(0, dst)]).map_err(|(j, d)| tile_err(format!("chunk {j}: {d}")))?;
     } else {
         let blocks = &fragment.blocks;
-        verify_tile(raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2).map_err(|(stored, sum)| {
+        let blocked = blocks.count(f, r.key.1).map(|_| blocks.log2);
+        verify_tile(raw, entry.checksum, blocked).map_err(|(stored, sum)| {
             tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
         })?;
         if spec.filters.is_empty() {
@@ -351,7 +368,8 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
         Bytes::from_vec(out)
     } else {
         let blocks = &fragment.blocks;
-        verify_tile(&raw, entry.checksum, blocks.of(f, r.key.1), blocks.log2).map_err(|(stored, sum)| {
+        let blocked = blocks.count(f, r.key.1).map(|_| blocks.log2);
+        verify_tile(&raw, entry.checksum, blocked).map_err(|(stored, sum)| {
             tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
         })?;
         if spec.filters.is_empty() {

@@ -16,7 +16,7 @@ use crate::fragment::{
     block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked_runs, encode_chunked_summarized, summarize,
     summarized_from_data, wants_blocks, wants_chunks, AutoChunkSize, BlockIndex, ChunkIndex, ChunkedRuns, FileKind,
     FileSpec, FragmentMetadata, FragmentName, SparseIndex, SummaryKind, TileChunks, TileEntry, TileRuns, TileStats,
-    TileSummary, BLOCK_LOG2, FRAGMENTS_DIR, METADATA_FILE, PACKED_FILE,
+    TileSummary, BLOCK_LOG2, BLOCK_SUMS_FILE, FRAGMENTS_DIR, METADATA_FILE, PACKED_FILE,
 };
 use crate::geometry::Rect;
 use crate::schema::{ArraySchema, Attribute};
@@ -509,10 +509,11 @@ impl FragmentWriter {
         let _t = stats::timer(Timer::WriterCommit);
         self.start()?;
         let meta = self.metadata(cell_count, sparse, deletes)?;
-        let encoded = meta.encode();
-        stats::add(Counter::WriterNumMetadataBytesWritten, encoded.len() as u64);
+        let (encoded, block_file) = meta.encode_with_block_file(self.ctx.config().write_inline_block_checksums());
+        let written = encoded.len() + block_file.as_ref().map_or(0, Vec::len);
+        stats::add(Counter::WriterNumMetadataBytesWritten, written as u64);
         let storage = Arc::clone(&self.storage);
-        let staged = self.write_durably(storage.as_ref(), &encoded)?;
+        let staged = self.write_durably(storage.as_ref(), &encoded, block_file.as_deref())?;
         for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
             if let Some(state) = chosen.state() {
                 self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
@@ -561,19 +562,30 @@ impl FragmentWriter {
             files,
             sparse,
             deletes,
-            blocks: BlockIndex { log2: BLOCK_LOG2, sums },
+            blocks: BlockIndex::inline(BLOCK_LOG2, sums),
             chunks: ChunkIndex { chunks },
             stats: TileStats::collect(std::mem::take(&mut self.summaries)),
             packed: self.packed,
         })
     }
 
-    /// Writes the metadata file `encoded` and makes the fragment durable; a write's commit
-    /// record is staged at the same time (returned; a consolidation's depends on the log as it
-    /// is when it commits).
-    fn write_durably<'s>(&mut self, storage: &'s dyn Storage, encoded: &[u8]) -> Result<Option<Staged<'s>>> {
+    /// Writes the metadata file `encoded` (and the block-checksum file `block_file` when the
+    /// metadata keeps them apart) and makes the fragment durable; a write's commit record is
+    /// staged at the same time (returned; a consolidation's depends on the log as it is when it
+    /// commits).
+    fn write_durably<'s>(
+        &mut self,
+        storage: &'s dyn Storage,
+        encoded: &[u8],
+        block_file: Option<&[u8]>,
+    ) -> Result<Option<Staged<'s>>> {
         let mut meta_file = storage.create(&self.dir.join(METADATA_FILE))?;
         meta_file.write_all(encoded)?;
+        if let Some(bytes) = block_file {
+            let mut h = storage.create(&self.dir.join(BLOCK_SUMS_FILE))?;
+            h.write_all(bytes)?;
+            self.handles.push(h);
+        }
         // The files (data and metadata), the fragment's folder (their entries) and the folder
         // of fragments (the fragment's entry) must be durable before the commit record names
         // them (docs/format.md, "Committing"): all are synced at the same time, every entry
