@@ -4,11 +4,10 @@
 //! tiles verify without them, and every damage is still an error naming the file.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tessera::*;
 
-use crate::common::{as_i32, flip_stored, fragment_name_of, i32_bytes, schema_2d, Hooked};
+use crate::common::{as_i32, cached_ctx, flip_stored, fragment_name_of, i32_bytes, points_rc, schema_2d};
 
 const ROWS: i128 = 4096;
 const COLS: i128 = 2560;
@@ -42,16 +41,7 @@ fn ctx() -> Context {
 }
 
 fn points(uri: &Path, pts: &[(i64, i64)]) -> Result<Vec<i32>> {
-    let r = Array::open(&ctx(), uri, Mode::Read)?;
-    let (rs, cs): (Vec<i64>, Vec<i64>) = pts.iter().copied().unzip();
-    let res = r.read_points(
-        &[
-            CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
-            CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
-        ],
-        &["a"],
-    )?;
-    Ok(as_i32(&res.attrs[0].data))
+    points_rc(&ctx(), uri, pts)
 }
 
 fn read_box(uri: &Path, rows: (i128, i128), cols: (i128, i128)) -> Result<Vec<i32>> {
@@ -166,18 +156,11 @@ fn consolidation_and_vacuum_carry_the_block_checksum_files() {
 fn reads_of_most_of_a_tile_stream_it_into_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let (uri, _) = write_large(dir.path());
-    let from_disk = || {
-        let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
-        let mut config = Config::new();
-        config.set("sm.tile_cache_size", "0").unwrap();
-        let hooked = Hooked { inner, hook: Box::new(|_, _| {}), cached: Some(0) };
-        Context::with_storage(config, Arc::new(hooked)).unwrap()
-    };
     // 4,000 points of tile 1 (rows 1025-2048) touch most of its 2,560 blocks; every tenth twice.
     let mut pts: Vec<(i64, i64)> =
         (0..4000).map(|k: i64| (1025 + (k * 7919) % 1024, 1 + (k * 104_729) % COLS as i64)).collect();
     pts.extend(pts.clone().into_iter().step_by(10));
-    for ctx in [ctx(), from_disk()] {
+    for ctx in [ctx(), cached_ctx(0)] {
         let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
         let (rs, cs): (Vec<i64>, Vec<i64>) = pts.iter().copied().unzip();
         let res = r
@@ -211,12 +194,7 @@ fn streamed_tiles_end_in_a_short_block() {
     let want: Vec<i32> =
         (2..=300).flat_map(|r| (2..=100).map(move |c| (r, c))).map(|(r, c)| vals[(r - 1) * 100 + c - 1]).collect();
     for cached in [usize::MAX, 0, 5_000] {
-        let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
-        let mut config = Config::new();
-        config.set("sm.tile_cache_size", "0").unwrap();
-        let hooked = Hooked { inner, hook: Box::new(|_, _| {}), cached: Some(cached) };
-        let ctx = Context::with_storage(config, Arc::new(hooked)).unwrap();
-        let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+        let r = Array::open(&cached_ctx(cached), &uri, Mode::Read).unwrap();
         let got = r.read(&Subarray::from_ranges(&[(2, 300), (2, 100)]), &["a"], Layout::RowMajor).unwrap();
         assert_eq!(as_i32(&got.attrs[0].data), want, "cached {cached}");
     }

@@ -366,3 +366,27 @@ pub fn flip_stored(uri: &Path, name: &FragmentName, file: &str, at: u64, mask: u
 pub fn fragment_name_of(frag: &Path) -> FragmentName {
     FragmentName::parse(frag.file_name().unwrap().to_str().unwrap()).unwrap()
 }
+
+/// Local files with no tile cache, on a storage reporting only the first `cached` bytes of any
+/// range as in memory ([`Hooked`]; `usize::MAX`: all of it): reads take their from-disk paths
+/// (0), their in-memory ones, or start from memory and go on from disk.
+pub fn cached_ctx(cached: usize) -> Context {
+    let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
+    let mut config = Config::new();
+    config.set("sm.tile_cache_size", "0").unwrap();
+    Context::with_storage(config, Arc::new(Hooked { inner, hook: Box::new(|_, _| {}), cached: Some(cached) })).unwrap()
+}
+
+/// Point reads `(r, c)` of int32 attribute `a` of the 2-D array at `uri`, opened in `ctx`.
+pub fn points_rc(ctx: &Context, uri: &Path, pts: &[(i64, i64)]) -> tessera::Result<Vec<i32>> {
+    let r = Array::open(ctx, uri, Mode::Read)?;
+    let (rs, cs): (Vec<i64>, Vec<i64>) = pts.iter().copied().unzip();
+    let res = r.read_points(
+        &[
+            CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+            CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+        ],
+        &["a"],
+    )?;
+    Ok(as_i32(&res.attrs[0].data))
+}

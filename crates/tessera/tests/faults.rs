@@ -50,14 +50,8 @@ fn large_tiles_read_from_disk_or_memory_are_verified_piece_by_piece() {
         let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
         w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&vals))]).unwrap()
     };
-    let ctx = |cached: usize| {
-        let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
-        // No tile cache: a tile it would take is read through it instead of into the result.
-        let mut config = Config::new();
-        config.set("sm.tile_cache_size", "0").unwrap();
-        Context::with_storage(config, Arc::new(Hooked { inner, hook: Box::new(|_, _| {}), cached: Some(cached) }))
-            .unwrap()
-    };
+    // No tile cache: a tile it would take is read through it instead of into the result.
+    let ctx = cached_ctx;
     // In memory (all of the probe there), from disk (none of it, or part of a block of it).
     let modes = [usize::MAX, 0, 5_000];
     // Boxes needing most of the tile's blocks as runs (streamed into the result): all but the

@@ -322,20 +322,10 @@ fn generate_v2() {
 }
 
 /// Point reads of `pts` in a fresh context (nothing cached), as i32.
-fn points(uri: &PathBuf, pts: &[(i64, i64)]) -> Result<Vec<i32>> {
+fn points(uri: &std::path::Path, pts: &[(i64, i64)]) -> Result<Vec<i32>> {
     let mut c = Config::new();
     c.set("sm.tile_cache_size", "0").unwrap();
-    let ctx = Context::new(c).unwrap();
-    let r = Array::open(&ctx, uri, Mode::Read)?;
-    let (rs, cs): (Vec<i64>, Vec<i64>) = pts.iter().copied().unzip();
-    let res = r.read_points(
-        &[
-            CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
-            CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
-        ],
-        &["a"],
-    )?;
-    Ok(as_i32(&res.attrs[0].data).to_vec())
+    points_rc(&Context::new(c).unwrap(), uri, pts)
 }
 
 #[test]
