@@ -336,10 +336,9 @@ fn file_reads(
                 bytes += 8 * stored.div_ceil(1 << BLOCK_LOG2);
             }
         } else if unfiltered && partial && streamed(p, cell_bytes, stored, dev) {
-            // From memory: the first 64 KiB (whole blocks of them), then pieces of 1 MiB (the
-            // reader's stream buffer).
-            let first = if stored <= 64 << 10 { stored } else { 64 << 10 };
-            requests += 1 + (stored - first).div_ceil(1 << 20);
+            // From memory: the probe (the first 4 KiB), then pieces of 1 MiB (the reader's
+            // stream buffer), the first one without the probe's bytes (none left: not read).
+            requests += 1 + stored.div_ceil(1 << 20) - u64::from(stored <= 4 << 10);
             bytes += stored;
         } else {
             whole.push(p.position);

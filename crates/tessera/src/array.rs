@@ -211,9 +211,11 @@ impl Array {
     /// atomically at the array's write timestamp (or now).
     ///
     /// # Errors
-    /// Wrong mode (write mode only), an empty key or one over [`MAX_META_KEY_BYTES`](crate::MAX_META_KEY_BYTES) bytes, a value
-    /// that is not whole values of its type or not UTF-8 text, more than half of
-    /// [`MAX_META_FILE_BYTES`](crate::MAX_META_FILE_BYTES) of values, storage failures. Nothing is written on error.
+    /// Wrong mode (write mode only), an empty key or one over
+    /// [`MAX_META_KEY_BYTES`](crate::MAX_META_KEY_BYTES) bytes, a value that is not whole values
+    /// of its type or not UTF-8 text, more than half of
+    /// [`MAX_META_FILE_BYTES`](crate::MAX_META_FILE_BYTES) of values, storage failures. Nothing
+    /// is written on error.
     pub fn write_metadata(&self, changes: &[(&str, Option<MetaValue>)]) -> Result<()> {
         self.require(Mode::Write, "write metadata")?;
         write_meta(&self.snap.ctx, &self.snap.uri, self.write_timestamp, changes)

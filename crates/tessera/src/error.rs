@@ -403,6 +403,11 @@ fn human_bytes(b: u128) -> String {
     format!("{b} bytes ({v:.1} {unit})")
 }
 
+/// The detail of every checksum failure: what the file says and what its bytes hash to.
+pub(crate) fn checksum_mismatch(stored: u64, computed: u64) -> String {
+    format!("checksum mismatch (stored {stored:016x}, computed {computed:016x})")
+}
+
 impl Error {
     pub(crate) fn corrupt(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
         Error::Corrupt { path: path.into(), tile: None, detail: detail.into() }
@@ -411,6 +416,11 @@ impl Error {
     /// Corrupt data in tile `tile` of the file at `path`.
     pub(crate) fn corrupt_tile(path: impl Into<PathBuf>, tile: u64, detail: impl Into<String>) -> Self {
         Error::Corrupt { path: path.into(), tile: Some(tile), detail: detail.into() }
+    }
+
+    /// A tile of the file at `path` whose checksum, `(stored, computed)`, does not match.
+    pub(crate) fn tile_checksum(path: impl Into<PathBuf>, tile: u64, (stored, computed): (u64, u64)) -> Self {
+        Error::corrupt_tile(path, tile, checksum_mismatch(stored, computed))
     }
 
     /// Where the error happened: array, fragment, file, tile, attribute, dimension, cell, as far

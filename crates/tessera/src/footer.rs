@@ -6,7 +6,7 @@ use std::path::Path;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::error::{Error, Result};
+use crate::error::{checksum_mismatch, Error, Result};
 
 /// The on-disk format version written by this build.
 pub const FORMAT_VERSION: u32 = 9;
@@ -43,7 +43,7 @@ pub(crate) fn unseal<'a>(bytes: &'a [u8], magic: &[u8; 8], path: &Path) -> Resul
     let stored = u64::from_le_bytes(sum);
     let actual = xxh3_64(&bytes[..bytes.len() - FOOTER_LEN + 4]);
     if stored != actual {
-        return Err(Error::corrupt(path, format!("checksum mismatch (stored {stored:016x}, computed {actual:016x})")));
+        return Err(Error::corrupt(path, checksum_mismatch(stored, actual)));
     }
     Ok(payload)
 }

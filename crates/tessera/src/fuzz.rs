@@ -97,9 +97,9 @@ pub fn fragment_meta_file(data: &[u8]) {
     crate::snapshot::fragment_meta::fuzz_decode(&seal(data.to_vec(), b"TSRFMETA"));
 }
 
-/// The commit record decoder (format 3; metadata copies since format 8), on `data` as a whole file and as a sealed payload; a
-/// decoded record encodes back to itself, and a log holding it resolves (or is corrupt) without
-/// panicking.
+/// The commit record decoder (format 3; metadata copies since format 8), on `data` as a whole
+/// file and as a sealed payload; a decoded record encodes back to itself, and a log holding it
+/// resolves (or is corrupt) without panicking.
 pub fn commit_record(data: &[u8]) {
     use crate::commit::{resolve, Log, Record, RECORD_MAGIC};
     let path = Path::new("__commits/00000000000000000002.commit");

@@ -18,6 +18,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::blocks::checksum_of_sums;
 use super::tile_stats::{summarize, TileSummary};
+use crate::error::checksum_mismatch;
 use crate::filter::{FilterError, FilterPipeline};
 use crate::schema::Attribute;
 use crate::uninit::{as_uninit, write_bytes};
@@ -443,8 +444,7 @@ impl<'a> ChunkedTile<'a> {
                 let bytes = &raw[w[0] as usize..w[1] as usize];
                 let sum = xxh3_64(bytes);
                 if sum != c.checksum {
-                    let detail = format!("checksum mismatch (stored {:016x}, computed {sum:016x})", c.checksum);
-                    return Err((first + i, detail));
+                    return Err((first + i, checksum_mismatch(c.checksum, sum)));
                 }
                 self.filters.decode_into(bytes, self.elem_size, dst).map_err(|e| (first + i, e.to_string()))
             },
@@ -509,7 +509,7 @@ impl<'a> ChunkedTile<'a> {
             let (c, bytes) = (self.chunks[j], bytes_of(j)?);
             let sum = xxh3_64(bytes);
             if sum != c.checksum {
-                return Err((j, format!("checksum mismatch (stored {:016x}, computed {sum:016x})", c.checksum)));
+                return Err((j, checksum_mismatch(c.checksum, sum)));
             }
             let len = (1u64 << log2).min(self.unfiltered - ((j as u64) << log2)) as usize;
             let decode = |out: &mut [MaybeUninit<u8>]| {

@@ -68,8 +68,8 @@ static LAST: Mutex<Option<HashMap<PathBuf, u64>>> = Mutex::new(None);
 
 /// The timestamp of a new fragment of the array at `array`: `max(now, last + 1)` where `last`
 /// is the previous timestamp this process handed out for the array path (as given: naming
-/// touches no file system), so timestamps are strictly increasing per array within a process. (They choose what time travel sees; the order of
-/// fragments is their commit order.)
+/// touches no file system), so timestamps are strictly increasing per array within a process.
+/// (They choose what time travel sees; the order of fragments is their commit order.)
 pub(crate) fn next_timestamp(array: &Path) -> u64 {
     let key = array.to_path_buf();
     let mut guard = LAST.lock().unwrap_or_else(|e| e.into_inner());

@@ -12,12 +12,10 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;
-use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{checksum_mismatch, Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
-    hash_blocks, scattered_decode_bytes, stored_offsets, verify_sums, verify_tile, ChunkedTile, FileKind, FileSpec,
-    TileChunks,
+    scattered_decode_bytes, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, TileChunks,
 };
 use crate::geometry::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Strided};
 use crate::schema::ArraySchema;
@@ -25,10 +23,10 @@ use crate::snapshot::{
     block_sums, cache_key, count_fetched, fetch_tiles, file_path, storage_err, tile_cells, Snapshot, TileKey, Tiles,
 };
 use crate::stats::{self, Counter, Timer};
-use crate::storage::{cold_read_pieces, Bytes, Storage, COLD_READ_FIRST};
+use crate::storage::{Bytes, COLD_READ_FIRST};
 use crate::uninit::{as_uninit, assume_written, OutBytes};
 
-use super::streamed::read_streamed;
+use super::streamed::{read_blocked, read_streamed, ColdStreams, DIRECT_PIECE};
 
 /// Marks a variable-length result cell that takes the fill value.
 pub(crate) const FILL_BLOB: u32 = u32::MAX;
@@ -831,7 +829,7 @@ fn read_blocks(
             if sum != want {
                 return Err(Error::corrupt(
                     &path,
-                    format!("tile {}, block {k}: checksum mismatch (stored {want:016x}, computed {sum:016x})", key.1),
+                    format!("tile {}, block {k}: {}", key.1, checksum_mismatch(want, sum)),
                 ));
             }
         }
@@ -930,9 +928,9 @@ fn merge_ranges(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 /// Reads the chunked tiles `jobs` and decodes them into their runs of their sinks' buffers: the
 /// stored chunks the runs need are read in parallel, then every one of them is verified and
 /// decoded in parallel, straight into a run that holds it whole, else through a per-thread
-/// buffer. Unfiltered tiles among the jobs are streamed into their runs ([`read_streamed`]). `(first, in_order)`: the number of `jobs[0]` among all the read's chunked jobs, and
-/// per sink the runs of all of them in the order of their bytes in its buffer
-/// ([`DirectReads::in_order`]).
+/// buffer. Unfiltered tiles among the jobs are streamed into their runs ([`read_streamed`]).
+/// `(first, in_order)`: the number of `jobs[0]` among all the read's chunked jobs, and per sink
+/// the runs of all of them in the order of their bytes in its buffer ([`DirectReads::in_order`]).
 fn read_direct_chunked(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -992,10 +990,11 @@ fn read_direct_chunked(
         }
     }
     let (stream, decode): (Vec<_>, Vec<_>) = jobs.iter().zip(raws).zip(pieces).partition(|((j, _), _)| streamed(j.2));
+    let streams = ColdStreams::default();
     array.ctx.install_io_for(&array.uri, || {
         stream
             .into_par_iter()
-            .try_for_each(|((job, _), pieces)| read_streamed(array, &specs[job.2], (job.1, job.2), pieces))
+            .try_for_each(|((job, _), pieces)| read_streamed((array, &streams), &specs[job.2], (job.1, job.2), pieces))
     })?;
     array.ctx.install(|| {
         decode.into_par_iter().try_for_each(|((job, raw), pieces)| decode_direct(array, specs, job, &raw, pieces))
@@ -1027,12 +1026,6 @@ fn decode_direct(
     count_copied(false, runs.iter().map(|r| r.2 as u64).sum());
     Ok(())
 }
-
-/// Bytes per piece of a direct tile read from memory: a large tile is read and verified in
-/// pieces of whole checksum blocks, in parallel, so that one tile keeps every I/O thread busy.
-/// A piece is hashed right after it is copied, while it is still in the core's cache: warm reads
-/// of a 10 MB tile were 8-12% faster with 256 KiB pieces than with 2 MiB ones.
-const DIRECT_PIECE: usize = 256 << 10;
 
 /// Reads the direct tiles `(sink, tile, file, destination byte)` into their sinks' buffers, in
 /// parallel, verifying each tile's checksum in place. A tile with block checksums is read in
@@ -1088,13 +1081,14 @@ fn read_direct(
     }
     // Fewer tiles than threads: each large tile is read in parallel pieces.
     let split = jobs.len() < array.ctx.io_threads_for(&array.uri);
-    array.ctx.io_map(&array.uri, jobs, |_, job| read_direct_tile(array, specs, job, split)).map(drop)
+    let streams = ColdStreams::default();
+    array.ctx.io_map(&array.uri, jobs, |_, job| read_direct_tile((array, &streams), specs, job, split)).map(drop)
 }
 
 /// Reads one direct tile into its part of the destination (`slot`) and verifies it: whole, or
 /// (`in_blocks`) in pieces of blocks, in parallel when `split`.
 fn read_direct_tile(
-    array: &Snapshot,
+    (array, streams): (&Snapshot, &ColdStreams),
     specs: &[FileSpec],
     (slot, key, f, in_blocks): (OutBytes<'_>, TileKey, usize, bool),
     split: bool,
@@ -1104,86 +1098,17 @@ fn read_direct_tile(
     let frag = &array.fragments[key.0];
     let entry = frag.files[f].1[key.1 as usize];
     let log2 = frag.blocks.log2;
-    let bad = |(stored, sum): (u64, u64)| {
-        let what = format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})");
-        Error::corrupt_tile(&path, key.1, what)
-    };
+    let bad = |sums| Error::tile_checksum(&path, key.1, sums);
     if in_blocks {
         let pieces = split.then_some(&array.ctx);
-        return read_blocked(storage.as_ref(), pieces, &path, entry.offset, slot, (entry.checksum, log2), &bad);
+        let how = (storage.as_ref(), pieces, streams);
+        return read_blocked(how, &path, entry.offset, slot, (entry.checksum, log2), &bad);
     }
     storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;
     // SAFETY: the read succeeded, so it wrote every byte of `slot`.
     #[allow(unsafe_code)]
     let slot = unsafe { assume_written(slot) };
     verify_tile(slot, entry.checksum, frag.blocks.count(f, key.1).map(|_| log2)).map_err(bad)
-}
-
-/// Reads a tile with block checksums (blocks of `2^log2` bytes, at most [`COLD_READ_FIRST`]; its
-/// tile checksum `checksum` is the xxh3-64 of them) at `offset` of `path` into `slot`, hashing
-/// each piece's blocks as it arrives, and then checks the tile checksum (`bad` makes the error
-/// from the stored and computed values). When the storage holds the tile in memory (its first
-/// [`COLD_READ_FIRST`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`] are
-/// read, in parallel when `parallel` gives the context ([`Context::io_map`]); when the tile is
-/// on disk it is read as one sequential stream of growing pieces ([`cold_read_pieces`]), each
-/// hashed while the kernel reads ahead.
-fn read_blocked(
-    storage: &dyn Storage,
-    parallel: Option<&Context>,
-    path: &std::path::Path,
-    offset: u64,
-    slot: OutBytes<'_>,
-    (checksum, log2): (u64, u32),
-    bad: &(dyn Fn((u64, u64)) -> Error + Sync),
-) -> Result<()> {
-    let block = 1usize << log2;
-    let piece = (DIRECT_PIECE / block).max(1) * block;
-    let probe = COLD_READ_FIRST.min(slot.len());
-    let mut sums = vec![0u64; slot.len().div_ceil(block)];
-    let at = |i: usize| offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"));
-    let cached = storage.read_immutable_cached(path, offset, &mut slot[..probe]).map_err(|e| storage_err(path, e))?;
-    match cached {
-        Some(n) if n < probe => {
-            let verified = n / block * block;
-            // SAFETY: the probe wrote the first `n >= verified` bytes.
-            #[allow(unsafe_code)]
-            let head = unsafe { assume_written(&slot[..verified]) };
-            hash_blocks(head, &mut sums[..verified >> log2], log2);
-            // Pieces start on block bounds: `verified` does, and pieces are multiples of
-            // COLD_READ_FIRST, itself a multiple of the block.
-            for r in cold_read_pieces(verified, slot.len()) {
-                let piece = &mut slot[r.clone()];
-                storage.read_immutable_into(path, at(r.start)?, piece).map_err(|e| storage_err(path, e))?;
-                // SAFETY: the read succeeded, so it wrote every byte of `piece`.
-                #[allow(unsafe_code)]
-                let piece = unsafe { assume_written(piece) };
-                let first = r.start >> log2;
-                hash_blocks(piece, &mut sums[first..first + piece.len().div_ceil(block)], log2);
-            }
-        }
-        // In memory: the probe's bytes (all of them, or none when the storage cannot tell) are
-        // not read again.
-        cached => {
-            let have = cached.unwrap_or(0);
-            let one = |i: usize, (p, out): (OutBytes<'_>, &mut [u64])| {
-                let skip = if i == 0 { have } else { 0 };
-                let from = i * piece + skip;
-                storage.read_immutable_into(path, at(from)?, &mut p[skip..]).map_err(|e| storage_err(path, e))?;
-                // SAFETY: the read wrote `p[skip..]`; the probe wrote `p[..skip]` (the first
-                // piece's `have` bytes, all it was asked for).
-                #[allow(unsafe_code)]
-                let p = unsafe { assume_written(p) };
-                hash_blocks(p, out, log2);
-                Ok(())
-            };
-            let jobs: Vec<_> = slot.chunks_mut(piece).zip(sums.chunks_mut(piece >> log2)).collect();
-            match parallel {
-                Some(ctx) => ctx.io_map(path, jobs, one).map(drop)?,
-                None => jobs.into_iter().enumerate().try_for_each(|(i, j)| one(i, j))?,
-            }
-        }
-    }
-    verify_sums(&sums, checksum).map_err(bad)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::Snapshot;
 use crate::cache::TileKey as CacheKey;
 use crate::config::{check_limit, Limits};
-use crate::error::{Error, Result};
+use crate::error::{checksum_mismatch, Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
     check_var_offsets, max_chunked_len, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, BLOCK_SUMS_FILE,
@@ -238,9 +238,7 @@ fn unfilter_into(
     } else {
         let blocks = &fragment.blocks;
         let blocked = blocks.count(f, r.key.1).map(|_| blocks.log2);
-        verify_tile(raw, entry.checksum, blocked).map_err(|(stored, sum)| {
-            tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
-        })?;
+        verify_tile(raw, entry.checksum, blocked).map_err(|(stored, sum)| tile_err(checksum_mismatch(stored, sum)))?;
         if spec.filters.is_empty() {
             if raw.len() != dst.len() {
                 return Err(tile_err("stored size differs from unfiltered size".into()));
@@ -369,9 +367,7 @@ fn unfilter(array: &Snapshot, specs: &[FileSpec], r: &Request, raw: Bytes) -> Re
     } else {
         let blocks = &fragment.blocks;
         let blocked = blocks.count(f, r.key.1).map(|_| blocks.log2);
-        verify_tile(&raw, entry.checksum, blocked).map_err(|(stored, sum)| {
-            tile_err(format!("checksum mismatch (stored {stored:016x}, computed {sum:016x})"))
-        })?;
+        verify_tile(&raw, entry.checksum, blocked).map_err(|(stored, sum)| tile_err(checksum_mismatch(stored, sum)))?;
         if spec.filters.is_empty() {
             if raw.len() as u64 != entry.unfiltered_size {
                 return Err(tile_err("stored size differs from unfiltered size".into()));

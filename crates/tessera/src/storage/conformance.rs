@@ -984,3 +984,20 @@ fn cold_read_pieces_cover_the_range_in_growing_pieces() {
         }
     }
 }
+
+/// The reads of a stream's first piece are a page each and cover it back to back; any other
+/// piece is one read.
+#[test]
+fn first_piece_of_a_stream_is_read_a_page_at_a_time() {
+    use super::{cold_piece_reads, COLD_PROBE, COLD_READ_FIRST};
+    let first: Vec<_> = cold_piece_reads(3..3 + COLD_READ_FIRST, true).collect();
+    assert_eq!(first.len(), COLD_READ_FIRST / COLD_PROBE);
+    assert!(first.windows(2).all(|w| w[0].end == w[1].start && w[0].len() == COLD_PROBE));
+    assert_eq!((first[0].start, first.last().map(|r| r.end)), (3, Some(3 + COLD_READ_FIRST)));
+    assert_eq!(
+        cold_piece_reads(5..5 + COLD_PROBE + 1, true).collect::<Vec<_>>(),
+        vec![5..5 + COLD_PROBE, 5 + COLD_PROBE..6 + COLD_PROBE]
+    );
+    assert_eq!(cold_piece_reads(10..5000, false).collect::<Vec<_>>(), vec![10..5000]);
+    assert_eq!(cold_piece_reads(7..7, true).count(), 0);
+}

@@ -18,8 +18,8 @@ use memmap2::Mmap;
 use crate::uninit::write_bytes;
 
 use super::{
-    cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode, StagedFile,
-    Storage, StorageError, WriteHandle, COLD_READ_FIRST, STAGED_NAME,
+    cold_piece_reads, cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode,
+    StagedFile, Storage, StorageError, WriteHandle, COLD_PROBE, STAGED_NAME,
 };
 
 /// Size of the write buffer of a file being created; larger writes bypass it.
@@ -181,8 +181,8 @@ const STREAM_WHOLE_FILES_FROM: usize = 1 << 20;
 /// Reads `n` bytes at `offset` into a new buffer with `pread`, without zeroing the buffer
 /// first (a zeroed buffer costs a memset of every byte, then the read overwrites them all).
 /// More than `stream_from` bytes (or [`PARALLEL_READ`], the smaller): the first
-/// [`COLD_READ_FIRST`] are read without waiting for the disk (`RWF_NOWAIT`, a probe: a larger
-/// one starts one large readahead, which costs a cold 10 MB read 11 ms against 6); if the page
+/// [`COLD_PROBE`] are read without waiting for the disk (`RWF_NOWAIT`, a probe: a larger one
+/// starts one large readahead, which costs a cold 10 MB read 11 ms against 6); if the page
 /// cache held them, the rest is read in pieces in parallel (more than [`PARALLEL_READ`]) or in
 /// one `pread`, else in a sequential ramp from where the probe stopped. A file shorter than
 /// `offset + n` is an `UnexpectedEof` error.
@@ -192,9 +192,9 @@ fn read_new_at(file: &File, n: usize, offset: u64, stream_from: usize) -> std::i
     let mut buf: Vec<u8> = Vec::with_capacity(n);
     let spare = &mut buf.spare_capacity_mut()[..n];
     if n > stream_from.min(PARALLEL_READ) {
-        // SAFETY: `spare` holds `n > COLD_READ_FIRST` bytes of capacity, ours alone.
-        let cached = unsafe { pread_cached(file, spare.as_mut_ptr().cast(), COLD_READ_FIRST, offset)? };
-        if cached < COLD_READ_FIRST {
+        // SAFETY: `spare` holds `n > COLD_PROBE` bytes of capacity, ours alone.
+        let cached = unsafe { pread_cached(file, spare.as_mut_ptr().cast(), COLD_PROBE, offset)? };
+        if cached < COLD_PROBE {
             pread_ramp(file, &mut spare[cached..], offset, cached)?;
         } else if n <= PARALLEL_READ {
             pread_uninit(file, &mut spare[cached..], offset, cached)?;
@@ -215,9 +215,11 @@ fn read_new_at(file: &File, n: usize, offset: u64, stream_from: usize) -> std::i
     Ok(buf)
 }
 
-/// Fills `dst` from the bytes at `offset + skip` in the `pread`s of [`cold_read_pieces`].
+/// Fills `dst` from the bytes at `offset + skip` in the `pread`s of [`cold_read_pieces`]
+/// ([`cold_piece_reads`]).
 fn pread_ramp(file: &File, dst: &mut [std::mem::MaybeUninit<u8>], offset: u64, skip: usize) -> std::io::Result<()> {
-    cold_read_pieces(0, dst.len()).try_for_each(|r| pread_uninit(file, &mut dst[r.clone()], offset, skip + r.start))
+    let mut reads = cold_read_pieces(0, dst.len()).enumerate().flat_map(|(i, r)| cold_piece_reads(r, i == 0));
+    reads.try_for_each(|r| pread_uninit(file, &mut dst[r.clone()], offset, skip + r.start))
 }
 
 /// Fills the start of the `len` bytes at `dst` with the bytes at `offset` that the page cache
@@ -762,10 +764,10 @@ mod tests {
             // SAFETY: a plain system call on a file we opened; it reads no memory of ours.
             #[allow(unsafe_code)]
             let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            let mut probe = vec![0u8; COLD_READ_FIRST];
-            // SAFETY: `probe` holds `COLD_READ_FIRST` bytes, ours alone.
+            let mut probe = vec![0u8; COLD_PROBE];
+            // SAFETY: `probe` holds `COLD_PROBE` bytes, ours alone.
             #[allow(unsafe_code)]
-            let got = unsafe { pread_cached(&file, probe.as_mut_ptr(), COLD_READ_FIRST, offset as u64) }.unwrap();
+            let got = unsafe { pread_cached(&file, probe.as_mut_ptr(), COLD_PROBE, offset as u64) }.unwrap();
             assert_eq!(probe[..got], data[offset..offset + got]);
             assert_eq!(read_new_at(&file, n, offset as u64, stream_from).unwrap(), data[offset..offset + n]);
         }

@@ -347,17 +347,33 @@ impl Debug for LockGuard {
     }
 }
 
-/// The first and largest read of a large range read from disk (not from memory) as one
-/// sequential stream. Reads grow from the first size to the largest, doubling, each where the
-/// last ended: the kernel sees one sequential stream and reads ahead of it (its readahead window
-/// doubles as well), so the disk works while the reader copies and verifies what arrived.
-/// Measured on a virtio disk with 8 MiB readahead, 8 cold 10 MB tiles on 2 threads: one read
-/// per tile 96 ms, 2 MiB pieces in parallel 84 ms, this ramp 47 ms (one tile: 10.2 against
-/// 5.6 ms). Only for large ranges: 8 cold 1 MB ranges took 6 ms as one read each, 11-13 ms
-/// in ramps.
+/// The first and largest piece of a large range read from disk (not from memory) as one
+/// sequential stream. Pieces grow from the first size to the largest, doubling, each where the
+/// last ended, and the first is read a page at a time ([`cold_piece_reads`]): the kernel sees
+/// one sequential stream that starts small, and its readahead window grows from there to its
+/// largest, reading ahead asynchronously, so the disk works while the reader copies and
+/// verifies what arrived. A stream that starts with a large read gets a synchronous read of
+/// that size and a readahead that lags behind it. Measured on a virtio disk with 8 MiB
+/// readahead, one cold 10 MB tile (medians of 9): one `pread` 14.2 ms, growing pieces from 64
+/// KiB 10.9 ms, from 16 reads of 4 KiB 6.5 ms; 8 tiles 130 MB apart one after another 134, 107
+/// and 69 ms (a `pread` of 4 bytes every 4,000, as HDF5 reads a column: 67 ms). Only for large
+/// ranges: 8 cold 1 MB ranges took 6 ms as one read each, 11-13 ms in ramps.
 pub(crate) const COLD_READ_FIRST: usize = 64 << 10;
 /// See [`COLD_READ_FIRST`].
 pub(crate) const COLD_READ_LARGEST: usize = 1 << 20;
+/// The reads of the first piece of a stream ([`COLD_READ_FIRST`]), and the probe that asks
+/// whether a range is in memory ([`Storage::read_immutable_cached`]): one page. A larger probe
+/// of bytes on disk starts a synchronous read of its size and the stream after it comes in as
+/// slowly as one that starts with a large read (10 MB: 11.6 against 6.5 ms after a 4 KiB one).
+pub(crate) const COLD_PROBE: usize = 4 << 10;
+
+/// The reads (ranges of the same coordinates as `r`) that read piece `r` of a stream of
+/// [`cold_read_pieces`]: the stream's `first` piece one per [`COLD_PROBE`] bytes, any other in
+/// one read.
+pub(crate) fn cold_piece_reads(r: std::ops::Range<usize>, first: bool) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let step = if first { COLD_PROBE } else { r.len().max(1) };
+    (r.start..r.end).step_by(step).map(move |a| a..r.end.min(a + step))
+}
 
 /// The pieces `[start, end)` in which to read bytes `from..to` from disk as one sequential
 /// stream: back to back, the first [`COLD_READ_FIRST`] bytes long, each next one twice the last
@@ -422,10 +438,10 @@ pub trait Storage: Send + Sync + Debug {
     }
     /// Fills the start of `buf` (which need not be initialized) with the bytes at `offset` of
     /// immutable file `path` that the backend holds in memory (the page cache), without waiting
-    /// for a device, and says how many it filled (`Some(buf.len())`: all were there). A caller reading a large range learns from
-    /// it whether to read pieces in parallel (in memory: copies on every core) or in one
-    /// sequential stream that the kernel reads ahead of (on disk: parallel pieces break the
-    /// readahead). `None`: the backend does not know, and parallel pieces are right for it (the
+    /// for a device, and says how many it filled (`Some(buf.len())`: all were there). A caller
+    /// reading a large range learns from it whether to read pieces in parallel (in memory:
+    /// copies on every core) or in one sequential stream that the kernel reads ahead of (on disk:
+    /// parallel pieces break the readahead). `None`: the backend does not know, and parallel pieces are right for it (the
     /// default; object stores, where concurrent requests are the fast way).
     ///
     /// # Errors
