@@ -101,6 +101,41 @@ def test_statistics_count_requests_by_kind(s3: Any) -> None:
     assert "vfs_object_get_requests" in ts.stats.dumps()
 
 
+def test_block_checksums_kept_apart_on_s3(s3: Any) -> None:
+    """Fragments whose block checksums are kept in their own object (format 9,
+    ``sm.write.inline_block_checksums`` 0): a read of part of a tile fetches that tile's
+    checksums once per open (one GET, beside one for the blocks), a whole-tile read none; the
+    same after a consolidation and a vacuum, and the values are the writes' throughout."""
+    cfg = config(s3, **{"sm.tile_cache_size": "0", "sm.write.inline_block_checksums": "0"})
+    uri = fresh(s3)
+    ref = np.arange(128 * 1024, dtype=np.int32).reshape(128, 1024)
+    ts.from_numpy(uri, ref, tile=(64, 1024), config=cfg)
+    ref[60:70, 500:600] = -7
+    with ts.open(uri, "w", config=cfg) as A:
+        A[60:70, 500:600] = ref[60:70, 500:600]
+
+    def gets(read: Any) -> int:
+        ts.stats.reset()
+        ts.stats.enable()
+        try:
+            read()
+        finally:
+            ts.stats.disable()
+        return int(ts.stats.json()["counters"].get("vfs_object_get_requests", 0))
+
+    for step in ("two fragments", "consolidated"):
+        with ts.open(uri, config=cfg) as A:
+            # Rows 5-6 of the first tile: 2 of its 64 blocks (a row is one 4 KiB block).
+            n = gets(lambda: np.testing.assert_array_equal(A[5:7, 100:400], ref[5:7, 100:400]))
+            assert n == 2, (step, n)
+            n = gets(lambda: np.testing.assert_array_equal(A[8:9, 0:1024], ref[8:9]))
+            assert n == 1, (step, n)  # its checksums are in memory now
+            np.testing.assert_array_equal(A[...], ref)
+        if step == "two fragments":
+            ts.consolidate(uri, config=cfg)
+            ts.vacuum(uri, config=cfg)
+
+
 def test_bad_s3_locations_and_settings_are_clear_errors(s3: Any) -> None:
     with pytest.raises(ts.ArrayError, match="bucket name"):
         ts.open("s3://NO/a")

@@ -262,16 +262,43 @@ fn delete_ranges_bounds_the_cross_product() {
 #[test]
 fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("chunked");
+    let zstd = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    bands_stay_right_under_load(&dir.path().join("chunked"), &[("sm.tile_chunk_size", "4096")], zstd);
+}
+
+/// The same with unfiltered tiles whose block checksums are all kept apart (format v9,
+/// `__block_checksums`, `sm.write.inline_block_checksums` 0), by writers and consolidations
+/// alike: the readers' two rows are a read of part of a tile, which reads that tile's checksums
+/// from the fragment's file while vacuums remove consolidated fragments beside it.
+#[test]
+fn block_checksums_apart_stay_right_under_writers_consolidations_and_vacuums() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("apart");
+    bands_stay_right_under_load(&uri, &[("sm.write.inline_block_checksums", "0")], FilterPipeline::default());
+    let folders: Vec<_> = std::fs::read_dir(uri.join("__fragments")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(!folders.is_empty());
+    for f in folders {
+        assert!(f.join(tessera::BLOCK_SUMS_FILE).is_file(), "{} keeps its checksums inline", f.display());
+    }
+}
+
+/// Three writers rewrite their band of 16 rows x 1,024 int32 columns (one 64 KiB tile, filtered
+/// by `filters`) `passes` times; consolidations and vacuums run beside them; a reader reads two
+/// rows of a band 30 times and must see one whole write of it every time; at the end every band
+/// holds its writer's last write. The array is at `uri`; every context has the `settings` and
+/// no tile cache.
+fn bands_stay_right_under_load(uri: &std::path::Path, settings: &[(&str, &str)], filters: FilterPipeline) {
     let ctx_of = || {
         let mut c = Config::new();
-        c.set("sm.tile_chunk_size", "4096").unwrap();
+        for (k, v) in settings {
+            c.set(k, v).unwrap();
+        }
         c.set("sm.tile_cache_size", "0").unwrap();
         Context::new(c).unwrap()
     };
     let (bands, cols, passes) = (3i128, 1024i128, 4i32);
     let mut a = Attribute::new("a", Datatype::Int32);
-    a.filters = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    a.filters = filters;
     let schema = ArraySchema::builder(ArrayType::Dense)
         .dim(Dimension::new("r", Datatype::Int64, (0, bands * 16 - 1), 16))
         .dim(Dimension::new("c", Datatype::Int64, (0, cols - 1), cols as u64))
@@ -279,7 +306,7 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
         .build()
         .unwrap();
     let ctx = ctx_of();
-    Array::create(&ctx, &uri, &schema).unwrap();
+    Array::create(&ctx, uri, &schema).unwrap();
     // Pass `v` of the writer of band `w` writes `w * 1_000_000 + v * 10_000 + c` into each row.
     let band_values = |w: i128, v: i32, rows: usize, c0: i128, c1: i128| -> Vec<i32> {
         let row: Vec<i32> = (c0..=c1).map(|c| (w as i32) * 1_000_000 + v * 10_000 + c as i32).collect();
@@ -288,7 +315,7 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
     let write_band = |ctx: &Context, w: i128, v: i32| {
         let sub = Subarray::from_ranges(&[(w * 16, w * 16 + 15), (0, cols - 1)]);
         let values = band_values(w, v, 16, 0, cols - 1);
-        let a = Array::open(ctx, &uri, Mode::Write).unwrap();
+        let a = Array::open(ctx, uri, Mode::Write).unwrap();
         a.write(&sub, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&values))]).unwrap();
     };
     for w in 0..bands {
@@ -307,11 +334,11 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
         sc.spawn(|| {
             let ctx = ctx_of();
             for _ in 0..3 {
-                match consolidate(&ctx, &uri, &Selection::All) {
+                match consolidate(&ctx, uri, &Selection::All) {
                     Ok(_) | Err(Error::Array(ArrayError::ConsolidationConflict { .. })) => {}
                     Err(e) => panic!("{e}"),
                 }
-                vacuum(&ctx, &uri).unwrap();
+                vacuum(&ctx, uri).unwrap();
             }
         });
         sc.spawn(|| {
@@ -321,7 +348,7 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
                 let (c0, c1) = (100 + i, 400 + i);
                 let sub = Subarray::from_ranges(&[(w * 16 + r, w * 16 + r + 1), (c0, c1)]);
                 let got = {
-                    let a = Array::open(&ctx, &uri, Mode::Read).unwrap();
+                    let a = Array::open(&ctx, uri, Mode::Read).unwrap();
                     as_i32(&a.read(&sub, &["a"], Layout::RowMajor).unwrap().attrs[0].data)
                 };
                 let v = (got[0] - (w as i32) * 1_000_000 - c0 as i32) / 10_000;
@@ -330,7 +357,7 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
             }
         });
     });
-    let a = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let a = Array::open(&ctx, uri, Mode::Read).unwrap();
     for w in 0..bands {
         let sub = Subarray::from_ranges(&[(w * 16, w * 16 + 15), (0, cols - 1)]);
         let got = as_i32(&a.read(&sub, &["a"], Layout::RowMajor).unwrap().attrs[0].data);
