@@ -59,19 +59,19 @@ impl Landing<'_, '_> {
     }
 }
 
-/// Reads bytes `from..to` of the tile at `offset` of `path` as one sequential stream from disk
-/// ([`cold_read_pieces`], `from` on a block bound, blocks of `2^log2` bytes no larger than
-/// [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST) so that every piece starts on one), each piece landing as `land` says,
-/// its blocks hashed into `sums` (all of the tile's) and then handed to `each` with its start.
+/// Reads the `len` bytes of the tile at `offset` of `path` as one sequential stream from disk
+/// ([`cold_read_pieces`]; blocks of `2^log2` bytes no larger than the first piece, so that
+/// every piece starts on a block bound), each piece landing as `land` says, its blocks hashed
+/// into `sums` and then handed to `each` with its start in the tile.
 fn stream_from_disk(
     (storage, path, offset): (&dyn Storage, &Path, u64),
-    (from, to): (usize, usize),
+    len: usize,
     mut land: Landing<'_, '_>,
     (log2, sums): (u32, &mut [u64]),
     mut each: impl FnMut(&[u8], usize),
 ) -> Result<()> {
     let at = |i: usize| offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"));
-    for (i, r) in cold_read_pieces(from, to).enumerate() {
+    for (i, r) in cold_read_pieces(0, len).enumerate() {
         let piece = land.piece(r.clone());
         for read in cold_piece_reads(0..r.len(), i == 0) {
             let into = &mut piece[read.clone()];
@@ -87,8 +87,9 @@ fn stream_from_disk(
     Ok(())
 }
 
-/// Reads a tile with block checksums (blocks of `2^log2` bytes, at most [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST);
-/// its tile checksum `checksum` is the xxh3-64 of them) at `offset` of `path` into `slot`,
+/// Reads a tile with block checksums (blocks of `2^log2` bytes, at most
+/// [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST); its tile checksum `checksum` is the
+/// xxh3-64 of them) at `offset` of `path` into `slot`,
 /// hashing each piece's blocks as it arrives, and then checks the tile checksum (`bad` makes
 /// the error from the stored and computed values). When the storage holds the tile in memory
 /// (its first [`COLD_PROBE`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`]
@@ -113,9 +114,8 @@ pub(super) fn read_blocked(
         Some(n) if n < probe => {
             let len = slot.len();
             let land = Landing::InPlace(&mut slot);
-            streams.one_at_a_time(|| {
-                stream_from_disk((storage, path, offset), (0, len), land, (log2, &mut sums), |_, _| {})
-            })?;
+            streams
+                .one_at_a_time(|| stream_from_disk((storage, path, offset), len, land, (log2, &mut sums), |_, _| {}))?;
         }
         // In memory: the probe's bytes (all of them, or none when the storage cannot tell) are
         // not read again.
@@ -143,9 +143,10 @@ pub(super) fn read_blocked(
 }
 
 /// Reads unfiltered tile `key` of file `f` (its tile entry checked at planning: stored and
-/// unfiltered sizes are the tile's bytes, blocks no larger than [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST)) and
-/// copies its bytes into `runs`: (offset in the tile, the run's place in the result). From disk
-/// the tile is read in its turn among the read's `streams`.
+/// unfiltered sizes are the tile's bytes, blocks no larger than
+/// [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST)) and copies its bytes into `runs`:
+/// (offset in the tile, the run's place in the result). From disk the tile is read in its turn
+/// among the read's `streams`.
 pub(super) fn read_streamed(
     (array, streams): (&Snapshot, &ColdStreams),
     spec: &FileSpec,
@@ -189,7 +190,7 @@ pub(super) fn read_streamed(
         let land = Landing::Through(&mut buf);
         let copy = |bytes: &[u8], at: usize| copy_runs_in(bytes, at, &mut runs, &mut next);
         streams.one_at_a_time(|| {
-            stream_from_disk((storage.as_ref(), &path, entry.offset), (0, len), land, (log2, &mut sums), copy)
+            stream_from_disk((storage.as_ref(), &path, entry.offset), len, land, (log2, &mut sums), copy)
         })?;
     } else {
         // In memory: pieces of the buffer's size (a multiple of the block unless it holds the

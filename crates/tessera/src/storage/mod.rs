@@ -441,8 +441,9 @@ pub trait Storage: Send + Sync + Debug {
     /// for a device, and says how many it filled (`Some(buf.len())`: all were there). A caller
     /// reading a large range learns from it whether to read pieces in parallel (in memory:
     /// copies on every core) or in one sequential stream that the kernel reads ahead of (on disk:
-    /// parallel pieces break the readahead). `None`: the backend does not know, and parallel pieces are right for it (the
-    /// default; object stores, where concurrent requests are the fast way).
+    /// parallel pieces break the readahead). `None`: the backend does not know, and parallel
+    /// pieces are right for it (the default; object stores, where concurrent requests are the
+    /// fast way).
     ///
     /// # Errors
     /// As [`Storage::read_range`], for a range that passes the file's end or a missing file.
