@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use tessera::*;
 
-use crate::common::{as_i32, cached_ctx, flip_stored, fragment_name_of, i32_bytes, points_rc, schema_2d};
+use crate::common::{as_i32, cached_ctx, flip_stored, fragment_name_of, i32_bytes, points_rc, schema_2d, Hook, Hooked};
 
 const ROWS: i128 = 4096;
 const COLS: i128 = 2560;
@@ -197,5 +197,57 @@ fn streamed_tiles_end_in_a_short_block() {
         let r = Array::open(&cached_ctx(cached), &uri, Mode::Read).unwrap();
         let got = r.read(&Subarray::from_ranges(&[(2, 300), (2, 100)]), &["a"], Layout::RowMajor).unwrap();
         assert_eq!(as_i32(&got.attrs[0].data), want, "cached {cached}");
+    }
+}
+
+/// From disk (the storage says nothing is in memory), a large tile is one sequential stream
+/// that starts a page at a time, so that the kernel's readahead ramps up ahead of it, and grows
+/// to 1 MiB pieces; the streams of one read do not interleave on the file (streams side by side
+/// on one open file break each other's readahead). Whole tiles and streamed parts alike.
+#[test]
+fn cold_tiles_stream_from_a_page_one_stream_at_a_time() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, frag) = write_large(dir.path());
+    let reads: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+    let log = Arc::clone(&reads);
+    let hook = move |at: Hook, path: &Path| {
+        if let Hook::Read(Some(range)) = at {
+            if path.starts_with(&frag) && path.extension().is_some_and(|e| e == "data") && range.1 > 0 {
+                log.lock().unwrap().push(range);
+            }
+        }
+    };
+    let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
+    let storage = Arc::new(Hooked { inner, hook: Box::new(hook), cached: Some(0) });
+    let ctx = Context::with_storage(ctx().config().clone(), storage).unwrap();
+    let a = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let tile_bytes = TILE_ROWS * COLS as u64 * 4;
+    let mut want = vec![4096u64; 16];
+    let (mut left, mut step) = (tile_bytes - (64 << 10), 128u64 << 10);
+    while left > 0 {
+        want.push(step.min(left));
+        (left, step) = (left - step.min(left), (step * 2).min(1 << 20));
+    }
+    // Two whole tiles; most of one tile (streamed through a buffer).
+    for (rows, cols, tiles) in [((1, 2048), (1, COLS), 2), ((2, 1024), (2, COLS - 1), 1)] {
+        reads.lock().unwrap().clear();
+        let got = a.read(&Subarray::from_ranges(&[rows, cols]), &["a"], Layout::RowMajor).unwrap();
+        assert_eq!(as_i32(&got.attrs[0].data), expected_box(rows, cols));
+        // Runs of reads each following the last in the same tile (the tiles lie back to back).
+        let log = std::mem::take(&mut *reads.lock().unwrap());
+        let base = log.iter().map(|r| r.0).min().unwrap();
+        let tile_of = |r: &(u64, u64)| (r.0 - base) / tile_bytes;
+        let mut streams: Vec<Vec<(u64, u64)>> = Vec::new();
+        for r in log {
+            match streams.last_mut() {
+                Some(s) if s.last().is_some_and(|l| l.0 + l.1 == r.0 && tile_of(l) == tile_of(&r)) => s.push(r),
+                _ => streams.push(vec![r]),
+            }
+        }
+        assert_eq!(streams.len(), tiles, "{rows:?}: one uninterrupted stream per tile");
+        for s in streams {
+            assert_eq!(s.iter().map(|r| r.1).collect::<Vec<_>>(), want, "{rows:?}");
+        }
     }
 }

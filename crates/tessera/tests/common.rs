@@ -135,9 +135,10 @@ pub enum Hook {
     BeforeWrite,
     /// After `list_dir` of the path (before the listing is returned).
     AfterList,
-    /// Before `read_range` or `read_all` of the path, which every other read of the trait's
-    /// defaults goes through (a test counts one context's reads with it).
-    Read,
+    /// Before `read_range` (with its offset and length) or `read_all` (`None`) of the path,
+    /// which every other read of the trait's defaults goes through (a test counts one context's
+    /// reads with it, or looks at their pattern).
+    Read(Option<(u64, u64)>),
 }
 
 /// A storage that delegates to `inner` and calls `hook` at the points of [`Hook`]: the tests
@@ -159,7 +160,7 @@ impl std::fmt::Debug for Hooked {
 
 impl Storage for Hooked {
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> std::result::Result<Bytes, StorageError> {
-        (self.hook)(Hook::Read, path);
+        (self.hook)(Hook::Read(Some((offset, len))), path);
         self.inner.read_range(path, offset, len)
     }
     fn read_immutable_cached(
@@ -174,7 +175,7 @@ impl Storage for Hooked {
         Ok(Some(n))
     }
     fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
-        (self.hook)(Hook::Read, path);
+        (self.hook)(Hook::Read(None), path);
         self.inner.read_all(path)
     }
     fn file_size(&self, path: &Path) -> std::result::Result<u64, StorageError> {

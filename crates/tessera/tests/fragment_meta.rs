@@ -89,7 +89,7 @@ fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
     let counted = Hooked {
         inner: std::sync::Arc::new(MemoryStorage::new()),
         hook: Box::new(move |at, _| {
-            if at == Hook::Read {
+            if matches!(at, Hook::Read(_)) {
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
         }),
