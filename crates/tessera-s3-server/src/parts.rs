@@ -14,9 +14,10 @@
 //! - once a part's bytes are all stored, its **record** `.upload_id-<id>.part-<n>.md5` says
 //!   where they are: `<md5 hex> <size>` for a file of its own, `<md5 hex> <size> @<offset>` in
 //!   the data file. A part without a record was not (or not fully) stored; the record of a part
-//!   being rewritten in the data file is removed before its first byte is written, so a record
-//!   never describes bytes being overwritten. Of two uploads of one part number, the one that
-//!   ends last owns the record, as on S3.
+//!   being rewritten in the data file is removed before its first byte is written, and an
+//!   upload keeps its claim on the region until its record is written, so a record never
+//!   describes bytes being overwritten. Of two uploads of one part number, the one that ends
+//!   last owns the record, as on S3.
 //!
 //! If the named parts lie back to back in the data file from offset 0 (equal sizes, the last one
 //! smaller), completion truncates the data file and renames it over the object: no byte is
@@ -199,17 +200,18 @@ impl Uploads {
         // Checked under the gate: a completion or abort that ended meanwhile removed it.
         self.check_live(&id, access_key)?;
         let declared = body.remaining_length().exact().and_then(|l| u64::try_from(l).ok());
-        let record = match self.place(&id, &state, number, declared)? {
+        // A region's claim is held until its record is written: released before, another upload
+        // of the part could start overwriting the region and then see its own record replaced
+        // by this one's, which would name bytes no longer there.
+        let (record, _claim) = match self.place(&id, &state, number, declared)? {
             Placement::Data { offset, len, claim } => {
                 if self.read_record(&id, number).is_some_and(|r| r.offset.is_some()) {
                     remove_if_present(&self.record_path(&id, number)).map_err(internal)?;
                 }
-                let written = self.write_region(&id, offset, len, body).await;
-                drop(claim);
-                let md5 = written?;
-                PartRecord { md5, size: len, offset: Some(offset) }
+                let md5 = self.write_region(&id, offset, len, body).await?;
+                (PartRecord { md5, size: len, offset: Some(offset) }, Some(claim))
             }
-            Placement::Own => self.write_own(&id, number, body).await?,
+            Placement::Own => (self.write_own(&id, number, body).await?, None),
         };
         let path = self.record_path(&id, number);
         tokio::task::spawn_blocking(move || write_replacing(&path, record.encode().as_bytes()))
