@@ -179,6 +179,41 @@ fn match_tiles(
     })
 }
 
+/// The box around the query ranges (per dimension, ordinal ranges).
+fn bounding_box(oranges: &[Vec<[u64; 2]>]) -> Vec<[u64; 2]> {
+    oranges
+        .iter()
+        .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
+        .collect()
+}
+
+/// Whether the update index may hold cells in the query ranges: a tile of a fragment it covers
+/// (`covers`, per fragment) meets them.
+fn index_may_hold(array: &Snapshot, covers: &[bool], oranges: &[Vec<[u64; 2]>]) -> bool {
+    array
+        .fragments
+        .iter()
+        .zip(covers)
+        .any(|(f, &c)| c && f.sparse.as_ref().is_some_and(|sp| sp.mbrs.iter().any(|m| overlaps(m, oranges))))
+}
+
+/// The update index of the fragments `covers` (per fragment) marks, built if no read has built
+/// it yet while `matches` runs (both read and decode tiles: one's reads overlap the other's
+/// work), and what `matches` gives.
+fn index_and_matches(
+    array: &Snapshot,
+    covers: &[bool],
+    matches: impl FnOnce() -> Result<Vec<TileMatches>> + Send,
+) -> Result<(Option<Arc<UpdateIndex>>, Vec<TileMatches>)> {
+    let (index, per_tile) = array
+        .ctx
+        .install(|| rayon::join(|| if covers.contains(&true) { array.update_index() } else { Ok(None) }, matches));
+    let index = index?;
+    // The index is built from the same plan (`UpdateIndex::fragments`) the read left out.
+    debug_assert!(covers.iter().enumerate().all(|(fi, &c)| index.as_ref().is_some_and(|ix| ix.covers(fi)) == c));
+    Ok((index, per_tile?))
+}
+
 fn overlaps(r: &[[u64; 2]], ranges: &[Vec<[u64; 2]>]) -> bool {
     r.iter().zip(ranges).all(|(m, rs)| rs.iter().any(|q| m[0] <= q[1] && q[0] <= m[1]))
 }
@@ -255,28 +290,27 @@ impl SparseReadQuery {
         let specs = FileSpec::for_sparse(&schema);
         let nd = schema.ndim();
         let any = oranges.iter().all(|v| !v.is_empty());
-        // Small fragments' cells come from the update index, not their tiles.
-        let index = if any { array.update_index()? } else { None };
-        let indexed = |fi: usize| index.as_ref().is_some_and(|ix| ix.covers(fi));
+        // Small fragments' cells come from the update index, not their tiles; it is built (on
+        // the first read that needs it) while the other fragments' coordinates are read.
+        let covers = if any { array.update_index_covers() } else { Vec::new() };
+        let indexed = |fi: usize| covers.get(fi).copied().unwrap_or(false);
         let cand = if any { candidate_tiles(array, &oranges, indexed, skip) } else { Vec::new() };
-        let bbox: Vec<[u64; 2]> = oranges
-            .iter()
-            .map(|rs| [rs.iter().map(|q| q[0]).min().unwrap_or(0), rs.iter().map(|q| q[1]).max().unwrap_or(0)])
-            .collect();
+        let bbox = bounding_box(&oranges);
         let one_box = oranges.iter().all(|rs| rs.len() == 1);
+        let one_fragment = !index_may_hold(array, &covers, &oranges) && cand.windows(2).all(|w| w[0].0 .0 == w[1].0 .0);
+        let take = whole_tiles(array, &cand, layout, bound.is_some(), one_fragment);
+        let whole_keys: Vec<TileKey> = cand.iter().zip(&take).filter(|t| *t.1).map(|t| t.0 .0).collect();
+        let cand: Vec<(TileKey, bool)> = cand.iter().zip(&take).filter(|t| !*t.1).map(|t| *t.0).collect();
+        let ranges = (!one_box).then_some(&oranges[..]);
+        let (index, per_tile) = index_and_matches(array, &covers, || match_tiles(array, &specs, &cand, &bbox, ranges))?;
         // The update index's cells in the box, and their places in the index when it holds every
         // requested attribute's values.
         let read_attrs = idx.iter().chain(bound.as_ref().map_or(&[][..], |b| b.attr_indices()));
         let values_in_index = index.as_ref().is_some_and(|ix| read_attrs.clone().all(|&a| ix.values_of(a).is_some()));
         let (from_index, index_place) = match &index {
-            Some(ix) => index_matches(ix, nd, &bbox, (!one_box).then_some(&oranges[..]), values_in_index),
+            Some(ix) => index_matches(ix, nd, &bbox, ranges, values_in_index),
             None => (Vec::new(), FastMap::default()),
         };
-        let one_fragment = from_index.is_empty() && cand.windows(2).all(|w| w[0].0 .0 == w[1].0 .0);
-        let take = whole_tiles(array, &cand, layout, bound.is_some(), one_fragment);
-        let whole_keys: Vec<TileKey> = cand.iter().zip(&take).filter(|t| *t.1).map(|t| t.0 .0).collect();
-        let cand: Vec<(TileKey, bool)> = cand.iter().zip(&take).filter(|t| !*t.1).map(|t| *t.0).collect();
-        let per_tile = match_tiles(array, &specs, &cand, &bbox, (!one_box).then_some(&oranges[..]))?;
         // One stream per fragment, oldest first, tiles in order.
         let mut per_tile = per_tile;
         if !from_index.is_empty() {

@@ -165,9 +165,28 @@ impl Snapshot {
         if let Some(ix) = self.update_index.get() {
             return Ok(ix.clone());
         }
-        let built = UpdateIndex::build(self)?.map(Arc::new);
+        let built = UpdateIndex::build(self, &UpdateIndex::fragments(self))?.map(Arc::new);
         // Two reads may build it at once: the first stored wins, both results are equal.
         Ok(self.update_index.get_or_init(|| built).clone())
+    }
+
+    /// Per fragment, whether its cells are in the update index, known before the index is
+    /// built (reads leave those fragments out and build the index meanwhile).
+    pub(crate) fn update_index_covers(&self) -> Vec<bool> {
+        let mut covers = vec![false; self.fragments.len()];
+        match self.update_index.get() {
+            Some(ix) => {
+                for (fi, c) in covers.iter_mut().enumerate() {
+                    *c = ix.as_ref().is_some_and(|ix| ix.covers(fi));
+                }
+            }
+            None => {
+                for fi in UpdateIndex::fragments(self) {
+                    covers[fi] = true;
+                }
+            }
+        }
+        covers
     }
 
     /// Fragment `frag` (an index into the fragments) and its position in fragment order.

@@ -60,16 +60,27 @@ pub(crate) struct UpdateIndex {
 type Column = (Vec<u8>, Option<Vec<u8>>);
 
 impl UpdateIndex {
-    /// Builds the index of `array`'s small fragments, or `None` when too few qualify (or the
-    /// cell order is Hilbert, or the budget is 0).
-    pub(crate) fn build(array: &Snapshot) -> Result<Option<Self>> {
+    /// The fragments the index of `array` takes, oldest first: none when too few qualify (or
+    /// the cell order is Hilbert, or the budget is 0). Known from the fragments' metadata
+    /// alone, so a read can leave them out before the index is built.
+    pub(crate) fn fragments(array: &Snapshot) -> Vec<usize> {
+        let order = OrderKeys::new(array.schema());
+        if order.lead_dim().is_none() {
+            return Vec::new();
+        }
+        let chosen = Self::choose(array, &order);
+        if chosen.len() < array.ctx.config().update_index_min_fragments() {
+            return Vec::new();
+        }
+        chosen
+    }
+
+    /// Builds the index of `array`'s fragments `chosen` (as [`fragments`](Self::fragments)
+    /// gives them), or `None` when there are none.
+    pub(crate) fn build(array: &Snapshot, chosen: &[usize]) -> Result<Option<Self>> {
         let schema = array.schema();
         let order = OrderKeys::new(schema);
-        let Some(lead) = order.lead_dim() else { return Ok(None) };
-        let chosen = Self::choose(array, &order);
-        if chosen.is_empty() || chosen.len() < array.ctx.config().update_index_min_fragments() {
-            return Ok(None);
-        }
+        let Some(lead) = order.lead_dim().filter(|_| !chosen.is_empty()) else { return Ok(None) };
         let _t = stats::timer(Timer::ReaderBuildUpdateIndex);
         let nd = schema.ndim();
         let specs = FileSpec::for_sparse(schema);
@@ -92,7 +103,7 @@ impl UpdateIndex {
         let values = Self::values(array, &specs, &tile_keys, &refs, &perm, &tiles)?;
         let sorted_refs: Vec<Place> = perm.iter().map(|&i| refs[i as usize]).collect();
         let mut indexed = vec![false; frags.len()];
-        for &fi in &chosen {
+        for &fi in chosen {
             indexed[fi] = true;
         }
         // Key words after the first hold the ordinals in cell order (the lead dimension first).
