@@ -213,6 +213,8 @@ impl Uploads {
             }
             Placement::Own => (self.write_own(&id, number, body).await?, None),
         };
+        #[cfg(test)]
+        tests::before_record().await;
         let path = self.record_path(&id, number);
         tokio::task::spawn_blocking(move || write_replacing(&path, record.encode().as_bytes()))
             .await
@@ -356,8 +358,68 @@ pub(crate) fn md5_of_file(path: &Path) -> std::io::Result<[u8; 16]> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use tokio::sync::oneshot;
+
     use super::PartRecord;
     use crate::multipart::Uploads;
+
+    /// A pause of the next UploadPart between its bytes and its record: it says when it is
+    /// there, then waits to be let go.
+    type Pause = (oneshot::Sender<()>, oneshot::Receiver<()>);
+
+    static PAUSE: Mutex<Option<Pause>> = Mutex::new(None);
+
+    /// Where `store_part` pauses, when a test has asked it to (see `PAUSE`).
+    pub(super) async fn before_record() {
+        let pause = PAUSE.lock().unwrap().take();
+        if let Some((there, go)) = pause {
+            there.send(()).unwrap();
+            go.await.unwrap();
+        }
+    }
+
+    /// The bytes part `number` of upload `id` has where its record says they are.
+    fn recorded_bytes(uploads: &Uploads, id: &str, number: i32) -> Vec<u8> {
+        let record = uploads.read_record(id, number).unwrap();
+        match record.offset {
+            Some(offset) => {
+                let all = std::fs::read(uploads.data_path(id)).unwrap();
+                all[offset as usize..(offset + record.size) as usize].to_vec()
+            }
+            None => std::fs::read(uploads.part_path(id, number)).unwrap(),
+        }
+    }
+
+    /// Two uploads of one part, the first paused between its bytes and its record while the
+    /// second runs whole: the record the first then writes names its own bytes, still there
+    /// (the second, finding the region taken, wrote its bytes to a file of their own). With
+    /// the region let go before the record, the second overwrote it and the record named bytes
+    /// no longer there (seen once in CI; a race test could not make it happen at will).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_part_keeps_its_region_until_its_record_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = "0123abcd-0000-4000-8000-0123456789ab";
+        std::fs::write(dir.path().join(format!(".upload-{id}.json")), b"null").unwrap();
+        let uploads = std::sync::Arc::new(Uploads::new(dir.path().to_path_buf()));
+        let (a, b) = (vec![b'a'; 1000], vec![b'b'; 1000]);
+        let ((there_tx, there), (go, go_rx)) = (oneshot::channel(), oneshot::channel());
+        *PAUSE.lock().unwrap() = Some((there_tx, go_rx));
+        let first = {
+            let (uploads, a) = (uploads.clone(), a.clone());
+            tokio::spawn(async move { uploads.store_part(id, 1, None, blob(&a)).await.unwrap() })
+        };
+        there.await.unwrap();
+        assert_eq!(uploads.read_record(id, 1), None, "the first is paused before its record");
+        uploads.store_part(id, 1, None, blob(&b)).await.unwrap();
+        assert!(recorded_bytes(&uploads, id, 1) == b, "the second's record names its bytes");
+        go.send(()).unwrap();
+        let e_tag = first.await.unwrap();
+        let record = uploads.read_record(id, 1).unwrap();
+        assert_eq!(super::hex(&record.md5), e_tag, "the first's record is the last written");
+        assert!(recorded_bytes(&uploads, id, 1) == a, "the first's record names bytes no longer there");
+    }
 
     #[test]
     fn records_round_trip_and_refuse_garbage() {
