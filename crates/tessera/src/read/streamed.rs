@@ -59,6 +59,19 @@ impl Landing<'_, '_> {
     }
 }
 
+/// The file offset of byte `i` of a tile at `offset` of `path` (past the largest offset: the
+/// tile entry is corrupt).
+fn file_offset(path: &Path, offset: u64, i: usize) -> Result<u64> {
+    offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"))
+}
+
+/// Hashes the blocks (of `2^log2` bytes) of `bytes`, the tile's bytes from `start` (a block
+/// bound), into their places in `sums`, the tile's block checksums.
+fn hash_piece(bytes: &[u8], start: usize, (log2, sums): (u32, &mut [u64])) {
+    let first = start >> log2;
+    hash_blocks(bytes, &mut sums[first..first + bytes.len().div_ceil(1 << log2)], log2);
+}
+
 /// Reads the `len` bytes of the tile at `offset` of `path` as one sequential stream from disk
 /// ([`cold_read_pieces`]; blocks of `2^log2` bytes no larger than the first piece, so that
 /// every piece starts on a block bound), each piece landing as `land` says, its blocks hashed
@@ -70,18 +83,16 @@ fn stream_from_disk(
     (log2, sums): (u32, &mut [u64]),
     mut each: impl FnMut(&[u8], usize),
 ) -> Result<()> {
-    let at = |i: usize| offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"));
     for (i, r) in cold_read_pieces(0, len).enumerate() {
         let piece = land.piece(r.clone());
         for read in cold_piece_reads(0..r.len(), i == 0) {
-            let into = &mut piece[read.clone()];
-            storage.read_immutable_into(path, at(r.start + read.start)?, into).map_err(|e| storage_err(path, e))?;
+            let at = file_offset(path, offset, r.start + read.start)?;
+            storage.read_immutable_into(path, at, &mut piece[read]).map_err(|e| storage_err(path, e))?;
         }
         // SAFETY: the reads succeeded and covered the piece, so they wrote every byte of it.
         #[allow(unsafe_code)]
         let bytes = unsafe { assume_written(piece) };
-        let first = r.start >> log2;
-        hash_blocks(bytes, &mut sums[first..first + bytes.len().div_ceil(1 << log2)], log2);
+        hash_piece(bytes, r.start, (log2, sums));
         each(bytes, r.start);
     }
     Ok(())
@@ -108,7 +119,6 @@ pub(super) fn read_blocked(
     let piece = (DIRECT_PIECE / block).max(1) * block;
     let probe = COLD_PROBE.min(slot.len());
     let mut sums = vec![0u64; slot.len().div_ceil(block)];
-    let at = |i: usize| offset.checked_add(i as u64).ok_or_else(|| Error::corrupt(path, "tile offset out of range"));
     let cached = storage.read_immutable_cached(path, offset, &mut slot[..probe]).map_err(|e| storage_err(path, e))?;
     match cached {
         Some(n) if n < probe => {
@@ -124,7 +134,8 @@ pub(super) fn read_blocked(
             let one = |i: usize, (p, out): (OutBytes<'_>, &mut [u64])| {
                 let skip = if i == 0 { have } else { 0 };
                 let from = i * piece + skip;
-                storage.read_immutable_into(path, at(from)?, &mut p[skip..]).map_err(|e| storage_err(path, e))?;
+                let at = file_offset(path, offset, from)?;
+                storage.read_immutable_into(path, at, &mut p[skip..]).map_err(|e| storage_err(path, e))?;
                 // SAFETY: the read wrote `p[skip..]`; the probe wrote `p[..skip]` (the first
                 // piece's `have` bytes, all it was asked for).
                 #[allow(unsafe_code)]
@@ -183,8 +194,7 @@ pub(super) fn read_streamed(
         finish(array, spec, entry, copied);
         return Ok(());
     };
-    let block = 1usize << log2;
-    let mut sums = vec![0u64; len.div_ceil(block)];
+    let mut sums = vec![0u64; len.div_ceil(1 << log2)];
     let mut next = 0;
     if n < probe {
         let land = Landing::Through(&mut buf);
@@ -200,15 +210,14 @@ pub(super) fn read_streamed(
             let skip = if r.start == 0 { n.min(r.len()) } else { 0 };
             let piece = &mut buf[..r.len()];
             if skip < piece.len() {
-                let at = entry.offset + (r.start + skip) as u64;
+                let at = file_offset(&path, entry.offset, r.start + skip)?;
                 storage.read_immutable_into(&path, at, &mut piece[skip..]).map_err(|e| storage_err(&path, e))?;
             }
             // SAFETY: the read wrote `piece[skip..]`; the probe wrote `piece[..skip]` (the
             // first piece's `n` bytes, all it was asked for).
             #[allow(unsafe_code)]
             let bytes = unsafe { assume_written(piece) };
-            let first = r.start >> log2;
-            hash_blocks(bytes, &mut sums[first..first + bytes.len().div_ceil(block)], log2);
+            hash_piece(bytes, r.start, (log2, &mut sums));
             copy_runs_in(bytes, r.start, &mut runs, &mut next);
         }
     }
