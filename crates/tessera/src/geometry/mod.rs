@@ -13,8 +13,8 @@ mod rect;
 mod subarray;
 
 pub(crate) use coords::{
-    cells_in_box, check_in_range, ordinal_values, ordinals, ordinals_at, pack_keys, pack_keys_with_width,
-    sort_permutation, value_text, OrderKeys,
+    cells_in_box, check_in_range, ordinal_values, ordinals, ordinals_at, pack_keys_with_width, sort_permutation,
+    value_text, KeysCome, OrderKeys,
 };
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Dims, Strided};
 pub(crate) use grid::TileGrid;

@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use super::{fetch_tiles, Snapshot, TileKey, Tiles};
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec};
-use crate::geometry::{ordinals, pack_keys, OrderKeys};
+use crate::geometry::{ordinals, sort_permutation, KeysCome, OrderKeys};
 use crate::stats::{self, Counter, Timer};
 
 /// The most cells a fragment may hold to be indexed.
@@ -97,7 +97,7 @@ impl UpdateIndex {
         let tiles = fetch_tiles(array, &specs, &requests)?;
         let (keys, refs) = Self::cell_keys(array, &order, &specs, &tile_keys, &tiles)?;
         let w = order.width();
-        let perm = sort_by_key(array, &keys, w);
+        let perm = array.ctx.install(|| sort_permutation(&keys, w, KeysCome::InRuns)).perm;
         let sorted_keys: Vec<u64> =
             perm.iter().flat_map(|&i| keys[i as usize * w..i as usize * w + w].iter().copied()).collect();
         let values = Self::values(array, &specs, &tile_keys, &refs, &perm, &tiles)?;
@@ -352,29 +352,6 @@ fn partition(mut lo: usize, mut hi: usize, before: impl Fn(usize) -> bool) -> us
         }
     }
     lo
-}
-
-/// The permutation that sorts cells by their keys (`w` words per cell; one packed word per
-/// cell where the keys fit 128 bits), ties in cell order.
-///
-/// A merge sort: it finds the sorted runs the keys come in (each fragment's cells are in global
-/// order already) and merges them, where an unstable sort measured 1.5-2x slower on 100
-/// fragments of 1,000 cells.
-fn sort_by_key(array: &Snapshot, keys: &[u64], w: usize) -> Vec<u32> {
-    let n = keys.len() / w.max(1);
-    array.ctx.install(|| match pack_keys(keys, w) {
-        Some(packed) => {
-            let mut p: Vec<(u128, u32)> = packed.into_iter().zip(0..n as u32).collect();
-            p.par_sort();
-            p.into_iter().map(|(_, i)| i).collect()
-        }
-        None => {
-            let mut p: Vec<u32> = (0..n as u32).collect();
-            let at = |i: u32| &keys[i as usize * w..i as usize * w + w];
-            p.par_sort_by(|&a, &b| at(a).cmp(at(b)).then(a.cmp(&b)));
-            p
-        }
-    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::fragment::{
     SummaryKind, TileSummary, FANOUT,
 };
 use crate::geometry::Layout;
-use crate::geometry::{bounding_box, ordinals, sort_permutation, value_text, OrderKeys, Rect};
+use crate::geometry::{bounding_box, ordinals, sort_permutation, value_text, KeysCome, OrderKeys, Rect};
 use crate::input::{validate, AttrInput, CoordInput};
 use crate::schema::ArraySchema;
 use crate::snapshot::{shared_lock, Snapshot};
@@ -219,7 +219,7 @@ impl SparseWriter {
         let w = self.keys.width();
         let (mut perm, mut packed) = match self.layout {
             Layout::Unordered => {
-                let order = self.snap.ctx.install(|| sort_permutation(&keys, w));
+                let order = self.snap.ctx.install(|| sort_permutation(&keys, w, KeysCome::Shuffled));
                 (Some(order.perm), order.packed)
             }
             _ => (None, None),
