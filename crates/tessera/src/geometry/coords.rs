@@ -670,8 +670,9 @@ fn split_key(k: u128, out: &mut [u64]) {
 pub(crate) struct KeyOrder {
     /// The cells in key order, stable: of equal keys, the one given first comes first.
     pub perm: Vec<u32>,
-    /// When the keys pack into 128 bits ([`pack_keys_with_width`]): the packed keys in `perm`'s order, so
-    /// that equal and ascending keys can be checked without going back to the key words.
+    /// When the keys pack into 128 bits ([`pack_keys_with_width`]): the packed keys in
+    /// `perm`'s order, so that equal and ascending keys can be checked without going back to
+    /// the key words.
     pub packed: Option<Vec<u128>>,
 }
 
