@@ -1,11 +1,12 @@
 //! Geometry of the cell space: inclusive rectangles over normalized (zero-based `u64`)
 //! coordinates, the space-tile grid, cell and tile orders (row-major, col-major, and the Z and
-//! Hilbert curves of `order.rs`), and the two kernels every read and write runs
-//! through: splitting a run of cells of an ordered box into sub-boxes, and copying a box between
-//! two strided buffers in whole contiguous runs.
+//! Hilbert curves of `order.rs`), moving cells into a new order (`gather.rs`), and the two
+//! kernels every read and write runs through: splitting a run of cells of an ordered box into
+//! sub-boxes, and copying a box between two strided buffers in whole contiguous runs.
 
 mod coords;
 mod copy;
+mod gather;
 mod grid;
 mod layout;
 mod order;
@@ -17,6 +18,7 @@ pub(crate) use coords::{
     value_text, KeysCome, OrderKeys,
 };
 pub(crate) use copy::{contiguous_runs, copy_strided, fill_strided, for_each_cell_pair, Dims, Strided};
+pub(crate) use gather::gather_cells;
 pub(crate) use grid::TileGrid;
 pub use grid::{dense_tile_parts, TilePart};
 pub(crate) use layout::layout_counter;

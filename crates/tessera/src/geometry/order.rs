@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rayon::prelude::*;
 
+use super::gather_cells;
 use crate::schema::CellOrder;
 
 /// A space-filling curve over points whose coordinate along dimension `d` has `widths[d]` bits.
@@ -184,46 +185,12 @@ impl TilePermutation {
 
     /// Cells of `elem` bytes, row-major in `logical`, in stored (curve) order.
     pub(crate) fn row_major_to_stored(&self, elem: usize, logical: &[u8]) -> Vec<u8> {
-        gather(elem, logical, &self.to_logical)
+        gather_cells(logical, elem, &self.to_logical)
     }
 
     /// Cells of `elem` bytes, in stored (curve) order in `stored`, back in row-major order.
     pub(crate) fn stored_to_row_major(&self, elem: usize, stored: &[u8]) -> Vec<u8> {
-        gather(elem, stored, &self.to_physical)
-    }
-}
-
-/// `out[k] = src[from[k]]` for cells of `elem` bytes (whole-tile moves; a cell `src` lacks stays
-/// zero, which only a tile of the wrong size can cause, and the tile index rules that out).
-fn gather(elem: usize, src: &[u8], from: &[u32]) -> Vec<u8> {
-    fn typed<const N: usize>(src: &[u8], from: &[u32]) -> Vec<u8> {
-        let mut out = vec![0u8; from.len() * N];
-        out.par_chunks_mut(N * 4096).zip(from.par_chunks(4096)).for_each(|(o, f)| {
-            for (cell, &i) in o.chunks_exact_mut(N).zip(f) {
-                let at = i as usize * N;
-                if let Some(s) = src.get(at..at + N) {
-                    cell.copy_from_slice(s);
-                }
-            }
-        });
-        out
-    }
-    match elem {
-        1 => typed::<1>(src, from),
-        2 => typed::<2>(src, from),
-        4 => typed::<4>(src, from),
-        8 => typed::<8>(src, from),
-        16 => typed::<16>(src, from),
-        _ => {
-            let mut out = vec![0u8; from.len() * elem];
-            for (cell, &i) in out.chunks_exact_mut(elem.max(1)).zip(from) {
-                let at = i as usize * elem;
-                if let Some(s) = src.get(at..at + elem) {
-                    cell.copy_from_slice(s);
-                }
-            }
-            out
-        }
+        gather_cells(stored, elem, &self.to_physical)
     }
 }
 

@@ -11,8 +11,10 @@
 //! the values of the cells they found from the index instead of one cell from each of hundreds
 //! of small tiles (var-sized attributes are still read from the tiles).
 //!
-//! The index is built by the first read that needs it and lives as long as the open array (a
-//! view of some of its fragments builds its own; consolidation reads without one). It takes
+//! The index is built by the first read that needs it (for a sparse array, after the first
+//! `sm.read.update_index_after_reads` reads, which read the small fragments' tiles themselves:
+//! a read that builds the index spends more than one without it) and lives as long as the open
+//! array (a view of some of its fragments builds its own; consolidation reads without one). It takes
 //! fragments of at most [`SMALL_TILES`] data tiles and [`SMALL_CELLS`] cells, newest first,
 //! while the index fits in `sm.read.update_index_size` bytes (keys, places and fixed-size
 //! values), and is built only when at least `sm.read.update_index_min_fragments` fragments
@@ -24,7 +26,7 @@ use rayon::prelude::*;
 use super::{fetch_tiles, Snapshot, TileKey, Tiles};
 use crate::error::{Error, Result};
 use crate::fragment::{FileKind, FileSpec};
-use crate::geometry::{ordinals, sort_permutation, KeysCome, OrderKeys};
+use crate::geometry::{gather_cells, ordinals, sort_permutation, KeysCome, OrderKeys};
 use crate::stats::{self, Counter, Timer};
 
 /// The most cells a fragment may hold to be indexed.
@@ -98,10 +100,9 @@ impl UpdateIndex {
         let (keys, refs) = Self::cell_keys(array, &order, &specs, &tile_keys, &tiles)?;
         let w = order.width();
         let perm = array.ctx.install(|| sort_permutation(&keys, w, KeysCome::InRuns)).perm;
-        let sorted_keys: Vec<u64> =
-            perm.iter().flat_map(|&i| keys[i as usize * w..i as usize * w + w].iter().copied()).collect();
+        let (sorted_keys, sorted_refs) =
+            array.ctx.install(|| rayon::join(|| gather_cells(&keys, w, &perm), || gather_cells(&refs, 1, &perm)));
         let values = Self::values(array, &specs, &tile_keys, &refs, &perm, &tiles)?;
-        let sorted_refs: Vec<Place> = perm.iter().map(|&i| refs[i as usize]).collect();
         let mut indexed = vec![false; frags.len()];
         for &fi in chosen {
             indexed[fi] = true;
@@ -238,11 +239,7 @@ impl UpdateIndex {
                     }
                 }
             }
-            let mut out = Vec::with_capacity(all.len());
-            for &i in perm {
-                out.extend_from_slice(&all[i as usize * size..(i as usize + 1) * size]);
-            }
-            Ok(Some(out))
+            Ok(Some(gather_cells(&all, size, perm)))
         };
         array.ctx.install(|| {
             (0..schema.attrs.len())
