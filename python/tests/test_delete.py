@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 import tessera as ts
 
 I32_MIN = np.iinfo(np.int32).min
-# Reads through the update index of small fragments even when there are few of them.
-INDEXED = {"sm.read.update_index_min_fragments": 1}
+# Reads through the update index of small fragments even when there are few of them, from the
+# first read of an open array.
+INDEXED = {"sm.read.update_index_min_fragments": 1, "sm.read.update_index_after_reads": 0}
 I16_MIN = np.iinfo(np.int16).min
 
 

@@ -42,6 +42,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "fewest small sparse fragments for which an open array builds its update index",
     ),
     (
+        "sm.read.update_index_after_reads",
+        "1",
+        "sparse reads of an open array that read its small fragments' tiles themselves before the next one builds the update index (0: the first read builds it): a read that builds the index spends more than one that reads without it, so an array opened for one read is better off without",
+    ),
+    (
         "sm.read.batch_size",
         "16777216",
         "bytes of unfiltered tiles a dense read decodes and copies at once (a tile decoded or read straight into the result counts only the stored chunks it holds), or one tile per compute thread when tiles are larger (sm.memory_budget bounds both): a small working set reuses the same memory, where holding hundreds of decoded tiles at once spends more time in page faults than in decoding",
@@ -343,6 +348,10 @@ impl Config {
     /// Fewest small fragments for which an update index is built.
     pub fn update_index_min_fragments(&self) -> usize {
         self.num("sm.read.update_index_min_fragments") as usize
+    }
+    /// Sparse reads of an open array made without the update index before one builds it.
+    pub fn update_index_after_reads(&self) -> u64 {
+        self.num("sm.read.update_index_after_reads")
     }
     /// How tiles are read.
     pub fn read_mode(&self) -> ReadMode {

@@ -189,8 +189,12 @@ pub fn update_index(data: &[u8]) {
     };
     use crate::{DimRange, MemoryStorage, Storage};
     let mut config = Config::new();
-    let settings =
-        [("sm.read.update_index_min_fragments", "1"), ("sm.compute_concurrency", "1"), ("sm.io_concurrency", "1")];
+    let settings = [
+        ("sm.read.update_index_min_fragments", "1"),
+        ("sm.read.update_index_after_reads", "0"),
+        ("sm.compute_concurrency", "1"),
+        ("sm.io_concurrency", "1"),
+    ];
     for (k, v) in settings {
         config.set(k, v).expect("known key");
     }

@@ -107,6 +107,7 @@ fn create(c: &Case, uri: &std::path::Path) -> Context {
     config.set("sm.aggregate.tile_stats", if c.stats { "true" } else { "false" }).unwrap();
     if c.index {
         config.set("sm.read.update_index_min_fragments", "1").unwrap();
+        config.set("sm.read.update_index_after_reads", "0").unwrap();
     } else {
         config.set("sm.read.update_index_size", "0").unwrap();
     }

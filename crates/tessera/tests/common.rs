@@ -14,7 +14,7 @@ pub fn mem_ctx() -> Context {
 }
 
 /// In memory, with the update index of small fragments built for any number of them (`index`)
-/// or never, so model tests check reads both ways.
+/// (from the first read of an open array) or never, so model tests check reads both ways.
 pub fn mem_ctx_indexed(index: bool) -> Context {
     let mut c = Config::new();
     c.set("sm.compute_concurrency", "2").unwrap();
@@ -25,6 +25,7 @@ pub fn mem_ctx_indexed(index: bool) -> Context {
 fn set_update_index(config: &mut Config, index: bool) {
     if index {
         config.set("sm.read.update_index_min_fragments", "1").unwrap();
+        config.set("sm.read.update_index_after_reads", "0").unwrap();
     } else {
         config.set("sm.read.update_index_size", "0").unwrap();
     }

@@ -21,6 +21,7 @@ fn contexts(index: bool) -> (Context, Context) {
         c.set("sm.read.sparse_whole_tiles", whole).unwrap();
         if index {
             c.set("sm.read.update_index_min_fragments", "1").unwrap();
+            c.set("sm.read.update_index_after_reads", "0").unwrap();
         } else {
             c.set("sm.read.update_index_size", "0").unwrap();
         }

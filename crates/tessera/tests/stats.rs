@@ -262,6 +262,66 @@ fn update_index_is_built_once_per_open_array() {
     );
 }
 
+/// A sparse array's first read of an open array reads its small fragments' tiles itself
+/// (`sm.read.update_index_after_reads`, 1 by default): building the index costs a one-off read
+/// more than it saves it. The second read builds the index, later ones reuse it, and all
+/// return the same cells; with the setting at 0 the first read builds it.
+#[test]
+fn a_sparse_array_builds_its_update_index_on_the_second_read() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("a");
+    let ctx_of = |after: &str| {
+        let mut c = Config::new();
+        c.set("sm.read.update_index_after_reads", after).unwrap();
+        Context::new(c).unwrap()
+    };
+    let ctx = ctx_of("1");
+    let schema = ArraySchema::builder(ArrayType::Sparse)
+        .dim(Dimension::new("r", Datatype::Int64, (0, 99), 10))
+        .dim(Dimension::new("c", Datatype::Int64, (0, 99), 10))
+        .attr(Attribute::new("a", Datatype::Int32))
+        .build()
+        .unwrap();
+    Array::create(&ctx, &uri, &schema).unwrap();
+    let w = Array::open(&ctx, &uri, Mode::Write).unwrap();
+    let (fragments, per) = (12i64, 10i64);
+    for k in 0..fragments {
+        let rs: Vec<i64> = (0..per).map(|j| (k * 7 + j * 31) % 100).collect();
+        let cs: Vec<i64> = (0..per).map(|j| (k * 3 + j * 17) % 100).collect();
+        let vals = vec![k as i32 + 1; per as usize];
+        w.write_sparse(
+            &[
+                CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
+                CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
+            ],
+            &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
+        )
+        .unwrap();
+    }
+    let full = vec![vec![DimRange::Int(0, 99)], vec![DimRange::Int(0, 99)]];
+    let read = |r: &Array| {
+        let res = r.sparse_query(&full, &["a"], Layout::RowMajor).unwrap().read_all().unwrap();
+        res.attrs.iter().map(|a| a.data.clone()).collect::<Vec<_>>()
+    };
+    let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let mut got = Vec::new();
+    for k in 0..3 {
+        let mut cells = Vec::new();
+        let s = measured(|| cells = read(&r));
+        let want = if k == 1 { (fragments * per) as u64 } else { 0 };
+        assert_eq!(counter(&s, Counter::ReaderUpdateIndexCells), want, "read {k}");
+        got.push(cells);
+    }
+    assert!(got[0] == got[1] && got[1] == got[2]);
+    assert!(!got[0][2].is_empty());
+    let eager = Array::open(&ctx_of("0"), &uri, Mode::Read).unwrap();
+    let mut cells = Vec::new();
+    let s = measured(|| cells = read(&eager));
+    assert_eq!(counter(&s, Counter::ReaderUpdateIndexCells), (fragments * per) as u64);
+    assert_eq!(cells, got[0]);
+}
+
 /// A condition that passes in one tile only: the condition's attribute is read in every tile,
 /// the other attribute only in that one (dense: the copies from the other tiles are dropped;
 /// sparse: the failing cells are dropped before the other attribute is gathered).

@@ -15,6 +15,7 @@ mod update_index;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
@@ -52,6 +53,9 @@ pub(crate) struct Snapshot {
     fragment_dirs: Arc<Vec<(PathBuf, Arc<str>)>>,
     /// The index of the small fragments' cells, built by the first read that needs it.
     update_index: Arc<OnceLock<Option<Arc<UpdateIndex>>>>,
+    /// Sparse reads that asked whether to use the update index before it was built: the first
+    /// `sm.read.update_index_after_reads` read without it.
+    index_asks: Arc<AtomicU64>,
     /// Whether tiles read through this snapshot go into the context's tile cache.
     pub(crate) fills_tile_cache: bool,
     /// Tiles handed from one read of this snapshot to the next (a consolidation's bands).
@@ -113,6 +117,7 @@ impl Snapshot {
             positions: Arc::new(positions),
             fragment_dirs,
             update_index: Arc::default(),
+            index_asks: Arc::default(),
             fills_tile_cache: true,
             carried: None,
             _lock: lock,
@@ -133,6 +138,7 @@ impl Snapshot {
         s.fragment_dirs = Arc::new(keep.iter().map(|&i| self.fragment_dirs[i].clone()).collect());
         // The update index numbers fragments: the view builds its own.
         s.update_index = Arc::default();
+        s.index_asks = Arc::default();
         s
     }
 
@@ -170,8 +176,10 @@ impl Snapshot {
         Ok(self.update_index.get_or_init(|| built).clone())
     }
 
-    /// Per fragment, whether its cells are in the update index, known before the index is
-    /// built (reads leave those fragments out and build the index meanwhile).
+    /// Per fragment, whether a sparse read takes its cells from the update index, known before
+    /// the index is built (the read leaves those fragments out and builds the index meanwhile).
+    /// None while the index is not built and fewer than `sm.read.update_index_after_reads`
+    /// reads have asked: those read the small fragments' tiles themselves.
     pub(crate) fn update_index_covers(&self) -> Vec<bool> {
         let mut covers = vec![false; self.fragments.len()];
         match self.update_index.get() {
@@ -180,6 +188,7 @@ impl Snapshot {
                     *c = ix.as_ref().is_some_and(|ix| ix.covers(fi));
                 }
             }
+            None if self.index_asks.fetch_add(1, Ordering::Relaxed) < self.ctx.config().update_index_after_reads() => {}
             None => {
                 for fi in UpdateIndex::fragments(self) {
                     covers[fi] = true;
