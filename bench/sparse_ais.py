@@ -3,8 +3,8 @@
 
 1. Load ``--points`` points (default 10 million) in 10 writes, one per month: Tessera and TileDB
    as sparse arrays (int64 dims x, y in [0, 360e6) x [0, 180e6), space tiles 10M x 10M, data
-   tiles of 10,000 cells), without compression and with it (attributes zstd-3; coordinates
-   delta + zstd-3); DuckDB as a table ordered by (x, y); Parquet as one file per month sorted by
+   tiles of 10,000 cells), without compression and with it (attributes byte shuffle + zstd-3;
+   coordinates delta + byte shuffle + zstd-3); DuckDB as a table ordered by (x, y); Parquet as one file per month sorted by
    (x, y), without and with zstd. The load time includes fsync of every file of the store.
 2. Subarray queries in a dense region (the busiest harbour) and a sparse one (the emptiest
    open-ocean spot) returning about 10K, 100K and 1M points: boxes found by binary search on

@@ -29,8 +29,8 @@ def _ctx(threads: Optional[int] = None) -> Any:
 
 class Sparse:
     """The same schema as Tessera's: int64 dims x, y with 10M x 10M space tiles, row-major cell
-    and tile order, capacity 10,000, int64 attributes; ``compressed``: attributes zstd-3,
-    coordinates delta + zstd-3; otherwise no filters. One write (fragment) per batch, unordered
+    and tile order, capacity 10,000, int64 attributes; ``compressed``: attributes byte shuffle +
+    zstd-3, coordinates delta + byte shuffle + zstd-3; otherwise no filters. One write (fragment) per batch, unordered
     (TileDB sorts). Reads: ``query(order="U").multi_index[x0:x1, y0:y1]`` (inclusive), all
     attributes, numpy results."""
 
@@ -45,10 +45,12 @@ class Sparse:
         self.note = ""
 
     def load(self, batches: Iterable[Dict[str, np.ndarray]]) -> None:
-        z = tiledb.FilterList([tiledb.ZstdFilter(level=3)]) if self.compressed else tiledb.FilterList([])
+        z = (tiledb.FilterList([tiledb.ByteShuffleFilter(), tiledb.ZstdFilter(level=3)]) if self.compressed
+             else tiledb.FilterList([]))
         # An empty filter list on a dimension means "the schema's coordinate filters", whose
         # default is zstd: "none" needs a no-op filter.
-        cf = (tiledb.FilterList([tiledb.DeltaFilter(), tiledb.ZstdFilter(level=3)]) if self.compressed
+        cf = (tiledb.FilterList([tiledb.DeltaFilter(), tiledb.ByteShuffleFilter(), tiledb.ZstdFilter(level=3)])
+              if self.compressed
               else tiledb.FilterList([tiledb.NoOpFilter()]))
         dom = tiledb.Domain(
             tiledb.Dim("x", domain=(0, self.domain[0] - 1), tile=self.tile, dtype=np.int64, filters=cf, ctx=self.ctx),
