@@ -212,26 +212,39 @@ pub(crate) fn check_in_range(dim: &Dimension, col: &mut [u8], range: [u64; 2]) -
     Ok(())
 }
 
-/// The stored values of ordinals `ords` of dimension `dim` (the inverse of [`ordinals`]): one
-/// value per ordinal in the dimension's type, little-endian.
-pub(crate) fn ordinal_values(dim: &Dimension, ords: impl ExactSizeIterator<Item = u64>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ords.len() * dim.datatype.size());
+/// The stored values of dimension `dim` (the inverse of [`ordinals`]: one value per cell in
+/// the dimension's type, little-endian) of cells whose ordinals lie interleaved in `ords`, `nd`
+/// per cell, this dimension's at `d`. Walked as whole cells: a `step_by` iterator over `ords`
+/// costs the copy several times over.
+pub(crate) fn ordinal_values(dim: &Dimension, ords: &[u64], d: usize, nd: usize) -> Vec<u8> {
+    let nd = nd.max(1);
+    let cells = ords.chunks_exact(nd);
+    let mut out = vec![0u8; cells.len() * dim.datatype.size()];
     let lo = dim.int_domain().0;
-    macro_rules! int {
-        ($t:ty) => {
-            for o in ords {
-                // The ordinal lies in the domain, which lies in the type's range.
-                out.extend_from_slice(&((lo + i128::from(o)) as $t).to_le_bytes());
+    macro_rules! put {
+        ($t:ty, $value:expr) => {{
+            const S: usize = std::mem::size_of::<$t>();
+            let value = $value;
+            for (c, cell) in out.chunks_exact_mut(S).zip(cells) {
+                c.copy_from_slice(&value(cell[d]).to_le_bytes());
             }
-        };
+        }};
+    }
+    macro_rules! int {
+        ($t:ty) => {{
+            // The value `lo + o` lies in the type's range, so the sum modulo the type's width
+            // (wrapping, in the type itself: no i128 per cell) is the value.
+            let base = lo as $t;
+            put!($t, |o: u64| base.wrapping_add(o as $t))
+        }};
     }
     by_int_type!(
         dim.datatype,
         int,
         match dim.datatype {
             // An f32 converts to f64 and back exactly.
-            Datatype::Float32 => ords.for_each(|o| out.extend_from_slice(&(ordinal_float(o) as f32).to_le_bytes())),
-            _ => ords.for_each(|o| out.extend_from_slice(&ordinal_float(o).to_le_bytes())),
+            Datatype::Float32 => put!(f32, |o: u64| ordinal_float(o) as f32),
+            _ => put!(f64, ordinal_float),
         }
     );
     out
@@ -843,7 +856,7 @@ mod tests {
             let vals: Vec<i64> = vals.iter().map(|v| a + v.rem_euclid(b - a + 1)).collect();
             let (dim, col) = dim_and_col(TYPES[t], lo, span, &vals);
             let ords = ordinals(&dim, &col).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
-            prop_assert_eq!(ordinal_values(&dim, ords.into_iter()), col);
+            prop_assert_eq!(ordinal_values(&dim, &ords, 0, 1), col);
         }
 
         /// `cells_in_box` keeps exactly the cells whose reference ordinals lie in the box.
@@ -930,6 +943,24 @@ mod tests {
         assert_eq!(o[0], o[1]);
     }
 
+    /// Each dimension's values come out of cells' interleaved ordinals, in every integer width
+    /// (a negative domain start wraps back into the type) and for floats.
+    #[test]
+    fn interleaved_ordinals_give_each_dimension_its_values() {
+        let x = Dimension::new("x", Datatype::Int8, (-128, 127), 16);
+        let y = Dimension::new("y", Datatype::UInt64, (5, u64::MAX as i128), 16);
+        let z = Dimension::float("z", Datatype::Float32, (-2.0, 2.0), None);
+        let xs: Vec<u8> = [-128i8, 0, 127].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ys: Vec<u8> = [5u64, u64::MAX, 77].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let zs: Vec<u8> = [-1.5f32, 0.25, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let cols = [(&x, &xs), (&y, &ys), (&z, &zs)];
+        let ords: Vec<Vec<u64>> = cols.iter().map(|(d, c)| ordinals(d, c).unwrap()).collect();
+        let interleaved: Vec<u64> = (0..3).flat_map(|i| ords.iter().map(move |o| o[i])).collect();
+        for (k, (d, c)) in cols.iter().enumerate() {
+            assert_eq!(&ordinal_values(d, &interleaved, k, 3), *c, "dimension {k}");
+        }
+    }
+
     /// A whole tile's coordinates are checked against its bounding box instead of being made
     /// into ordinals: the same column as the ordinal round trip gives, or the first cell
     /// outside.
@@ -940,7 +971,7 @@ mod tests {
         let o = ordinals(&int, &col).unwrap();
         let mut c = col.clone();
         assert!(check_in_range(&int, &mut c, [o[0], o[1]]).is_ok());
-        assert_eq!(c, ordinal_values(&int, o.iter().copied()));
+        assert_eq!(c, ordinal_values(&int, &o, 0, 1));
         let e = check_in_range(&int, &mut c, [o[0], o[2]]).unwrap_err();
         assert_eq!((e.cell, e.value.as_str()), (1, "7"));
         let float = Dimension::float("d", Datatype::Float64, (-1.0, 1.0), None);
@@ -948,7 +979,7 @@ mod tests {
         let o = ordinals(&float, &col[..16]).unwrap();
         let mut c = col[..16].to_vec();
         assert!(check_in_range(&float, &mut c, [o[0], o[1]]).is_ok());
-        assert_eq!(c, ordinal_values(&float, o.iter().copied()), "-0.0 comes back as +0.0");
+        assert_eq!(c, ordinal_values(&float, &o, 0, 1), "-0.0 comes back as +0.0");
         let mut c = col.clone();
         assert_eq!(check_in_range(&float, &mut c, [o[0], o[1]]).unwrap_err().cell, 2);
     }

@@ -483,7 +483,7 @@ impl SparseReadQuery {
                         .par_iter()
                         .enumerate()
                         .map(|(d, dim)| {
-                            let data = ordinal_values(dim, part_ords.iter().skip(d).step_by(nd.max(1)).copied());
+                            let data = ordinal_values(dim, part_ords, d, nd);
                             count_copied(false, data.len() as u64);
                             AttrData { name: dim.name.clone(), data, offsets: None, validity: None }
                         })
@@ -606,8 +606,7 @@ impl SparseReadQuery {
                     }
                     Piece::Cells(a, b) => {
                         if c < nd {
-                            let ords = self.ords[a * nd..b * nd].iter().skip(c).step_by(nd.max(1)).copied();
-                            write_bytes(slot, &ordinal_values(&schema.dims[c], ords));
+                            write_bytes(slot, &ordinal_values(&schema.dims[c], &self.ords[a * nd..b * nd], c, nd));
                         } else {
                             let src = &loose_values[c - nd].data;
                             write_bytes(slot, &src[at_loose * cs..(at_loose + b - a) * cs]);
