@@ -202,6 +202,20 @@ fn stats_off_cost_nothing_and_count_nothing() {
     assert_eq!(j["counters"]["sm_query_submit_read"], 0);
 }
 
+/// Writes one small sparse fragment: cells (`rs[i]`, `cs[i]`) of dimensions `r` and `c`, all with
+/// `value` in attribute `a`.
+fn write_points(w: &Array, rs: &[i64], cs: &[i64], value: i32) {
+    let vals = vec![value; rs.len()];
+    w.write_sparse(
+        &[
+            CoordInput { name: "r", data: bytemuck::cast_slice(rs) },
+            CoordInput { name: "c", data: bytemuck::cast_slice(cs) },
+        ],
+        &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
+    )
+    .unwrap();
+}
+
 /// The update index is built by the first read of an open array and reused by later reads,
 /// which then read no coordinate tile of the indexed fragments (no tile cache here, so every
 /// tile a read needs is a storage request).
@@ -231,15 +245,7 @@ fn update_index_is_built_once_per_open_array() {
     for k in 0..fragments {
         let rs: Vec<i64> = (0..per).map(|j| 1 + (k * 7 + j * 3) % 40).collect();
         let cs: Vec<i64> = (0..per).map(|j| 1 + (k * 11 + j * 13) % 40).collect();
-        let vals = vec![k as i32 + 1; per as usize];
-        w.write_sparse(
-            &[
-                CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
-                CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
-            ],
-            &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
-        )
-        .unwrap();
+        write_points(&w, &rs, &cs, k as i32 + 1);
     }
     let read = |r: &Array| r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap().attrs[0].data.clone();
     let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
@@ -289,15 +295,7 @@ fn a_sparse_array_builds_its_update_index_on_the_second_read() {
     for k in 0..fragments {
         let rs: Vec<i64> = (0..per).map(|j| (k * 7 + j * 31) % 100).collect();
         let cs: Vec<i64> = (0..per).map(|j| (k * 3 + j * 17) % 100).collect();
-        let vals = vec![k as i32 + 1; per as usize];
-        w.write_sparse(
-            &[
-                CoordInput { name: "r", data: bytemuck::cast_slice(&rs) },
-                CoordInput { name: "c", data: bytemuck::cast_slice(&cs) },
-            ],
-            &[AttrInput::fixed("a", bytemuck::cast_slice(&vals))],
-        )
-        .unwrap();
+        write_points(&w, &rs, &cs, k as i32 + 1);
     }
     let full = vec![vec![DimRange::Int(0, 99)], vec![DimRange::Int(0, 99)]];
     let read = |r: &Array| {
