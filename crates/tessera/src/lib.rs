@@ -86,8 +86,8 @@ pub use schema::{
     SCHEMA_DIR, SCHEMA_VERSION,
 };
 pub use storage::{
-    Bytes, FailingStorage, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage, ObjectStorage,
-    ObjectStoreOptions, PowerLossStorage, ReadMode, RequestKind, RequestTally, RoutedStorage, StagedFile, Storage,
-    StorageError, WriteHandle, S3_SCHEME,
+    Bytes, FailingStorage, ImmutableStream, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage,
+    ObjectStorage, ObjectStoreOptions, PowerLossStorage, ReadMode, RequestKind, RequestTally, RoutedStorage,
+    StagedFile, Storage, StorageError, WriteHandle, S3_SCHEME,
 };
 pub use write::{DenseWriter, SparseWriter};

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -137,10 +137,13 @@ pub enum Hook {
     /// After `list_dir` of the path (before the listing is returned).
     AfterList,
     /// Before `read_range` (with its offset and length) or `read_all` (`None`) of the path,
-    /// which every other read of the trait's defaults goes through (a test counts one context's
-    /// reads with it, or looks at their pattern).
+    /// which every other read of the trait's defaults goes through, and before each read of a
+    /// stream of the path (a test counts one context's reads with it, or looks at their pattern).
     Read(Option<(u64, u64)>),
 }
+
+/// What [`Hooked`] calls at each [`Hook`].
+pub type HookFn = Arc<dyn Fn(Hook, &Path) + Send + Sync>;
 
 /// A storage that delegates to `inner` and calls `hook` at the points of [`Hook`]: the tests
 /// that make one interleaving of two processes happen every time run the other process there.
@@ -149,13 +152,31 @@ pub enum Hook {
 /// reads then take their from-disk paths every time, whatever the page cache holds.
 pub struct Hooked {
     pub inner: Arc<dyn Storage>,
-    pub hook: Box<dyn Fn(Hook, &Path) + Send + Sync>,
+    pub hook: HookFn,
     pub cached: Option<usize>,
 }
 
 impl std::fmt::Debug for Hooked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Hooked({:?})", self.inner)
+    }
+}
+
+/// A stream of a [`Hooked`] storage: calls the hook before each read.
+struct HookedStream {
+    inner: Box<dyn ImmutableStream>,
+    hook: HookFn,
+    path: PathBuf,
+}
+
+impl ImmutableStream for HookedStream {
+    fn read_into(
+        &mut self,
+        offset: u64,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> std::result::Result<(), StorageError> {
+        (self.hook)(Hook::Read(Some((offset, buf.len() as u64))), &self.path);
+        self.inner.read_into(offset, buf)
     }
 }
 
@@ -174,6 +195,10 @@ impl Storage for Hooked {
         let n = cached.min(buf.len());
         self.inner.read_immutable_into(path, offset, &mut buf[..n])?;
         Ok(Some(n))
+    }
+    fn immutable_stream(&self, path: &Path) -> std::result::Result<Option<Box<dyn ImmutableStream>>, StorageError> {
+        let Some(inner) = self.inner.immutable_stream(path)? else { return Ok(None) };
+        Ok(Some(Box::new(HookedStream { inner, hook: Arc::clone(&self.hook), path: path.to_path_buf() })))
     }
     fn read_all(&self, path: &Path) -> std::result::Result<Bytes, StorageError> {
         (self.hook)(Hook::Read(None), path);
@@ -376,7 +401,7 @@ pub fn cached_ctx(cached: usize) -> Context {
     let inner: Arc<dyn Storage> = Arc::new(LocalStorage::new(ReadMode::Pread));
     let mut config = Config::new();
     config.set("sm.tile_cache_size", "0").unwrap();
-    Context::with_storage(config, Arc::new(Hooked { inner, hook: Box::new(|_, _| {}), cached: Some(cached) })).unwrap()
+    Context::with_storage(config, Arc::new(Hooked { inner, hook: Arc::new(|_, _| {}), cached: Some(cached) })).unwrap()
 }
 
 /// Point reads `(r, c)` of int32 attribute `a` of the 2-D array at `uri`, opened in `ctx`.

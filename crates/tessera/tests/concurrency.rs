@@ -28,7 +28,7 @@ impl Pausing {
         let hooked = Arc::clone(&p);
         let storage = Hooked {
             inner,
-            hook: Box::new(move |at, path| {
+            hook: Arc::new(move |at, path| {
                 if at == Hook::BeforeWrite {
                     hooked.maybe_pause(path);
                 }

@@ -88,7 +88,7 @@ fn an_open_reads_one_metadata_file_and_vacuum_keeps_the_newest() {
     let counter = reads.clone();
     let counted = Hooked {
         inner: std::sync::Arc::new(MemoryStorage::new()),
-        hook: Box::new(move |at, _| {
+        hook: std::sync::Arc::new(move |at, _| {
             if matches!(at, Hook::Read(_)) {
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }

@@ -34,7 +34,7 @@ fn vacuum_after_listing(inner: Arc<dyn Storage>, uri: &'static str, at: u64) -> 
             Err(e) => panic!("vacuum: {e}"),
         }
     };
-    (Arc::new(Hooked { inner, hook: Box::new(hook), cached: None }), fired)
+    (Arc::new(Hooked { inner, hook: Arc::new(hook), cached: None }), fired)
 }
 
 /// Before the commit log, opening an array for writing listed `__commits` and then read the

@@ -7,6 +7,10 @@ use std::sync::Mutex;
 use tessera::stats::{self, Counter};
 use tessera::*;
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "common.rs"]
+mod common;
+
 static LOCK: Mutex<()> = Mutex::new(());
 
 const N: i128 = 1200;
@@ -108,6 +112,24 @@ fn chunked_quarter_read_decodes_only_its_chunks() {
     assert_eq!(counter(&s, Counter::VfsReadTotalBytes), tile_and_meta);
     // A whole-tile read decodes every chunk (in parallel) and returns the same cells.
     read_rows(&ctx, &dir, 1, N);
+}
+
+/// From disk (the storage says nothing is in memory) an unfiltered tile is read as a stream
+/// through a reader of its own, whole or in part, and the storage layer still counts every byte
+/// and request of it: the statistics agree with the reader's.
+#[test]
+fn tiles_streamed_from_disk_count_at_the_storage_layer() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, _, _) = setup(N as u64, vec![], 0);
+    let cold = common::cached_ctx(0);
+    for (lo, hi) in [(1, N), (2, N)] {
+        let s = measured(|| read_rows(&cold, &dir, lo, hi));
+        assert_eq!(counter(&s, Counter::ReaderNumFixedCellBytesRead), (N * N * 4) as u64);
+        let tile_and_meta =
+            counter(&s, Counter::ReaderNumTileBytesRead) + counter(&s, Counter::ReaderNumMetadataBytesRead);
+        assert!(counter(&s, Counter::VfsReadNumRequests) > 16, "a stream of pieces");
+        assert_eq!(counter(&s, Counter::VfsReadTotalBytes), tile_and_meta, "rows {lo}..={hi}");
+    }
 }
 
 /// Without filters the tile has block checksums (4 KiB blocks): the quarter read reads only the

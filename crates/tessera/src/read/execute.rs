@@ -26,7 +26,7 @@ use crate::stats::{self, Counter, Timer};
 use crate::storage::{Bytes, COLD_READ_FIRST};
 use crate::uninit::{as_uninit, assume_written, OutBytes};
 
-use super::streamed::{read_blocked, read_streamed, ColdStreams, DIRECT_PIECE};
+use super::streamed::{read_blocked, read_streamed, DIRECT_PIECE};
 
 /// Marks a variable-length result cell that takes the fill value.
 pub(crate) const FILL_BLOB: u32 = u32::MAX;
@@ -990,11 +990,10 @@ fn read_direct_chunked(
         }
     }
     let (stream, decode): (Vec<_>, Vec<_>) = jobs.iter().zip(raws).zip(pieces).partition(|((j, _), _)| streamed(j.2));
-    let streams = ColdStreams::default();
     array.ctx.install_io_for(&array.uri, || {
         stream
             .into_par_iter()
-            .try_for_each(|((job, _), pieces)| read_streamed((array, &streams), &specs[job.2], (job.1, job.2), pieces))
+            .try_for_each(|((job, _), pieces)| read_streamed(array, &specs[job.2], (job.1, job.2), pieces))
     })?;
     array.ctx.install(|| {
         decode.into_par_iter().try_for_each(|((job, raw), pieces)| decode_direct(array, specs, job, &raw, pieces))
@@ -1081,14 +1080,13 @@ fn read_direct(
     }
     // Fewer tiles than threads: each large tile is read in parallel pieces.
     let split = jobs.len() < array.ctx.io_threads_for(&array.uri);
-    let streams = ColdStreams::default();
-    array.ctx.io_map(&array.uri, jobs, |_, job| read_direct_tile((array, &streams), specs, job, split)).map(drop)
+    array.ctx.io_map(&array.uri, jobs, |_, job| read_direct_tile(array, specs, job, split)).map(drop)
 }
 
 /// Reads one direct tile into its part of the destination (`slot`) and verifies it: whole, or
 /// (`in_blocks`) in pieces of blocks, in parallel when `split`.
 fn read_direct_tile(
-    (array, streams): (&Snapshot, &ColdStreams),
+    array: &Snapshot,
     specs: &[FileSpec],
     (slot, key, f, in_blocks): (OutBytes<'_>, TileKey, usize, bool),
     split: bool,
@@ -1101,7 +1099,7 @@ fn read_direct_tile(
     let bad = |sums| Error::tile_checksum(&path, key.1, sums);
     if in_blocks {
         let pieces = split.then_some(&array.ctx);
-        let how = (storage.as_ref(), pieces, streams);
+        let how = (storage.as_ref(), pieces);
         return read_blocked(how, &path, entry.offset, slot, (entry.checksum, log2), &bad);
     }
     storage.read_immutable_into(&path, entry.offset, slot).map_err(|e| storage_err(&path, e))?;

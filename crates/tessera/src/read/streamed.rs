@@ -3,8 +3,9 @@
 //! result (a box cut a little inside a tile, a few columns of it), goes through a small buffer
 //! ([`read_streamed`]), each piece's runs copied into the result as it arrives, with no tile
 //! buffer. From disk either is one sequential stream of growing pieces ([`stream_from_disk`],
-//! the kernel reading ahead while the pieces are hashed and copied), and the streams of one
-//! read run one at a time ([`ColdStreams`]); from memory, pieces are read in parallel into the
+//! the kernel reading ahead while the pieces are hashed and copied), each through a reader of
+//! its own ([`Storage::immutable_stream`]) so that the streams of one read run side by side
+//! without breaking each other's readahead; from memory, pieces are read in parallel into the
 //! result, or one after another through the buffer. The tile checksum (the xxh3-64 of the block
 //! checksums, docs/format.md §8.1) is checked once the last piece is in. On a storage that
 //! cannot tell where the tile is (a map, an object store) a streamed tile is read whole and
@@ -13,7 +14,6 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -28,20 +28,6 @@ use crate::uninit::{assume_written, write_bytes, OutBytes};
 /// A piece is hashed right after it is copied, while it is still in the core's cache: warm reads
 /// of a 10 MB tile were 8-12% faster with 256 KiB pieces than with 2 MiB ones.
 pub(super) const DIRECT_PIECE: usize = 256 << 10;
-
-/// One read's streams from disk, taken one at a time. Streams side by side on one open file
-/// share the kernel's readahead state and break each other's: 8 cold 10 MB tiles on two threads
-/// took 91 ms, one after another 69 ms (each stream on its own file descriptor: 65 ms).
-#[derive(Default)]
-pub(super) struct ColdStreams(Mutex<()>);
-
-impl ColdStreams {
-    /// Runs `stream` while no other stream of the read runs.
-    fn one_at_a_time<R>(&self, stream: impl FnOnce() -> R) -> R {
-        let _turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        stream()
-    }
-}
 
 /// Where the pieces of a stream go: each to its place in the tile's bytes (`InPlace`, the
 /// tile's slot), or one after another through the start of a buffer (`Through`).
@@ -75,7 +61,9 @@ fn hash_piece(bytes: &[u8], start: usize, (log2, sums): (u32, &mut [u64])) {
 /// Reads the `len` bytes of the tile at `offset` of `path` as one sequential stream from disk
 /// ([`cold_read_pieces`]; blocks of `2^log2` bytes no larger than the first piece, so that
 /// every piece starts on a block bound), each piece landing as `land` says, its blocks hashed
-/// into `sums` and then handed to `each` with its start in the tile.
+/// into `sums` and then handed to `each` with its start in the tile. The stream reads through
+/// a reader of its own when the storage has one ([`Storage::immutable_stream`]; otherwise
+/// through the storage's shared reads).
 fn stream_from_disk(
     (storage, path, offset): (&dyn Storage, &Path, u64),
     len: usize,
@@ -83,11 +71,16 @@ fn stream_from_disk(
     (log2, sums): (u32, &mut [u64]),
     mut each: impl FnMut(&[u8], usize),
 ) -> Result<()> {
+    let mut own = storage.immutable_stream(path).map_err(|e| storage_err(path, e))?;
     for (i, r) in cold_read_pieces(0, len).enumerate() {
         let piece = land.piece(r.clone());
         for read in cold_piece_reads(0..r.len(), i == 0) {
             let at = file_offset(path, offset, r.start + read.start)?;
-            storage.read_immutable_into(path, at, &mut piece[read]).map_err(|e| storage_err(path, e))?;
+            let got = match own.as_mut() {
+                Some(own) => own.read_into(at, &mut piece[read]),
+                None => storage.read_immutable_into(path, at, &mut piece[read]),
+            };
+            got.map_err(|e| storage_err(path, e))?;
         }
         // SAFETY: the reads succeeded and covered the piece, so they wrote every byte of it.
         #[allow(unsafe_code)]
@@ -105,10 +98,9 @@ fn stream_from_disk(
 /// the error from the stored and computed values). When the storage holds the tile in memory
 /// (its first [`COLD_PROBE`] bytes were there, or it does not know) pieces of [`DIRECT_PIECE`]
 /// are read, in parallel when `parallel` gives the context ([`Context::io_map`]); when the
-/// tile is on disk it is read as one sequential stream ([`stream_from_disk`]) in its turn
-/// among the read's `streams`.
+/// tile is on disk it is read as one sequential stream ([`stream_from_disk`]).
 pub(super) fn read_blocked(
-    (storage, parallel, streams): (&dyn Storage, Option<&Context>, &ColdStreams),
+    (storage, parallel): (&dyn Storage, Option<&Context>),
     path: &Path,
     offset: u64,
     mut slot: OutBytes<'_>,
@@ -124,8 +116,7 @@ pub(super) fn read_blocked(
         Some(n) if n < probe => {
             let len = slot.len();
             let land = Landing::InPlace(&mut slot);
-            streams
-                .one_at_a_time(|| stream_from_disk((storage, path, offset), len, land, (log2, &mut sums), |_, _| {}))?;
+            stream_from_disk((storage, path, offset), len, land, (log2, &mut sums), |_, _| {})?;
         }
         // In memory: the probe's bytes (all of them, or none when the storage cannot tell) are
         // not read again.
@@ -156,10 +147,10 @@ pub(super) fn read_blocked(
 /// Reads unfiltered tile `key` of file `f` (its tile entry checked at planning: stored and
 /// unfiltered sizes are the tile's bytes, blocks no larger than
 /// [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST)) and copies its bytes into `runs`:
-/// (offset in the tile, the run's place in the result). From disk the tile is read in its turn
-/// among the read's `streams`.
+/// (offset in the tile, the run's place in the result). From disk the tile is read as one
+/// sequential stream ([`stream_from_disk`]).
 pub(super) fn read_streamed(
-    (array, streams): (&Snapshot, &ColdStreams),
+    array: &Snapshot,
     spec: &FileSpec,
     (key, f): (TileKey, usize),
     mut runs: Vec<(u64, OutBytes<'_>)>,
@@ -199,9 +190,7 @@ pub(super) fn read_streamed(
     if n < probe {
         let land = Landing::Through(&mut buf);
         let copy = |bytes: &[u8], at: usize| copy_runs_in(bytes, at, &mut runs, &mut next);
-        streams.one_at_a_time(|| {
-            stream_from_disk((storage.as_ref(), &path, entry.offset), len, land, (log2, &mut sums), copy)
-        })?;
+        stream_from_disk((storage.as_ref(), &path, entry.offset), len, land, (log2, &mut sums), copy)?;
     } else {
         // In memory: pieces of the buffer's size (a multiple of the block unless it holds the
         // tile's end, so each starts on a block bound); the probe's bytes start the first one.

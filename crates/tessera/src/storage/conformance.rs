@@ -413,7 +413,22 @@ fn immutable_reads(s: &dyn Storage, root: &Path) {
             s.read_immutable_cached(&p, 8, as_uninit(&mut buf)),
             Err(StorageError::OutOfBounds { .. }) | Ok(None)
         ));
+        // A stream of its own reads the same bytes, in any order, with the same errors, and
+        // two streams of one file do not disturb each other.
+        if let (Some(mut a), Some(mut b)) = (s.immutable_stream(&p).unwrap(), s.immutable_stream(&p).unwrap()) {
+            let mut buf = [0u8; 3];
+            a.read_into(7, as_uninit(&mut buf)).unwrap();
+            assert_eq!(&buf, b"789");
+            b.read_into(0, as_uninit(&mut buf)).unwrap();
+            assert_eq!(&buf, b"012");
+            a.read_into(2, as_uninit(&mut buf)).unwrap();
+            assert_eq!(&buf, b"234");
+            a.read_into(10, as_uninit(&mut [])).unwrap();
+            assert_out_of_bounds(a.read_into(8, as_uninit(&mut buf)));
+            assert_out_of_bounds(b.read_into(u64::MAX, as_uninit(&mut buf)));
+        }
     }
+    assert!(matches!(s.immutable_stream(&root.join("nope")), Ok(None) | Err(StorageError::NotFound { .. })));
     assert_not_found(s.read_immutable(&root.join("nope"), 0, 1));
     s.remove_file(&p).unwrap();
     assert_not_found(s.read_immutable(&p, 0, 1));
@@ -634,6 +649,24 @@ fn mmap_reads_are_zero_copy_slices() {
     s.remove_file(&p).unwrap();
     assert_eq!(&*a, &[7u8; 100][..]);
     assert_not_found(s.read_all(&p));
+}
+
+/// Local pread storage gives a stream its own descriptor (not one of the kept open files, and
+/// still readable after the file is removed, as an open file is); mapped storage gives none
+/// (its reads copy from the map).
+#[test]
+fn local_pread_streams_have_descriptors_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f");
+    let pread = LocalStorage::new(ReadMode::Pread);
+    write_file(&pread, &p, &[b"0123456789"]);
+    assert!(LocalStorage::new(ReadMode::Mmap).immutable_stream(&p).unwrap().is_none());
+    let mut own = pread.immutable_stream(&p).unwrap().expect("a stream");
+    assert_eq!(pread.open_files(), 0);
+    pread.remove_file(&p).unwrap();
+    let mut buf = [0u8; 4];
+    own.read_into(3, as_uninit(&mut buf)).unwrap();
+    assert_eq!(&buf, b"3456");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Bytes, LockGuard, LockKind, Storage, StorageError, WriteHandle};
+use super::{Bytes, ImmutableStream, LockGuard, LockKind, Storage, StorageError, WriteHandle};
 
 /// Counters shared by the storage and its write handles.
 #[derive(Debug, Default)]
@@ -121,6 +121,10 @@ impl Storage for FailingStorage {
         buf: &mut [MaybeUninit<u8>],
     ) -> Result<Option<usize>, StorageError> {
         self.inner.read_immutable_cached(path, offset, buf)
+    }
+
+    fn immutable_stream(&self, path: &Path) -> Result<Option<Box<dyn ImmutableStream>>, StorageError> {
+        self.inner.immutable_stream(path)
     }
 
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {

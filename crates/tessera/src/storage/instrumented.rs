@@ -6,7 +6,7 @@ use std::mem::MaybeUninit;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Bytes, LockGuard, LockKind, StagedFile, Storage, StorageError, WriteHandle};
+use super::{Bytes, ImmutableStream, LockGuard, LockKind, StagedFile, Storage, StorageError, WriteHandle};
 use crate::stats::{self, Counter, Timer};
 
 /// Records reads, writes and syncs of the wrapped backend.
@@ -46,6 +46,20 @@ impl StagedFile for InstrumentedStaged {
             write_done(self.len);
         }
         Ok(created)
+    }
+}
+
+/// A stream whose reads count as the backend's reads do.
+struct InstrumentedStream {
+    inner: Box<dyn ImmutableStream>,
+}
+
+impl ImmutableStream for InstrumentedStream {
+    fn read_into(&mut self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
+        let _t = stats::timer(Timer::VfsRead);
+        self.inner.read_into(offset, buf)?;
+        read_done(buf.len() as u64);
+        Ok(())
     }
 }
 
@@ -112,6 +126,10 @@ impl Storage for InstrumentedStorage {
             read_done(n as u64);
         }
         Ok(got)
+    }
+    fn immutable_stream(&self, path: &Path) -> Result<Option<Box<dyn ImmutableStream>>, StorageError> {
+        let inner = self.inner.immutable_stream(path)?;
+        Ok(inner.map(|inner| Box::new(InstrumentedStream { inner }) as Box<dyn ImmutableStream>))
     }
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         let _t = stats::timer(Timer::VfsRead);

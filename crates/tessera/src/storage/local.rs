@@ -18,8 +18,8 @@ use memmap2::Mmap;
 use crate::uninit::write_bytes;
 
 use super::{
-    cold_piece_reads, cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, LockGuard, LockKind, ReadMode,
-    StagedFile, Storage, StorageError, WriteHandle, COLD_PROBE, STAGED_NAME,
+    cold_piece_reads, cold_read_pieces, is_temp_name, temp_created_ms, temp_name, Bytes, ImmutableStream, LockGuard,
+    LockKind, ReadMode, StagedFile, Storage, StorageError, WriteHandle, COLD_PROBE, STAGED_NAME,
 };
 
 /// Size of the write buffer of a file being created; larger writes bypass it.
@@ -505,6 +505,20 @@ impl WriteHandle for LocalWriter {
     }
 }
 
+/// A stream of reads of one immutable file through a descriptor of its own.
+struct LocalStream {
+    file: File,
+    len: u64,
+    path: PathBuf,
+}
+
+impl ImmutableStream for LocalStream {
+    fn read_into(&mut self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result<(), StorageError> {
+        StorageError::check_range(&self.path, offset, buf.len() as u64, self.len)?;
+        pread_uninit(&self.file, buf, offset, 0).map_err(|e| StorageError::io("read", &self.path, e))
+    }
+}
+
 impl Storage for LocalStorage {
     fn read_range(&self, path: &Path, offset: u64, len: u64) -> Result<Bytes, StorageError> {
         match self.mode {
@@ -574,6 +588,15 @@ impl Storage for LocalStorage {
         let got = unsafe { pread_cached(&file, buf.as_mut_ptr().cast(), len, offset) }
             .map_err(|e| StorageError::io("read", path, e))?;
         Ok(Some(got))
+    }
+
+    fn immutable_stream(&self, path: &Path) -> Result<Option<Box<dyn ImmutableStream>>, StorageError> {
+        if self.mode == ReadMode::Mmap {
+            return Ok(None);
+        }
+        let file = open_regular(path)?;
+        let len = regular_len(&file, path)?;
+        Ok(Some(Box::new(LocalStream { file, len, path: path.to_path_buf() })))
     }
 
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {

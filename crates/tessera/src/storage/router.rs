@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::object::{ObjectStorage, ObjectStoreOptions, S3_SCHEME};
-use super::{Bytes, LockGuard, LockKind, StagedFile, Storage, StorageError, WriteHandle};
+use super::{Bytes, ImmutableStream, LockGuard, LockKind, StagedFile, Storage, StorageError, WriteHandle};
 
 /// Local files and object-store buckets behind one [`Storage`].
 #[derive(Debug)]
@@ -75,6 +75,9 @@ impl Storage for RoutedStorage {
         buf: &mut [MaybeUninit<u8>],
     ) -> Result<Option<usize>, StorageError> {
         self.route(path)?.read_immutable_cached(path, offset, buf)
+    }
+    fn immutable_stream(&self, path: &Path) -> Result<Option<Box<dyn ImmutableStream>>, StorageError> {
+        self.route(path)?.immutable_stream(path)
     }
     fn read_all(&self, path: &Path) -> Result<Bytes, StorageError> {
         self.route(path)?.read_all(path)
