@@ -13,6 +13,8 @@
 
 use std::mem::MaybeUninit;
 
+use crate::uninit::assume_written;
+
 /// Elements per cache block: the transpose works through the tile one block at a time so that
 /// the block's source stays in the L1 cache while each of its `w` planes is written.
 const BLOCK: usize = 2048;
@@ -59,7 +61,7 @@ pub(super) fn decode(data: Vec<u8>, w: usize) -> Vec<u8> {
 /// Reverses [`encode`] of `src` straight into `out`, of the same length, which need not be
 /// initialized: every byte of `out` is written.
 pub(super) fn decode_into(src: &[u8], w: usize, out: &mut [MaybeUninit<u8>]) {
-    unshuffle_into(src, w, out, MaybeUninit::new);
+    unshuffle_into(src, w, out);
 }
 
 /// Reverses a delta stage and then this one (the writer ran delta, then byte shuffle: the
@@ -74,42 +76,102 @@ pub(super) fn decode_delta_into(src: &[u8], w: usize, out: &mut [MaybeUninit<u8>
     let m = src.len() / 8;
     let planes: [&[u8]; 8] = std::array::from_fn(|b| &src[b * m..(b + 1) * m]);
     let (outs, _) = out.as_chunks_mut::<8>();
-    let mut block = [0u64; BLOCK];
+    let mut block = [[MaybeUninit::<u8>::uninit(); 8]; BLOCK];
     let mut acc = 0u64;
     for (k, chunk) in outs.chunks_mut(BLOCK).enumerate() {
         let first = k * BLOCK;
         let vals = &mut block[..chunk.len()];
-        let p: [&[u8]; 8] = std::array::from_fn(|b| &planes[b][first..first + vals.len()]);
-        for (i, v) in vals.iter_mut().enumerate() {
-            // Two 4-byte halves, as `unshuffle_into` puts them together.
-            let lo = u32::from_le_bytes([p[0][i], p[1][i], p[2][i], p[3][i]]);
-            let hi = u32::from_le_bytes([p[4][i], p[5][i], p[6][i], p[7][i]]);
-            *v = u64::from(hi) << 32 | u64::from(lo);
-        }
-        for (o, &v) in chunk.iter_mut().zip(vals.iter()) {
-            acc = acc.wrapping_add(v);
+        unshuffle8(&planes, first, vals);
+        // SAFETY: `unshuffle8` wrote every byte of `vals`.
+        #[allow(unsafe_code)]
+        let vals = unsafe { assume_written(vals.as_flattened()) }.as_chunks::<8>().0;
+        for (o, &v) in chunk.iter_mut().zip(vals) {
+            acc = acc.wrapping_add(u64::from_le_bytes(v));
             *o = acc.to_le_bytes().map(MaybeUninit::new);
         }
     }
     true
 }
 
-/// The inverse transpose of `src` into `out` (same length), byte `v` stored as `put(v)`, so that
-/// `out` may be bytes or bytes not yet initialized.
-fn unshuffle_into<T: Copy>(src: &[u8], w: usize, out: &mut [T], put: impl Fn(u8) -> T + Copy) {
+/// Puts together 8-byte elements `first..first + dst.len()` from the 8 `planes` into `dst`:
+/// groups of 16 elements with SSE2 (x86-64's baseline: three rounds of unpacks transpose 8
+/// planes of 16 bytes, 8-10x faster than assembling each element), the rest one by one.
+fn unshuffle8(planes: &[&[u8]; 8], first: usize, dst: &mut [[MaybeUninit<u8>; 8]]) {
+    let done = unshuffle8_simd(planes, first, dst);
+    for (i, e) in dst.iter_mut().enumerate().skip(done) {
+        let p = |b: usize| planes[b][first + i];
+        *e = [p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7)].map(MaybeUninit::new);
+    }
+}
+
+/// The SSE2 part of [`unshuffle8`]: as many whole groups of 16 elements as `dst` holds; returns
+/// how many elements it wrote (those first).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+fn unshuffle8_simd(planes: &[&[u8]; 8], first: usize, dst: &mut [[MaybeUninit<u8>; 8]]) -> usize {
+    use std::arch::x86_64::{
+        __m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi8,
+        _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi8,
+    };
+    let n = dst.len() / 16 * 16;
+    assert!(planes.iter().all(|p| p.len() >= first + n), "planes shorter than the elements asked for");
+    for g in (0..n).step_by(16) {
+        // SAFETY: SSE2 is part of the x86-64 baseline. Each plane holds bytes `first + g ..
+        // first + g + 16` (checked above: `g + 16 <= n`), and `dst` holds elements `g .. g + 16`,
+        // 128 bytes; the loads and stores are unaligned ones, within those bounds.
+        unsafe {
+            let ld = |b: usize| _mm_loadu_si128(planes[b].as_ptr().add(first + g).cast::<__m128i>());
+            let (p0, p1, p2, p3, p4, p5, p6, p7) = (ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7));
+            // Bytes of planes 0-1, 2-3, 4-5, 6-7 side by side: elements 0-7 (lo) and 8-15 (hi).
+            let (a0, a1) = (_mm_unpacklo_epi8(p0, p1), _mm_unpackhi_epi8(p0, p1));
+            let (b0, b1) = (_mm_unpacklo_epi8(p2, p3), _mm_unpackhi_epi8(p2, p3));
+            let (c0, c1) = (_mm_unpacklo_epi8(p4, p5), _mm_unpackhi_epi8(p4, p5));
+            let (d0, d1) = (_mm_unpacklo_epi8(p6, p7), _mm_unpackhi_epi8(p6, p7));
+            // Bytes 0-3 and 4-7 of each element: elements 0-3, 4-7, 8-11, 12-15.
+            let lo = [
+                _mm_unpacklo_epi16(a0, b0),
+                _mm_unpackhi_epi16(a0, b0),
+                _mm_unpacklo_epi16(a1, b1),
+                _mm_unpackhi_epi16(a1, b1),
+            ];
+            let hi = [
+                _mm_unpacklo_epi16(c0, d0),
+                _mm_unpackhi_epi16(c0, d0),
+                _mm_unpacklo_epi16(c1, d1),
+                _mm_unpackhi_epi16(c1, d1),
+            ];
+            let out = dst.as_mut_ptr().add(g).cast::<__m128i>();
+            for q in 0..4 {
+                // Whole elements, two per register.
+                _mm_storeu_si128(out.add(2 * q), _mm_unpacklo_epi32(lo[q], hi[q]));
+                _mm_storeu_si128(out.add(2 * q + 1), _mm_unpackhi_epi32(lo[q], hi[q]));
+            }
+        }
+    }
+    n
+}
+
+/// The portable build has no vector part: [`unshuffle8`] assembles every element.
+#[cfg(not(target_arch = "x86_64"))]
+fn unshuffle8_simd(_: &[&[u8]; 8], _: usize, _: &mut [[MaybeUninit<u8>; 8]]) -> usize {
+    0
+}
+
+/// The inverse transpose of `src` into `out` (same length), which need not be initialized.
+fn unshuffle_into(src: &[u8], w: usize, out: &mut [MaybeUninit<u8>]) {
     let whole = if w <= 1 || src.len() < 2 * w { 0 } else { src.len() - src.len() % w };
     let (src, tail) = src.split_at(whole);
     let (dst, dst_tail) = out.split_at_mut(whole.min(out.len()));
+    let put = MaybeUninit::new;
     match w {
         _ if whole == 0 => {}
-        2 => unshuffle_fixed::<2, T>(src, dst, |p, i| [p[0][i], p[1][i]].map(put)),
-        4 => unshuffle_fixed::<4, T>(src, dst, |p, i| [p[0][i], p[1][i], p[2][i], p[3][i]].map(put)),
-        8 => unshuffle_fixed::<8, T>(src, dst, |p, i| {
-            // Two 4-byte halves vectorize far better than one 8-byte gather.
-            let lo = u32::from_le_bytes([p[0][i], p[1][i], p[2][i], p[3][i]]);
-            let hi = u32::from_le_bytes([p[4][i], p[5][i], p[6][i], p[7][i]]);
-            (u64::from(hi) << 32 | u64::from(lo)).to_le_bytes().map(put)
-        }),
+        2 => unshuffle_fixed::<2, _>(src, dst, |p, i| [p[0][i], p[1][i]].map(put)),
+        4 => unshuffle_fixed::<4, _>(src, dst, |p, i| [p[0][i], p[1][i], p[2][i], p[3][i]].map(put)),
+        8 => {
+            let m = whole / 8;
+            let planes: [&[u8]; 8] = std::array::from_fn(|b| &src[b * m..(b + 1) * m]);
+            unshuffle8(&planes, 0, dst.as_chunks_mut::<8>().0);
+        }
         _ => unshuffle_any(src, dst, w, put),
     }
     for (d, &v) in dst_tail.iter_mut().zip(tail) {
@@ -205,6 +267,27 @@ mod tests {
             unshuffle_any(&generic, &mut back, w, |b| b);
             assert_eq!(back, data[..whole]);
             assert_eq!(decode(enc, w), data);
+        }
+    }
+
+    /// The vector transpose of 8-byte elements (groups of 16) and the one-by-one rest give
+    /// element `i` from byte `i` of each plane, from any first element and for any count.
+    #[test]
+    fn eight_byte_elements_from_planes_at_any_start_and_count() {
+        let planes_data: Vec<Vec<u8>> = (0..8).map(|b| random(200, b)).collect();
+        let planes: [&[u8]; 8] = std::array::from_fn(|b| &planes_data[b][..]);
+        for first in [0usize, 1, 5, 16, 37] {
+            for count in (0..=48).chain([160]) {
+                let mut dst = vec![[MaybeUninit::new(0xAAu8); 8]; count];
+                unshuffle8(&planes, first, &mut dst);
+                for (i, e) in dst.iter().enumerate() {
+                    // SAFETY: every byte was initialized at creation.
+                    #[allow(unsafe_code)]
+                    let got: Vec<u8> = e.iter().map(|b| unsafe { b.assume_init() }).collect();
+                    let want: Vec<u8> = (0..8).map(|b| planes[b][first + i]).collect();
+                    assert_eq!(got, want, "first {first} count {count} element {i}");
+                }
+            }
         }
     }
 
