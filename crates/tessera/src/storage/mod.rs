@@ -470,8 +470,8 @@ pub trait Storage: Send + Sync + Debug {
     /// state of its own: streams side by side through one shared descriptor break each other's
     /// readahead (8 cold 10 MB tiles on two threads: 91 ms through one descriptor, 69 ms one
     /// after another, 65 ms side by side on a descriptor each). `None` (the default): the
-    /// backend has no such reader; read through [`Storage::read_immutable_into`], one stream at
-    /// a time.
+    /// backend has no such reader; a stream reads through [`Storage::read_immutable_into`],
+    /// sharing it with the read's other streams.
     ///
     /// # Errors
     /// As [`Storage::read_range`], for a missing file.
