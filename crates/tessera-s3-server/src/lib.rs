@@ -19,7 +19,8 @@
 //! object for HEAD, GET and DELETE instead of a 500; writes to a missing bucket answer
 //! `NoSuchBucket`; parts of a multipart upload are stored at their final offsets in one file, so
 //! completion renames that file instead of copying the parts (s3s-fs copied and hashed all of
-//! them again), and checks the part ETags the client names.
+//! them again), and checks the part ETags the client names; a listing beside deletes leaves out
+//! the keys deleted while it walks (s3s-fs failed the whole listing with 500).
 //!
 //! # Faults
 //! Configured by [`Faults`] (at start, with [`S3Server::set_faults`], or via the binary's
@@ -54,6 +55,7 @@
 mod body;
 mod classify;
 mod faults;
+mod listing;
 mod multipart;
 mod parts;
 mod server;

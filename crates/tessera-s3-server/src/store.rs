@@ -24,6 +24,9 @@
 //!   (`parts.rs`), which completion renames over the object (`multipart.rs`), with the parts'
 //!   ETags checked against those the client names, as S3 does. ListParts lists them in order
 //!   (s3s-fs's did not sort, and panicked on files it did not write).
+//! - **Listings beside deletes.** s3s-fs failed a whole listing with 500 when a file it had
+//!   seen in the folder was deleted before it stat'ed it; `listing.rs` leaves such entries out
+//!   (and caps `max-keys` at 1 000, and URL-encodes the answer when asked, as S3 does).
 //! - **Missing buckets.** s3s-fs's PutObject creates a missing bucket's folder; here writes to
 //!   a bucket that does not exist answer `NoSuchBucket` like S3.
 //!
@@ -40,6 +43,7 @@ use s3s_fs::FileSystem;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
 use crate::body::FileRange;
+use crate::listing;
 use crate::multipart::{RequestedPart, Uploads, internal};
 
 /// Number of lock stripes; a power of two is not needed, only enough to keep unrelated keys
@@ -262,10 +266,20 @@ impl_s3! {
     get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
     head_bucket(HeadBucketInput) -> HeadBucketOutput;
     list_buckets(ListBucketsInput) -> ListBucketsOutput;
-    list_objects(ListObjectsInput) -> ListObjectsOutput;
-    list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
     upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
     ;
+
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        self.require_bucket(&req.input.bucket)?;
+        let root = self.root.join(&req.input.bucket);
+        Ok(S3Response::new(listing::list_objects(root, req.input).await?))
+    }
+
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        self.require_bucket(&req.input.bucket)?;
+        let root = self.root.join(&req.input.bucket);
+        Ok(S3Response::new(listing::list_objects_v2(root, req.input).await?))
+    }
 
     async fn put_object(&self, mut req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         self.require_bucket(&req.input.bucket)?;
