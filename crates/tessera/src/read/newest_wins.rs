@@ -60,7 +60,10 @@ fn merge_runs<T: Ord + Copy + Send>(
     position: impl Fn(T) -> u32,
 ) -> Vec<u32> {
     let mut rest: Vec<T> = (0..la).chain(lb..n).map(&item).collect();
-    rest.par_sort_unstable();
+    // The others come as sorted runs too (one per fragment): a merge sort finds and merges them
+    // (perf of a consolidation of 10 + 100 overlapping fragments: the sort 8.5% of the CPU as a
+    // quicksort, 3% as a merge sort), at the cost of a scratch copy of `rest` while it runs.
+    rest.par_sort();
     let mut out = Vec::with_capacity(n);
     let (mut i, mut j) = (la, 0);
     while i < lb && j < rest.len() {
