@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion, WriteMultipart,
@@ -70,14 +71,9 @@ async fn put_get_range_head_copy_delete() {
     assert_eq!(counts.status(404), 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn list_with_delimiter_and_pagination_beyond_1000_keys() {
-    let (_dir, server) = start();
-    let s3 = Arc::new(client(&server));
-    // 1 100 keys in one "folder" (more than a ListObjectsV2 page), plus nested prefixes.
-    let mut keys: Vec<String> = (0..1100).map(|i| format!("arr/__fragments/{i:05}")).collect();
-    keys.extend(["arr/__schema/s1", "arr/__schema/s2", "arr/__meta/m/x", "arr/top"].map(String::from));
-    futures::stream::iter(keys.clone())
+/// Puts a one-byte object at each of `keys`, 16 at a time.
+async fn put_all(s3: &Arc<AmazonS3>, keys: &[String]) {
+    futures::stream::iter(keys.to_vec())
         .map(|k| {
             let s3 = s3.clone();
             async move { s3.put(&Path::from(k.as_str()), PutPayload::from_static(b"x")).await }
@@ -86,6 +82,16 @@ async fn list_with_delimiter_and_pagination_beyond_1000_keys() {
         .try_collect::<Vec<_>>()
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_with_delimiter_and_pagination_beyond_1000_keys() {
+    let (_dir, server) = start();
+    let s3 = Arc::new(client(&server));
+    // 1 100 keys in one "folder" (more than a ListObjectsV2 page), plus nested prefixes.
+    let mut keys: Vec<String> = (0..1100).map(|i| format!("arr/__fragments/{i:05}")).collect();
+    keys.extend(["arr/__schema/s1", "arr/__schema/s2", "arr/__meta/m/x", "arr/top"].map(String::from));
+    put_all(&s3, &keys).await;
 
     let listed: BTreeSet<String> =
         s3.list(Some(&Path::from("arr"))).map_ok(|m| m.location.to_string()).try_collect().await.unwrap();
@@ -126,15 +132,7 @@ async fn listings_beside_deletes_never_fail() {
     let (_dir, server) = start();
     let s3 = Arc::new(client(&server));
     let keys: Vec<String> = (0..3000).map(|i| format!("arr/__fragments/{i:05}")).collect();
-    futures::stream::iter(keys.clone())
-        .map(|k| {
-            let s3 = s3.clone();
-            async move { s3.put(&Path::from(k.as_str()), PutPayload::from_static(b"x")).await }
-        })
-        .buffer_unordered(16)
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap();
+    put_all(&s3, &keys).await;
     let written: BTreeSet<String> = keys.iter().cloned().collect();
 
     let deleter = {
