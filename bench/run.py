@@ -49,7 +49,7 @@ QUICK = {
     "open": dict(counts=(100, 1000), reps=9),
 }
 FULL = {
-    "dense": dict(rows=20_000, cols=13_000, tile=(2_500, 1_000), reps=5, load_reps=1, cold_reps=5, squares=20,
+    "dense": dict(rows=20_000, cols=13_000, tile=(2_500, 1_000), reps=5, load_reps=3, cold_reps=5, squares=20,
                   point_sizes=(1_000, 10_000, 100_000), update_sizes=(1_000, 10_000, 100_000),
                   fragment_counts=(10, 100, 1000), parallel_squares=32, point_budget=5.0, parallel_write_reps=3),
     "sparse": dict(points=10_000_000, reps=5, cold_reps=5, shifts=5, targets=(10_000, 100_000, 1_000_000)),
