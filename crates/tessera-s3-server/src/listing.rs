@@ -191,6 +191,9 @@ pub(crate) async fn list_objects_v2(bucket_root: PathBuf, input: ListObjectsV2In
 pub(crate) async fn list_objects(bucket_root: PathBuf, input: ListObjectsInput) -> S3Result<ListObjectsOutput> {
     let marker = input.marker.clone();
     let v2 = list_objects_v2(bucket_root, input.into()).await?;
+    // Version 1 has no opaque token: the markers are keys, URL-encoded like them when asked.
+    let encoded = v2.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
+    let encode = |s: String| if encoded { url_encode(&s) } else { s };
     Ok(ListObjectsOutput {
         contents: v2.contents,
         common_prefixes: v2.common_prefixes,
@@ -200,8 +203,8 @@ pub(crate) async fn list_objects(bucket_root: PathBuf, input: ListObjectsInput) 
         prefix: v2.prefix,
         max_keys: v2.max_keys,
         is_truncated: v2.is_truncated,
-        marker,
-        next_marker: v2.next_continuation_token,
+        marker: marker.map(encode),
+        next_marker: v2.next_continuation_token.map(encode),
         ..Default::default()
     })
 }
@@ -255,6 +258,26 @@ mod tests {
         assert_eq!(w.objects[0].size, Some(1));
         let missing = walk(&dir.path().join("gone"), "", None);
         assert!(missing.is_err(), "a missing bucket folder is an error, not an empty listing");
+    }
+
+    #[tokio::test]
+    async fn version_1_markers_are_encoded_like_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        for k in ["a+1", "a+2", "a+3"] {
+            std::fs::write(dir.path().join(k), b"v").unwrap();
+        }
+        let input = ListObjectsInput {
+            bucket: "b".into(),
+            encoding_type: Some(EncodingType::from_static(EncodingType::URL)),
+            marker: Some("a+1".into()),
+            max_keys: Some(1),
+            ..Default::default()
+        };
+        let out = list_objects(dir.path().to_path_buf(), input).await.unwrap();
+        let keys: Vec<_> = out.contents.iter().flatten().filter_map(|o| o.key.as_deref()).collect();
+        assert_eq!(keys, ["a%2B2"]);
+        assert_eq!(out.marker.as_deref(), Some("a%2B1"));
+        assert_eq!(out.next_marker.as_deref(), Some("a%2B2"));
     }
 
     #[test]
