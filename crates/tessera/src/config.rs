@@ -8,7 +8,11 @@ use crate::storage::{ObjectStoreOptions, ReadMode};
 /// Every key `Config` understands, with its default and meaning.
 pub const KEYS: &[(&str, &str, &str)] = &[
     ("sm.compute_concurrency", "0", "threads that filter and unfilter tiles (0: all cores)"),
-    ("sm.io_concurrency", "0", "threads that read tiles in parallel; the calling thread reads beside them (0: all cores)"),
+    (
+        "sm.io_concurrency",
+        "0",
+        "threads that read tiles at once, the calling thread among them (0: one per core, and the calling thread beside them)",
+    ),
     (
         "sm.memory_budget",
         "1073741824",
@@ -275,6 +279,11 @@ impl Config {
     /// Threads for reading.
     pub fn io_concurrency(&self) -> usize {
         self.threads("sm.io_concurrency")
+    }
+    /// Whether `sm.io_concurrency` is left at 0: the calling thread then reads beside one
+    /// thread per core; a set value counts the calling thread among its readers.
+    pub(crate) fn io_concurrency_per_core(&self) -> bool {
+        self.num("sm.io_concurrency") == 0
     }
     /// Bytes of unfiltered tiles a read holds at once.
     pub fn memory_budget(&self) -> u64 {

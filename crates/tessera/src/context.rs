@@ -160,15 +160,17 @@ impl Context {
         }
     }
 
-    /// Threads that read `path` at once: those of its pool ([`Context::install_io_for`]).
+    /// Threads of the pool that reads `path` ([`Context::install_io_for`]).
     pub(crate) fn io_threads_for(&self, path: &Path) -> usize {
         self.remote_pool(path).unwrap_or(&self.inner.io_pool).current_num_threads()
     }
 
-    /// Runs `work` on every item, on the calling thread and on the [`Context::io_threads_for`]
-    /// `path` threads of its pool, each taking the next item not taken, and returns the results
-    /// in the items' order. Returns the first error instead; items not started by then are
-    /// skipped.
+    /// Runs `work` on every item, on the calling thread and on threads of the pool for `path`,
+    /// each taking the next item not taken, and returns the results in the items' order.
+    /// Returns the first error instead; items not started by then are skipped. A set
+    /// `sm.io_concurrency` (or `vfs.s3.io_concurrency`) is the number of threads that work at
+    /// once, the caller among them: a process limited to one thread reads on the caller alone.
+    /// Left at 0, the caller works beside one pool thread per core.
     ///
     /// The caller works too, where [`Context::install_io_for`] hands everything to the pool and
     /// sleeps: a thread that sleeps as it wakes the pool lets the scheduler put the woken
@@ -202,8 +204,12 @@ impl Context {
                 }
             }
         };
-        let pool = self.remote_pool(path).unwrap_or(&self.inner.io_pool);
-        let helpers = pool.current_num_threads().min(n.saturating_sub(1));
+        let (pool, caller_beside) = match self.remote_pool(path) {
+            Some(pool) => (pool, false),
+            None => (&self.inner.io_pool, self.inner.config.io_concurrency_per_core()),
+        };
+        let readers = pool.current_num_threads() + usize::from(caller_beside);
+        let helpers = readers.saturating_sub(1).min(n.saturating_sub(1));
         if helpers == 0 {
             run();
         } else {
@@ -371,6 +377,29 @@ mod tests {
         });
         assert!(failing.unwrap_err().to_string().contains("item 3"));
         assert!(ran.load(std::sync::atomic::Ordering::Relaxed) < 10_000, "items after the error were skipped");
+    }
+
+    /// A set `sm.io_concurrency` counts the caller among its readers: 1 reads on the calling
+    /// thread alone (a process limited to one thread), 2 on the caller and one more.
+    #[test]
+    fn io_concurrency_counts_the_calling_thread() {
+        let threads_used = |value: &str| {
+            let mut config = Config::default();
+            config.set("sm.io_concurrency", value).unwrap();
+            let ctx = Context::new(config).unwrap();
+            let seen = Mutex::new(std::collections::BTreeSet::new());
+            ctx.io_map(Path::new("local"), (0..64).collect(), |_, _: i32| {
+                seen.lock().unwrap().insert(format!("{:?}", std::thread::current().id()));
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                Ok(())
+            })
+            .unwrap();
+            let here = format!("{:?}", std::thread::current().id());
+            let seen = seen.into_inner().unwrap();
+            (seen.len(), seen.contains(&here))
+        };
+        assert_eq!(threads_used("1"), (1, true));
+        assert_eq!(threads_used("2"), (2, true));
     }
 
     #[test]
