@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use xxhash_rust::xxh3::xxh3_64;
+use crate::checksum::xxh3_64;
 
 use crate::error::{checksum_mismatch, Error, Result};
 

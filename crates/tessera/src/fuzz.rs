@@ -232,7 +232,7 @@ pub fn update_index(data: &[u8]) {
     if let Some(f) = meta.files.iter_mut().find(|f| f.0 == file) {
         let e = &mut f.1[0];
         (e.offset, e.stored_size, e.unfiltered_size) = (0, 32, 32);
-        e.checksum = xxhash_rust::xxh3::xxh3_64(&tile);
+        e.checksum = crate::checksum::xxh3_64(&tile);
     }
     storage.write_atomic(&dir.join(file), &tile).expect("tile");
     storage.write_atomic(&meta_path, &meta.encode()).expect("metadata");

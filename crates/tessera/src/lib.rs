@@ -29,6 +29,7 @@
 mod aggregate;
 mod array;
 pub mod cache;
+mod checksum;
 mod commit;
 mod condition;
 mod config;

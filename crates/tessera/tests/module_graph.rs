@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("stats", 0),
     ("fast_hash", 0),
+    ("checksum", 0),
     ("retaining_alloc", 0),
     ("paths", 0),
     ("uninit", 0),

@@ -298,7 +298,7 @@ mod tests {
                     sums[t] = block_sums(&[d], 10);
                     checksum_of_sums(&sums[t])
                 } else {
-                    xxhash_rust::xxh3::xxh3_64(d)
+                    crate::checksum::xxh3_64(d)
                 };
                 offset += len;
                 TileEntry { offset: offset - len, stored_size: len, unfiltered_size: len, checksum }

@@ -5,7 +5,7 @@
 //! (little-endian, in order): a whole-tile read verifies every block and that one value, and
 //! the writer hashes each byte once.
 
-use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+use crate::checksum::{xxh3_64, Xxh3};
 
 /// Blocks are `2^BLOCK_LOG2` bytes: 4 KiB, the page size, so that a point read reads and hashes
 /// one page (16 KiB until 2026-11-29: a random 1K-point read of a 1 GB array took 2x as long).

@@ -13,8 +13,8 @@
 
 use std::mem::MaybeUninit;
 
+use crate::checksum::xxh3_64;
 use rayon::prelude::*;
-use xxhash_rust::xxh3::xxh3_64;
 
 use super::blocks::checksum_of_sums;
 use super::tile_stats::{summarize, TileSummary};

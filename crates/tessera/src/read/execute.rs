@@ -7,8 +7,8 @@
 
 use std::mem::MaybeUninit;
 
+use crate::checksum::xxh3_64;
 use rayon::prelude::*;
-use xxhash_rust::xxh3::xxh3_64;
 
 use super::plan::{CopyOp, FillOp};
 use crate::config::check_limit;

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::checksum::xxh3_64;
 use rayon::prelude::*;
-use xxhash_rust::xxh3::xxh3_64;
 
 use crate::commit::{checkpoint_after_write, commit_consolidation, publish_write, stage_write, Placed};
 use crate::config::check_limit;
@@ -456,7 +456,7 @@ impl FragmentWriter {
             let sums = block_sums(parts, BLOCK_LOG2);
             (checksum_of_sums(&sums), sums)
         } else {
-            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut hasher = crate::checksum::Xxh3::new();
             parts.iter().for_each(|p| hasher.update(p));
             (hasher.digest(), Vec::new())
         };
