@@ -140,6 +140,13 @@ fn url_encode(s: &str) -> String {
     out
 }
 
+/// What a listing does to each key, prefix and marker of its answer: `url_encode` when the
+/// request asked for `encoding-type=url`, nothing otherwise.
+fn encoder(kind: Option<&EncodingType>) -> impl Fn(String) -> String + use<> {
+    let url = kind.is_some_and(|e| e.as_str() == EncodingType::URL);
+    move |s| if url { url_encode(&s) } else { s }
+}
+
 /// ListObjectsV2 of the bucket folder `bucket_root` (which the caller has checked exists).
 pub(crate) async fn list_objects_v2(bucket_root: PathBuf, input: ListObjectsV2Input) -> S3Result<ListObjectsV2Output> {
     let prefix = input.prefix.clone().unwrap_or_default();
@@ -160,15 +167,12 @@ pub(crate) async fn list_objects_v2(bucket_root: PathBuf, input: ListObjectsV2In
         (token, after) => token.or(after),
     };
     let mut page = page(walked, start_after, max_keys);
-    let encoded = input.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
-    let encode = |s: String| if encoded { url_encode(&s) } else { s };
-    if encoded {
-        for o in &mut page.objects {
-            o.key = o.key.take().map(encode);
-        }
-        for p in &mut page.prefixes {
-            p.prefix = p.prefix.take().map(encode);
-        }
+    let encode = encoder(input.encoding_type.as_ref());
+    for o in &mut page.objects {
+        o.key = o.key.take().map(&encode);
+    }
+    for p in &mut page.prefixes {
+        p.prefix = p.prefix.take().map(&encode);
     }
     Ok(ListObjectsV2Output {
         key_count: Some(i32::try_from(page.count).unwrap_or(i32::MAX)),
@@ -178,11 +182,11 @@ pub(crate) async fn list_objects_v2(bucket_root: PathBuf, input: ListObjectsV2In
         common_prefixes: (!page.prefixes.is_empty()).then_some(page.prefixes),
         continuation_token: input.continuation_token,
         next_continuation_token: page.next,
-        delimiter: input.delimiter.map(encode),
+        delimiter: input.delimiter.map(&encode),
         encoding_type: input.encoding_type,
         name: Some(input.bucket),
-        prefix: input.prefix.map(encode),
-        start_after: input.start_after.map(encode),
+        prefix: input.prefix.map(&encode),
+        start_after: input.start_after.map(&encode),
         ..Default::default()
     })
 }
@@ -192,8 +196,7 @@ pub(crate) async fn list_objects(bucket_root: PathBuf, input: ListObjectsInput) 
     let marker = input.marker.clone();
     let v2 = list_objects_v2(bucket_root, input.into()).await?;
     // Version 1 has no opaque token: the markers are keys, URL-encoded like them when asked.
-    let encoded = v2.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
-    let encode = |s: String| if encoded { url_encode(&s) } else { s };
+    let encode = encoder(v2.encoding_type.as_ref());
     Ok(ListObjectsOutput {
         contents: v2.contents,
         common_prefixes: v2.common_prefixes,
@@ -203,8 +206,8 @@ pub(crate) async fn list_objects(bucket_root: PathBuf, input: ListObjectsInput) 
         prefix: v2.prefix,
         max_keys: v2.max_keys,
         is_truncated: v2.is_truncated,
-        marker: marker.map(encode),
-        next_marker: v2.next_continuation_token.map(encode),
+        marker: marker.map(&encode),
+        next_marker: v2.next_continuation_token.map(&encode),
         ..Default::default()
     })
 }
