@@ -248,3 +248,62 @@ fn cold_tiles_stream_from_a_page_in_growing_pieces() {
         }
     }
 }
+
+/// The small array of [`reads_of_block_checksummed_tiles_match_a_reference`]: 200 x 300 int32
+/// cells in tiles of 50 rows (60,000 bytes, 15 blocks of 4 KiB), a full write and a box written
+/// over it, and the reference values.
+fn overwritten_array() -> &'static (tempfile::TempDir, PathBuf, Vec<i32>) {
+    static ARRAY: std::sync::OnceLock<(tempfile::TempDir, PathBuf, Vec<i32>)> = std::sync::OnceLock::new();
+    ARRAY.get_or_init(|| {
+        let (rows, cols) = (200i128, 300i128);
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("a");
+        let c = ctx();
+        let schema = schema_2d(rows, cols, 50, cols as u64);
+        Array::create(&c, &uri, &schema).unwrap();
+        let mut model: Vec<i32> = (0..rows * cols).map(|i| (i as i32).wrapping_mul(2_654_435_761_u32 as i32)).collect();
+        let w = Array::open(&c, &uri, Mode::Write).unwrap();
+        w.write(&Subarray::full(&schema), Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&model))]).unwrap();
+        let (r0, r1, c0, c1) = (37i128, 141i128, 50i128, 262i128);
+        let over: Vec<i32> = (r0..=r1).flat_map(|r| (c0..=c1).map(move |c| -((r * 1000 + c) as i32))).collect();
+        let sub = Subarray::from_ranges(&[(r0, r1), (c0, c1)]);
+        w.write(&sub, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&over))]).unwrap();
+        for (k, v) in over.into_iter().enumerate() {
+            let (r, c) = (r0 + k as i128 / (c1 - c0 + 1), c0 + k as i128 % (c1 - c0 + 1));
+            model[((r - 1) * cols + c - 1) as usize] = v;
+        }
+        (dir, uri, model)
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+    /// Boxes (a few cells, rows, columns, most of a tile) and points over tiles with block
+    /// checksums, from two overlapping fragments, with no tile cache: read in part or whole,
+    /// streamed from memory, from a map and as a stream from disk, they read what was written.
+    #[test]
+    fn reads_of_block_checksummed_tiles_match_a_reference(
+        rows in (1i128..=200, 1i128..=200), cols in (1i128..=300, 1i128..=300),
+        pts in proptest::collection::vec((1i64..=200, 1i64..=300), 1..40), how in 0..3usize,
+    ) {
+        let (_, uri, model) = overwritten_array();
+        let (rows, cols) = ((rows.0.min(rows.1), rows.0.max(rows.1)), (cols.0.min(cols.1), cols.0.max(cols.1)));
+        let c = match how {
+            0 => ctx(),
+            1 => {
+                let mut config = Config::new();
+                config.set("sm.tile_cache_size", "0").unwrap();
+                config.set("vfs.read_mode", "mmap").unwrap();
+                Context::new(config).unwrap()
+            }
+            _ => cached_ctx(0),
+        };
+        let at = |r: i128, c: i128| model[((r - 1) * 300 + c - 1) as usize];
+        let r = Array::open(&c, uri, Mode::Read).unwrap();
+        let res = r.read(&Subarray::from_ranges(&[rows, cols]), &["a"], Layout::RowMajor).unwrap();
+        let want: Vec<i32> = (rows.0..=rows.1).flat_map(|r| (cols.0..=cols.1).map(move |c| at(r, c))).collect();
+        proptest::prop_assert_eq!(as_i32(&res.attrs[0].data), want, "box {:?} x {:?}, way {}", rows, cols, how);
+        let want: Vec<i32> = pts.iter().map(|&(r, c)| at(r.into(), c.into())).collect();
+        proptest::prop_assert_eq!(points_rc(&c, uri, &pts).unwrap(), want, "points, way {}", how);
+    }
+}

@@ -472,10 +472,10 @@ fn direct_reads(
 }
 
 /// A direct job for unfiltered tile `key` of data file `fd` (of sink `si`, cells of `cs`
-/// bytes) when it has block checksums, is not read in part (`partial_blocks`: the copies `ops`
-/// need more than half its blocks, or a block does not hold whole cells) and its copies are
-/// byte runs: read as a stream of pieces, each copied into the runs as it arrives
-/// ([`read_streamed`]), with no tile buffer. The job's block ranges are the whole tile.
+/// bytes) when it has block checksums and its copies are byte runs: read as a stream of pieces,
+/// each verified and copied into the runs as it arrives ([`read_streamed`]), with no tile
+/// buffer. The job's block ranges are those the copies `ops` need when the tile is read in part
+/// (`partial_blocks`), else the whole tile.
 fn streamed_job(
     array: &Snapshot,
     specs: &[FileSpec],
@@ -492,11 +492,9 @@ fn streamed_job(
     if entry.stored_size != tile_bytes || entry.unfiltered_size != tile_bytes || (1usize << log2) > COLD_READ_FIRST {
         return None;
     }
-    if partial_blocks(array, specs, key, fd, ops).is_some() {
-        return None;
-    }
     let runs = byte_runs(cs, ops, cells / MAX_CELL_RUNS_PER_TILE_CELLS)?;
-    Some((si, key, fd, runs, vec![(0, blocks)]))
+    let needed = partial_blocks(array, specs, key, fd, ops).map_or_else(|| vec![(0, blocks)], |(_, r)| r);
+    Some((si, key, fd, runs, needed))
 }
 
 /// `chunked` tile by tile (batches are runs of tiles), the job numbers of `in_order` following
@@ -522,11 +520,15 @@ fn held_bytes(array: &Snapshot, direct: &[Direct], chunked: &[DirectChunked]) ->
     let threads = array.ctx.compute_threads();
     let mut held: FastMap<(TileKey, usize), u64> = direct.iter().map(|d| ((d.1, d.2), 0)).collect();
     for (_, key, f, _, needed) in chunked {
-        // Tiles of `chunked` have chunks, or are unfiltered and streamed (`streamed_job`; from
-        // memory, read whole).
+        // Tiles of `chunked` have chunks, or are unfiltered and streamed (`streamed_job`: at
+        // most the blocks it reads, which a storage that cannot stream reads whole).
         let frag = &array.fragments[key.0];
-        let whole = frag.files[*f].1[key.1 as usize].stored_size;
-        let bytes = frag.chunks.of(*f, key.1).map_or(whole, |chunks| {
+        let stored = frag.files[*f].1[key.1 as usize].stored_size;
+        let streamed = || {
+            let blocks = needed.iter().map(|(a, b)| (b - a) << frag.blocks.log2);
+            blocks.fold(0u64, u64::saturating_add).min(stored)
+        };
+        let bytes = frag.chunks.of(*f, key.1).map_or_else(streamed, |chunks| {
             let stored = stored_offsets(&chunks.list).unwrap_or_default();
             let at = |j: u64| stored.get(j as usize).copied().unwrap_or(0);
             let read = needed.iter().map(|&(a, b)| at(b).saturating_sub(at(a))).fold(0u64, u64::saturating_add);
@@ -568,7 +570,9 @@ fn runs_in_order(jobs: &[DirectChunked], cs: usize, len: usize) -> Option<Vec<(u
     } else {
         let mut keyed: Vec<(usize, usize, usize)> =
             runs.filter(|(_, _, run)| run.2 > 0).map(|(j, r, run)| (run.1, j, r)).collect();
-        keyed.sort_unstable();
+        // Each job's runs mostly come in the order of their places (a box's rows): the stable
+        // sort finds those sorted stretches and merges them, where a quicksort starts over.
+        keyed.sort();
         order.extend(keyed.into_iter().map(|(_, j, r)| (j, r)));
     }
     let mut end = 0usize;
@@ -990,10 +994,10 @@ fn read_direct_chunked(
         }
     }
     let (stream, decode): (Vec<_>, Vec<_>) = jobs.iter().zip(raws).zip(pieces).partition(|((j, _), _)| streamed(j.2));
-    array.ctx.install_io_for(&array.uri, || {
-        stream
-            .into_par_iter()
-            .try_for_each(|((job, _), pieces)| read_streamed(array, &specs[job.2], (job.1, job.2), pieces))
+    // The caller streams too (`Context::io_map`): one thread reads on the caller alone.
+    let stream: Vec<_> = stream.into_iter().map(|((job, _), pieces)| (job, pieces)).collect();
+    array.ctx.io_map(&array.uri, stream, |_, (job, pieces)| {
+        read_streamed(array, &specs[job.2], (job.1, job.2), &job.4, pieces)
     })?;
     array.ctx.install(|| {
         decode.into_par_iter().try_for_each(|((job, raw), pieces)| decode_direct(array, specs, job, &raw, pieces))

@@ -16,9 +16,9 @@ use std::ops::Range;
 use std::path::Path;
 
 use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::fragment::{hash_blocks, verify_sums, verify_tile, FileSpec, TileEntry};
-use crate::snapshot::{count_fetched, file_path, storage_err, Snapshot, TileKey};
+use crate::error::{checksum_mismatch, Error, Result};
+use crate::fragment::{hash_blocks, verify_sums, FileSpec};
+use crate::snapshot::{block_sums, count_fetched, file_path, storage_err, Snapshot, TileKey};
 use crate::stats::{self, Counter, Timer};
 use crate::storage::{cold_piece_reads, cold_read_pieces, Storage, COLD_PROBE, COLD_READ_LARGEST};
 use crate::uninit::{assume_written, write_bytes, OutBytes};
@@ -144,15 +144,23 @@ pub(super) fn read_blocked(
     verify_sums(&sums, checksum).map_err(bad)
 }
 
-/// Reads unfiltered tile `key` of file `f` (its tile entry checked at planning: stored and
-/// unfiltered sizes are the tile's bytes, blocks no larger than
-/// [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST)) and copies its bytes into `runs`:
-/// (offset in the tile, the run's place in the result). From disk the tile is read as one
-/// sequential stream ([`stream_from_disk`]).
+/// Reads the blocks `needed` (ranges `[a, b)` of checksum blocks, sorted and disjoint; the
+/// whole tile, or only the blocks a read in part needs) of unfiltered tile `key` of file `f`
+/// (its tile entry checked at planning: stored and unfiltered sizes are the tile's bytes,
+/// blocks no larger than [`COLD_READ_FIRST`](crate::storage::COLD_READ_FIRST)) and copies
+/// their bytes into `runs`: (offset in the tile, the run's place in the result; every run
+/// inside the blocks read). Each piece is hashed and its runs copied while it is in the core's
+/// cache, so the bytes cross memory once after the storage's copy: from disk each range of
+/// blocks is one sequential stream ([`stream_from_disk`]); from memory, pieces of
+/// [`DIRECT_PIECE`] go through one reused buffer; from a storage that cannot tell where the
+/// bytes are (a map, an object store), each range is read whole (a map lends it in place) and
+/// walked in the same pieces. The whole tile is checked against its tile checksum, a part block
+/// by block against the stored block checksums.
 pub(super) fn read_streamed(
     array: &Snapshot,
     spec: &FileSpec,
     (key, f): (TileKey, usize),
+    needed: &[(u64, u64)],
     mut runs: Vec<(u64, OutBytes<'_>)>,
 ) -> Result<()> {
     let _t = stats::timer(Timer::ReaderFetchTiles);
@@ -162,63 +170,110 @@ pub(super) fn read_streamed(
     let path = file_path(array, key.0, &spec.name);
     let storage = array.ctx.storage();
     let len = usize::try_from(entry.stored_size).map_err(|_| Error::corrupt_tile(&path, key.1, "tile too large"))?;
-    let bad = |sums| Error::tile_checksum(&path, key.1, sums);
+    let block = 1usize << log2;
+    let ranges = byte_ranges(needed, log2, len)
+        .ok_or_else(|| Error::corrupt_tile(&path, key.1, format!("blocks {needed:?} of a {len}-byte tile")))?;
+    let read: usize = ranges.iter().map(|r| r.1.len()).sum();
     runs.sort_unstable_by_key(|r| r.0);
     let copied: u64 = runs.iter().map(|r| r.1.len() as u64).sum();
-    let size = COLD_READ_LARGEST.min(len);
-    let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(size);
-    // SAFETY: `size` is within the capacity, and `MaybeUninit` needs no initialization (only
+    let piece = (DIRECT_PIECE / block).max(1) * block;
+    let mut sums = vec![0u64; len.div_ceil(block)];
+    let mut next = 0;
+    let mut buf: Vec<MaybeUninit<u8>> = Vec::with_capacity(COLD_READ_LARGEST.max(piece).min(read));
+    // SAFETY: the length is the capacity, and `MaybeUninit` needs no initialization (only
     // bytes a read wrote are used).
     #[allow(unsafe_code)]
     unsafe {
-        buf.set_len(size)
+        buf.set_len(buf.capacity())
     };
-    let probe = COLD_PROBE.min(len);
-    let cached =
-        storage.read_immutable_cached(&path, entry.offset, &mut buf[..probe]).map_err(|e| storage_err(&path, e))?;
-    let Some(n) = cached else {
-        // The storage cannot tell (a map, an object store): one read of the whole tile.
-        drop(buf);
-        let raw = storage.read_immutable(&path, entry.offset, entry.stored_size).map_err(|e| storage_err(&path, e))?;
-        verify_tile(&raw, entry.checksum, Some(log2)).map_err(bad)?;
-        copy_runs_in(&raw, 0, &mut runs, &mut 0);
-        finish(array, spec, entry, copied);
-        return Ok(());
-    };
-    let mut sums = vec![0u64; len.div_ceil(1 << log2)];
-    let mut next = 0;
-    if n < probe {
-        let land = Landing::Through(&mut buf);
-        let copy = |bytes: &[u8], at: usize| copy_runs_in(bytes, at, &mut runs, &mut next);
-        stream_from_disk((storage.as_ref(), &path, entry.offset), len, land, (log2, &mut sums), copy)?;
-    } else {
-        // In memory: pieces of the buffer's size (a multiple of the block unless it holds the
-        // tile's end, so each starts on a block bound); the probe's bytes start the first one.
-        let step = buf.len();
-        for r in (0..len).step_by(step).map(|a| a..(a + step).min(len)) {
-            let skip = if r.start == 0 { n.min(r.len()) } else { 0 };
-            let piece = &mut buf[..r.len()];
-            if skip < piece.len() {
-                let at = file_offset(&path, entry.offset, r.start + skip)?;
-                storage.read_immutable_into(&path, at, &mut piece[skip..]).map_err(|e| storage_err(&path, e))?;
+    let first = ranges.first().map_or(0..0, |r| r.1.clone());
+    let probe = COLD_PROBE.min(first.len());
+    let at0 = file_offset(&path, entry.offset, first.start)?;
+    let cached = storage.read_immutable_cached(&path, at0, &mut buf[..probe]).map_err(|e| storage_err(&path, e))?;
+    for (i, (a, r)) in ranges.iter().enumerate() {
+        let at = file_offset(&path, entry.offset, r.start)?;
+        match cached {
+            // The storage cannot tell (a map, an object store): one read of the range.
+            None => {
+                let raw = storage.read_immutable(&path, at, r.len() as u64).map_err(|e| storage_err(&path, e))?;
+                for (j, bytes) in raw.chunks(piece).enumerate() {
+                    let start = r.start + j * piece;
+                    hash_piece(bytes, start, (log2, &mut sums));
+                    copy_runs_in(bytes, start, &mut runs, &mut next);
+                }
             }
-            // SAFETY: the read wrote `piece[skip..]`; the probe wrote `piece[..skip]` (the
-            // first piece's `n` bytes, all it was asked for).
-            #[allow(unsafe_code)]
-            let bytes = unsafe { assume_written(piece) };
-            hash_piece(bytes, r.start, (log2, &mut sums));
-            copy_runs_in(bytes, r.start, &mut runs, &mut next);
+            Some(n) if n < probe => {
+                let land = Landing::Through(&mut buf);
+                let copy = |bytes: &[u8], from: usize| copy_runs_in(bytes, r.start + from, &mut runs, &mut next);
+                stream_from_disk((storage.as_ref(), &path, at), r.len(), land, (log2, &mut sums[*a..]), copy)?;
+            }
+            // In memory: the probe's bytes start the first piece of the first range.
+            Some(n) => {
+                for p in (r.start..r.end).step_by(piece).map(|s| s..(s + piece).min(r.end)) {
+                    let skip = if i == 0 && p.start == r.start { n.min(p.len()) } else { 0 };
+                    let dst = &mut buf[..p.len()];
+                    if skip < dst.len() {
+                        let at = file_offset(&path, entry.offset, p.start + skip)?;
+                        storage.read_immutable_into(&path, at, &mut dst[skip..]).map_err(|e| storage_err(&path, e))?;
+                    }
+                    // SAFETY: the read wrote `dst[skip..]`; the probe wrote `dst[..skip]` (the
+                    // first piece's `n` bytes, all it was asked for).
+                    #[allow(unsafe_code)]
+                    let bytes = unsafe { assume_written(dst) };
+                    hash_piece(bytes, p.start, (log2, &mut sums));
+                    copy_runs_in(bytes, p.start, &mut runs, &mut next);
+                }
+            }
         }
     }
-    verify_sums(&sums, entry.checksum).map_err(bad)?;
-    finish(array, spec, entry, copied);
+    check_blocks(array, (key, f), &path, (&ranges, log2), &sums)?;
+    finish(array, spec, read as u64, copied);
     Ok(())
 }
 
-/// Counts a streamed tile in the statistics: touched, its bytes fetched, `copied` bytes copied.
-fn finish(array: &Snapshot, spec: &FileSpec, entry: TileEntry, copied: u64) {
+/// Checks the block checksums `sums` (the tile's, those of blocks not read left at 0) computed
+/// by a streamed read of the block byte ranges `ranges` (blocks of `2^log2` bytes) of tile `key`
+/// of file `f`, at `path`: the whole tile against its tile checksum, a part block by block
+/// against the stored block checksums.
+fn check_blocks(
+    array: &Snapshot,
+    (key, f): (TileKey, usize),
+    path: &Path,
+    (ranges, log2): (&[(usize, Range<usize>)], u32),
+    sums: &[u64],
+) -> Result<()> {
+    let entry = array.fragments[key.0].files[f].1[key.1 as usize];
+    if matches!(ranges, [(0, r)] if r.len() as u64 == entry.stored_size) {
+        return verify_sums(sums, entry.checksum).map_err(|s| Error::tile_checksum(path, key.1, s));
+    }
+    let stored = block_sums(array, key, f)?.unwrap_or(&[]);
+    let mut blocks = ranges.iter().flat_map(|(a, r)| *a..a + r.len().div_ceil(1 << log2));
+    match blocks.find(|&k| stored.get(k) != Some(&sums[k])) {
+        Some(k) => {
+            let want = stored.get(k).copied().unwrap_or(!sums[k]);
+            let what = format!("tile {}, block {k}: {}", key.1, checksum_mismatch(want, sums[k]));
+            Err(Error::corrupt(path, what))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The byte ranges of the block ranges `needed` (`[a, b)`, blocks of `2^log2` bytes) of a tile
+/// of `len` bytes, each with its first block; `None` if a range is empty or passes the tile.
+fn byte_ranges(needed: &[(u64, u64)], log2: u32, len: usize) -> Option<Vec<(usize, Range<usize>)>> {
+    let blocks = len.div_ceil(1 << log2);
+    let range = |&(a, b): &(u64, u64)| {
+        let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
+        (a < b && b <= blocks).then(|| (a, a << log2..(b << log2).min(len)))
+    };
+    needed.iter().map(range).collect()
+}
+
+/// Counts a streamed tile in the statistics: touched, `read` bytes of it fetched, `copied`
+/// bytes copied.
+fn finish(array: &Snapshot, spec: &FileSpec, read: u64, copied: u64) {
     stats::add(Counter::ReaderNumAttrTilesTouched, 1);
-    count_fetched(array.schema(), spec, entry.stored_size, entry.unfiltered_size);
+    count_fetched(array.schema(), spec, read, read);
     super::execute::count_copied(false, copied);
 }
 
