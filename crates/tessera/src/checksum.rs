@@ -12,12 +12,12 @@ pub(crate) fn xxh3_64(bytes: &[u8]) -> u64 {
 
 /// The xxh3-64 (seed 0) of bytes given in parts: the same value as [`xxh3_64`] of their
 /// concatenation.
-#[derive(Default)]
 pub(crate) struct Xxh3(twox_hash::XxHash3_64);
 
 impl Xxh3 {
+    /// A hash of no bytes yet.
     pub(crate) fn new() -> Self {
-        Self::default()
+        Self(twox_hash::XxHash3_64::with_seed(0))
     }
 
     /// Adds the next bytes.
@@ -27,7 +27,7 @@ impl Xxh3 {
 
     /// Starts again from no bytes.
     pub(crate) fn reset(&mut self) {
-        *self = Self::default();
+        *self = Self::new();
     }
 
     /// The hash of everything added.

@@ -33,6 +33,9 @@ struct Inner {
     cache: TileCache,
     pool: rayon::ThreadPool,
     io_pool: rayon::ThreadPool,
+    /// Whether the caller of `io_map` reads beside every thread of `io_pool`
+    /// (`sm.io_concurrency` left at 0) rather than counting among them.
+    caller_beside_io: bool,
     /// Threads that wait on object-store requests (`vfs.s3.io_concurrency`), made when first
     /// needed.
     remote_pool: OnceLock<rayon::ThreadPool>,
@@ -112,7 +115,9 @@ impl Context {
         let cache = TileCache::new(config.tile_cache_size());
         let chunk_sizes = ChunkSizeChoices::default();
         let remote_pool = OnceLock::new();
-        let inner = Inner { config, storage, routed: None, cache, pool, io_pool, remote_pool, chunk_sizes };
+        let caller_beside_io = config.io_concurrency_per_core();
+        let inner =
+            Inner { config, storage, routed: None, cache, pool, io_pool, caller_beside_io, remote_pool, chunk_sizes };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -206,7 +211,7 @@ impl Context {
         };
         let (pool, caller_beside) = match self.remote_pool(path) {
             Some(pool) => (pool, false),
-            None => (&self.inner.io_pool, self.inner.config.io_concurrency_per_core()),
+            None => (&self.inner.io_pool, self.inner.caller_beside_io),
         };
         let readers = pool.current_num_threads() + usize::from(caller_beside);
         let helpers = readers.saturating_sub(1).min(n.saturating_sub(1));

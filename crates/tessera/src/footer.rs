@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use crate::checksum::xxh3_64;
-
 use crate::error::{checksum_mismatch, Error, Result};
 
 /// The on-disk format version written by this build.

@@ -13,11 +13,11 @@
 
 use std::mem::MaybeUninit;
 
-use crate::checksum::xxh3_64;
 use rayon::prelude::*;
 
 use super::blocks::checksum_of_sums;
 use super::tile_stats::{summarize, TileSummary};
+use crate::checksum::xxh3_64;
 use crate::error::checksum_mismatch;
 use crate::filter::{FilterError, FilterPipeline};
 use crate::schema::Attribute;

@@ -7,10 +7,10 @@
 
 use std::mem::MaybeUninit;
 
-use crate::checksum::xxh3_64;
 use rayon::prelude::*;
 
 use super::plan::{CopyOp, FillOp};
+use crate::checksum::xxh3_64;
 use crate::config::check_limit;
 use crate::error::{checksum_mismatch, Error, Result};
 use crate::fast_hash::FastMap;
