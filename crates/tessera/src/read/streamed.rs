@@ -1,15 +1,16 @@
 //! Tiles with block checksums read as streams. A tile the read takes whole goes into its place
-//! in the result ([`read_blocked`]); a tile a read needs most of, as runs of bytes into the
-//! result (a box cut a little inside a tile, a few columns of it), goes through a small buffer
-//! ([`read_streamed`]), each piece's runs copied into the result as it arrives, with no tile
-//! buffer. From disk either is one sequential stream of growing pieces ([`stream_from_disk`],
-//! the kernel reading ahead while the pieces are hashed and copied), each through a reader of
-//! its own ([`Storage::immutable_stream`]) so that the streams of one read run side by side
-//! without breaking each other's readahead; from memory, pieces are read in parallel into the
-//! result, or one after another through the buffer. The tile checksum (the xxh3-64 of the block
-//! checksums, docs/format.md §8.1) is checked once the last piece is in. On a storage that
-//! cannot tell where the tile is (a map, an object store) a streamed tile is read whole and
-//! copied from there.
+//! in the result ([`read_blocked`]); a tile whose copies are runs of bytes into the result (a
+//! box cut inside a tile, a few columns of it, points), whole or only the blocks the runs need,
+//! goes through a small buffer ([`read_streamed`]), each piece hashed and its runs copied into
+//! the result as it arrives, with no tile buffer. From disk either is one sequential stream of
+//! growing pieces ([`stream_from_disk`], the kernel reading ahead while the pieces are hashed
+//! and copied), each through a reader of its own ([`Storage::immutable_stream`]) so that the
+//! streams of one read run side by side without breaking each other's readahead; from memory,
+//! pieces are read in parallel into the result, or one after another through the buffer. A
+//! whole tile's tile checksum (the xxh3-64 of the block checksums, docs/format.md §8.1) is
+//! checked once the last piece is in, a part's blocks against the stored block checksums. On a
+//! storage that cannot tell where the bytes are (a map, an object store) a streamed range is
+//! read whole (a map lends it in place) and walked in the same pieces.
 
 use std::mem::MaybeUninit;
 use std::ops::Range;

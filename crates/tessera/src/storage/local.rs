@@ -99,8 +99,8 @@ impl LocalStorage {
         if let Some((f, len)) = self.files().get(path.as_os_str()) {
             return Ok((Arc::clone(f), *len));
         }
-        let file = open_regular(path)?;
-        let len = regular_len(&file, path)?;
+        let (file, meta) = open_regular(path)?;
+        let len = meta.len();
         let file = Arc::new(file);
         let mut files = self.files();
         if files.len() >= OPEN_FILES {
@@ -129,8 +129,8 @@ impl LocalStorage {
     }
 
     fn read_pread(&self, path: &Path, offset: u64, len: Option<u64>) -> Result<Bytes, StorageError> {
-        let file = open_regular(path)?;
-        let size = regular_len(&file, path)?;
+        let (file, meta) = open_regular(path)?;
+        let size = meta.len();
         let len = len.unwrap_or(size);
         let (_, n) = StorageError::check_range(path, offset, len, size)?;
         let buf =
@@ -162,8 +162,7 @@ impl LocalStorage {
     /// Maps the file at `path` and caches the map; `None` for an empty file (which cannot be
     /// mapped and is not cached).
     fn map_and_cache(&self, path: &Path) -> Result<Option<Arc<Mmap>>, StorageError> {
-        let file = open_regular(path)?;
-        let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
+        let (file, meta) = open_regular(path)?;
         if meta.len() == 0 {
             return Ok(None);
         }
@@ -317,8 +316,9 @@ fn map_immutable_file(file: &File) -> std::io::Result<Mmap> {
 /// Opens `path` for reading if it is a regular file (after symbolic links), else fails with an
 /// error saying what it is. The open does not block: a FIFO with no writer, which a plain
 /// `open(2)` would wait on forever, or a device is refused from the opened file's own `fstat`
-/// (no window in which the path could be swapped between a check and the open).
-fn open_regular(path: &Path) -> Result<File, StorageError> {
+/// (no window in which the path could be swapped between a check and the open), whose
+/// metadata comes back with the file.
+fn open_regular(path: &Path) -> Result<(File, fs::Metadata), StorageError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -326,7 +326,7 @@ fn open_regular(path: &Path) -> Result<File, StorageError> {
         .map_err(|e| StorageError::io("open", path, e))?;
     let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
     check_regular(&meta, path)?;
-    Ok(file)
+    Ok((file, meta))
 }
 
 /// An error unless `meta` describes a regular file.
@@ -349,13 +349,6 @@ fn check_regular(meta: &fs::Metadata, path: &Path) -> Result<(), StorageError> {
     };
     let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not a regular file ({what})"));
     Err(StorageError::Io { op: "open", path: path.to_path_buf(), source })
-}
-
-/// The length of an open regular file.
-fn regular_len(file: &File, path: &Path) -> Result<u64, StorageError> {
-    let meta = file.metadata().map_err(|e| StorageError::io("stat", path, e))?;
-    check_regular(&meta, path)?;
-    Ok(meta.len())
 }
 
 /// The folder holding `path` (`.` for a bare name).
@@ -541,8 +534,8 @@ impl Storage for LocalStorage {
             buf.copy_from_slice(&b);
             return Ok(());
         }
-        let file = open_regular(path)?;
-        let size = regular_len(&file, path)?;
+        let (file, meta) = open_regular(path)?;
+        let size = meta.len();
         StorageError::check_range(path, offset, buf.len() as u64, size)?;
         file.read_exact_at(buf, offset).map_err(|e| StorageError::io("read", path, e))
     }
@@ -602,8 +595,8 @@ impl Storage for LocalStorage {
         if self.mode == ReadMode::Mmap {
             return Ok(None);
         }
-        let file = open_regular(path)?;
-        let len = regular_len(&file, path)?;
+        let (file, meta) = open_regular(path)?;
+        let len = meta.len();
         Ok(Some(Box::new(LocalStream { file, len, path: path.to_path_buf() })))
     }
 
