@@ -9,7 +9,9 @@
 //! copies from, where a layout stores them, the span of cells it copies from each) and its
 //! rules: an unfiltered tile that the tile cache does not take, copied whole as one run of the
 //! result, is read straight into it (a request); an unfiltered tile with checksum blocks of which
-//! the copies need at most half the blocks is read in part (a request per run of blocks); every
+//! the copies need at most half the blocks is read in part (a request per run of blocks, or,
+//! when the cache does not take it and it is streamed, a probe and a request per 256 KiB piece
+//! of each run); every
 //! other tile is read whole, byte ranges of a file closer than `vfs.coalesce_gap` read as one up
 //! to `vfs.coalesce_max`. The cell order changes which blocks a box needs (curve orders: whole
 //! tiles) and the copy: runs along the result's fastest dimension when the cell order keeps that
@@ -328,17 +330,17 @@ fn file_reads(
             requests += 1;
             bytes += stored;
         } else if let Some(runs) = block_runs(&p.spans, cell_bytes, stored).filter(|_| unfiltered && partial) {
-            requests += runs.len() as u64;
-            bytes += runs.iter().map(|&(a, b)| (b << BLOCK_LOG2).min(stored) - (a << BLOCK_LOG2)).sum::<u64>();
+            let lens = runs.iter().map(|&(a, b)| (b << BLOCK_LOG2).min(stored) - (a << BLOCK_LOG2));
+            requests +=
+                if streamed(p, cell_bytes, stored, dev) { stream_requests(lens.clone()) } else { runs.len() as u64 };
+            bytes += lens.sum::<u64>();
             if sums_apart && dev.cold_open {
                 // The tile's block checksums, read once per open.
                 requests += 1;
                 bytes += 8 * stored.div_ceil(1 << BLOCK_LOG2);
             }
         } else if unfiltered && partial && streamed(p, cell_bytes, stored, dev) {
-            // From memory: the probe (the first 4 KiB), then pieces of 1 MiB (the reader's
-            // stream buffer), the first one without the probe's bytes (none left: not read).
-            requests += 1 + stored.div_ceil(1 << 20) - u64::from(stored <= 4 << 10);
+            requests += stream_requests([stored]);
             bytes += stored;
         } else {
             whole.push(p.position);
@@ -348,8 +350,21 @@ fn file_reads(
     (requests + r, bytes + b)
 }
 
+/// The requests of streaming the byte ranges `lens` of a tile (runs of blocks, or the whole
+/// tile) from memory, as the reader does: the probe (the first 4 KiB of the first range), then
+/// each range in pieces of 256 KiB, the first piece without the probe's bytes (none left: not
+/// read).
+fn stream_requests(lens: impl IntoIterator<Item = u64>) -> u64 {
+    const PIECE: u64 = 256 << 10;
+    let mut requests = 1;
+    for (i, len) in lens.into_iter().enumerate() {
+        requests += len.div_ceil(PIECE) - u64::from(i == 0 && len <= 4 << 10);
+    }
+    requests
+}
+
 /// Whether the reader streams unfiltered tile part `p` (tiles of `stored` bytes, cells of
-/// `cell_bytes`), which it does not read in part, into the result: the tile has checksum blocks,
+/// `cell_bytes`), whole or in part, into the result: the tile has checksum blocks,
 /// the tile cache does not take it, and its copies move at most a 64th of its cells one by one
 /// (the reader's `MAX_CELL_RUNS_PER_TILE_CELLS`).
 fn streamed(p: &TilePart, cell_bytes: u64, stored: u64, dev: &Device) -> bool {
