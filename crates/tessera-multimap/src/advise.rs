@@ -11,9 +11,8 @@
 //! result, is read straight into it (a request); an unfiltered tile with checksum blocks of which
 //! the copies need at most half the blocks is read in part (a request per run of blocks, or,
 //! when the cache does not take it and it is streamed, a probe and a request per 256 KiB piece
-//! of each run); every
-//! other tile is read whole, byte ranges of a file closer than `vfs.coalesce_gap` read as one up
-//! to `vfs.coalesce_max`. The cell order changes which blocks a box needs (curve orders: whole
+//! of each run); every other tile is read whole, byte ranges of a file closer than
+//! `vfs.coalesce_gap` read as one up to `vfs.coalesce_max`. The cell order changes which blocks a box needs (curve orders: whole
 //! tiles) and the copy: runs along the result's fastest dimension when the cell order keeps that
 //! dimension contiguous, one cell at a time otherwise, and a permutation of every fetched tile
 //! for curve cell orders. Not modelled: chunked reads of filtered tiles of more than 128 KiB
@@ -32,7 +31,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde::Serialize;
 use tessera::{
     dense_tile_parts, units_read_in_part, Array, ArraySchema, ArrayType, AttrInput, CellOrder, CellValNum, Context,
-    Layout, Mode, Subarray, TilePart, BLOCK_LOG2, INLINE_BLOCK_SUMS,
+    Layout, Mode, Subarray, TilePart, BLOCK_LOG2, COLD_PROBE, DIRECT_PIECE, INLINE_BLOCK_SUMS,
 };
 
 /// Most tiles one query may touch in the model (the positions are listed in memory).
@@ -351,14 +350,14 @@ fn file_reads(
 }
 
 /// The requests of streaming the byte ranges `lens` of a tile (runs of blocks, or the whole
-/// tile) from memory, as the reader does: the probe (the first 4 KiB of the first range), then
-/// each range in pieces of 256 KiB, the first piece without the probe's bytes (none left: not
-/// read).
+/// tile) from memory, as the reader does: the probe (the first [`COLD_PROBE`] bytes of the
+/// first range), then each range in pieces of [`DIRECT_PIECE`] bytes, the first piece without
+/// the probe's bytes (none left: not read).
 fn stream_requests(lens: impl IntoIterator<Item = u64>) -> u64 {
-    const PIECE: u64 = 256 << 10;
+    let (piece, probe) = (DIRECT_PIECE as u64, COLD_PROBE as u64);
     let mut requests = 1;
     for (i, len) in lens.into_iter().enumerate() {
-        requests += len.div_ceil(PIECE) - u64::from(i == 0 && len <= 4 << 10);
+        requests += len.div_ceil(piece) - u64::from(i == 0 && len <= probe);
     }
     requests
 }

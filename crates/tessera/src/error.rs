@@ -423,6 +423,16 @@ impl Error {
         Error::corrupt_tile(path, tile, checksum_mismatch(stored, computed))
     }
 
+    /// Checksum block `block` of a tile whose checksum, `(stored, computed)`, does not match.
+    pub(crate) fn block_checksum(
+        path: impl Into<PathBuf>,
+        tile: u64,
+        block: usize,
+        (stored, computed): (u64, u64),
+    ) -> Self {
+        Error::corrupt_tile(path, tile, format!("block {block}: {}", checksum_mismatch(stored, computed)))
+    }
+
     /// Where the error happened: array, fragment, file, tile, attribute, dimension, cell, as far
     /// as the error knows them.
     pub fn context(&self) -> ErrorContext {

@@ -79,7 +79,9 @@ pub use geometry::{curve_key, dense_tile_parts, DimRange, Layout, Subarray, Tile
 pub use group::{object_kind, Group, ObjectKind};
 pub use input::{AttrInput, CoordInput};
 pub use meta::{consolidate_metadata, MetaValue, MAX_META_FILE_BYTES, MAX_META_KEY_BYTES};
-pub use read::{units_read_in_part, AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery};
+pub use read::{
+    units_read_in_part, AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus, SparseReadQuery, DIRECT_PIECE,
+};
 pub use retaining_alloc::RetainingAllocator;
 pub use schema::{
     default_coord_filters, display_datetime, format_datetime, parse_datetime, ArraySchema, ArraySchemaBuilder,
@@ -89,6 +91,6 @@ pub use schema::{
 pub use storage::{
     Bytes, FailingStorage, ImmutableStream, InstrumentedStorage, LocalStorage, LockGuard, LockKind, MemoryStorage,
     ObjectStorage, ObjectStoreOptions, PowerLossStorage, ReadMode, RequestKind, RequestTally, RoutedStorage,
-    StagedFile, Storage, StorageError, WriteHandle, S3_SCHEME,
+    StagedFile, Storage, StorageError, WriteHandle, COLD_PROBE, S3_SCHEME,
 };
 pub use write::{DenseWriter, SparseWriter};

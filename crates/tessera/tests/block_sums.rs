@@ -117,6 +117,7 @@ fn whole_tiles_need_no_block_checksums_and_parts_check_them() {
     let block = (at - tile2) / 4096;
     let e = points(&uri, &[(row, col)]).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(&format!("block {block}:")), "{e}");
+    assert_eq!(e.context().tile, Some(2), "{e}");
     assert_eq!(points(&uri, &[(row, 2500)]).unwrap(), expected_points(&[(row, 2500)]));
     let e = read_box(&uri, (2049, 3072), (1, COLS)).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("checksum mismatch"), "{e}");

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use super::plan::{CopyOp, FillOp};
 use crate::checksum::xxh3_64;
 use crate::config::check_limit;
-use crate::error::{checksum_mismatch, Error, Result};
+use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::fragment::{
     scattered_decode_bytes, stored_offsets, verify_tile, ChunkedTile, FileKind, FileSpec, TileChunks,
@@ -831,10 +831,7 @@ fn read_blocks(
             let sum = xxh3_64(block);
             let want = sums.get(k).copied().unwrap_or(!sum);
             if sum != want {
-                return Err(Error::corrupt(
-                    &path,
-                    format!("tile {}, block {k}: {}", key.1, checksum_mismatch(want, sum)),
-                ));
+                return Err(Error::block_checksum(&path, key.1, k, (want, sum)));
             }
         }
         read += end - start;

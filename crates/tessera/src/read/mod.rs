@@ -16,3 +16,4 @@ pub use execute::units_read_in_part;
 pub use query::{AttrBuffer, AttrData, ReadQuery, ReadResult, ReadStatus};
 pub(crate) use sparse::result_cell_bytes;
 pub use sparse::SparseReadQuery;
+pub use streamed::DIRECT_PIECE;

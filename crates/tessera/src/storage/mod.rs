@@ -365,7 +365,8 @@ pub(crate) const COLD_READ_LARGEST: usize = 1 << 20;
 /// whether a range is in memory ([`Storage::read_immutable_cached`]): one page. A larger probe
 /// of bytes on disk starts a synchronous read of its size and the stream after it comes in as
 /// slowly as one that starts with a large read (10 MB: 11.6 against 6.5 ms after a 4 KiB one).
-pub(crate) const COLD_PROBE: usize = 4 << 10;
+/// Public for the layout advisor, which prices reads as the reader makes them.
+pub const COLD_PROBE: usize = 4 << 10;
 
 /// The reads (ranges of the same coordinates as `r`) that read piece `r` of a stream of
 /// [`cold_read_pieces`]: the stream's `first` piece one per [`COLD_PROBE`] bytes, any other in
