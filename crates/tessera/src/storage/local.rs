@@ -23,8 +23,13 @@ use super::{
     LockKind, ReadMode, StagedFile, Storage, StorageError, WriteHandle, COLD_PROBE, STAGED_NAME,
 };
 
-/// Size of the write buffer of a file being created; larger writes bypass it.
+/// Size of the write buffer of a file being created: small tiles and metadata are gathered
+/// into writes of this size.
 const WRITE_BUFFER: usize = 1 << 20;
+/// Writes of at least this many bytes bypass the write buffer (after flushing it): a tile of
+/// 80 KB copied into the buffer first cost a pass over its bytes, 2.4% of the CPU time of a
+/// sparse consolidation of 730 MB.
+const DIRECT_WRITE: usize = 64 << 10;
 
 /// Distinguishes the temporary files of concurrent `write_atomic` calls within a process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -460,7 +465,14 @@ impl LocalWriter {
 
 impl WriteHandle for LocalWriter {
     fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
-        self.out.write_all(data).map_err(|e| StorageError::io("write", &self.path, e))?;
+        if data.len() >= DIRECT_WRITE {
+            // Straight to the file: through the buffer, each byte would be copied once more.
+            self.out.flush().map_err(|e| StorageError::io("write", &self.path, e))?;
+            self.out.get_mut().write_all(data)
+        } else {
+            self.out.write_all(data)
+        }
+        .map_err(|e| StorageError::io("write", &self.path, e))?;
         self.pos += data.len() as u64;
         self.start_writeback();
         Ok(())
@@ -472,7 +484,7 @@ impl WriteHandle for LocalWriter {
 
     fn write_all_vectored(&mut self, parts: &[&[u8]]) -> Result<(), StorageError> {
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        if total < self.out.capacity() {
+        if total < DIRECT_WRITE {
             for p in parts {
                 self.write_all(p)?;
             }
@@ -767,6 +779,40 @@ fn newest_mtime(path: &Path) -> std::io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes below and above the direct-write size, plain and vectored, in any mix, land in
+    /// order with the positions counted, whether they pass through the buffer or bypass it.
+    #[test]
+    fn buffered_and_direct_writes_interleave_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes = |n: usize, seed: u8| -> Vec<u8> { (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect() };
+        let parts: Vec<Vec<u8>> = vec![
+            bytes(10, 1),
+            bytes(DIRECT_WRITE, 2),
+            bytes(3, 3),
+            bytes(DIRECT_WRITE - 1, 4),
+            bytes(5 * DIRECT_WRITE + 7, 5),
+            bytes(WRITE_BUFFER + 1, 6),
+            bytes(1, 7),
+        ];
+        let storage = LocalStorage::new(ReadMode::Pread);
+        let mut w = storage.create(&path).unwrap();
+        let mut expected = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            assert_eq!(w.position(), expected.len() as u64);
+            if i % 2 == 0 {
+                w.write_all(p).unwrap();
+            } else {
+                let (a, b) = p.split_at(p.len() / 3);
+                w.write_all_vectored(&[a, b]).unwrap();
+            }
+            expected.extend_from_slice(p);
+        }
+        assert_eq!(w.position(), expected.len() as u64);
+        w.finish().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), expected);
+    }
 
     /// A large read of a file whose pages were dropped from the page cache (flushed, then
     /// `posix_fadvise(DONTNEED)`) takes the sequential ramp from wherever the probe stopped, and
