@@ -361,7 +361,7 @@ impl Debug for LockGuard {
 pub(crate) const COLD_READ_FIRST: usize = 64 << 10;
 /// See [`COLD_READ_FIRST`].
 pub(crate) const COLD_READ_LARGEST: usize = 1 << 20;
-/// The reads of the first piece of a stream ([`COLD_READ_FIRST`]), and the probe that asks
+/// The reads of the first piece of a stream (the first 64 KiB), and the probe that asks
 /// whether a range is in memory ([`Storage::read_immutable_cached`]): one page. A larger probe
 /// of bytes on disk starts a synchronous read of its size and the stream after it comes in as
 /// slowly as one that starts with a large read (10 MB: 11.6 against 6.5 ms after a 4 KiB one).
