@@ -12,12 +12,13 @@
 //! the copies need at most half the blocks is read in part (a request per run of blocks, or,
 //! when the cache does not take it and it is streamed, a probe and a request per 256 KiB piece
 //! of each run); every other tile is read whole, byte ranges of a file closer than
-//! `vfs.coalesce_gap` read as one up to `vfs.coalesce_max`. The cell order changes which blocks a box needs (curve orders: whole
-//! tiles) and the copy: runs along the result's fastest dimension when the cell order keeps that
-//! dimension contiguous, one cell at a time otherwise, and a permutation of every fetched tile
-//! for curve cell orders. Not modelled: chunked reads of filtered tiles of more than 128 KiB
-//! (priced as whole tiles), tiles the cache already holds, and a large direct tile read in
-//! 256 KiB pieces when the query has fewer such tiles than I/O threads (priced as one request).
+//! `vfs.coalesce_gap` read as one up to `vfs.coalesce_max`. The cell order changes which blocks
+//! a box needs (curve orders: whole tiles) and the copy: runs along the result's fastest
+//! dimension when the cell order keeps that dimension contiguous, one cell at a time otherwise,
+//! and a permutation of every fetched tile for curve cell orders. Not modelled: chunked reads
+//! of filtered tiles of more than 128 KiB (priced as whole tiles), tiles the cache already
+//! holds, and a large direct tile read in 256 KiB pieces when the query has fewer such tiles
+//! than I/O threads (priced as one request).
 //!
 //! Query log: JSON lines `{"ranges": [[lo, hi], ...], "weight": w, "layout": "C"}`, ranges
 //! inclusive in domain coordinates, one per dimension (`null` for the whole dimension), or an
