@@ -21,7 +21,7 @@ use crate::checksum::xxh3_64;
 use crate::error::checksum_mismatch;
 use crate::filter::{FilterError, FilterPipeline};
 use crate::schema::Attribute;
-use crate::uninit::{as_uninit, write_bytes};
+use crate::uninit::{as_uninit, assume_written, write_bytes};
 
 use crate::config::TileChunking;
 pub(crate) use crate::config::CHUNK_LOG2_RANGE;
@@ -370,16 +370,22 @@ pub(crate) fn stored_offsets(chunks: &[Chunk]) -> Option<Vec<u64>> {
     Some(out)
 }
 
-/// Largest chunk decoded through the per-thread buffer (larger ones, of fixed chunk sizes, get
-/// a buffer of their own).
-const SCRATCH_KEPT: usize = 1 << 20;
+/// Largest chunk decoded through the per-thread buffer, which outlives the read: the largest
+/// automatic chunk size (larger ones, of fixed chunk sizes, get a buffer of their own, freed
+/// after the chunk).
+const SCRATCH_KEPT: usize = 1 << AUTO_CHUNK_LOG2S[AUTO_CHUNK_LOG2S.len() - 1];
+
+/// Chunks up to this size are decoded outside the memory budget (`sm.memory_budget`): a
+/// per-thread buffer of this size is part of the engine's fixed cost. Larger ones count, whether
+/// the per-thread buffer grows for them or they get a buffer of their own.
+const SCRATCH_UNCOUNTED: u64 = 1 << 20;
 
 /// The bytes [`ChunkedTile::decode_scattered`] may allocate to decode `chunks` chunks of
-/// `2^log2` bytes on `threads` threads, beyond the per-thread buffers it keeps: a buffer of its
-/// own for each chunk in flight larger than they are.
+/// `2^log2` bytes on `threads` threads, beyond the per-thread buffers of `SCRATCH_UNCOUNTED`
+/// bytes: a buffer of the chunk's size for each chunk in flight larger than that.
 pub(crate) fn scattered_decode_bytes(log2: u32, chunks: u64, threads: usize) -> u64 {
     let size = 1u64.checked_shl(log2).unwrap_or(u64::MAX);
-    if size <= SCRATCH_KEPT as u64 {
+    if size <= SCRATCH_UNCOUNTED {
         return 0;
     }
     chunks.min(threads as u64).saturating_mul(size)
@@ -518,23 +524,29 @@ impl<'a> ChunkedTile<'a> {
             match parts.as_mut_slice() {
                 [(0, whole)] if whole.len() == len => decode(whole),
                 _ => {
-                    let through = |scratch: &mut [u8]| {
-                        decode(as_uninit(scratch))?;
+                    let copy_out = |decoded: &[u8]| {
                         for (within, out) in parts {
                             let n = out.len();
-                            write_bytes(out, &scratch[within..within + n]);
+                            write_bytes(out, &decoded[within..within + n]);
                         }
-                        Ok(())
                     };
                     if len > SCRATCH_KEPT {
-                        return through(&mut vec![0; len]);
+                        // A buffer of its own, not zeroed: the decode writes every byte of it.
+                        let mut own = Box::<[u8]>::new_uninit_slice(len);
+                        decode(&mut own)?;
+                        // SAFETY: `decode_into` succeeded, so it wrote all `len` bytes.
+                        #[allow(unsafe_code)]
+                        copy_out(unsafe { assume_written(&own) });
+                        return Ok(());
                     }
                     // Zeroed once per thread: the buffer outlives the read.
                     SCRATCH.with_borrow_mut(|scratch| {
                         if scratch.len() < len {
                             scratch.resize(len, 0);
                         }
-                        through(&mut scratch[..len])
+                        decode(as_uninit(&mut scratch[..len]))?;
+                        copy_out(&scratch[..len]);
+                        Ok(())
                     })
                 }
             }
