@@ -26,7 +26,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "sm.tile_chunk_size",
         "auto",
-        "writers filter a tile of a filtered attribute larger than twice this in independent chunks of this many bytes, so a read of a few cells decodes only their chunks and one tile decodes on every core (auto: 64 KiB, 256 KiB, 1 MiB or, for tiles up to 2 MiB, the whole tile, whichever comes first among those storing a sample of the tile within 10% of the best; 0: whole tiles; else a power of two from 4096 to 2^30)",
+        "writers filter a tile of a filtered attribute larger than twice this in independent chunks of this many bytes, so a read of a few cells decodes only their chunks and one tile decodes on every core (auto: 64 KiB, 256 KiB, 1 MiB or, for tiles up to 2 MiB, the whole tile, whichever comes first among those storing the tile's first MiB within 10% of the best; if 1 MiB, then 1 MiB or 4 MiB or, for tiles up to 8 MiB, the whole tile, by the same rule on its first 4 MiB; 0: whole tiles; else a power of two from 4096 to 2^30)",
     ),
     ("sm.limits.attributes", "65536", "most attributes a schema read from disk may have"),
     ("sm.limits.schema_bytes", "16777216", "largest schema file a read accepts, in bytes"),
@@ -155,7 +155,8 @@ pub enum TileChunking {
     Whole,
     /// Chunks of `2^log2` bytes.
     Fixed(u32),
-    /// Chunks of 64 KiB, 256 KiB or 1 MiB, chosen from a sample of the data (`auto`).
+    /// Chunks of 64 KiB, 256 KiB, 1 MiB or 4 MiB, or whole tiles up to 8 MiB, chosen from a sample
+    /// of the data (`auto`).
     Auto,
 }
 

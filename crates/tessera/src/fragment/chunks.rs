@@ -7,9 +7,10 @@
 //! in parallel, and a read that needs a few cells of a large tile reads, verifies and decodes
 //! only the chunks holding them. Each tile records its own chunk size (format version 5): a
 //! writer left to choose (`sm.tile_chunk_size` auto) samples a tile's first MiB at 64 KiB,
-//! 256 KiB and 1 MiB chunks and takes the smallest that stores it about as well as the largest,
-//! so smooth data is not stored many times larger than whole tiles for the sake of reads that
-//! decode at most 1 MiB for one cell.
+//! 256 KiB and 1 MiB chunks, then, if 1 MiB won, its first 4 MiB at 1 and 4 MiB, and takes the
+//! smallest that stores the sample about as well as the largest, so smooth data is not stored
+//! many times larger than whole tiles for the sake of reads that decode at most 4 MiB for one
+//! cell.
 
 use std::mem::MaybeUninit;
 
@@ -27,8 +28,12 @@ use crate::config::TileChunking;
 pub(crate) use crate::config::CHUNK_LOG2_RANGE;
 
 /// The chunk sizes (log2) a writer choosing by itself tries, smallest first: 64 KiB, 256 KiB,
-/// 1 MiB. The largest bounds what a read of one cell decodes.
-pub(crate) const AUTO_CHUNK_LOG2S: [u32; 3] = [16, 18, 20];
+/// 1 MiB, 4 MiB. The largest bounds what a read of one cell decodes.
+pub(crate) const AUTO_CHUNK_LOG2S: [u32; 4] = [16, 18, 20, 22];
+
+/// How many of `AUTO_CHUNK_LOG2S` the first round of a choice tries (on the tile's first MiB);
+/// each later round tries one more size, only when the previous round's largest won.
+const AUTO_FIRST_ROUND: usize = 3;
 
 /// The automatic choice "whole tiles": a tile that the largest of `AUTO_CHUNK_LOG2S` does not
 /// chunk is filtered whole, a larger one is chunked at that size (which bounds what a read of one
@@ -112,12 +117,17 @@ pub(crate) fn fit_chunk_log2(unfiltered: u64, wanted: u32) -> Option<u32> {
 }
 
 /// The chunk size (log2) to store a tile of `len` unfiltered bytes in, from the tile's first
-/// bytes: `sample(n)` gives the first `n` (at most 1 MiB). The candidates are each of
-/// `AUTO_CHUNK_LOG2S` at which the tile is chunked and, when the largest of them does not chunk
-/// it, the whole tile (`AUTO_WHOLE`; measured on the sample as one piece). The sample is filtered
-/// as each candidate stores it, in parallel, and the smallest candidate storing it within 10% of
-/// the best is chosen (chunks first, smallest first: reads of a few cells decode least). `None`:
-/// the tile is too small to be chunked.
+/// bytes: `sample(n)` gives the first `n` (at most 4 MiB), in rounds. The first round filters
+/// the first MiB in chunks of 64 KiB, 256 KiB and 1 MiB (those at which the tile is chunked) and,
+/// when 1 MiB chunks do not chunk it, as one piece (the whole tile, `AUTO_WHOLE`). Each round
+/// chooses the smallest candidate storing the sample within 10% of the best (chunks first,
+/// smallest first: reads of a few cells decode least). When that is its largest chunk size,
+/// data that compresses across larger distances may gain from larger pieces: the next round
+/// filters the first `4x` bytes in chunks of that size and in chunks of the next (or, if the
+/// tile is not chunked at it, as one piece: the whole tile), up to the largest of
+/// `AUTO_CHUNK_LOG2S`. A round's pieces are filtered in parallel; its first piece of the smaller
+/// size is the previous round's measure, not filtered again. `None`: the tile is too small to
+/// be chunked.
 ///
 /// # Errors
 /// A filter failure.
@@ -125,29 +135,55 @@ pub(crate) fn choose_chunk_log2<'s>(
     filters: &FilterPipeline,
     elem_size: usize,
     len: u64,
-    sample: impl FnOnce(usize) -> std::borrow::Cow<'s, [u8]>,
+    sample: impl Fn(usize) -> std::borrow::Cow<'s, [u8]>,
 ) -> Result<Option<u32>, FilterError> {
-    let [.., largest] = AUTO_CHUNK_LOG2S;
-    let mut tried: Vec<u32> = AUTO_CHUNK_LOG2S.iter().copied().filter(|&l| wants_chunks(len, l)).collect();
+    let sizes = AUTO_CHUNK_LOG2S;
+    let mut top = AUTO_FIRST_ROUND - 1;
+    let mut tried: Vec<u32> = sizes[..=top].iter().copied().filter(|&l| wants_chunks(len, l)).collect();
     if tried.is_empty() {
         return Ok(None);
     }
-    if !wants_chunks(len, largest) {
-        tried.push(AUTO_WHOLE);
+    // The stored size of the first piece of `tried[0]`, when the previous round measured it.
+    let mut known = None;
+    loop {
+        if !wants_chunks(len, sizes[top]) {
+            tried.push(AUTO_WHOLE);
+        }
+        let data = sample(usize::try_from(len).unwrap_or(usize::MAX).min(1 << sizes[top]));
+        let stored = stored_in_pieces(filters, elem_size, &data, &tried, known)?;
+        let best = stored.iter().copied().min().unwrap_or(0);
+        let pick = stored.iter().position(|&n| n * 10 <= best * AUTO_TOLERANCE_TENTHS).unwrap_or(0);
+        if tried[pick] != sizes[top] || top + 1 == sizes.len() {
+            return Ok(Some(tried[pick]));
+        }
+        known = Some(stored[pick]);
+        top += 1;
+        tried = std::iter::once(sizes[top - 1]).chain(Some(sizes[top]).filter(|&l| wants_chunks(len, l))).collect();
     }
-    let data = sample(usize::try_from(len).unwrap_or(usize::MAX).min(1 << largest));
+}
+
+/// The stored size of `data` filtered in pieces of each of `tried` (chunk sizes, log2, or
+/// `AUTO_WHOLE`: one piece), every piece in parallel; `known`: the stored size of the first piece
+/// of `tried[0]`, not filtered again.
+fn stored_in_pieces(
+    filters: &FilterPipeline,
+    elem_size: usize,
+    data: &[u8],
+    tried: &[u32],
+    known: Option<usize>,
+) -> Result<Vec<usize>, FilterError> {
     let piece = |l: u32| if l == AUTO_WHOLE { data.len().max(1) } else { 1 << l };
+    let skip = |i: usize| usize::from(i == 0 && known.is_some());
     let jobs: Vec<(usize, &[u8])> =
-        tried.iter().enumerate().flat_map(|(i, &l)| data.chunks(piece(l)).map(move |c| (i, c))).collect();
+        tried.iter().enumerate().flat_map(|(i, &l)| data.chunks(piece(l)).skip(skip(i)).map(move |c| (i, c))).collect();
     let sizes: Vec<(usize, usize)> = jobs
         .par_iter()
         .map(|&(i, c)| Ok((i, filters.encode_slice(c, elem_size)?.len())))
         .collect::<Result<_, FilterError>>()?;
     let mut stored = vec![0usize; tried.len()];
+    stored[0] = known.unwrap_or(0);
     sizes.iter().for_each(|&(i, n)| stored[i] += n);
-    let best = stored.iter().copied().min().unwrap_or(0);
-    let pick = stored.iter().position(|&n| n * 10 <= best * AUTO_TOLERANCE_TENTHS).unwrap_or(0);
-    Ok(Some(tried[pick]))
+    Ok(stored)
 }
 
 /// One file's chunk size while a writer chooses it (`sm.tile_chunk_size` auto): chosen from a
@@ -756,8 +792,13 @@ mod tests {
         let len = 8u64 << 20;
         // A slow ramp of f64: each 64 KiB chunk costs zstd a fixed overhead it is mostly made of.
         let smooth: Vec<u8> = (0..len / 8).flat_map(|i| ((i / 4096) as f64).to_le_bytes()).collect();
-        let sample = |n: usize| std::borrow::Cow::Borrowed(&smooth[..n]);
+        let asked = std::cell::Cell::new(0);
+        let sample = |n: usize| {
+            asked.set(asked.get().max(n));
+            std::borrow::Cow::Borrowed(&smooth[..n])
+        };
         assert_eq!(choose_chunk_log2(zstd, 8, len, sample).unwrap(), Some(20));
+        assert_eq!(asked.get(), 4 << 20, "1 MiB won the first round: 1 MiB against 4 MiB pieces");
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let noise: Vec<u8> = (0..len)
             .map(|_| {
@@ -767,8 +808,13 @@ mod tests {
                 x as u8
             })
             .collect();
-        let sample = |n: usize| std::borrow::Cow::Borrowed(&noise[..n]);
+        asked.set(0);
+        let sample = |n: usize| {
+            asked.set(asked.get().max(n));
+            std::borrow::Cow::Borrowed(&noise[..n])
+        };
         assert_eq!(choose_chunk_log2(zstd, 8, len, sample).unwrap(), Some(16));
+        assert_eq!(asked.get(), 1 << 20, "64 KiB won the first round: no second");
         let sample = |n: usize| std::borrow::Cow::Borrowed(&smooth[..n]);
         assert_eq!(
             choose_chunk_log2(zstd, 8, 1 << 20, sample).unwrap(),
@@ -808,9 +854,53 @@ mod tests {
         let noise: Vec<u8> = (0..len).map(|_| noise()).collect();
         let sample = |n: usize| std::borrow::Cow::Borrowed(&noise[..n]);
         assert_eq!(choose_chunk_log2(zstd, 8, len as u64, sample).unwrap(), Some(16));
-        // Whole: such a tile is filtered whole, a tile beyond two chunks of 1 MiB in 1 MiB chunks.
+        // Whole: such a tile is filtered whole, a tile beyond two chunks of 4 MiB in 4 MiB chunks.
         assert_eq!(fit_chunk_log2(len as u64, AUTO_WHOLE), None);
-        assert_eq!(fit_chunk_log2(2 << 20, AUTO_WHOLE), None);
-        assert_eq!(fit_chunk_log2((2 << 20) + 1, AUTO_WHOLE), Some(20));
+        assert_eq!(fit_chunk_log2(8 << 20, AUTO_WHOLE), None);
+        assert_eq!(fit_chunk_log2((8 << 20) + 1, AUTO_WHOLE), Some(22));
+    }
+
+    /// Data whose content every chunk restates (a random block of 300 KiB, repeated) stores once
+    /// per piece: 1 MiB pieces beat smaller ones, 4 MiB pieces beat 1 MiB: a tile beyond two
+    /// 4 MiB chunks gets 4 MiB chunks, a smaller one (over 2 MiB) stays whole. The sample never
+    /// exceeds 4 MiB.
+    #[test]
+    fn data_restated_in_every_mebibyte_gets_larger_pieces() {
+        let zstd = &pipelines()[0];
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        let block: Vec<u8> = (0..300 << 10)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let len = 16usize << 20;
+        let repeated: Vec<u8> = block.iter().copied().cycle().take(len).collect();
+        let asked = std::cell::RefCell::new(Vec::new());
+        let sample = |n: usize| {
+            asked.borrow_mut().push(n);
+            std::borrow::Cow::Borrowed(&repeated[..n])
+        };
+        assert_eq!(choose_chunk_log2(zstd, 1, len as u64, sample).unwrap(), Some(22));
+        assert_eq!(*asked.borrow(), [1 << 20, 4 << 20], "two rounds");
+        let sample = |n: usize| std::borrow::Cow::Borrowed(&repeated[..n]);
+        assert_eq!(choose_chunk_log2(zstd, 1, 6 << 20, sample).unwrap(), Some(AUTO_WHOLE));
+        assert_eq!(fit_chunk_log2(6 << 20, AUTO_WHOLE), None, "a 6 MiB tile filtered whole");
+        // The choice applies to later tiles of the file at the largest size that chunks them.
+        assert_eq!(fit_chunk_log2(6 << 20, 22), Some(20));
+        assert_eq!(fit_chunk_log2(64 << 20, 22), Some(22));
+    }
+
+    /// Counting the first MiB of the second round from the first changes nothing: the choice is
+    /// the one of measuring every piece.
+    #[test]
+    fn a_known_first_piece_counts_as_measured() {
+        let zstd = &pipelines()[0];
+        let data: Vec<u8> = (0..3u32 << 20).map(|i| (i / 3000 % 251) as u8).collect();
+        let all = stored_in_pieces(zstd, 1, &data, &[20, AUTO_WHOLE], None).unwrap();
+        let first = zstd.encode_slice(&data[..1 << 20], 1).unwrap().len();
+        assert_eq!(stored_in_pieces(zstd, 1, &data, &[20, AUTO_WHOLE], Some(first)).unwrap(), all);
     }
 }
