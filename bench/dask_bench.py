@@ -18,7 +18,8 @@
 Each engine gets a new cluster, one untimed run (the workers import its libraries), then the
 timed runs: ``reps`` for the dense workloads, at least 7 for the sparse read (about a second
 each); every figure is their median. Peak memory per worker: the highest peak RSS of a worker
-over the timed runs, reported beside the chunk size.
+over the timed runs, reported beside the chunk size (and for the writes, the bytes each store
+takes on disk).
 
     .venv/bin/python bench/dask_bench.py --gib 1 --points 2000000
 """
@@ -119,10 +120,12 @@ def run(workdir: str, gib: float = 4.0, points: int = 10_000_000, reps: int = 3)
 
     for engine, fn, path in (("tessera", write_tessera, tpath), ("zarr", write_zarr, zpath)):
         r = _timed(fn, reps, lambda p=path: common.remove(p))
+        stored = common.du(path)
         rows.append(Row("dask dense write", f"{nbytes >> 20} MiB float32, 2 workers", engine,
                         float(np.median(r["runs"])), r["runs"], bytes=nbytes,
-                        note=f"peak worker RSS {common.fmt_bytes(r['peak'])}, chunk {common.fmt_bytes(chunk_bytes)}",
-                        extra={"peak_worker_rss": r["peak"], "stored": common.du(path)}))
+                        note=f"peak worker RSS {common.fmt_bytes(r['peak'])}, chunk {common.fmt_bytes(chunk_bytes)}, "
+                             f"stored {common.fmt_bytes(stored)}",
+                        extra={"peak_worker_rss": r["peak"], "stored": stored}))
         log(f"dask dense write {engine}: {common.fmt_time(rows[-1].seconds)}, {rows[-1].note}")
     expected = None
     for engine, reader, path in (("tessera", lambda: tsd.from_tessera(tpath), tpath),
