@@ -596,6 +596,18 @@ mod tests {
     use crate::filter::Filter;
     use proptest::prelude::*;
 
+    /// `len` bytes of xorshift noise from `seed`.
+    fn noise_bytes(mut x: u64, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
     fn pipelines() -> Vec<FilterPipeline> {
         vec![
             FilterPipeline::new(vec![Filter::Zstd { level: 3 }]),
@@ -799,15 +811,7 @@ mod tests {
         };
         assert_eq!(choose_chunk_log2(zstd, 8, len, sample).unwrap(), Some(20));
         assert_eq!(asked.get(), 4 << 20, "1 MiB won the first round: 1 MiB against 4 MiB pieces");
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let noise: Vec<u8> = (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = noise_bytes(0x9e37_79b9_7f4a_7c15, len as usize);
         asked.set(0);
         let sample = |n: usize| {
             asked.set(asked.get().max(n));
@@ -867,15 +871,7 @@ mod tests {
     #[test]
     fn data_restated_in_every_mebibyte_gets_larger_pieces() {
         let zstd = &pipelines()[0];
-        let mut x = 0x0123_4567_89ab_cdefu64;
-        let block: Vec<u8> = (0..300 << 10)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let block = noise_bytes(0x0123_4567_89ab_cdef, 300 << 10);
         let len = 16usize << 20;
         let repeated: Vec<u8> = block.iter().copied().cycle().take(len).collect();
         let asked = std::cell::RefCell::new(Vec::new());
