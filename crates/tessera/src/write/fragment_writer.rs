@@ -83,8 +83,8 @@ fn filter_whole(
 }
 
 /// With `sm.tile_chunk_size` auto, a file's chunk size is chosen again from a new sample after
-/// this many unfiltered bytes of its tiles (a sample of at most 10 MiB in two rounds: at most 1%
-/// of filtering them).
+/// this many unfiltered bytes of its tiles (a sample of at most 4 MiB, of which the two rounds
+/// filter at most 10 MiB: about 1% of filtering them).
 const RESAMPLE_BYTES: u64 = 1 << 30;
 
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
