@@ -263,7 +263,30 @@ fn delete_ranges_bounds_the_cross_product() {
 fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
     let dir = tempfile::tempdir().unwrap();
     let zstd = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
-    bands_stay_right_under_load(&dir.path().join("chunked"), &[("sm.tile_chunk_size", "4096")], zstd);
+    bands_stay_right_under_load(&dir.path().join("chunked"), &[("sm.tile_chunk_size", "4096")], zstd, (16, 1024));
+}
+
+/// The same with the writers' automatic chunk size (`sm.tile_chunk_size` auto, the default) on
+/// bands of 32 rows x 81,920 int32 columns: one 10 MiB tile per band whose rows of 320 KiB
+/// restate each other, so every writer and every consolidation stores it in 4 MiB chunks (the
+/// chooser's second round), and a reader's two rows decode one or two of them.
+#[test]
+fn automatic_four_mebibyte_chunks_stay_right_under_writers_consolidations_and_vacuums() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("auto");
+    let zstd = FilterPipeline::new(vec![Filter::Zstd { level: 1 }]);
+    bands_stay_right_under_load(&uri, &[("sm.tile_chunk_size", "auto")], zstd, (32, 81_920));
+    let ctx = Context::new(Config::new()).unwrap();
+    let a = Array::open(&ctx, &uri, Mode::Read).unwrap();
+    let mut tiles = 0;
+    for frag in a.fragments() {
+        for (t, chunks) in frag.chunks.chunks[0].iter().enumerate() {
+            assert_eq!(chunks.log2, 22, "tile {t} of {:?}", frag.name);
+            assert_eq!(chunks.list.len(), 3, "tile {t} of {:?}: 10 MiB in 4 MiB chunks", frag.name);
+            tiles += 1;
+        }
+    }
+    assert!(tiles >= 3, "{tiles} tiles");
 }
 
 /// The same with unfiltered tiles whose block checksums are all kept apart (format v9,
@@ -274,7 +297,8 @@ fn chunked_tiles_stay_right_under_writers_consolidations_and_vacuums() {
 fn block_checksums_apart_stay_right_under_writers_consolidations_and_vacuums() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("apart");
-    bands_stay_right_under_load(&uri, &[("sm.write.inline_block_checksums", "0")], FilterPipeline::default());
+    let settings = [("sm.write.inline_block_checksums", "0")];
+    bands_stay_right_under_load(&uri, &settings, FilterPipeline::default(), (16, 1024));
     let folders: Vec<_> = std::fs::read_dir(uri.join("__fragments")).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(!folders.is_empty());
     for f in folders {
@@ -282,12 +306,17 @@ fn block_checksums_apart_stay_right_under_writers_consolidations_and_vacuums() {
     }
 }
 
-/// Three writers rewrite their band of 16 rows x 1,024 int32 columns (one 64 KiB tile, filtered
-/// by `filters`) `passes` times; consolidations and vacuums run beside them; a reader reads two
-/// rows of a band 30 times and must see one whole write of it every time; at the end every band
-/// holds its writer's last write. The array is at `uri`; every context has the `settings` and
-/// no tile cache.
-fn bands_stay_right_under_load(uri: &std::path::Path, settings: &[(&str, &str)], filters: FilterPipeline) {
+/// Three writers rewrite their band of `band_rows` rows x `cols` int32 columns (one tile,
+/// filtered by `filters`) `passes` times; consolidations and vacuums run beside them; a reader
+/// reads two rows of a band 30 times and must see one whole write of it every time; at the end
+/// every band holds its writer's last write. The array is at `uri`; every context has the
+/// `settings` and no tile cache.
+fn bands_stay_right_under_load(
+    uri: &std::path::Path,
+    settings: &[(&str, &str)],
+    filters: FilterPipeline,
+    (band_rows, cols): (i128, i128),
+) {
     let ctx_of = || {
         let mut c = Config::new();
         for (k, v) in settings {
@@ -296,11 +325,11 @@ fn bands_stay_right_under_load(uri: &std::path::Path, settings: &[(&str, &str)],
         c.set("sm.tile_cache_size", "0").unwrap();
         Context::new(c).unwrap()
     };
-    let (bands, cols, passes) = (3i128, 1024i128, 4i32);
+    let (bands, passes) = (3i128, 4i32);
     let mut a = Attribute::new("a", Datatype::Int32);
     a.filters = filters;
     let schema = ArraySchema::builder(ArrayType::Dense)
-        .dim(Dimension::new("r", Datatype::Int64, (0, bands * 16 - 1), 16))
+        .dim(Dimension::new("r", Datatype::Int64, (0, bands * band_rows - 1), band_rows as u64))
         .dim(Dimension::new("c", Datatype::Int64, (0, cols - 1), cols as u64))
         .attr(a)
         .build()
@@ -313,8 +342,8 @@ fn bands_stay_right_under_load(uri: &std::path::Path, settings: &[(&str, &str)],
         row.repeat(rows)
     };
     let write_band = |ctx: &Context, w: i128, v: i32| {
-        let sub = Subarray::from_ranges(&[(w * 16, w * 16 + 15), (0, cols - 1)]);
-        let values = band_values(w, v, 16, 0, cols - 1);
+        let sub = Subarray::from_ranges(&[(w * band_rows, (w + 1) * band_rows - 1), (0, cols - 1)]);
+        let values = band_values(w, v, band_rows as usize, 0, cols - 1);
         let a = Array::open(ctx, uri, Mode::Write).unwrap();
         a.write(&sub, Layout::RowMajor, &[AttrInput::fixed("a", i32_bytes(&values))]).unwrap();
     };
@@ -344,9 +373,10 @@ fn bands_stay_right_under_load(uri: &std::path::Path, settings: &[(&str, &str)],
         sc.spawn(|| {
             let ctx = ctx_of();
             for i in 0..30i128 {
-                let (w, r) = (i % bands, i % 14);
-                let (c0, c1) = (100 + i, 400 + i);
-                let sub = Subarray::from_ranges(&[(w * 16 + r, w * 16 + r + 1), (c0, c1)]);
+                let (w, r) = (i % bands, i % (band_rows - 2));
+                let c0 = 100 + i * 7_919 % (cols - 500);
+                let c1 = c0 + 300;
+                let sub = Subarray::from_ranges(&[(w * band_rows + r, w * band_rows + r + 1), (c0, c1)]);
                 let got = {
                     let a = Array::open(&ctx, uri, Mode::Read).unwrap();
                     as_i32(&a.read(&sub, &["a"], Layout::RowMajor).unwrap().attrs[0].data)
@@ -359,9 +389,9 @@ fn bands_stay_right_under_load(uri: &std::path::Path, settings: &[(&str, &str)],
     });
     let a = Array::open(&ctx, uri, Mode::Read).unwrap();
     for w in 0..bands {
-        let sub = Subarray::from_ranges(&[(w * 16, w * 16 + 15), (0, cols - 1)]);
+        let sub = Subarray::from_ranges(&[(w * band_rows, (w + 1) * band_rows - 1), (0, cols - 1)]);
         let got = as_i32(&a.read(&sub, &["a"], Layout::RowMajor).unwrap().attrs[0].data);
-        assert_eq!(got, band_values(w, passes, 16, 0, cols - 1), "band {w}");
+        assert_eq!(got, band_values(w, passes, band_rows as usize, 0, cols - 1), "band {w}");
     }
 }
 
