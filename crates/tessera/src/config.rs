@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::ArrayError;
+use crate::filter::DeflateEncoder;
 use crate::storage::{ObjectStoreOptions, ReadMode};
 
 /// Every key `Config` understands, with its default and meaning.
@@ -74,6 +75,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "sm.write.inline_block_checksums",
         "8192",
         "a fragment with at most this many block checksums (one per 4 KiB block of its large unfiltered tiles: 8192 for 32 MiB) keeps them in its metadata, which opening the array reads; more are kept in the fragment's file __block_checksums, read per tile by reads of part of a tile",
+    ),
+    (
+        "sm.write.deflate_encoder",
+        "auto",
+        "the deflate encoder of gzip stages at levels 6-9 (both write the same zlib stream): libdeflate at the stage's level, zlib (zlib-rs's lazy matcher at the stage's level, at least 7), or auto: per file, from its first tile's first stored piece (chunk or whole tile, at most 4 MiB) filtered by each, zlib when it is at least 10% faster and stores at most 10% more, else libdeflate, chosen again every GiB of the file's tiles",
     ),
     (
         "sm.write.tile_stats",
@@ -240,6 +246,10 @@ impl Config {
             if !matches!(value, "true" | "false" | "") {
                 return Err(err(format!("{value:?} is not true or false")));
             }
+        } else if key == "sm.write.deflate_encoder" {
+            if !matches!(value, "auto" | "libdeflate" | "zlib") {
+                return Err(err(format!("{value:?} is not auto, libdeflate or zlib")));
+            }
         } else if key == "sm.tile_chunk_size" {
             let n: Option<u64> = value.parse().ok();
             let log2_ok = n.is_some_and(|n| n.is_power_of_two() && CHUNK_LOG2_RANGE.contains(&n.trailing_zeros()));
@@ -390,6 +400,15 @@ impl Config {
             },
         }
     }
+    /// `sm.write.deflate_encoder`: the encoder of gzip stages at levels 6-9, or `None` for
+    /// auto (writers choose per file from a sample).
+    pub(crate) fn deflate_encoder(&self) -> Option<DeflateEncoder> {
+        match self.get("sm.write.deflate_encoder") {
+            Some("libdeflate") => Some(DeflateEncoder::Libdeflate),
+            Some("zlib") => Some(DeflateEncoder::ZlibLazy),
+            _ => None,
+        }
+    }
     /// Largest coalesced read.
     pub fn coalesce_max(&self) -> u64 {
         self.num("vfs.coalesce_max")
@@ -474,6 +493,23 @@ mod tests {
         assert!(c.set("sm.compute_concurrency", "-1").is_err());
         c.set("sm.compute_concurrency", "3").unwrap();
         assert_eq!(c.compute_concurrency(), 3);
+    }
+
+    #[test]
+    fn the_deflate_encoder_is_auto_libdeflate_or_zlib() {
+        let mut c = Config::new();
+        assert_eq!(c.deflate_encoder(), None);
+        c.set("sm.write.deflate_encoder", "zlib").unwrap();
+        assert_eq!(c.deflate_encoder(), Some(DeflateEncoder::ZlibLazy));
+        c.set("sm.write.deflate_encoder", "libdeflate").unwrap();
+        assert_eq!(c.deflate_encoder(), Some(DeflateEncoder::Libdeflate));
+        for bad in ["zlib-ng", "Auto", ""] {
+            let e = c.set("sm.write.deflate_encoder", bad).unwrap_err().to_string();
+            assert!(e.contains("sm.write.deflate_encoder") && e.contains("auto, libdeflate or zlib"), "{e}");
+        }
+        assert_eq!(c.deflate_encoder(), Some(DeflateEncoder::Libdeflate), "a refused value changes nothing");
+        c.set("sm.write.deflate_encoder", "auto").unwrap();
+        assert_eq!(c.deflate_encoder(), None);
     }
 
     #[test]

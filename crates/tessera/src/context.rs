@@ -1,8 +1,8 @@
 //! The context of array operations: configuration, the storage backend (wrapped so statistics
 //! see every I/O), the tile cache, the thread pool that filters and unfilters tiles, and the
-//! chunk sizes writers chose per array file (`sm.tile_chunk_size` auto), so that the next
-//! fragment of an array does not sample its data again. Cheap to clone; shared by every array
-//! and query opened with it.
+//! chunk sizes and deflate encoders writers chose per array file (`sm.tile_chunk_size` and
+//! `sm.write.deflate_encoder` auto), so that the next fragment of an array does not sample its
+//! data again. Cheap to clone; shared by every array and query opened with it.
 //!
 //! Array locations are local paths, `file://` URIs naming one, or `s3://bucket/path` URIs of an
 //! S3-compatible object store (configured by the `vfs.s3.*` keys and the AWS environment); any
@@ -16,6 +16,7 @@ use crate::cache::TileCache;
 use crate::config::Config;
 use crate::error::{ArrayError, Error, Result};
 use crate::fast_hash::FastMap;
+use crate::filter::DeflateEncoder;
 use crate::storage::{InstrumentedStorage, LocalStorage, RequestTally, RoutedStorage, Storage, S3_SCHEME};
 
 /// Configuration, storage and compute threads.
@@ -39,28 +40,36 @@ struct Inner {
     /// Threads that wait on object-store requests (`vfs.s3.io_concurrency`), made when first
     /// needed.
     remote_pool: OnceLock<rayon::ThreadPool>,
-    chunk_sizes: ChunkSizeChoices,
+    chunk_sizes: FileChoices<(u32, u64)>,
+    deflate_encoders: FileChoices<(DeflateEncoder, u64)>,
 }
 
-/// The chunk size writers last chose for each (array, file): `(log2, bytes it still holds
-/// for)`, as `fragment::AutoChunkSize` keeps it within one fragment. At most
-/// [`ChunkSizeChoices::MAX`] entries (then emptied: a choice is only a saved sample).
-#[derive(Debug, Default)]
-pub(crate) struct ChunkSizeChoices {
-    map: Mutex<FastMap<(PathBuf, String), (u32, u64)>>,
+/// What writers last chose for each (array, file) from a sample of its data, with the bytes
+/// the choice still holds for, as the writer keeps it within one fragment: the chunk size
+/// (`fragment::AutoChunkSize`, `(log2, bytes)`) or the deflate encoder (`(encoder, bytes)`). At
+/// most [`FileChoices::MAX`] entries (then emptied: a choice is only a saved sample).
+#[derive(Debug)]
+pub(crate) struct FileChoices<T> {
+    map: Mutex<FastMap<(PathBuf, String), T>>,
 }
 
-impl ChunkSizeChoices {
+impl<T> Default for FileChoices<T> {
+    fn default() -> Self {
+        Self { map: Mutex::default() }
+    }
+}
+
+impl<T: Copy> FileChoices<T> {
     const MAX: usize = 4096;
 
     /// The choice recorded for file `file` of the array at `array`.
-    pub(crate) fn get(&self, array: &Path, file: &str) -> Option<(u32, u64)> {
+    pub(crate) fn get(&self, array: &Path, file: &str) -> Option<T> {
         let map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.get(&(array.to_path_buf(), file.to_owned())).copied()
     }
 
     /// Records the choice for file `file` of the array at `array`.
-    pub(crate) fn set(&self, array: &Path, file: &str, choice: (u32, u64)) {
+    pub(crate) fn set(&self, array: &Path, file: &str, choice: T) {
         let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if map.len() >= Self::MAX {
             map.clear();
@@ -113,11 +122,21 @@ impl Context {
             .map_err(|e| ArrayError::Config { key: "sm.io_concurrency".into(), detail: e.to_string() })?;
         let storage: Arc<dyn Storage> = Arc::new(InstrumentedStorage::new(storage));
         let cache = TileCache::new(config.tile_cache_size());
-        let chunk_sizes = ChunkSizeChoices::default();
+        let (chunk_sizes, deflate_encoders) = (FileChoices::default(), FileChoices::default());
         let remote_pool = OnceLock::new();
         let caller_beside_io = config.io_concurrency_per_core();
-        let inner =
-            Inner { config, storage, routed: None, cache, pool, io_pool, caller_beside_io, remote_pool, chunk_sizes };
+        let inner = Inner {
+            config,
+            storage,
+            routed: None,
+            cache,
+            pool,
+            io_pool,
+            caller_beside_io,
+            remote_pool,
+            chunk_sizes,
+            deflate_encoders,
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -145,8 +164,13 @@ impl Context {
     }
 
     /// The chunk sizes writers chose per array file.
-    pub(crate) fn chunk_sizes(&self) -> &ChunkSizeChoices {
+    pub(crate) fn chunk_sizes(&self) -> &FileChoices<(u32, u64)> {
         &self.inner.chunk_sizes
+    }
+
+    /// The deflate encoders writers chose per array file (`sm.write.deflate_encoder` auto).
+    pub(crate) fn deflate_encoders(&self) -> &FileChoices<(DeflateEncoder, u64)> {
+        &self.inner.deflate_encoders
     }
 
     /// The cache of unfiltered tiles shared by every query of this context.

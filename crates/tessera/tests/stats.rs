@@ -617,6 +617,43 @@ fn write_grid(ctx: &Context, uri: &std::path::Path, schema: &ArraySchema, banded
     writer.finish().unwrap();
 }
 
+/// `sm.write.deflate_encoder` reaches every gzip tile a writer stores, whole or in chunks,
+/// filtered from the caller's rows (one submit) or assembled (bands): libdeflate and zlib-rs's
+/// lazy matcher store different bytes that read back the same, and auto stores every tile of
+/// the file as one of the two does (its choice holds for the whole write).
+#[test]
+fn the_deflate_encoder_reaches_every_gzip_tile() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, cols) = (1024i128, 4096i128);
+    // 16 tiles of 256 x 1024 int32 (1 MiB): enough for auto to time a piece.
+    let schema = grid_schema(rows, cols, (256, 1024), &[("a", Datatype::Int32)], &[Filter::Gzip { level: 6 }]);
+    let grid: Vec<i32> = (0..rows * cols).map(|k| ((k / cols) % 13_000 + k % cols) as i32).collect();
+    let bytes: &[u8] = bytemuck::cast_slice(&grid);
+    for chunking in ["0", "65536"] {
+        for banded in [false, true] {
+            let mut stored = Vec::new();
+            for encoder in ["libdeflate", "zlib", "auto"] {
+                let mut c = Config::new();
+                c.set("sm.write.deflate_encoder", encoder).unwrap();
+                c.set("sm.tile_chunk_size", chunking).unwrap();
+                let ctx = Context::new(c).unwrap();
+                let uri = dir.path().join(format!("{chunking}-{banded}-{encoder}"));
+                write_grid(&ctx, &uri, &schema, banded, &[("a", bytes)]);
+                let r = Array::open(&ctx, &uri, Mode::Read).unwrap();
+                let all = r.read(&Subarray::full(&schema), &["a"], Layout::RowMajor).unwrap();
+                assert!(all.attrs[0].data == bytes, "{encoder}, chunks {chunking}, banded {banded}");
+                let sizes: Vec<u64> = r.fragments()[0].files[0].1.iter().map(|t| t.stored_size).collect();
+                assert_eq!(sizes.len(), 16);
+                stored.push(sizes);
+            }
+            let what = format!("chunks {chunking}, banded {banded}");
+            assert!(stored[0].iter().zip(&stored[1]).all(|(l, z)| l != z), "{what}: {stored:?}");
+            assert!(stored[2] == stored[0] || stored[2] == stored[1], "{what}: {stored:?}");
+        }
+    }
+}
+
 /// With `sm.tile_chunk_size` auto (the default), each file's chunk size comes from a sample of
 /// its data: a smooth ramp, stored far smaller in 1 MiB chunks than in 256 KiB but not in 4 MiB
 /// ones, gets 1 MiB chunks; noise, stored the same at any size, keeps 64 KiB; a random block of

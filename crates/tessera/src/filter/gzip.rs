@@ -10,16 +10,21 @@
 //! The stream decompresses to exactly `n` bytes and nothing may follow it. It is what zlib's
 //! `compress2` produces, so `zlib.decompress(stage[8:])` in Python decodes it.
 //!
-//! The codec is libdeflate, for whole buffers: a stream is encoded in one call, and decoded in
-//! one call into a buffer of the header's size. Its levels 1-9 reach classic zlib's ratios or
-//! better at 2-6x its speed (on a tile of the benchmark's grid, level 6: 120x in 10.5 ms per 10
-//! MB where zlib makes 115x in 22 ms; on noisy integers 2.5x in 141 ms against zlib's 2.2x in
-//! 881 ms), and it inflates 3-10x faster. Before it, zlib-rs (zlib-ng's strategies) stored such
-//! grids up to 7x larger than zlib at level 6. The stream format is the same either way.
+//! Streams are decoded by libdeflate, for whole buffers: in one call into a buffer of the
+//! header's size (3-10x faster than zlib). They are encoded in one call by one of two encoders
+//! (`DeflateEncoder`, the writer's choice; the stream format is the same):
+//! - libdeflate at the stage's level (every level): classic zlib's ratios or better; on noisy
+//!   integers 2.7x at 48-51 MB/s (a 10 MB tile at level 6), where classic zlib makes 2.3x at
+//!   10 MB/s and zlib-rs's lazy matcher 2.7x at 32-38 MB/s;
+//! - zlib-rs's lazy matcher (`deflate_slow`, its levels 7-9) at levels 6-9: on integers whose
+//!   rows restate each other (the benchmark's grid, rows shifted by one cell) 1.3-1.6x faster
+//!   than libdeflate (250 against 160-190 MB/s at level 6, 144x against 147x). zlib-rs's own
+//!   levels up to 6 use faster strategies that store such grids up to 7x larger (18x), so a
+//!   level-6 stage runs its level 7.
 
 use std::mem::MaybeUninit;
 
-use super::{alloc_output, corrupt, read_len_header, with_len_header, FilterError, LEN_HEADER};
+use super::{alloc_output, corrupt, read_len_header, with_len_header, DeflateEncoder, Filter, FilterError, LEN_HEADER};
 
 /// The filter's name in errors.
 const NAME: &str = "gzip";
@@ -28,9 +33,20 @@ pub(super) const MAX_LEVEL: u32 = 9;
 /// Deflate cannot expand data by more than this factor (a 258-byte match in 2 bits is 1032:1).
 const MAX_RATIO: usize = 1032;
 
+/// The levels at which a gzip stage may be run by zlib-rs's lazy matcher
+/// ([`DeflateEncoder::ZlibLazy`]).
+pub(crate) const LAZY_LEVELS: std::ops::RangeInclusive<u32> = 6..=MAX_LEVEL;
+
+/// zlib-rs's lowest level that runs its lazy matcher (`deflate_slow`).
+const ZLIB_LAZY_MIN: u32 = 7;
+
 /// Compresses `data` at `level` (already validated to be in 0..=9) with this thread's
-/// libdeflate compressor of that level.
-pub(super) fn encode(data: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {
+/// compressor of that level: libdeflate's, or zlib-rs's lazy matcher when `deflate` says so and
+/// the level is one of [`LAZY_LEVELS`].
+pub(super) fn encode(data: &[u8], level: u32, deflate: DeflateEncoder) -> Result<Vec<u8>, FilterError> {
+    if deflate == DeflateEncoder::ZlibLazy && LAZY_LEVELS.contains(&level) {
+        return encode_zlib_lazy(data, level.max(ZLIB_LAZY_MIN));
+    }
     let level = level.min(MAX_LEVEL) as usize;
     DEFLATERS.with(|cs| {
         let mut cs = cs.borrow_mut();
@@ -67,6 +83,33 @@ pub(super) fn encode(data: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {
         }
         Ok(out)
     })
+}
+
+/// Compresses `data` with this thread's zlib-rs compressor of `level` (7..=9: its lazy matcher).
+fn encode_zlib_lazy(data: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {
+    // Deflate stores what it cannot compress in blocks of at most 65,535 bytes with 5 bytes of
+    // header each: far inside the filter's bound (`Filter::max_encoded_len`), which readers hold
+    // stored tiles to.
+    let bound = Filter::Gzip { level }.max_encoded_len(data.len());
+    let mut out = with_len_header(data.len(), LEN_HEADER.saturating_add(bound));
+    ZLIB_DEFLATERS.with(|cs| {
+        let mut cs = cs.borrow_mut();
+        let slot = cs.get_mut(level as usize).ok_or_else(|| compress_failed(&format!("level {level}")))?;
+        let c = slot.get_or_insert_with(|| flate2::Compress::new(flate2::Compression::new(level), true));
+        c.reset();
+        match c.compress_vec(data, &mut out, flate2::FlushCompress::Finish) {
+            Ok(flate2::Status::StreamEnd) if c.total_in() == data.len() as u64 => Ok(()),
+            Ok(_) => Err(compress_failed(&"the stream did not fit its bound")),
+            Err(e) => Err(compress_failed(&e)),
+        }
+    })?;
+    Ok(out)
+}
+
+thread_local! {
+    /// zlib-rs compressors by level, made on first use (only levels `ZLIB_LAZY_MIN..`).
+    static ZLIB_DEFLATERS: std::cell::RefCell<[Option<flate2::Compress>; MAX_LEVEL as usize + 1]> =
+        const { std::cell::RefCell::new([const { None }; MAX_LEVEL as usize + 1]) };
 }
 
 /// One thread's libdeflate compressor of one level.
@@ -213,10 +256,12 @@ mod tests {
     use flate2::{Decompress, FlushDecompress};
     use proptest::prelude::*;
 
+    const LIB: DeflateEncoder = DeflateEncoder::Libdeflate;
+
     /// The compression the levels reach on the benchmark's dense data (a tile of
     /// `i % 13000 + j` int32 cells, each row the last one shifted by a cell): libdeflate finds
-    /// the row-long matches from level 1 on (zlib-rs, the codec before it, reached 18x at level
-    /// 6 where classic zlib reaches 144x).
+    /// the row-long matches from level 1 on, and so does zlib-rs's lazy matcher (zlib-rs at its
+    /// own level 6, a faster strategy, reached 18x where classic zlib reaches 144x).
     #[test]
     fn levels_compress_the_benchmark_tile() {
         let mut v: Vec<u8> = Vec::new();
@@ -226,10 +271,12 @@ mod tests {
             }
         }
         for (level, at_least) in [(1, 50), (6, 100), (9, 100)] {
-            let out = encode(&v, level).unwrap();
-            let ratio = v.len() / out.len();
-            assert!(ratio >= at_least, "level {level}: {} -> {} bytes", v.len(), out.len());
-            assert_eq!(decode(&out, v.len()).unwrap(), v);
+            for deflate in [LIB, DeflateEncoder::ZlibLazy] {
+                let out = encode(&v, level, deflate).unwrap();
+                let ratio = v.len() / out.len();
+                assert!(ratio >= at_least, "level {level} {deflate:?}: {} -> {} bytes", v.len(), out.len());
+                assert_eq!(decode(&out, v.len()).unwrap(), v);
+            }
         }
     }
 
@@ -244,7 +291,7 @@ mod tests {
         };
         for &len in LENGTHS {
             for data in [random(len, 3), runs(len, 5)] {
-                let enc = encode(&data, 6).unwrap();
+                let enc = encode(&data, 6, LIB).unwrap();
                 assert_eq!(into(&enc, len).unwrap(), data, "len {len}");
                 let mut bad = enc.clone();
                 let n = bad.len();
@@ -271,7 +318,7 @@ mod tests {
     #[test]
     fn a_wrong_adler32_is_refused() {
         let data = int32_grid(50_000);
-        let mut enc = encode(&data, 6).unwrap();
+        let mut enc = encode(&data, 6, LIB).unwrap();
         let n = enc.len();
         enc[n - 1] ^= 1;
         let e = decode(&enc, data.len()).unwrap_err().to_string();
@@ -291,10 +338,35 @@ mod tests {
     fn roundtrip_all_levels_and_lengths() {
         for level in 0..=MAX_LEVEL {
             for &len in LENGTHS {
-                for data in [random(len, 7), runs(len, 4)] {
-                    let enc = encode(&data, level).unwrap();
-                    assert_eq!(decode(&enc, len).unwrap(), data, "level {level} len {len}");
+                for data in [random(len, 7), runs(len, 4), int32_grid(len)] {
+                    for deflate in [LIB, DeflateEncoder::ZlibLazy] {
+                        let enc = encode(&data, level, deflate).unwrap();
+                        assert_eq!(decode(&enc, len).unwrap(), data, "level {level} len {len} {deflate:?}");
+                    }
                 }
+            }
+        }
+    }
+
+    /// zlib-rs's lazy matcher writes the same format: a length header, then a zlib stream that
+    /// zlib itself and our libdeflate decoder read, at every level it serves (6-9, where its
+    /// bytes differ from libdeflate's); below level 6 the stage keeps libdeflate.
+    #[test]
+    fn the_zlib_lazy_encoder_writes_the_same_format() {
+        let data = int32_grid(300_000);
+        for level in 0..=MAX_LEVEL {
+            let (lib, lazy) =
+                (encode(&data, level, LIB).unwrap(), encode(&data, level, DeflateEncoder::ZlibLazy).unwrap());
+            assert_eq!(lazy[..8], 300_000u64.to_le_bytes());
+            let mut plain = Vec::with_capacity(data.len());
+            let mut z = Decompress::new(true);
+            let status = z.decompress_vec(&lazy[8..], &mut plain, FlushDecompress::Finish).unwrap();
+            assert_eq!((status, z.total_in()), (flate2::Status::StreamEnd, lazy.len() as u64 - 8), "level {level}");
+            assert_eq!(plain, data, "level {level}");
+            assert_eq!(decode(&lazy, data.len()).unwrap(), data, "level {level}");
+            assert_eq!(lib == lazy, !LAZY_LEVELS.contains(&level), "level {level}");
+            if LAZY_LEVELS.contains(&level) {
+                assert!(lazy.len() * 50 < data.len(), "level {level}: {} bytes", lazy.len());
             }
         }
     }
@@ -302,7 +374,7 @@ mod tests {
     #[test]
     fn format_is_len_header_then_zlib() {
         let data = int32_grid(100_000);
-        let enc = encode(&data, 6).unwrap();
+        let enc = encode(&data, 6, LIB).unwrap();
         assert_eq!(enc[..8], 100_000u64.to_le_bytes());
         // zlib header: CM=8 (deflate), header checksum.
         assert_eq!(enc[8] & 0x0F, 8);
@@ -317,7 +389,7 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let data = random(10_000, 1);
-        let enc = encode(&data, 6).unwrap();
+        let enc = encode(&data, 6, LIB).unwrap();
         for cut in [0, 7, 8, 9, 100, enc.len() - 1] {
             assert!(decode(&enc[..cut], 10_000).is_err(), "cut {cut}");
         }
@@ -343,8 +415,10 @@ mod tests {
 
         #[test]
         fn roundtrip(data in proptest::collection::vec(0u8..4, 0..5000), level in 0u32..=9) {
-            let enc = encode(&data, level).unwrap();
-            prop_assert_eq!(decode(&enc, data.len()).unwrap(), data);
+            for deflate in [LIB, DeflateEncoder::ZlibLazy] {
+                let enc = encode(&data, level, deflate).unwrap();
+                prop_assert_eq!(&decode(&enc, data.len()).unwrap(), &data);
+            }
         }
     }
 }

@@ -118,11 +118,11 @@ impl Filter {
         }
     }
 
-    /// Applies this filter to one buffer.
-    fn encode(&self, data: Vec<u8>, elem_size: usize) -> Result<Vec<u8>, FilterError> {
+    /// Applies this filter to one buffer (a gzip stage with `deflate`).
+    fn encode(&self, data: Vec<u8>, elem_size: usize, deflate: DeflateEncoder) -> Result<Vec<u8>, FilterError> {
         let _t = stats::timer(self.timers().0);
         match *self {
-            Filter::Gzip { level } => gzip::encode(&data, level),
+            Filter::Gzip { level } => gzip::encode(&data, level, deflate),
             Filter::Zstd { level } => zstd::encode(&data, level),
             Filter::Lz4 => Ok(lz4::encode(&data)),
             Filter::Rle => Ok(rle::encode(&data, elem_size)),
@@ -172,16 +172,91 @@ pub enum FilterError {
 
 /// An ordered list of filters applied to every tile of an attribute (first to last when writing,
 /// last to first when reading).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct FilterPipeline {
     filters: Vec<Filter>,
+    /// The deflate encoder of gzip stages (a writer's choice, not part of the pipeline: every
+    /// encoder writes the same format).
+    #[serde(skip)]
+    deflate: DeflateEncoder,
+}
+
+/// Pipelines are equal when their filters are: the deflate encoder is how a writer runs them.
+impl PartialEq for FilterPipeline {
+    fn eq(&self, other: &Self) -> bool {
+        self.filters == other.filters
+    }
+}
+
+impl Eq for FilterPipeline {}
+
+/// The encoder behind a gzip stage at levels [`gzip::LAZY_LEVELS`]: both write a standard zlib
+/// stream, and readers decode either with libdeflate. Which is faster depends on the data (on
+/// integers whose rows restate each other zlib's lazy matcher is 1.3-1.6x faster; on noisy
+/// data libdeflate is 1.3-1.5x faster), so writers choose per file from a sample
+/// (`sm.write.deflate_encoder`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum DeflateEncoder {
+    /// libdeflate at the stage's level (every level).
+    #[default]
+    Libdeflate,
+    /// zlib-rs's lazy matcher (`deflate_slow`, zlib-rs's levels 7-9) at the stage's level, at
+    /// least 7: zlib-rs's levels up to 6 use faster strategies that store such grids up to 7x
+    /// larger. Stages below level 6 keep libdeflate.
+    ZlibLazy,
+}
+
+/// The encoder to keep, given the time and stored bytes of a sample filtered by libdeflate and
+/// by zlib-rs's lazy matcher: zlib when it is at least 10% faster and stores at most 10% more
+/// (the tolerance of the automatic chunk size: the writer trades little ratio for speed), else
+/// libdeflate.
+pub(crate) fn prefer_deflate(
+    libdeflate: (std::time::Duration, usize),
+    zlib: (std::time::Duration, usize),
+) -> DeflateEncoder {
+    let faster = zlib.0.as_nanos() * 10 <= libdeflate.0.as_nanos() * 9;
+    let about_as_small = zlib.1 as u128 * 10 <= libdeflate.1 as u128 * 11;
+    if faster && about_as_small {
+        DeflateEncoder::ZlibLazy
+    } else {
+        DeflateEncoder::Libdeflate
+    }
 }
 
 impl FilterPipeline {
     /// A pipeline of the given filters.
     pub fn new(filters: Vec<Filter>) -> Self {
-        Self { filters }
+        Self { filters, deflate: DeflateEncoder::default() }
+    }
+
+    /// This pipeline with its gzip stages (at levels [`gzip::LAZY_LEVELS`]) run by `deflate`.
+    pub(crate) fn with_deflate(&self, deflate: DeflateEncoder) -> Self {
+        Self { filters: self.filters.clone(), deflate }
+    }
+
+    /// Whether the deflate encoder matters: a gzip stage at a level zlib-rs's lazy matcher
+    /// serves.
+    pub(crate) fn has_deflate_choice(&self) -> bool {
+        self.filters.iter().any(|f| matches!(f, Filter::Gzip { level } if gzip::LAZY_LEVELS.contains(level)))
+    }
+
+    /// The deflate encoder that filters `sample` (values of `elem_size` bytes) faster with this
+    /// pipeline, by [`prefer_deflate`]: zlib-rs filters it first, then libdeflate, once each (4
+    /// MiB take 15-120 ms each): zlib-rs's run pays for bringing the sample into cache, which
+    /// leans the choice to libdeflate, the default.
+    ///
+    /// # Errors
+    /// A filter failure.
+    pub(crate) fn faster_deflate(&self, sample: &[u8], elem_size: usize) -> Result<DeflateEncoder, FilterError> {
+        let run = |e: DeflateEncoder| -> Result<_, FilterError> {
+            let pipeline = self.with_deflate(e);
+            let start = std::time::Instant::now();
+            let stored = pipeline.encode_slice(sample, elem_size)?.len();
+            Ok((start.elapsed(), stored))
+        };
+        let zlib = run(DeflateEncoder::ZlibLazy)?;
+        Ok(prefer_deflate(run(DeflateEncoder::Libdeflate)?, zlib))
     }
     /// The filters, in write order.
     pub fn filters(&self) -> &[Filter] {
@@ -220,7 +295,7 @@ impl FilterPipeline {
         let mut width = elem_size;
         let mut buf = data;
         for filter in &self.filters {
-            buf = filter.encode(buf, width)?;
+            buf = filter.encode(buf, width, self.deflate)?;
             width = filter.output_elem_size(width);
         }
         Ok(buf)
@@ -239,7 +314,7 @@ impl FilterPipeline {
                 let _f = stats::timer(only.timers().0);
                 match *only {
                     Filter::Zstd { level } => zstd::encode(data, level),
-                    Filter::Gzip { level } => gzip::encode(data, level),
+                    Filter::Gzip { level } => gzip::encode(data, level, self.deflate),
                     _ => Ok(lz4::encode(data)),
                 }
             }
@@ -444,6 +519,43 @@ mod tests {
     use super::testdata::{int32_grid, random, runs, LENGTHS};
     use super::*;
     use proptest::prelude::*;
+
+    /// Pipelines that differ only in their deflate encoder are equal and serialize alike: the
+    /// encoder is how a writer runs a pipeline, not part of the schema.
+    #[test]
+    fn the_deflate_encoder_is_not_part_of_the_pipeline() {
+        let p = FilterPipeline::new(vec![Filter::ByteShuffle, Filter::Gzip { level: 6 }]);
+        let lazy = p.with_deflate(DeflateEncoder::ZlibLazy);
+        assert_eq!(p, lazy);
+        assert_eq!(serde_json::to_string(&p).unwrap(), serde_json::to_string(&lazy).unwrap());
+        let back: FilterPipeline = serde_json::from_str(&serde_json::to_string(&lazy).unwrap()).unwrap();
+        assert_eq!(back.deflate, DeflateEncoder::Libdeflate);
+        assert!(p.has_deflate_choice());
+        for no_choice in [vec![Filter::Gzip { level: 5 }], vec![Filter::Zstd { level: 3 }], vec![]] {
+            assert!(!FilterPipeline::new(no_choice).has_deflate_choice());
+        }
+        let data = testdata::int32_grid(200_000);
+        let (a, b) = (p.encode(data.clone(), 4).unwrap(), lazy.encode_slice(&data, 4).unwrap());
+        assert_ne!(a, b, "the encoder reaches the gzip stage");
+        assert_eq!(p.decode(b, 4, data.len()).unwrap(), data);
+    }
+
+    /// zlib-rs's lazy matcher is kept only when it is at least 10% faster and stores at most
+    /// 10% more than libdeflate.
+    #[test]
+    fn zlib_is_preferred_only_when_faster_by_a_tenth_and_about_as_small() {
+        let ms = std::time::Duration::from_millis;
+        let lib = (ms(100), 1000);
+        for (zlib, want) in [
+            ((ms(90), 1100), DeflateEncoder::ZlibLazy),
+            ((ms(50), 900), DeflateEncoder::ZlibLazy),
+            ((ms(91), 1000), DeflateEncoder::Libdeflate),
+            ((ms(50), 1101), DeflateEncoder::Libdeflate),
+            ((ms(150), 900), DeflateEncoder::Libdeflate),
+        ] {
+            assert_eq!(prefer_deflate(lib, zlib), want, "{zlib:?}");
+        }
+    }
 
     fn all_filters() -> Vec<Filter> {
         vec![

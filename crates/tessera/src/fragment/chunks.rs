@@ -294,7 +294,6 @@ fn merge_summaries(parts: impl Iterator<Item = Option<TileSummary>>) -> Option<T
 /// rows inside a larger array): filtered chunk by chunk, each chunk gathered into a small buffer
 /// that stays in cache, so the tile is never assembled whole.
 pub(crate) struct TileRuns<'a> {
-    pub filters: &'a FilterPipeline,
     pub elem_size: usize,
     src: &'a [u8],
     /// `(offset in src, offset in the tile, length)`, sorted by tile offset, covering the tile.
@@ -306,12 +305,7 @@ impl<'a> TileRuns<'a> {
     /// The tile whose bytes are `runs` of `src` (`(offset in src, offset in the tile, length)`
     /// in any order); `None` unless the runs lie inside `src` and cover the tile's bytes
     /// `[0, len)` exactly once.
-    pub(crate) fn new(
-        filters: &'a FilterPipeline,
-        elem_size: usize,
-        src: &'a [u8],
-        mut runs: Vec<(usize, usize, usize)>,
-    ) -> Option<Self> {
+    pub(crate) fn new(elem_size: usize, src: &'a [u8], mut runs: Vec<(usize, usize, usize)>) -> Option<Self> {
         runs.sort_unstable_by_key(|r| r.1);
         let mut len = 0usize;
         for &(s, d, n) in &runs {
@@ -320,7 +314,7 @@ impl<'a> TileRuns<'a> {
             }
             len = len.checked_add(n)?;
         }
-        Some(Self { filters, elem_size, src, runs, len })
+        Some(Self { elem_size, src, runs, len })
     }
 
     /// Unfiltered bytes of the tile.
@@ -354,20 +348,20 @@ pub(crate) fn encode_chunked_runs(tiles: &[ChunkedRuns<'_, '_>]) -> Result<Vec<S
     let jobs: Vec<(usize, usize)> = tiles
         .iter()
         .enumerate()
-        .flat_map(|(t, (r, log2, _))| (0..r.len.div_ceil(1 << log2)).map(move |j| (t, j << log2)))
+        .flat_map(|(t, (r, _, log2, _))| (0..r.len.div_ceil(1 << log2)).map(move |j| (t, j << log2)))
         .collect();
     let parts: Vec<(Vec<u8>, Option<TileSummary>)> = jobs
         .par_iter()
         .map_init(Vec::new, |scratch: &mut Vec<u8>, &(t, lo)| {
-            let (r, log2, attr) = tiles[t];
+            let (r, filters, log2, attr) = tiles[t];
             scratch.resize((1usize << log2).min(r.len - lo), 0);
             r.gather(lo, scratch);
-            Ok((r.filters.encode_slice(scratch, r.elem_size)?, attr.map(|a| summarize_chunk(a, scratch))))
+            Ok((filters.encode_slice(scratch, r.elem_size)?, attr.map(|a| summarize_chunk(a, scratch))))
         })
         .collect::<Result<_, FilterError>>()?;
     let mut out = Vec::with_capacity(tiles.len());
     let mut parts = parts.into_iter();
-    for &(r, log2, _) in tiles {
+    for &(r, _, log2, _) in tiles {
         let n = r.len.div_ceil(1 << log2);
         let (mine, sums): (Vec<Vec<u8>>, Vec<Option<TileSummary>>) = parts.by_ref().take(n).unzip();
         out.push((assemble(&mine, log2), merge_summaries(sums.into_iter())));
@@ -375,8 +369,9 @@ pub(crate) fn encode_chunked_runs(tiles: &[ChunkedRuns<'_, '_>]) -> Result<Vec<S
     Ok(out)
 }
 
-/// A tile given as runs, its chunk size (log2), and the attribute to summarize it as, if any.
-pub(crate) type ChunkedRuns<'t, 'a> = (&'t TileRuns<'a>, u32, Option<&'t Attribute>);
+/// A tile given as runs, the pipeline that filters it, its chunk size (log2), and the attribute
+/// to summarize it as, if any.
+pub(crate) type ChunkedRuns<'t, 'a> = (&'t TileRuns<'a>, &'t FilterPipeline, u32, Option<&'t Attribute>);
 /// A filtered tile and its summary, if asked for.
 pub(crate) type SummarizedTile = (EncodedTile, Option<TileSummary>);
 
@@ -659,11 +654,11 @@ mod tests {
                 if reversed {
                     r.reverse();
                 }
-                runs.push(TileRuns::new(&pipes[p], 4, &src, r).unwrap());
+                runs.push((TileRuns::new(4, &src, r).unwrap(), p));
                 assembled.push((tile, p));
             }
             let attr = Attribute::new("a", crate::schema::Datatype::Int32);
-            let refs: Vec<ChunkedRuns<'_, '_>> = runs.iter().map(|r| (r, log2, Some(&attr))).collect();
+            let refs: Vec<ChunkedRuns<'_, '_>> = runs.iter().map(|(r, p)| (r, &pipes[*p], log2, Some(&attr))).collect();
             let got = encode_chunked_runs(&refs).unwrap();
             for ((tile, p), g) in assembled.iter().zip(&got) {
                 prop_assert_eq!(&g.0, &encode_chunked(&pipes[*p], tile, 4, log2).unwrap());
@@ -738,11 +733,11 @@ mod tests {
 
     #[test]
     fn runs_must_cover_the_tile_once_inside_the_buffer() {
-        let (p, src) = (&pipelines()[0], [0u8; 100]);
-        assert!(TileRuns::new(p, 1, &src, vec![(50, 10, 10), (0, 0, 10)]).is_some());
-        assert!(TileRuns::new(p, 1, &src, vec![(0, 0, 10), (50, 11, 10)]).is_none(), "a gap");
-        assert!(TileRuns::new(p, 1, &src, vec![(0, 0, 10), (50, 5, 10)]).is_none(), "an overlap");
-        assert!(TileRuns::new(p, 1, &src, vec![(0, 0, 10), (95, 10, 10)]).is_none(), "past the buffer");
+        let src = [0u8; 100];
+        assert!(TileRuns::new(1, &src, vec![(50, 10, 10), (0, 0, 10)]).is_some());
+        assert!(TileRuns::new(1, &src, vec![(0, 0, 10), (50, 11, 10)]).is_none(), "a gap");
+        assert!(TileRuns::new(1, &src, vec![(0, 0, 10), (50, 5, 10)]).is_none(), "an overlap");
+        assert!(TileRuns::new(1, &src, vec![(0, 0, 10), (95, 10, 10)]).is_none(), "past the buffer");
     }
 
     #[test]

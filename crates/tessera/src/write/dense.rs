@@ -598,7 +598,7 @@ fn fixed_source<'a>(schema: &ArraySchema, spec: &FileSpec, inputs: &[AttrInput<'
 
 /// The bytes of one file of the tile that placement `p` covers, as runs of the caller's buffer.
 fn tile_runs<'a>(spec: &'a FileSpec, elem: usize, src: &'a [u8], p: &Placement) -> Option<TileRuns<'a>> {
-    TileRuns::new(&spec.filters, spec.elem_size, src, contiguous_runs(elem, &p.shape, &p.src, &p.dst)?)
+    TileRuns::new(spec.elem_size, src, contiguous_runs(elem, &p.shape, &p.src, &p.dst)?)
 }
 
 /// The direct filtered files of a complete tile, as runs of the caller's buffers.

@@ -12,6 +12,7 @@ use crate::config::check_limit;
 use crate::config::TileChunking;
 use crate::context::Context;
 use crate::error::{ArrayError, Error, QueryError, Result};
+use crate::filter::DeflateEncoder;
 use crate::fragment::{
     block_sums, checksum_of_sums, choose_chunk_log2, encode_chunked_runs, encode_chunked_summarized, summarize,
     summarized_from_data, wants_blocks, wants_chunks, AutoChunkSize, BlockIndex, ChunkIndex, ChunkedRuns, FileKind,
@@ -87,6 +88,19 @@ fn filter_whole(
 /// filter at most 10 MiB: about 1% of filtering them).
 const RESAMPLE_BYTES: u64 = 1 << 30;
 
+/// With `sm.write.deflate_encoder` auto, the most bytes of a tile that each encoder filters to
+/// choose a file's (its first stored piece): ~1% of the filtering of the `RESAMPLE_BYTES` the
+/// choice holds for.
+const DEFLATE_SAMPLE_BYTES: u64 = 4 << 20;
+
+/// Pieces smaller than this choose no deflate encoder: their filtering takes too little time to
+/// compare.
+const DEFLATE_SAMPLE_MIN: u64 = 256 << 10;
+
+/// A deflate encoder is chosen from a write's tiles of a file only when they hold at least this
+/// many sample pieces: the sample, filtered twice, then costs at most a quarter of filtering them.
+const DEFLATE_SAMPLE_SHARE: u64 = 8;
+
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
 pub(crate) struct FragmentWriter {
     storage: Arc<dyn Storage>,
@@ -107,6 +121,9 @@ pub(crate) struct FragmentWriter {
     chunking: TileChunking,
     /// With `TileChunking::Auto`, per file: the chunk size chosen from a sample.
     chosen: Vec<AutoChunkSize>,
+    /// With `sm.write.deflate_encoder` auto, per file: the deflate encoder chosen from a sample
+    /// and the unfiltered bytes the choice still holds for.
+    deflate: Vec<Option<(DeflateEncoder, u64)>>,
     /// `sm.write.tile_stats`: whether tile summaries are recorded.
     summarize: bool,
     /// Tile summaries `(tile, attribute, kind, summary)` recorded so far.
@@ -164,6 +181,7 @@ impl FragmentWriter {
         let blocks = vec![Vec::new(); specs.len()];
         let chunks = vec![Vec::new(); specs.len()];
         let chosen = specs.iter().map(|s| AutoChunkSize::resumed(ctx.chunk_sizes().get(&array, &s.name))).collect();
+        let deflate = specs.iter().map(|s| ctx.deflate_encoders().get(&array, &s.name)).collect();
         Self {
             storage: ctx.storage().clone(),
             ctx: ctx.clone(),
@@ -177,6 +195,7 @@ impl FragmentWriter {
             chunks,
             chunking: config.tile_chunking(),
             chosen,
+            deflate,
             summarize: config.write_tile_stats(),
             summaries: Vec::new(),
             summarized_files: Vec::new(),
@@ -208,6 +227,62 @@ impl FragmentWriter {
     /// How this fragment's filtered tiles are chunked.
     pub(crate) fn chunking(&self) -> TileChunking {
         self.chunking
+    }
+
+    /// Sets the deflate encoder of the files of `tiles` (`(file, unfiltered size)`, stored in
+    /// chunks of `log2s`, `None`: whole) that have a gzip stage it serves
+    /// (`FilterPipeline::has_deflate_choice`): the one `sm.write.deflate_encoder` names or, with
+    /// auto, the file's current choice, made again at the file's first tile here when the last
+    /// one has held for `RESAMPLE_BYTES`, from `sample(i, n)`: the first `n` bytes of tile `i`,
+    /// its first piece as it is stored (a chunk or the whole tile), at most
+    /// `DEFLATE_SAMPLE_BYTES`, since deflate's ratio depends on the piece's size. No choice is
+    /// made (the last one, or libdeflate) from pieces smaller than `DEFLATE_SAMPLE_MIN` (too
+    /// little to time) nor when the file's tiles here, and as many tiles like the first as the
+    /// fragment holds, are fewer than `DEFLATE_SAMPLE_SHARE` pieces (sampling would cost too
+    /// large a share of the write).
+    fn choose_deflate<'s>(
+        &mut self,
+        tiles: &[(usize, u64)],
+        log2s: &[Option<u32>],
+        sample: impl Fn(usize, usize) -> std::borrow::Cow<'s, [u8]>,
+    ) -> Result<()> {
+        let pinned = self.ctx.config().deflate_encoder();
+        let mut seen = vec![false; self.specs.len()];
+        let mut batch = vec![0u64; self.specs.len()];
+        tiles.iter().for_each(|&(f, len)| batch[f] = batch[f].saturating_add(len));
+        for (i, &(f, len)) in tiles.iter().enumerate() {
+            let spec = &self.specs[f];
+            if !spec.filters.has_deflate_choice() {
+                continue;
+            }
+            let held = self.deflate[f].filter(|_| pinned.is_none());
+            if std::mem::replace(&mut seen[f], true) {
+                // Not the file's first tile here: filtered with the encoder set for the first.
+                self.deflate[f] = held.map(|(e, left)| (e, left.saturating_sub(len)));
+                continue;
+            }
+            let piece = log2s[i].map_or(len, |l| len.min(1 << l)).min(DEFLATE_SAMPLE_BYTES);
+            // The bytes of the file this choice is for: its tiles here, or as many tiles as the
+            // fragment holds, like this one.
+            let ahead = batch[f].max((self.entries[f].len() as u64).saturating_mul(len));
+            let encoder = match (pinned, held) {
+                (Some(e), _) => e,
+                (None, Some((e, left))) if left > 0 => {
+                    self.deflate[f] = Some((e, left.saturating_sub(len)));
+                    e
+                }
+                (None, held) if piece < DEFLATE_SAMPLE_MIN || ahead < piece.saturating_mul(DEFLATE_SAMPLE_SHARE) => {
+                    held.map_or(DeflateEncoder::Libdeflate, |h| h.0)
+                }
+                (None, _) => {
+                    let e = spec.filters.faster_deflate(&sample(i, piece as usize), spec.elem_size)?;
+                    self.deflate[f] = Some((e, RESAMPLE_BYTES.saturating_sub(len)));
+                    e
+                }
+            };
+            self.specs[f].filters = spec.filters.with_deflate(encoder);
+        }
+        Ok(())
     }
 
     /// The chunk size (log2) of each tile `(file, unfiltered size)` of `tiles`, in order (`None`:
@@ -318,7 +393,9 @@ impl FragmentWriter {
             .collect();
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
         let sizes: Vec<(usize, u64)> = jobs.iter().map(|(_, f, b, _)| (*f, b.len() as u64)).collect();
-        let log2s = self.chunk_sizes(&sizes, |i, n| std::borrow::Cow::Borrowed(&jobs[i].2[..n]))?;
+        let sample = |i: usize, n: usize| std::borrow::Cow::Borrowed(&jobs[i].2[..n]);
+        let log2s = self.chunk_sizes(&sizes, sample)?;
+        self.choose_deflate(&sizes, &log2s, sample)?;
         let specs = &self.specs;
         let summarized = &self.summarized_files;
         let filtered: Vec<FilteredTile> = jobs
@@ -357,11 +434,13 @@ impl FragmentWriter {
         }
         let filter_timer = stats::timer(Timer::WriterFilterTiles);
         let sizes: Vec<(usize, u64)> = tiles.iter().map(|(_, f, r, _)| (*f, r.len() as u64)).collect();
-        let log2s = self.chunk_sizes(&sizes, |i, n| {
+        let sample = |i: usize, n: usize| {
             let mut buf = vec![0; n];
             tiles[i].2.gather(0, &mut buf);
             std::borrow::Cow::Owned(buf)
-        })?;
+        };
+        let log2s = self.chunk_sizes(&sizes, sample)?;
+        self.choose_deflate(&sizes, &log2s, sample)?;
         self.start()?;
         // Tiles stored in chunks are filtered chunk by chunk from the runs; those the automatic
         // chunk size stores whole are gathered first.
@@ -370,7 +449,7 @@ impl FragmentWriter {
         let runs: Vec<ChunkedRuns<'_, '_>> = chunked
             .iter()
             .map(|((_, f, r, summarize), log2)| {
-                (r, log2.unwrap_or_default(), summarized_attr(summarized, *f, *summarize))
+                (r, &specs[*f].filters, log2.unwrap_or_default(), summarized_attr(summarized, *f, *summarize))
             })
             .collect();
         let encoded = encode_chunked_runs(&runs)?;
@@ -515,9 +594,12 @@ impl FragmentWriter {
         stats::add(Counter::WriterNumMetadataBytesWritten, written as u64);
         let storage = Arc::clone(&self.storage);
         let staged = self.write_durably(storage.as_ref(), &encoded, block_file.as_deref())?;
-        for (spec, chosen) in self.specs.iter().zip(&self.chosen) {
+        for ((spec, chosen), deflate) in self.specs.iter().zip(&self.chosen).zip(&self.deflate) {
             if let Some(state) = chosen.state() {
                 self.ctx.chunk_sizes().set(&self.array, &spec.name, state);
+            }
+            if let Some(state) = *deflate {
+                self.ctx.deflate_encoders().set(&self.array, &spec.name, state);
             }
         }
         self.check_commit_deadline()?;
