@@ -79,7 +79,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "sm.write.deflate_encoder",
         "auto",
-        "the deflate encoder of gzip stages at levels 6-9 (both write the same zlib stream): libdeflate at the stage's level, zlib (zlib-rs's lazy matcher at the stage's level, at least 7), or auto: per file, from its first tile's first stored piece (chunk or whole tile, at most 4 MiB) filtered by each, zlib when it is at least 10% faster and stores at most 10% more, else libdeflate, chosen again every GiB of the file's tiles",
+        "the deflate encoder of gzip stages at levels 6-9 (both write the same zlib stream): libdeflate at the stage's level, zlib (zlib-rs's lazy matcher at the stage's level, at least 7), or auto: per file, from its first tile's first stored piece (chunk or whole tile, at most 4 MiB) filtered twice by each, zlib when it is at least 10% faster and stores at most 10% more, else libdeflate, chosen again every GiB of the file's tiles",
     ),
     (
         "sm.write.tile_stats",

@@ -88,9 +88,9 @@ fn filter_whole(
 /// filter at most 10 MiB: about 1% of filtering them).
 const RESAMPLE_BYTES: u64 = 1 << 30;
 
-/// With `sm.write.deflate_encoder` auto, the most bytes of a tile that each encoder filters to
-/// choose a file's (its first stored piece): ~1% of the filtering of the `RESAMPLE_BYTES` the
-/// choice holds for.
+/// With `sm.write.deflate_encoder` auto, the most bytes of a tile that each encoder filters
+/// twice to choose a file's (its first stored piece): 16 MiB filtered, ~1.5% of the filtering of
+/// the `RESAMPLE_BYTES` the choice holds for.
 const DEFLATE_SAMPLE_BYTES: u64 = 4 << 20;
 
 /// Pieces smaller than this choose no deflate encoder: their filtering takes too little time to
@@ -98,8 +98,9 @@ const DEFLATE_SAMPLE_BYTES: u64 = 4 << 20;
 const DEFLATE_SAMPLE_MIN: u64 = 256 << 10;
 
 /// A deflate encoder is chosen from a write's tiles of a file only when they hold at least this
-/// many sample pieces: the sample, filtered twice, then costs at most a quarter of filtering them.
-const DEFLATE_SAMPLE_SHARE: u64 = 8;
+/// many sample pieces: the sample, filtered four times, then costs at most a quarter of
+/// filtering them.
+const DEFLATE_SAMPLE_SHARE: u64 = 16;
 
 /// Writes the files of one fragment; nothing is visible to readers until `finish`.
 pub(crate) struct FragmentWriter {
