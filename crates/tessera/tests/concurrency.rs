@@ -289,6 +289,16 @@ fn automatic_four_mebibyte_chunks_stay_right_under_writers_consolidations_and_va
     assert!(tiles >= 3, "{tiles} tiles");
 }
 
+/// The same with gzip-6 tiles written by zlib-rs's lazy matcher (`sm.write.deflate_encoder`
+/// zlib) by writers and consolidations alike, read back by libdeflate beside them.
+#[test]
+fn lazy_deflate_tiles_stay_right_under_writers_consolidations_and_vacuums() {
+    let dir = tempfile::tempdir().unwrap();
+    let gzip = FilterPipeline::new(vec![Filter::Gzip { level: 6 }]);
+    let settings = [("sm.write.deflate_encoder", "zlib")];
+    bands_stay_right_under_load(&dir.path().join("lazy"), &settings, gzip, (16, 1024));
+}
+
 /// The same with unfiltered tiles whose block checksums are all kept apart (format v9,
 /// `__block_checksums`, `sm.write.inline_block_checksums` 0), by writers and consolidations
 /// alike: the readers' two rows are a read of part of a tile, which reads that tile's checksums
